@@ -1,0 +1,48 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+SHELL := /bin/bash
+PY := .venv/bin/python
+export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
+
+.PHONY: run test setup cluster cluster-down cluster-reset lint typecheck migrations-check pytest bench serve
+
+setup:
+	@bash scripts/bootstrap.sh
+
+cluster: setup
+	@$(PY) -m localcluster up
+
+cluster-down:
+	@$(PY) -m localcluster down
+
+cluster-reset:
+	@$(PY) -m localcluster reset
+
+run: cluster
+	@$(PY) manage.py migrate --noinput -v0
+	@$(PY) manage.py seed_demo
+	@bash scripts/serve.sh
+
+lint:
+	@echo "==> ruff"
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check --quiet . || (echo "ruff format: run '.venv/bin/ruff format .'" && exit 1)
+
+typecheck:
+	@echo "==> mypy"
+	@.venv/bin/mypy portal tenants scheduler metering
+
+migrations-check:
+	@echo "==> makemigrations --check"
+	@$(PY) manage.py makemigrations --check --dry-run -v1
+
+pytest:
+	@echo "==> pytest"
+	@$(PY) -m pytest; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; \
+	  exit $$rc
+
+test: cluster
+	@$(MAKE) --no-print-directory lint typecheck migrations-check pytest
+
+bench: cluster
+	@$(PY) -m bench

@@ -1,0 +1,8 @@
+import pytest
+
+pytest_plugins = ["localcluster.pytest_plugin", "tenants.tests.fixtures"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests(settings):
+    settings.RECONCILE_ON_COMMIT = False

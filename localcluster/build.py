@@ -1,0 +1,281 @@
+"""Build the control-plane binaries from Go modules with the local Go toolchain.
+
+Nothing is downloaded but Go modules (through the Go module proxy). Binaries are cached by
+version under ${XDG_CACHE_HOME:-~/.cache}/gpu-portal/bin/<tag>/, so only the first run pays the
+15-30 minute cold build; later runs find the finished directory and return at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.33.5"
+ETCD_VERSION = "v3.5.24"
+KWOK_VERSION = "v0.7.0"
+MIN_GO = (1, 24)  # Kubernetes 1.33's go.mod says go 1.24.0
+
+# Staging modules of Kubernetes 1.33: k8s.io/kubernetes' go.mod replaces each with ./staging/...,
+# which only works inside its own repository, so our wrapper module pins them to v0.33.x.
+K8S_STAGING = """api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
+cloud-provider cluster-bootstrap code-generator component-base component-helpers
+controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation endpointslice
+externaljwt kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet
+metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin
+sample-controller""".split()
+
+
+class BuildError(RuntimeError):
+    """The binaries could not be built; the message says why and what to look at."""
+
+
+@dataclass
+class Component:
+    tag: str  # cache directory name, e.g. kubernetes-v1.33.5
+    module: str  # the module whose version we pin
+    version: str
+    packages: dict[str, str]  # binary name -> Go package path
+    replaces: dict[str, str] = field(default_factory=dict)
+    ldflags: str = "-s -w"
+    tags: str = ""
+
+    def go_mod(self) -> str:
+        lines = [f"module gpu-portal.local/{self.tag}-build", "", "go 1.24.0", ""]
+        lines.append(f"require {self.module} {self.version}")
+        if self.replaces:
+            lines += ["", "replace ("]
+            lines += [f"\t{old} => {new}" for old, new in sorted(self.replaces.items())]
+            lines.append(")")
+        return "\n".join(lines) + "\n"
+
+
+def _k8s_ldflags() -> str:
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    # Without these /version says v0.0.0 and clients (kubectl, the Python client) misjudge it.
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.gitCommit=",
+        ]
+    return " ".join(flags)
+
+
+def components() -> list[Component]:
+    staging_version = "v0." + KUBERNETES_VERSION.split(".", 1)[1]
+    k8s_cmds = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    return [
+        Component(
+            tag=f"etcd-{ETCD_VERSION}",
+            module="go.etcd.io/etcd/server/v3",
+            version=ETCD_VERSION,
+            packages={"etcd": "go.etcd.io/etcd/server/v3"},
+        ),
+        Component(
+            tag=f"kwok-{KWOK_VERSION}",
+            module="sigs.k8s.io/kwok",
+            version=KWOK_VERSION,
+            packages={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+        ),
+        Component(
+            tag=f"kubernetes-{KUBERNETES_VERSION}",
+            module="k8s.io/kubernetes",
+            version=KUBERNETES_VERSION,
+            packages={name: f"k8s.io/kubernetes/cmd/{name}" for name in k8s_cmds},
+            replaces={f"k8s.io/{m}": f"k8s.io/{m} {staging_version}" for m in K8S_STAGING},
+            ldflags=_k8s_ldflags(),
+            tags="grpcnotrace",
+        ),
+    ]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpu-portal"
+
+
+def bin_dir(comp: Component) -> Path:
+    return cache_root() / "bin" / comp.tag
+
+
+def binaries() -> dict[str, Path]:
+    """Paths of all binaries by name (whether or not they are built yet)."""
+    return {name: bin_dir(c) / name for c in components() for name in c.packages}
+
+
+def is_built(comp: Component) -> bool:
+    d = bin_dir(comp)
+    return (d / ".complete").is_file() and all((d / n).is_file() for n in comp.packages)
+
+
+def all_built() -> bool:
+    return all(is_built(c) for c in components())
+
+
+def _log(msg: str) -> None:
+    print(f"[localcluster build] {msg}", file=sys.stderr, flush=True)
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GOTOOLCHAIN="local", CGO_ENABLED="0")
+    # The wrapper modules live outside any VCS checkout; -mod=mod lets `go build` refresh go.sum.
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -buildvcs=false -mod=mod").strip()
+    env.setdefault("GOPATH", str(Path.home() / "go"))  # default GOMODCACHE ~/go/pkg/mod persists
+    return env
+
+
+def _check_go() -> str:
+    go = shutil.which("go")
+    if not go:
+        raise BuildError("the Go toolchain ('go') is not on PATH; Go >= 1.24 is needed to build "
+                         "kube-apiserver, etcd and kwok")
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
+                         env=_go_env(), check=False).stdout.strip()
+    try:
+        major, minor = (int(x) for x in out.removeprefix("go").split(".")[:2])
+    except ValueError as exc:
+        raise BuildError(f"cannot read the Go version from 'go env GOVERSION': {out!r}") from exc
+    if (major, minor) < MIN_GO:
+        raise BuildError(f"{out} is too old: Kubernetes {KUBERNETES_VERSION} needs Go >= 1.24")
+    return go
+
+
+def _count_packages(go: str, comp: Component, src: Path) -> int:
+    """How many packages the build needs at most (an upper bound: cached ones are not rebuilt)."""
+    cmd = [go, "list", "-deps", *(["-tags", comp.tags] if comp.tags else []),
+           *comp.packages.values()]
+    res = subprocess.run(cmd, cwd=src, env=_go_env(), capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, check=False)
+    return len(res.stdout.split()) if res.returncode == 0 else 0
+
+
+def _run_logged(cmd: list[str], cwd: Path, log, what: str, total: int = 0,
+                count_progress: bool = False) -> None:
+    """Run cmd, copy its output to log; with count_progress, report compiled packages (-v)."""
+    log.write(f"\n$ {' '.join(cmd)}\n")
+    log.flush()
+    start = time.monotonic()
+    last_report = start
+    compiled = 0
+    tail: list[str] = []
+    proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log.write(line)
+        tail = (tail + [line.rstrip()])[-25:]
+        if count_progress and not line.startswith(("#", " ", "go: ")):
+            compiled += 1
+        now = time.monotonic()
+        if now - last_report >= 30:
+            last_report = now
+            of = f" of at most {total}" if total else ""
+            done = f", {compiled} packages compiled{of}" if count_progress else ""
+            _log(f"  {what}: still working ({int(now - start)} s{done})")
+    rc = proc.wait()
+    log.flush()
+    if rc != 0:
+        raise BuildError(f"{what} failed (exit {rc}); last output:\n  " + "\n  ".join(tail)
+                         + f"\nfull log: {log.name}")
+
+
+def _build_component(go: str, comp: Component) -> None:
+    src = cache_root() / "src" / comp.tag
+    src.mkdir(parents=True, exist_ok=True)
+    partial = cache_root() / "bin" / f".partial-{comp.tag}"
+    partial.mkdir(parents=True, exist_ok=True)
+    log_path = cache_root() / "logs" / f"build-{comp.tag}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    _log(f"building {comp.tag} ({', '.join(comp.packages)}); log: {log_path}")
+    with open(log_path, "a", encoding="utf-8") as log:
+        gomod = comp.go_mod()
+        tools = [f"{pkg}@{comp.version}" for pkg in comp.packages.values()]
+        spec = gomod + "\n".join(tools) + "\n"
+        marker = src / ".wrapper-spec"
+        if not marker.is_file() or marker.read_text() != spec or not (src / "go.sum").is_file():
+            # Fresh wrapper module; `go get -tool` resolves and records every dependency.
+            (src / "go.mod").write_text(gomod)
+            (src / "go.sum").unlink(missing_ok=True)
+            _log("  resolving modules (downloads through the Go module proxy on first run)")
+            _run_logged([go, "get", "-tool", *tools], src, log, "go get (module download)")
+            marker.write_text(spec)
+        cmd = [go, "build", "-v", "-trimpath", "-ldflags", comp.ldflags, "-o", str(partial) + "/"]
+        if comp.tags:
+            cmd[3:3] = ["-tags", comp.tags]
+        total = _count_packages(go, comp, src)
+        _log(f"  compiling up to {total} packages, then linking")
+        _run_logged(cmd + list(comp.packages.values()), src, log, f"go build {comp.tag}",
+                    total=total, count_progress=True)
+    for name, pkg in comp.packages.items():
+        # go build names a binary after its package path, minus a /vN suffix (etcd: "server").
+        parts = pkg.split("/")
+        default = parts[-2] if re.fullmatch(r"v\d+", parts[-1]) else parts[-1]
+        if default != name and (partial / default).is_file():
+            (partial / default).replace(partial / name)
+        if not (partial / name).is_file():
+            raise BuildError(f"go build finished but {partial / name} is missing")
+    (partial / ".complete").write_text(f"{comp.module} {comp.version}\n")
+    final = bin_dir(comp)
+    if final.exists():
+        shutil.rmtree(final)
+    partial.rename(final)
+    _log(f"  {comp.tag} done in {int(time.monotonic() - start)} s")
+
+
+def ensure_built(verbose: bool = True) -> dict[str, Path]:
+    """Build whatever is missing (under a lock, so parallel callers wait) and return the paths."""
+    missing = [c for c in components() if not is_built(c)]
+    if not missing:
+        return binaries()
+    go = _check_go()
+    lock_path = cache_root() / "bin" / ".build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log("another build is running; waiting for it to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        start = time.monotonic()
+        todo = [c for c in components() if not is_built(c)]
+        if todo and verbose:
+            _log(f"cold build of {', '.join(c.tag for c in todo)} with {go} "
+                 f"on {os.cpu_count()} CPUs: expect 15-30 minutes on 2 cores, once")
+        for comp in todo:
+            _build_component(go, comp)
+        if todo:
+            _log(f"all binaries built in {int(time.monotonic() - start)} s")
+    _verify_versions()
+    return binaries()
+
+
+def _verify_versions() -> None:
+    """Fail loudly if a cached binary does not report the version we pinned."""
+    paths = binaries()
+    checks = {
+        "kube-apiserver": KUBERNETES_VERSION,
+        "kubectl": KUBERNETES_VERSION,
+        "etcd": ETCD_VERSION.lstrip("v"),
+        "kwok": KWOK_VERSION.lstrip("v"),
+    }
+    for name, want in checks.items():
+        args = [str(paths[name]), "version", "--client"] if name == "kubectl" else \
+            [str(paths[name]), "--version"]
+        out = subprocess.run(args, capture_output=True, text=True, check=False,
+                             stdin=subprocess.DEVNULL)
+        if want not in out.stdout + out.stderr:
+            raise BuildError(f"{paths[name]} does not report version {want}: "
+                             f"{(out.stdout + out.stderr).strip()[:300]}; delete "
+                             f"{paths[name].parent} to rebuild it")

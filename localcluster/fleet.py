@@ -1,0 +1,122 @@
+"""The fake GPU nodes: Node manifests from fleet.yaml, created through the API server.
+
+KWOK manages every node annotated kwok.x-k8s.io/node=fake: it fills in conditions, keeps the
+node lease fresh and moves pods bound to it to Running. Capacity is set at creation (the API
+server keeps status on create) and later rewritten by the simulator via the status subresource.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from . import gpu_layout as gl
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+# The simulator records which label values it has processed and which are in effect.
+ANN_MIG_OBSERVED = "gpu-portal.local/mig.config.observed"
+ANN_MIG_EFFECTIVE = "gpu-portal.local/mig.config.effective"
+ANN_DP_OBSERVED = "gpu-portal.local/device-plugin.config.observed"
+ANN_DP_EFFECTIVE = "gpu-portal.local/device-plugin.config.effective"
+LABEL_BENCH = "gpu-portal.local/bench"
+
+
+def node_templates(large: int = 0) -> list[dict]:
+    """The seed nodes, plus `large` generated ones cycling through the seed templates."""
+    seed = [dict(n) for n in gl.fleet_spec()["nodes"]]
+    extra = []
+    for i in range(large):
+        tmpl = dict(seed[i % len(seed)])
+        tmpl["name"] = f"bench-{tmpl['model'].lower()}-{i:04d}"
+        tmpl["bench"] = True
+        extra.append(tmpl)
+    return seed + extra
+
+
+def node_manifest(spec: dict) -> dict[str, Any]:
+    defaults = gl.fleet_spec().get("defaults", {})
+    mig, dp = spec.get("migConfig"), spec.get("devicePluginConfig")
+    gpu_res, gpu_labels = gl.node_gpu_state(spec["model"], int(spec["gpus"]), mig, dp)
+    base = {k: str(spec.get(k, defaults[k])) for k in ("cpu", "memory", "pods",
+                                                      "ephemeral-storage")}
+    resources = {**base, **{k: str(v) for k, v in gpu_res.items()}}
+    labels = {
+        "kubernetes.io/hostname": spec["name"],
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+        **gpu_labels,
+        **(spec.get("labels") or {}),
+    }
+    if gl.LABEL_MIG_CONFIG in labels:
+        labels[gl.LABEL_MIG_STATE] = "success"
+    if gl.LABEL_DP_CONFIG in labels:
+        labels[gl.LABEL_DP_STATE] = "success"
+    if spec.get("bench"):
+        labels[LABEL_BENCH] = "true"
+    annotations = {
+        KWOK_ANNOTATION: "fake",
+        "node.alpha.kubernetes.io/ttl": "0",
+        ANN_MIG_OBSERVED: mig or "",
+        ANN_MIG_EFFECTIVE: mig or "",
+        ANN_DP_OBSERVED: dp or "",
+        ANN_DP_EFFECTIVE: dp or "",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec["name"], "labels": labels, "annotations": annotations},
+        "spec": {},
+        "status": {"capacity": resources, "allocatable": dict(resources)},
+    }
+
+
+def ensure_nodes(api: client.ApiClient, large: int | None = None) -> list[str]:
+    """Create missing fleet nodes (existing ones are left as they are) and return all names.
+
+    With `large` given, bench nodes beyond that count are deleted, so `--large 0` removes them.
+    """
+    core = client.CoreV1Api(api)
+    existing = {n.metadata.name for n in core.list_node().items}
+    specs = node_templates(large or 0)
+    for spec in specs:
+        if spec["name"] not in existing:
+            try:
+                core.create_node(node_manifest(spec))
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+    names = [s["name"] for s in specs]
+    if large is not None:
+        for node in core.list_node(label_selector=f"{LABEL_BENCH}=true").items:
+            if node.metadata.name not in names:
+                core.delete_node(node.metadata.name)
+    return names
+
+
+def _node_ready(node: client.V1Node) -> bool:
+    conditions = node.status.conditions or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    # The node-lifecycle controller lifts this taint once it sees the node Ready; until then
+    # the scheduler refuses the node.
+    tainted = any(t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or [])
+    return ready and not tainted
+
+
+def wait_nodes_ready(api: client.ApiClient, names: list[str], timeout: float = 180) -> None:
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while True:
+        nodes = {n.metadata.name: n for n in core.list_node().items}
+        pending = {n for n in names if n not in nodes or not _node_ready(nodes[n])}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            shown = ", ".join(sorted(pending)[:10])
+            raise TimeoutError(f"{len(pending)} node(s) not Ready after {timeout:.0f} s: {shown}"
+                               " (see .local/cluster/logs/kwok.log, kube-controller-manager.log)")
+        time.sleep(0.5)

@@ -1,0 +1,225 @@
+"""What NVIDIA's MIG manager, device plugin and GPU feature discovery would publish for a node.
+
+Pure functions shared by the fleet (seed nodes) and the simulator (relabelled nodes): from a GPU
+model, a GPU count, a mig-parted config and a device-plugin config to the node's extended
+resources and labels. Packing facts come from scheduler/catalog.py (the project's catalog).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from scheduler import catalog
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+MIG_CONFIG_FILE = PACKAGE_DIR / "mig-parted-config.yaml"
+DEVICE_PLUGIN_CONFIG_FILE = PACKAGE_DIR / "device-plugin-config.yaml"
+FLEET_FILE = PACKAGE_DIR / "fleet.yaml"
+
+GPU = "nvidia.com/gpu"
+LABEL_MODEL = "gpu-portal/gpu-model"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_MIG_STATE = "nvidia.com/mig.config.state"
+LABEL_DP_CONFIG = "nvidia.com/device-plugin.config"
+# NVIDIA's device plugin has no state label; ours mirrors nvidia.com/mig.config.state.
+LABEL_DP_STATE = "gpu-portal/device-plugin.config.state"
+MIG_LABEL_PREFIX = "nvidia.com/mig-"
+
+
+class LayoutError(ValueError):
+    """The requested layout or sharing config cannot be applied to this node."""
+
+
+@cache
+def mig_configs() -> dict[str, list[dict]]:
+    raw = yaml.safe_load(MIG_CONFIG_FILE.read_text())
+    if raw.get("version") != "v1":
+        raise LayoutError(f"{MIG_CONFIG_FILE}: only mig-parted version v1 is understood")
+    return raw["mig-configs"]
+
+
+@cache
+def device_plugin_configs() -> dict[str, dict]:
+    return yaml.safe_load(DEVICE_PLUGIN_CONFIG_FILE.read_text())
+
+
+@cache
+def fleet_spec() -> dict:
+    return yaml.safe_load(FLEET_FILE.read_text())
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    key: str
+    product: str
+    memory_mib: int
+    mig_capable: bool
+    family: str
+
+
+def model_info(key: str) -> ModelInfo:
+    models = fleet_spec()["models"]
+    if key not in models:
+        raise LayoutError(f"GPU model {key!r} is not described in {FLEET_FILE.name}")
+    m = models[key]
+    return ModelInfo(key, m["product"], int(m["memoryMiB"]), bool(m["migCapable"]),
+                     m.get("family", ""))
+
+
+def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list[dict | None]:
+    """Per GPU: None when MIG is off, else {profile: count}. Raises LayoutError when invalid."""
+    if not config_name:
+        return [None] * gpu_count
+    configs = mig_configs()
+    if config_name not in configs:
+        raise LayoutError(f"no MIG config named {config_name!r} in {MIG_CONFIG_FILE.name}")
+    gpu = catalog.get_model(model)
+    pci_ids = {p.upper() for p in _pci_ids(model)}
+    layout: list[dict | None] = [None] * gpu_count
+    matched = False
+    for entry in configs[config_name]:
+        flt = entry.get("device-filter")
+        if flt is not None:
+            wanted = {flt.upper()} if isinstance(flt, str) else {f.upper() for f in flt}
+            if not wanted & pci_ids:
+                continue
+        matched = True
+        devices = entry.get("devices")
+        indices = range(gpu_count) if devices == "all" else devices
+        if not isinstance(indices, (range, list)):
+            raise LayoutError(f"{config_name}: 'devices' must be 'all' or a list of indices")
+        enabled = bool(entry.get("mig-enabled"))
+        mig_devices = dict(entry.get("mig-devices") or {})
+        if enabled and not gpu.mig_capable:
+            raise LayoutError(f"{model} is not MIG-capable")
+        if not enabled and mig_devices:
+            raise LayoutError(f"{config_name}: mig-devices given with mig-enabled: false")
+        for idx in indices:
+            if not 0 <= int(idx) < gpu_count:
+                raise LayoutError(f"{config_name}: GPU index {idx} does not exist "
+                                  f"(the node has {gpu_count} GPUs)")
+            layout[int(idx)] = mig_devices if enabled else None
+    if not matched:
+        raise LayoutError(f"MIG config {config_name!r} has no entry for {model}")
+    for idx, devices in enumerate(layout):
+        if devices is None:
+            continue
+        try:
+            ok = catalog.can_pack(gpu, devices)
+        except catalog.UnknownProfile as exc:
+            raise LayoutError(str(exc).strip('"')) from None
+        if not ok:
+            raise LayoutError(f"GPU {idx}: {devices} cannot be placed on one {model} "
+                              "(memory slices, placement starts, compute slices or max count)")
+    return layout
+
+
+def _pci_ids(model: str) -> list[str]:
+    # GpuModel does not carry PCI IDs; read them from the same catalog file.
+    import json
+    raw = json.loads(catalog.CATALOG_PATH.read_text())
+    for g in raw["gpus"]:
+        if g["model"] == model:
+            return g.get("pci_device_ids") or []
+    return []
+
+
+def sharing_of(config_name: str | None) -> tuple[str, dict]:
+    """(strategy, config) where strategy is none, time-slicing or mps."""
+    if not config_name:
+        return "none", {}
+    configs = device_plugin_configs()
+    if config_name not in configs:
+        raise LayoutError(f"no device plugin config named {config_name!r} in "
+                          f"{DEVICE_PLUGIN_CONFIG_FILE.name}")
+    cfg = configs[config_name] or {}
+    strategy = (cfg.get("flags") or {}).get("migStrategy", "mixed")
+    if strategy != "mixed":
+        raise LayoutError(f"{config_name}: migStrategy {strategy!r} is not simulated (mixed only)")
+    sharing = cfg.get("sharing") or {}
+    if "timeSlicing" in sharing and "mps" in sharing:
+        raise LayoutError(f"{config_name}: time-slicing and MPS cannot be combined")
+    if "timeSlicing" in sharing:
+        return "time-slicing", sharing["timeSlicing"]
+    if "mps" in sharing:
+        return "mps", sharing["mps"]
+    return "none", {}
+
+
+def node_gpu_state(model: str, gpu_count: int, mig_config: str | None,
+                   dp_config: str | None) -> tuple[dict[str, int], dict[str, str]]:
+    """Extended resources {name: count} and GFD/device-plugin labels for a node.
+
+    Resources follow the device plugin's mixed strategy: whole GPUs as nvidia.com/gpu, MIG
+    instances as nvidia.com/mig-<profile>; a sharing config multiplies the listed resources.
+    """
+    info = model_info(model)
+    if mig_config and not info.mig_capable:
+        raise LayoutError(f"{model} is not MIG-capable; it cannot take MIG config {mig_config!r}")
+    layout = per_gpu_devices(model, gpu_count, mig_config)
+    gpu = catalog.get_model(model)
+    resources: dict[str, int] = {GPU: sum(1 for d in layout if d is None)}
+    profile_counts: dict[str, int] = {}
+    for devices in layout:
+        for name, count in (devices or {}).items():
+            if count:
+                profile_counts[name] = profile_counts.get(name, 0) + int(count)
+    for name, count in profile_counts.items():
+        res = gpu.profile(name).resource_name
+        resources[res] = resources.get(res, 0) + count
+
+    strategy, sharing = sharing_of(dp_config)
+    replicas_of_gpu = 1
+    if strategy != "none":
+        if strategy == "mps" and profile_counts:
+            raise LayoutError("MPS sharing applies to whole GPUs only, not to MIG devices")
+        rename = bool(sharing.get("renameByDefault"))
+        for res in sharing.get("resources") or []:
+            name, replicas = res["name"], int(res["replicas"])
+            if replicas < 2:
+                raise LayoutError(f"{dp_config}: replicas must be >= 2 (got {replicas})")
+            if strategy == "mps" and name != GPU:
+                raise LayoutError(f"{dp_config}: MPS can only share {GPU}")
+            if name == GPU:
+                replicas_of_gpu = replicas
+            if not resources.get(name):
+                continue
+            count = resources.pop(name)
+            resources[f"{name}.shared" if rename else name] = count * replicas
+
+    resources = {k: v for k, v in resources.items() if v}  # kubelet lists no empty resource
+    labels = {
+        LABEL_MODEL: model,
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": info.product,
+        "nvidia.com/gpu.family": info.family,
+        "nvidia.com/gpu.count": str(gpu_count),
+        "nvidia.com/gpu.memory": str(info.memory_mib),
+        "nvidia.com/gpu.replicas": str(replicas_of_gpu),
+        "nvidia.com/gpu.sharing-strategy": strategy,
+        "nvidia.com/mig.capable": str(info.mig_capable).lower(),
+        "nvidia.com/mig.strategy": "mixed" if info.mig_capable else "none",
+    }
+    if dp_config:
+        labels[LABEL_DP_CONFIG] = dp_config
+    if info.mig_capable and mig_config:
+        labels[LABEL_MIG_CONFIG] = mig_config
+    for name, count in sorted(profile_counts.items()):
+        p = gpu.profile(name)
+        base = f"{MIG_LABEL_PREFIX}{p.slug}"
+        labels.update({
+            f"{base}.count": str(count),
+            f"{base}.memory": str(p.memory_gb * 1024),
+            f"{base}.slices.gi": str(p.compute_slices),
+            f"{base}.slices.ci": str(p.compute_slices),
+        })
+    return resources, labels
+
+
+def stale_mig_labels(labels: dict[str, str], fresh: dict[str, str]) -> list[str]:
+    """Per-profile labels on the node that the new layout no longer has."""
+    return [k for k in labels if k.startswith(MIG_LABEL_PREFIX) and k not in fresh]

@@ -1,0 +1,87 @@
+"""Pytest fixtures for tests against the local Kubernetes cluster.
+
+Register with `pytest_plugins = ["localcluster.pytest_plugin"]` (root conftest.py) or
+`-p localcluster.pytest_plugin`.
+
+- kube_cluster (session): runs the same code as `python -m localcluster up` (builds the
+  binaries on first use, starts what is not running) and returns a KubeCluster with
+  `.kubeconfig` and a ready `.api_client`. If the binaries cannot be built or the cluster does
+  not come up, the test fails with the reason; it is never skipped. The cluster is left running
+  after the session so the next run starts in seconds (`make cluster-down` stops it).
+- kube_namespace (function): a fresh namespace per test, deleted afterwards (its pods are
+  force-deleted first so their GPUs are free for the next test at once).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from . import build, cluster
+
+
+@dataclass
+class KubeCluster:
+    kubeconfig: Path
+    api_client: client.ApiClient
+    server: str
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "cluster: needs the local Kubernetes cluster (started by the session fixture)"
+    )
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> KubeCluster:
+    try:
+        cluster.up()
+    except build.BuildError as exc:
+        pytest.fail(f"cannot build the local cluster's Kubernetes binaries: {exc}", pytrace=False)
+    except (cluster.ClusterError, TimeoutError, OSError) as exc:
+        pytest.fail(f"the local Kubernetes cluster did not come up: {exc} "
+                    f"(logs: {cluster.LOGS})", pytrace=False)
+    api = cluster.api_client()
+    yield KubeCluster(kubeconfig=cluster.KUBECONFIG, api_client=api, server=cluster.server_url())
+    api.close()
+
+
+def _namespace_name(node_name: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", node_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> str:
+    core = kube_cluster.core
+    name = _namespace_name(request.node.name)
+    core.create_namespace({"metadata": {"name": name, "labels": {"gpu-portal.local/test": "true"}}})
+    # The ServiceAccount admission plugin refuses pods until the controller made `default`.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            core.read_namespaced_service_account("default", name)
+            break
+        except ApiException as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    yield name
+    try:
+        core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise

@@ -1,0 +1,283 @@
+"""Tests against the real local control plane (kube-apiserver, scheduler, controllers, KWOK) and
+the GPU simulator. Plain pytest; fixtures from localcluster.pytest_plugin."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from localcluster import build
+
+pytestmark = pytest.mark.cluster
+
+SEED_GPU_ALLOCATABLE = {
+    "gpu-a100-0": {"nvidia.com/gpu": "2", "nvidia.com/mig-3g.40gb": "2",
+                   "nvidia.com/mig-1g.10gb": "7"},
+    "gpu-h100-0": {"nvidia.com/mig-3g.40gb": "16"},
+    "gpu-h200-0": {"nvidia.com/gpu": "8"},
+    "gpu-l40s-0": {"nvidia.com/gpu": "16"},
+    "gpu-rtx4090-0": {"nvidia.com/gpu": "4"},
+}
+PRIORITY_CLASSES = {"gpu-critical": 1_000_000, "gpu-high": 900_000, "gpu-low": 100_000}
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+def wait_for(what: str, check, timeout: float = 30, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def gpu_pod(name: str, resources: dict[str, int], node: str | None = None,
+            priority_class: str | None = None) -> dict:
+    limits = {k: str(v) for k, v in resources.items()}
+    spec: dict = {
+        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"limits": limits, "requests": dict(limits)}}],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_phase(core: client.CoreV1Api, ns: str, name: str) -> str | None:
+    try:
+        return core.read_namespaced_pod(name, ns).status.phase
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def scheduling_failures(core: client.CoreV1Api, ns: str, pod: str) -> list[str]:
+    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={pod}").items
+    return [e.message for e in events if e.reason == "FailedScheduling"]
+
+
+def wait_quota_ready(core: client.CoreV1Api, ns: str, name: str) -> None:
+    # Until the resourcequota controller fills status, admission refuses pods ("status unknown").
+    wait_for(f"quota {name} status",
+             lambda: (core.read_namespaced_resource_quota(name, ns).status.hard or None))
+
+
+def node_state(core: client.CoreV1Api, name: str) -> tuple[dict, dict]:
+    node = core.read_node(name)
+    return node.metadata.labels, node.status.allocatable
+
+
+def relabel(core: client.CoreV1Api, node: str, key: str, value: str, state_key: str,
+            expect: str, seen: set[str] | None = None) -> None:
+    core.patch_node(node, {"metadata": {"labels": {key: value}}})
+
+    def done():
+        labels = core.read_node(node).metadata.labels
+        ann = core.read_node(node).metadata.annotations
+        if seen is not None:
+            seen.add(labels.get(state_key))
+        observed = ann.get(f"gpu-portal.local/{key.split('/', 1)[1]}.observed")
+        return observed == value and labels.get(state_key) == expect
+
+    wait_for(f"{node} {state_key}={expect}", done, timeout=20, interval=0.05)
+
+
+@pytest.fixture(scope="module")
+def priority_classes(kube_cluster):
+    sched = client.SchedulingV1Api(kube_cluster.api_client)
+    for name, value in PRIORITY_CLASSES.items():
+        try:
+            sched.create_priority_class({"metadata": {"name": name}, "value": value,
+                                         "preemptionPolicy": "PreemptLowerPriority"})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    return PRIORITY_CLASSES
+
+
+# --- control plane and fleet -----------------------------------------------------------------
+
+def test_server_reports_pinned_version(kube_cluster):
+    info = client.VersionApi(kube_cluster.api_client).get_code()
+    assert info.git_version == build.KUBERNETES_VERSION
+
+
+def test_seed_nodes_ready_with_gpu_allocatable(kube_cluster):
+    nodes = {n.metadata.name: n for n in kube_cluster.core.list_node().items}
+    for name, gpus in SEED_GPU_ALLOCATABLE.items():
+        node = nodes[name]
+        ready = [c.status for c in node.status.conditions if c.type == "Ready"]
+        assert ready == ["True"], name
+        alloc = {k: v for k, v in node.status.allocatable.items()
+                 if k.startswith("nvidia.com/") and v != "0"}
+        assert alloc == gpus, name
+    a100 = nodes["gpu-a100-0"].metadata.labels
+    assert a100["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+    assert a100["gpu-portal/gpu-model"] == "A100-80GB"
+    assert a100["nvidia.com/mig.config"] == "mixed"
+    assert a100["nvidia.com/mig.config.state"] == "success"
+    assert a100["nvidia.com/mig-1g.10gb.count"] == "7"
+    l40s = nodes["gpu-l40s-0"].metadata.labels
+    assert l40s["nvidia.com/gpu.replicas"] == "4"
+    assert l40s["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert l40s["nvidia.com/mig.capable"] == "false"
+
+
+def test_mig_pod_lands_on_a100_and_runs(kube_cluster, kube_namespace):
+    core = kube_cluster.core
+    core.create_namespaced_pod(kube_namespace, gpu_pod("mig-1g", {"nvidia.com/mig-1g.10gb": 1}))
+    wait_for("pod Running", lambda: pod_phase(core, kube_namespace, "mig-1g") == "Running")
+    node = core.read_node(core.read_namespaced_pod("mig-1g", kube_namespace).spec.node_name)
+    assert node.metadata.labels["gpu-portal/gpu-model"] == "A100-80GB"
+    if not core.list_node(label_selector="gpu-portal.local/bench=true").items:
+        assert node.metadata.name == "gpu-a100-0"  # the seed fleet's only MIG-1g node
+
+
+def test_pod_larger_than_any_node_stays_pending(kube_cluster, kube_namespace):
+    core = kube_cluster.core
+    core.create_namespaced_pod(kube_namespace, gpu_pod("huge", {"nvidia.com/gpu": 100}))
+    messages = wait_for("FailedScheduling event",
+                        lambda: scheduling_failures(core, kube_namespace, "huge"))
+    assert any("Insufficient nvidia.com/gpu" in m for m in messages), messages
+    assert pod_phase(core, kube_namespace, "huge") == "Pending"
+
+
+# --- quota -----------------------------------------------------------------------------------
+
+def test_quota_on_requests_gpu_refuses_third_pod(kube_cluster, kube_namespace):
+    core = kube_cluster.core
+    core.create_namespaced_resource_quota(kube_namespace, {
+        "metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+    wait_quota_ready(core, kube_namespace, "gpus")
+    for i in range(2):
+        core.create_namespaced_pod(kube_namespace,
+                                   gpu_pod(f"p{i}", {"nvidia.com/gpu": 1}, "gpu-rtx4090-0"))
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(kube_namespace,
+                                   gpu_pod("p2", {"nvidia.com/gpu": 1}, "gpu-rtx4090-0"))
+    assert err.value.status == 403
+    assert "exceeded quota: gpus" in err.value.body
+    assert "requests.nvidia.com/gpu" in err.value.body
+
+
+def test_quota_limits_prefix_for_gpu_is_accepted_but_not_enforced(kube_cluster, kube_namespace):
+    """`limits.nvidia.com/gpu` passes validation (any name with a '/' does), but the pod quota
+    evaluator only counts extended resources under `requests.`: nothing is enforced."""
+    core = kube_cluster.core
+    quota = core.create_namespaced_resource_quota(kube_namespace, {
+        "metadata": {"name": "gpu-limits"}, "spec": {"hard": {"limits.nvidia.com/gpu": "1"}}})
+    assert quota.spec.hard == {"limits.nvidia.com/gpu": "1"}
+    wait_quota_ready(core, kube_namespace, "gpu-limits")
+    for i in range(3):  # three GPUs against a "limit" of one: all admitted
+        core.create_namespaced_pod(kube_namespace,
+                                   gpu_pod(f"p{i}", {"nvidia.com/gpu": 1}, "gpu-h200-0"))
+    wait_for("pods Running", lambda: all(
+        pod_phase(core, kube_namespace, f"p{i}") == "Running" for i in range(3)))
+    used = core.read_namespaced_resource_quota("gpu-limits", kube_namespace).status.used or {}
+    assert "limits.nvidia.com/gpu" not in used  # never tracked
+
+
+# --- priority and preemption -----------------------------------------------------------------
+
+def test_critical_pod_preempts_low_pod(kube_cluster, kube_namespace, priority_classes):
+    core = kube_cluster.core
+    node = "gpu-rtx4090-0"
+    core.create_namespaced_pod(kube_namespace,
+                               gpu_pod("low", {"nvidia.com/gpu": 4}, node, "gpu-low"))
+    wait_for("low pod Running", lambda: pod_phase(core, kube_namespace, "low") == "Running")
+    core.create_namespaced_pod(kube_namespace,
+                               gpu_pod("critical", {"nvidia.com/gpu": 4}, node, "gpu-critical"))
+    wait_for("critical pod Running",
+             lambda: pod_phase(core, kube_namespace, "critical") == "Running", timeout=60)
+    assert pod_phase(core, kube_namespace, "low") is None  # evicted and gone
+    assert core.read_namespaced_pod("critical", kube_namespace).spec.priority == 1_000_000
+
+
+def test_high_pod_does_not_preempt_equal_priority(kube_cluster, kube_namespace, priority_classes):
+    core = kube_cluster.core
+    node = "gpu-rtx4090-0"
+    core.create_namespaced_pod(kube_namespace,
+                               gpu_pod("first", {"nvidia.com/gpu": 4}, node, "gpu-high"))
+    wait_for("first pod Running", lambda: pod_phase(core, kube_namespace, "first") == "Running")
+    core.create_namespaced_pod(kube_namespace,
+                               gpu_pod("second", {"nvidia.com/gpu": 4}, node, "gpu-high"))
+    messages = wait_for("FailedScheduling event",
+                        lambda: scheduling_failures(core, kube_namespace, "second"))
+    assert any("No preemption victims found" in m for m in messages), messages
+    time.sleep(2)  # give a (wrong) preemption the time it would need
+    assert pod_phase(core, kube_namespace, "first") == "Running"
+    second = core.read_namespaced_pod("second", kube_namespace)
+    assert second.status.phase == "Pending"
+    assert not second.status.nominated_node_name
+
+
+# --- the MIG manager / device plugin simulator -----------------------------------------------
+
+MIG, MIG_STATE = "nvidia.com/mig.config", "nvidia.com/mig.config.state"
+DP, DP_STATE = "nvidia.com/device-plugin.config", "gpu-portal/device-plugin.config.state"
+
+
+def test_simulator_applies_new_mig_layout(kube_cluster):
+    core = kube_cluster.core
+    node = "gpu-a100-0"
+    seen: set[str] = set()
+    try:
+        relabel(core, node, MIG, "all-1g.10gb", MIG_STATE, "success", seen)
+        assert "pending" in seen
+        labels, alloc = node_state(core, node)
+        assert alloc["nvidia.com/mig-1g.10gb"] == "28"
+        assert alloc["nvidia.com/mig-3g.40gb"] == "0"  # kubelet keeps vanished resources at 0
+        assert alloc["nvidia.com/gpu"] == "0"
+        assert labels["nvidia.com/mig-1g.10gb.count"] == "28"
+        assert "nvidia.com/mig-3g.40gb.count" not in labels
+    finally:
+        relabel(core, node, MIG, "mixed", MIG_STATE, "success")
+    labels, alloc = node_state(core, node)
+    assert {k: v for k, v in alloc.items() if k.startswith("nvidia.com/") and v != "0"} == \
+        SEED_GPU_ALLOCATABLE[node]
+    assert labels["nvidia.com/mig-3g.40gb.count"] == "2"
+
+
+def test_simulator_rejects_impossible_layout(kube_cluster):
+    core = kube_cluster.core
+    node = "gpu-a100-0"
+    before = node_state(core, node)
+    try:
+        relabel(core, node, MIG, "invalid-3g-3g-1g", MIG_STATE, "failed")
+        labels, alloc = node_state(core, node)
+        assert alloc == before[1]
+        assert {k: v for k, v in labels.items() if k not in (MIG, MIG_STATE)} == \
+            {k: v for k, v in before[0].items() if k not in (MIG, MIG_STATE)}
+        events = core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={node},reason=MigConfigFailed").items
+        assert any("cannot be placed" in e.message for e in events)
+    finally:
+        relabel(core, node, MIG, "mixed", MIG_STATE, "success")
+    assert node_state(core, node)[1] == before[1]
+
+
+def test_simulator_applies_time_slicing(kube_cluster):
+    core = kube_cluster.core
+    node = "gpu-rtx4090-0"
+    try:
+        relabel(core, node, DP, "time-sliced-4", DP_STATE, "success")
+        labels, alloc = node_state(core, node)
+        assert alloc["nvidia.com/gpu"] == "16"
+        assert labels["nvidia.com/gpu.replicas"] == "4"
+        assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    finally:
+        relabel(core, node, DP, "default", DP_STATE, "success")
+    labels, alloc = node_state(core, node)
+    assert alloc["nvidia.com/gpu"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "none"

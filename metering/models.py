@@ -1,0 +1,1 @@
+# Usage samples, rollups and statements arrive with the metering issue.

@@ -1,0 +1,6 @@
+from tenants.models import is_platform_admin
+
+
+def portal(request):
+    user = getattr(request, "user", None)
+    return {"is_platform_admin": is_platform_admin(user) if user else False}

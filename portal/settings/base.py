@@ -1,0 +1,148 @@
+"""Settings shared by every mode; every value that differs between machines comes from the
+environment (docs/configuration.md lists them all)."""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "portal",
+    "tenants",
+    "scheduler",
+    "metering",
+]
+
+MIDDLEWARE = [
+    "portal.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.portal",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default="postgres://gpu_portal:gpu_portal@127.0.0.1:5432/gpu_portal"
+    ),
+}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".local" / "static"
+STATICFILES_DIRS = [BASE_DIR / "portal" / "static"]
+
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
+
+# --- Celery ------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
+# Longer than the hard limit, so a slow task is not redelivered while it still runs.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2 + 60}
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "scheduler.tasks.*": {"queue": "reconcile"},
+    "metering.tasks.*": {"queue": "metering"},
+    "tenants.tasks.warn_expiring_grants": {"queue": "notify"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "expire-grants": {
+        "task": "tenants.tasks.expire_grants",
+        "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
+        "options": {"expires": 55},
+    },
+    "warn-expiring-grants": {
+        "task": "tenants.tasks.warn_expiring_grants",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+}
+
+# --- Portal -------------------------------------------------------------------------------
+PLATFORM_ADMIN_GROUP = "platform-admins"
+GRANT_EXPIRY_WARNING_HOURS = env.int("GRANT_EXPIRY_WARNING_HOURS", default=72)
+PORTAL_BASE_URL = env("PORTAL_BASE_URL", default="http://127.0.0.1:8000")
+
+# --- Logging: one JSON object per line, with the request id --------------------------------
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "portal.logging.RequestIdFilter"}},
+    "formatters": {"json": {"()": "portal.logging.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["request_id"],
+            "formatter": "json",
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "kubernetes": {"level": "WARNING"}},
+}
+# Enqueue a reconcile of the tenant after each commit that changes its desired state.
+RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
+KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))

@@ -1,0 +1,15 @@
+from .base import *  # noqa: F403
+from .base import env
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast user factories
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# The tests' own broker database, away from a portal that may run on the same Redis.
+CELERY_BROKER_URL = env("TEST_CELERY_BROKER_URL", default="redis://127.0.0.1:6379/15")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+LOG_LEVEL = "WARNING"
+LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
+RECONCILE_ON_COMMIT = False  # tests that need it turn it on

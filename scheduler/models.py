@@ -1,0 +1,84 @@
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+resource_class_slug = RegexValidator(
+    r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$",
+    "Use lower-case letters, digits, '-' and '.', e.g. a100-80gb-mig-3g.40gb.",
+)
+
+
+class ResourceClass(models.Model):
+    """What a quota is counted in: a whole GPU, a MIG profile or a shared replica of one model."""
+
+    class Kind(models.TextChoices):
+        WHOLE = "whole", "Whole GPU"
+        MIG = "mig", "MIG instance"
+        SHARED = "shared", "Shared replica (time-slicing / MPS)"
+
+    slug = models.CharField(max_length=80, unique=True, validators=[resource_class_slug])
+    gpu_model = models.CharField(max_length=64, help_text="Catalog key, e.g. A100-80GB")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    profile = models.CharField(max_length=32, blank=True, help_text="MIG profile, e.g. 3g.40gb")
+    resource_name = models.CharField(max_length=63, help_text="Kubernetes extended resource")
+    gpu_fraction = models.DecimalField(
+        max_digits=6, decimal_places=4, help_text="GPU-equivalents of one unit"
+    )
+    memory_gb = models.PositiveIntegerField()
+    price_per_hour = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="USD per unit-hour",
+    )
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["gpu_model", "kind", "profile"]
+        verbose_name_plural = "resource classes"
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def display_name(self) -> str:
+        if self.kind == self.Kind.MIG:
+            return f"{self.gpu_model} MIG {self.profile}"
+        if self.kind == self.Kind.SHARED:
+            return f"{self.gpu_model} shared replica"
+        return f"{self.gpu_model} whole GPU"
+
+
+class Pool(models.Model):
+    """How many units of a resource class exist, and how far approvals may go beyond that."""
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Set by the platform team"
+        CLUSTER = "cluster", "Synced from the cluster's nodes"
+
+    resource_class = models.OneToOneField(
+        ResourceClass, on_delete=models.PROTECT, related_name="pool"
+    )
+    capacity = models.PositiveIntegerField(default=0)
+    overcommit_ratio = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        default=Decimal("1.00"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Approvals may grant up to capacity × ratio",
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["resource_class__slug"]
+
+    def __str__(self) -> str:
+        return f"pool {self.resource_class.slug}: {self.capacity}"
+
+    @property
+    def grantable(self) -> int:
+        """Units approvals may hand out in total (capacity × overcommit, rounded down)."""
+        return int(Decimal(self.capacity) * self.overcommit_ratio)

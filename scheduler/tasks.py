@@ -1,0 +1,1 @@
+# Reconcile tasks arrive with the reconciler (issue 4).

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Serves the portal on http://127.0.0.1:8000 with a Celery worker and beat; Ctrl-C stops all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .local
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+.venv/bin/celery -A portal worker -Q default,reconcile,metering,notify --concurrency 2 \
+  --loglevel INFO >>.local/worker.log 2>&1 &
+pids+=($!)
+.venv/bin/celery -A portal beat --loglevel INFO \
+  --schedule .local/celerybeat-schedule >>.local/beat.log 2>&1 &
+pids+=($!)
+
+cat <<MSG
+
+  GPU Portal:        http://127.0.0.1:8000/
+  Platform console:  http://127.0.0.1:8000/admin/
+  Sign in as admin (platform admin), alice (team-a owner), bob (team-a member),
+  carol (team-b owner); the password of each is: gpu-portal-demo
+  Worker and beat log to .local/worker.log and .local/beat.log. Ctrl-C stops everything.
+
+MSG
+.venv/bin/python manage.py runserver 127.0.0.1:8000

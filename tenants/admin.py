@@ -1,0 +1,227 @@
+"""The platform team's console on the Django admin. Actions call the same services as the web
+pages and the API, so the three faces cannot disagree."""
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+
+from tenants import services
+from tenants.exceptions import ServiceError
+from tenants.models import (
+    AuditEvent,
+    AutoApprovalRule,
+    CapacityRequest,
+    CapacityRequestItem,
+    Membership,
+    QuotaGrant,
+    Tenant,
+)
+
+
+def _run_each(modeladmin, request, queryset: QuerySet, verb: str, call) -> None:
+    done, failed = 0, []
+    for obj in queryset:
+        try:
+            call(obj)
+            done += 1
+        except ServiceError as exc:
+            failed.append(f"#{obj.pk}: {exc.detail}")
+    if done:
+        modeladmin.message_user(request, f"{verb} {done}.", messages.SUCCESS)
+    for line in failed:
+        modeladmin.message_user(request, line, messages.ERROR)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "status", "cost_centre", "gpu_ceiling", "monthly_budget"]
+    list_filter = ["status"]
+    search_fields = ["slug", "name", "cost_centre"]
+    readonly_fields = ["robot", "created_at", "status"]
+    inlines = [MembershipInline]
+    actions = ["suspend", "resume", "archive"]
+
+    @admin.action(description="Suspend selected tenants")
+    def suspend(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Suspended",
+            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="suspend"),
+        )
+
+    @admin.action(description="Resume selected tenants")
+    def resume(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Resumed",
+            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="resume"),
+        )
+
+    @admin.action(description="Archive selected tenants (ends their grants)")
+    def archive(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Archived",
+            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="archive"),
+        )
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            editable = [f for f in form.changed_data if f in services.EDITABLE_TENANT_FIELDS]
+            if editable:
+                services.update_tenant(
+                    actor=request.user, tenant=obj, **{f: getattr(obj, f) for f in editable}
+                )
+            return
+        created = services.create_tenant(
+            actor=request.user,
+            slug=obj.slug,
+            name=obj.name,
+            cost_centre=obj.cost_centre,
+            gpu_ceiling=obj.gpu_ceiling,
+            monthly_budget=obj.monthly_budget,
+            allowed_priority_classes=obj.allowed_priority_classes or None,
+        )
+        obj.pk = created.pk
+        obj.refresh_from_db()
+
+
+class CapacityRequestItemInline(admin.TabularInline):
+    model = CapacityRequestItem
+    extra = 0
+    readonly_fields = ["resource_class", "amount"]
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CapacityRequest)
+class CapacityRequestAdmin(admin.ModelAdmin):
+    """The approval queue: filter by state 'submitted', select, approve or reject."""
+
+    list_display = [
+        "id",
+        "tenant",
+        "requester",
+        "state",
+        "asked",
+        "starts_at",
+        "ends_at",
+        "auto_approved",
+        "created_at",
+    ]
+    list_filter = ["state", "auto_approved", "tenant"]
+    search_fields = ["tenant__slug", "requester__username", "justification"]
+    readonly_fields = [f.name for f in CapacityRequest._meta.fields]
+    inlines = [CapacityRequestItemInline]
+    actions = ["approve", "reject"]
+    list_select_related = ["tenant", "requester"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("items__resource_class")
+
+    @admin.display(description="asked")
+    def asked(self, obj):
+        return ", ".join(f"{i.amount} × {i.resource_class.slug}" for i in obj.items.all())
+
+    def has_add_permission(self, request):
+        return False  # asks come from teams, through the portal or the API
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Approve selected requests")
+    def approve(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Approved",
+            lambda r: services.approve_capacity_request(
+                actor=request.user, request=r, comment="approved in the admin console"
+            ),
+        )
+
+    @admin.action(description="Reject selected requests")
+    def reject(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Rejected",
+            lambda r: services.reject_capacity_request(
+                actor=request.user, request=r, comment="rejected in the admin console"
+            ),
+        )
+
+
+@admin.register(QuotaGrant)
+class QuotaGrantAdmin(admin.ModelAdmin):
+    list_display = ["id", "tenant", "resource_class", "amount", "state", "starts_at", "ends_at"]
+    list_filter = ["state", "resource_class", "tenant"]
+    readonly_fields = [f.name for f in QuotaGrant._meta.fields]
+    actions = ["revoke"]
+    list_select_related = ["tenant", "resource_class"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke selected grants")
+    def revoke(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Revoked",
+            lambda g: services.revoke_grant(
+                actor=request.user, grant=g, comment="revoked in the admin console"
+            ),
+        )
+
+
+@admin.register(AutoApprovalRule)
+class AutoApprovalRuleAdmin(admin.ModelAdmin):
+    list_display = ["resource_class", "max_amount", "max_duration_hours"]
+
+    def save_model(self, request, obj, form, change):
+        services.set_auto_approval_rule(
+            actor=request.user,
+            resource_class=obj.resource_class,
+            max_amount=obj.max_amount,
+            max_duration_hours=obj.max_duration_hours,
+        )
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is append-only, even for superusers."""
+
+    list_display = ["created_at", "actor_repr", "verb", "object_repr", "tenant", "request_id"]
+    list_filter = ["verb", "object_type", "tenant"]
+    search_fields = ["actor_repr", "object_repr", "request_id", "verb"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,345 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from tenants.exceptions import InvalidTransition
+
+dns_label = RegexValidator(
+    r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
+    "Use 1–40 lower-case letters, digits and '-', starting and ending with a letter or digit.",
+)
+
+PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
+
+
+def is_platform_admin(user) -> bool:
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    return user.is_staff and user.groups.filter(name=settings.PLATFORM_ADMIN_GROUP).exists()
+
+
+class TenantQuerySet(models.QuerySet):
+    def visible_to(self, user) -> TenantQuerySet:
+        """The one way to scope tenants: platform admins see all, others their memberships."""
+        if is_platform_admin(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(memberships__user=user).distinct()
+
+
+class Tenant(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUSPENDED = "suspended", "Suspended"
+        ARCHIVED = "archived", "Archived"
+
+    slug = models.CharField(max_length=40, unique=True, validators=[dns_label])
+    name = models.CharField(max_length=120)
+    cost_centre = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    monthly_budget = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="USD per month; empty: none",
+    )
+    gpu_ceiling = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Most GPU-equivalents the tenant may hold in grants; empty: no ceiling",
+    )
+    allowed_priority_classes = models.JSONField(default=list, blank=True)
+    critical_gpu_quota = models.PositiveIntegerField(
+        default=0, help_text="GPU units the tenant may run at gpu-critical"
+    )
+    robot = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="robot_of",
+        help_text="The tenant's CI robot user",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.ACTIVE
+
+    _transitions = {
+        "suspend": ({Status.ACTIVE}, Status.SUSPENDED),
+        "resume": ({Status.SUSPENDED}, Status.ACTIVE),
+        "archive": ({Status.ACTIVE, Status.SUSPENDED}, Status.ARCHIVED),
+    }
+
+    def transition(self, action: str) -> None:
+        allowed, target = self._transitions[action]
+        if self.status not in allowed:
+            raise InvalidTransition(f"cannot {action} a tenant that is {self.status}")
+        self.status = target
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        MEMBER = "member", "Member"
+        VIEWER = "viewer", "Viewer"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="unique_membership")]
+        ordering = ["tenant__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.tenant}"
+
+
+class AutoApprovalRule(models.Model):
+    """The policy envelope: asks within it are approved at once, without a platform admin."""
+
+    resource_class = models.OneToOneField(
+        "scheduler.ResourceClass", on_delete=models.CASCADE, related_name="auto_approval"
+    )
+    max_amount = models.PositiveIntegerField(help_text="Largest amount approved automatically")
+    max_duration_hours = models.PositiveIntegerField(
+        help_text="Longest grant approved automatically (open-ended asks never are)"
+    )
+
+    def __str__(self) -> str:
+        return (
+            f"auto-approve ≤{self.max_amount} {self.resource_class} for ≤{self.max_duration_hours}h"
+        )
+
+
+class CapacityRequestQuerySet(models.QuerySet):
+    def visible_to(self, user) -> CapacityRequestQuerySet:
+        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+
+
+class CapacityRequest(models.Model):
+    class State(models.TextChoices):
+        SUBMITTED = "submitted", "Submitted"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        PROVISIONED = "provisioned", "Provisioned"
+        EXPIRED = "expired", "Expired"
+
+    # action -> (states it may start from, state it leads to)
+    TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+        "approve": (frozenset({State.SUBMITTED}), State.APPROVED),
+        "reject": (frozenset({State.SUBMITTED}), State.REJECTED),
+        "cancel": (
+            frozenset({State.SUBMITTED, State.APPROVED, State.PROVISIONED}),
+            State.CANCELLED,
+        ),
+        "provision": (frozenset({State.APPROVED}), State.PROVISIONED),
+        "expire": (frozenset({State.APPROVED, State.PROVISIONED}), State.EXPIRED),
+    }
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="capacity_requests")
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="capacity_requests"
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty: open-ended")
+    justification = models.TextField()
+    state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED)
+    auto_approved = models.BooleanField(default=False)
+    policy_reasons = models.JSONField(
+        default=list, blank=True, help_text="Why the policy sent it to the platform team"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = CapacityRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "created_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=models.F("starts_at")),
+                name="request_ends_after_start",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"request #{self.pk} of {self.tenant}"
+
+    def can(self, action: str) -> bool:
+        return self.state in self.TRANSITIONS[action][0]
+
+    def transition(self, action: str) -> None:
+        """Move to the state `action` leads to, or raise InvalidTransition."""
+        allowed, target = self.TRANSITIONS[action]
+        if self.state not in allowed:
+            raise InvalidTransition(
+                f"cannot {action} request #{self.pk}: it is {self.state}; "
+                f"{action} is allowed only when {' or '.join(sorted(allowed))}"
+            )
+        self.state = target
+
+
+class CapacityRequestItem(models.Model):
+    request = models.ForeignKey(CapacityRequest, on_delete=models.CASCADE, related_name="items")
+    resource_class = models.ForeignKey("scheduler.ResourceClass", on_delete=models.PROTECT)
+    amount = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "resource_class"], name="one_item_per_class"
+            ),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="item_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount} × {self.resource_class}"
+
+
+class QuotaGrantQuerySet(models.QuerySet):
+    def visible_to(self, user) -> QuotaGrantQuerySet:
+        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+
+    def holding(self, now=None) -> QuotaGrantQuerySet:
+        """Grants that still hold capacity (now or later): what the pool has handed out."""
+        now = now or timezone.now()
+        return self.filter(state=QuotaGrant.State.ACTIVE).filter(
+            Q(ends_at__isnull=True) | Q(ends_at__gt=now)
+        )
+
+    def effective(self, now=None) -> QuotaGrantQuerySet:
+        """Grants in force at `now`: their sum is the tenant's effective quota."""
+        now = now or timezone.now()
+        return self.holding(now).filter(starts_at__lte=now)
+
+
+class QuotaGrant(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="grants")
+    resource_class = models.ForeignKey(
+        "scheduler.ResourceClass", on_delete=models.PROTECT, related_name="grants"
+    )
+    amount = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    request = models.ForeignKey(
+        CapacityRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="grants"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    expiry_warned_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = QuotaGrantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "ends_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="grant_amount_positive")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount} × {self.resource_class} for {self.tenant}"
+
+    def end(self, state: str, at) -> None:
+        if self.state != self.State.ACTIVE:
+            raise InvalidTransition(f"grant #{self.pk} is already {self.state}")
+        self.state = state
+        self.ended_at = at
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def visible_to(self, user) -> AuditEventQuerySet:
+        if is_platform_admin(user):
+            return self
+        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+
+
+class AuditEvent(models.Model):
+    """Append-only: a database trigger refuses UPDATE and DELETE (migration 0002)."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    actor_repr = models.CharField(max_length=150, help_text="Who, as it was at the time")
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="audit_events",
+    )
+    verb = models.CharField(max_length=60, db_index=True)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=64, blank=True)
+    object_repr = models.CharField(max_length=200, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True, db_index=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_repr} {self.verb} {self.object_repr}"
+
+    def clean(self) -> None:
+        if not self.verb:
+            raise ValidationError("verb is required")

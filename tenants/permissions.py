@@ -1,0 +1,43 @@
+"""Who may do what in a tenant. Services call these; views never decide on their own."""
+
+from __future__ import annotations
+
+from tenants.exceptions import Forbidden, NotFound
+from tenants.models import Membership, Tenant, is_platform_admin
+
+Role = Membership.Role
+
+# Roles allowed for each kind of action, weakest first.
+READ_ROLES = frozenset({Role.OWNER, Role.MEMBER, Role.VIEWER})
+WRITE_ROLES = frozenset({Role.OWNER, Role.MEMBER})
+OWNER_ROLES = frozenset({Role.OWNER})
+
+
+def role_in(user, tenant: Tenant) -> str | None:
+    if not getattr(user, "is_authenticated", False):
+        return None
+    # Use a prefetched list when the caller has one; one query otherwise.
+    cache = getattr(tenant, "_prefetched_objects_cache", {}).get("memberships")
+    if cache is not None:
+        return next((m.role for m in cache if m.user_id == user.pk), None)
+    return (
+        Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True).first()
+    )
+
+
+def require_role(user, tenant: Tenant, roles: frozenset[str], doing: str) -> None:
+    """Platform admins may do anything; others need one of `roles` in the tenant.
+    A user with no membership at all gets NotFound, so the tenant's existence is not confirmed."""
+    if is_platform_admin(user):
+        return
+    role = role_in(user, tenant)
+    if role is None:
+        raise NotFound(f"no tenant {tenant.slug!r}")
+    if role not in roles:
+        needed = " or ".join(sorted(roles))
+        raise Forbidden(f"to {doing} in {tenant.slug} you need the role {needed}; you are {role}")
+
+
+def require_platform_admin(user, doing: str) -> None:
+    if not is_platform_admin(user):
+        raise Forbidden(f"only platform admins may {doing}")

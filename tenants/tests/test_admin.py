@@ -1,0 +1,124 @@
+"""The platform console's actions call the same services as the other faces."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tenants import services
+from tenants.models import AuditEvent, CapacityRequest, QuotaGrant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, world):
+    world.admin.is_superuser = True
+    world.admin.save()
+    client.force_login(world.admin)
+    return client
+
+
+def submit(world, amount):
+    return services.submit_capacity_request(
+        actor=world.member,
+        tenant=world.tenant,
+        items={world.rc.slug: amount},
+        ends_at=timezone.now() + timedelta(days=2),
+        justification="x",
+    )
+
+
+def test_approval_queue_lists_and_approves_several_at_once(admin_client, world):
+    r1, r2 = submit(world, 2), submit(world, 3)
+    url = reverse("admin:tenants_capacityrequest_changelist")
+    page = admin_client.get(url + "?state__exact=submitted")
+    assert page.status_code == 200
+    assert f"2 × {world.rc.slug}" in page.content.decode()
+    response = admin_client.post(
+        url, {"action": "approve", "_selected_action": [r1.pk, r2.pk]}, follow=True
+    )
+    assert "Approved 2." in response.content.decode()
+    assert set(CapacityRequest.objects.values_list("state", flat=True)) == {"approved"}
+    assert (
+        AuditEvent.objects.filter(verb="capacity_request.approved", actor=world.admin).count() == 2
+    )
+
+
+def test_admin_action_reports_refusals_without_a_500(admin_client, world):
+    big = submit(world, 8)
+    other = submit(world, 8)
+    services.approve_capacity_request(actor=world.admin, request=big)
+    url = reverse("admin:tenants_capacityrequest_changelist")
+    response = admin_client.post(
+        url, {"action": "approve", "_selected_action": [big.pk, other.pk]}, follow=True
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert f"#{big.pk}: cannot approve request #{big.pk}: it is approved" in body
+    assert f"#{other.pk}: a100-80gb-mig-3g.40gb: asked for 8 but only 2 of 10" in body
+    other.refresh_from_db()
+    assert other.state == "submitted"
+
+
+def test_reject_and_revoke_actions(admin_client, world):
+    request = submit(world, 1)
+    admin_client.post(
+        reverse("admin:tenants_capacityrequest_changelist"),
+        {"action": "reject", "_selected_action": [request.pk]},
+    )
+    request.refresh_from_db()
+    assert request.state == "rejected"
+    granted = submit(world, 1)
+    services.approve_capacity_request(actor=world.admin, request=granted)
+    grant = granted.grants.get()
+    admin_client.post(
+        reverse("admin:tenants_quotagrant_changelist"),
+        {"action": "revoke", "_selected_action": [grant.pk]},
+    )
+    grant.refresh_from_db()
+    assert grant.state == QuotaGrant.State.REVOKED
+
+
+def test_audit_log_is_read_only_and_filterable(admin_client, world):
+    submit(world, 1)
+    event = AuditEvent.objects.get()
+    url = reverse("admin:tenants_auditevent_changelist")
+    assert admin_client.get(url + "?verb=capacity_request.submitted").status_code == 200
+    change = admin_client.get(reverse("admin:tenants_auditevent_change", args=[event.pk]))
+    assert change.status_code == 200 and b'name="_save"' not in change.content
+    assert (
+        admin_client.post(
+            reverse("admin:tenants_auditevent_delete", args=[event.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
+
+
+def test_pool_edit_goes_through_the_service(admin_client, world):
+    url = reverse("admin:scheduler_pool_change", args=[world.pool.pk])
+    response = admin_client.post(
+        url, {"resource_class": world.rc.pk, "capacity": 14, "overcommit_ratio": "1.50"}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    world.pool.refresh_from_db()
+    assert (world.pool.capacity, str(world.pool.overcommit_ratio)) == (14, "1.50")
+    assert AuditEvent.objects.get().verb == "pool.changed"
+
+
+def test_tenant_created_in_the_admin_gets_a_robot_and_an_event(admin_client, world):
+    response = admin_client.post(
+        reverse("admin:tenants_tenant_add"),
+        {
+            "slug": "vision",
+            "name": "Vision",
+            "cost_centre": "",
+            "allowed_priority_classes": "[]",
+            "critical_gpu_quota": 0,
+            "memberships-TOTAL_FORMS": 0,
+            "memberships-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert AuditEvent.objects.get(verb="tenant.created").tenant.robot.username == "robot-vision"
