@@ -1,6 +1,10 @@
 import pytest
 
-pytest_plugins = ["localcluster.pytest_plugin", "tenants.tests.fixtures"]
+pytest_plugins = [
+    "localcluster.pytest_plugin",
+    "tenants.tests.fixtures",
+    "scheduler.tests.cluster_helpers",
+]
 
 
 @pytest.fixture(autouse=True)

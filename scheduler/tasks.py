@@ -1,1 +1,22 @@
-# Reconcile tasks arrive with the reconciler (issue 4).
+"""Thin tasks: load ids, call the reconciler, safe to run twice or concurrently."""
+
+from portal.tasks import portal_task
+from scheduler import kube, reconcile
+
+
+@portal_task(name="scheduler.tasks.reconcile_tenant")
+def reconcile_tenant(*, tenant_id: int) -> str:
+    run = reconcile.reconcile_tenant(kube.gateway(), tenant_id)
+    return run.status if run else "no such tenant"
+
+
+@portal_task(name="scheduler.tasks.reconcile_all")
+def reconcile_all() -> dict:
+    summary = reconcile.reconcile_all(kube.gateway())
+    return {
+        "tenants": summary.tenants,
+        "changed": summary.changed,
+        "drifted": summary.drifted,
+        "failed": len(summary.failed),
+        "skipped_busy": summary.skipped_busy,
+    }

@@ -114,6 +114,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
         "options": {"expires": 55},
     },
+    "reconcile-all": {
+        "task": "scheduler.tasks.reconcile_all",
+        "schedule": env.float("RECONCILE_ALL_EVERY_S", default=60.0),
+        "options": {"expires": 55},
+    },
     "warn-expiring-grants": {
         "task": "tenants.tasks.warn_expiring_grants",
         "schedule": 3600.0,
@@ -146,3 +151,29 @@ LOGGING = {
 # Enqueue a reconcile of the tenant after each commit that changes its desired state.
 RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
+
+# --- What the reconciler renders for each tenant ---------------------------------------------
+PORTAL_INSTANCE = env("PORTAL_INSTANCE", default="default")
+TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="tenant-")
+PLATFORM_NAMESPACE = env("PLATFORM_NAMESPACE", default="gpu-portal-system")
+TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
+TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
+TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
+KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
+GPU_PRIORITY_CLASSES = [
+    {
+        "name": "gpu-critical",
+        "value": 1_000_000,
+        "description": "Production inference; may preempt gpu-high and gpu-low",
+    },
+    {
+        "name": "gpu-high",
+        "value": 900_000,
+        "description": "Important training; may preempt gpu-low",
+    },
+    {
+        "name": "gpu-low",
+        "value": 100_000,
+        "description": "Best effort and experiments; preempted first",
+    },
+]

@@ -13,3 +13,6 @@ STORAGES = {
 LOG_LEVEL = "WARNING"
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
 RECONCILE_ON_COMMIT = False  # tests that need it turn it on
+# The suite shares the local cluster with a developer's portal: its own label and names.
+PORTAL_INSTANCE = "test"
+TENANT_NAMESPACE_PREFIX = "test-"
