@@ -14,5 +14,6 @@ LOG_LEVEL = "WARNING"
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
 RECONCILE_ON_COMMIT = False  # tests that need it turn it on
 # The suite shares the local cluster with a developer's portal: its own label and names.
-PORTAL_INSTANCE = "test"
-TENANT_NAMESPACE_PREFIX = "test-"
+# (Overridable so that two suites can run side by side against one cluster.)
+PORTAL_INSTANCE = env("TEST_PORTAL_INSTANCE", default="test")
+TENANT_NAMESPACE_PREFIX = env("TEST_NAMESPACE_PREFIX", default="test-")

@@ -1,0 +1,13 @@
+from scheduler.models.catalog import Pool, ResourceClass, resource_class_slug
+from scheduler.models.inventory import Cluster, Node
+from scheduler.models.sync import ReconcileRun, TenantSyncState
+
+__all__ = [
+    "Cluster",
+    "Node",
+    "Pool",
+    "ReconcileRun",
+    "ResourceClass",
+    "TenantSyncState",
+    "resource_class_slug",
+]
