@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from scheduler.models import Pool, ResourceClass
+from scheduler.models import Cluster, Node, Pool, ReconcileRun, ResourceClass, TenantSyncState
 from tenants import services
 
 
@@ -45,3 +45,89 @@ class PoolAdmin(admin.ModelAdmin):
             capacity=obj.capacity if "capacity" in form.changed_data else None,
             overcommit_ratio=obj.overcommit_ratio,
         )
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "api_server", "server_version", "last_sync_at", "last_sync_error"]
+    readonly_fields = ["last_sync_at", "last_sync_error", "server_version"]
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    """GPU nodes as the last inventory sync saw them (read-only: the cluster is the truth)."""
+
+    list_display = [
+        "name",
+        "gpu_model",
+        "gpu_count",
+        "mig_strategy",
+        "mig_config",
+        "mig_config_state",
+        "sharing_strategy",
+        "gpu_resources",
+        "schedulable",
+        "ready",
+        "last_seen_at",
+    ]
+    list_filter = ["gpu_model", "mig_config", "sharing_strategy", "schedulable", "ready"]
+    search_fields = ["name", "gpu_product"]
+
+    @admin.display(description="GPU resources")
+    def gpu_resources(self, obj):
+        return ", ".join(
+            f"{k.removeprefix('nvidia.com/')}: {v}" for k, v in obj.allocatable.items()
+        )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(TenantSyncState)
+class TenantSyncStateAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "status", "last_run_at", "last_success_at", "last_error"]
+    list_filter = ["status"]
+    readonly_fields = ["tenant", "status", "last_run_at", "last_success_at", "last_error"]
+    exclude = ["applied_hashes"]
+    actions = ["reconcile_now"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Reconcile selected tenants now")
+    def reconcile_now(self, request, queryset):
+        from scheduler.tasks import reconcile_tenant
+
+        for state in queryset:
+            reconcile_tenant.apply_async(kwargs={"tenant_id": state.tenant_id})
+        self.message_user(request, f"Queued a reconcile of {queryset.count()} tenants.")
+
+
+@admin.register(ReconcileRun)
+class ReconcileRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "started_at",
+        "tenant",
+        "trigger",
+        "status",
+        "objects_changed",
+        "drift_found",
+        "writes",
+        "api_calls",
+        "error",
+    ]
+    list_filter = ["status", "trigger", "tenant"]
+    date_hierarchy = "started_at"
+
+    @admin.display(description="drift", boolean=True)
+    def drift_found(self, obj):
+        return bool(obj.drift)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

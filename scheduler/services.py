@@ -1,13 +1,17 @@
-"""Writes of the scheduler app that are not reconciliation: the catalog's resource classes."""
+"""Writes of the scheduler app that are not reconciliation: catalog classes and inventory."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import transaction
+from django.utils import timezone
 
-from scheduler import catalog
-from scheduler.models import Pool, ResourceClass
+from scheduler import catalog, inventory
+from scheduler.kube import KubeGateway
+from scheduler.models import Cluster, Node, Pool, ResourceClass
+from tenants import audit
 
 DEFAULT_SHARED_REPLICAS = 4
 
@@ -76,3 +80,95 @@ def ensure_resource_classes(model_keys: list[str]) -> list[ResourceClass]:
             Pool.objects.get_or_create(resource_class=rc)
             out.append(rc)
     return out
+
+
+# --- inventory -------------------------------------------------------------------------------
+
+
+@dataclass
+class InventorySync:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    pools_changed: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+NODE_FIELDS = [
+    "uid",
+    "gpu_model",
+    "gpu_product",
+    "gpu_count",
+    "gpu_memory_mib",
+    "mig_strategy",
+    "mig_config",
+    "mig_config_state",
+    "sharing_strategy",
+    "sharing_replicas",
+    "device_plugin_config",
+    "allocatable",
+    "labels",
+    "schedulable",
+    "ready",
+]
+
+
+def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
+    """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
+    them. Idempotent; a pool whose capacity changes gets one audit event."""
+    nodes = [inventory.parse_node(n) for n in kube.list("Node")]
+    gpu_nodes = [n for n in nodes if n.gpu_model]
+    result = InventorySync()
+    now = timezone.now()
+    ensure_resource_classes(sorted({n.gpu_model for n in gpu_nodes}))
+    capacities = inventory.pool_capacities(gpu_nodes)
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.select_for_update().get_or_create(name=cluster_name)
+        known = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+        for info in gpu_nodes:
+            values = {f: getattr(info, f) for f in NODE_FIELDS}
+            row = known.pop(info.name, None)
+            if row is None:
+                Node.objects.create(cluster=cluster, name=info.name, last_seen_at=now, **values)
+                result.added.append(info.name)
+                continue
+            if any(getattr(row, f) != v for f, v in values.items()):
+                result.updated.append(info.name)
+            for f, v in values.items():
+                setattr(row, f, v)
+            row.last_seen_at = now
+            row.save()
+        for name, row in known.items():
+            row.delete()
+            result.removed.append(name)
+        # Pools in a fixed order, as approvals lock them: no deadlock with a racing approval.
+        for pool in (
+            Pool.objects.select_for_update()
+            .select_related("resource_class")
+            .order_by("resource_class_id")
+        ):
+            capacity = capacities.get(pool.resource_class.slug, 0)
+            if pool.capacity == capacity and pool.source == Pool.Source.CLUSTER:
+                continue
+            before = {"capacity": pool.capacity, "source": pool.source}
+            result.pools_changed[pool.resource_class.slug] = (pool.capacity, capacity)
+            pool.capacity, pool.source = capacity, Pool.Source.CLUSTER
+            pool.save(update_fields=["capacity", "source", "updated_at"])
+            audit.record(
+                actor=None,
+                verb="pool.synced",
+                obj=pool,
+                tenant=None,
+                before=before,
+                after={"capacity": capacity, "source": pool.source},
+            )
+        cluster.last_sync_at = now
+        cluster.last_sync_error = ""
+        cluster.api_server = kube.api.configuration.host
+        cluster.save()
+    return result
+
+
+def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> None:
+    Cluster.objects.update_or_create(
+        name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
+    )

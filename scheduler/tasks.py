@@ -20,3 +20,21 @@ def reconcile_all() -> dict:
         "failed": len(summary.failed),
         "skipped_busy": summary.skipped_busy,
     }
+
+
+@portal_task(name="scheduler.tasks.sync_inventory")
+def sync_inventory() -> dict:
+    from scheduler import services
+    from scheduler.errors import ClusterError
+
+    try:
+        result = services.sync_inventory(kube.gateway())
+    except ClusterError as exc:
+        services.record_inventory_error(exc)
+        raise
+    return {
+        "added": result.added,
+        "removed": result.removed,
+        "updated": result.updated,
+        "pools_changed": {k: list(v) for k, v in result.pools_changed.items()},
+    }

@@ -40,12 +40,30 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "status", "cost_centre", "gpu_ceiling", "monthly_budget"]
+    list_display = [
+        "slug",
+        "name",
+        "status",
+        "sync",
+        "cost_centre",
+        "gpu_ceiling",
+        "monthly_budget",
+    ]
+    list_select_related = ["sync_state"]
     list_filter = ["status"]
     search_fields = ["slug", "name", "cost_centre"]
     readonly_fields = ["robot", "created_at", "status"]
     inlines = [MembershipInline]
     actions = ["suspend", "resume", "archive"]
+
+    @admin.display(description="cluster")
+    def sync(self, obj):
+        state = getattr(obj, "sync_state", None)
+        return state.summary if state else "not synced yet"
+
+    def get_readonly_fields(self, request, obj=None):
+        # The slug names the namespace: it never changes once the tenant exists.
+        return [*self.readonly_fields, "slug"] if obj else self.readonly_fields
 
     @admin.action(description="Suspend selected tenants")
     def suspend(self, request, queryset):

@@ -119,6 +119,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("RECONCILE_ALL_EVERY_S", default=60.0),
         "options": {"expires": 55},
     },
+    "sync-inventory": {
+        "task": "scheduler.tasks.sync_inventory",
+        "schedule": env.float("SYNC_INVENTORY_EVERY_S", default=30.0),
+        "options": {"expires": 25},
+    },
     "warn-expiring-grants": {
         "task": "tenants.tasks.warn_expiring_grants",
         "schedule": 3600.0,

@@ -1,0 +1,129 @@
+"""Reading GPU nodes as NVIDIA's device plugin and GPU feature discovery describe them (pure).
+
+A node's labels and allocatable tell its GPU model, MIG strategy and layout, sharing mode, and
+how many units of each resource class it offers; the sum over schedulable, ready nodes is the
+capacity of each pool.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler import catalog
+
+MODEL_LABEL = "gpu-portal/gpu-model"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    uid: str
+    gpu_model: str  # catalog key, "" when the node has no GPU the catalog knows
+    gpu_product: str
+    gpu_count: int
+    gpu_memory_mib: int
+    mig_strategy: str
+    mig_config: str
+    mig_config_state: str
+    sharing_strategy: str
+    sharing_replicas: int
+    device_plugin_config: str
+    allocatable: dict[str, int]  # GPU resource names only
+    labels: dict[str, str]
+    schedulable: bool
+    ready: bool
+    # resource class slug -> units this node offers
+    units: dict[str, int] = field(default_factory=dict)
+
+
+def _int(value, default: int = 0) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def _model_slug(model_key: str) -> str:
+    return catalog.get_model(model_key).slug
+
+
+def class_units(
+    model_key: str, allocatable: dict[str, int], sharing: str, product: str
+) -> dict[str, int]:
+    """Units per resource class slug that one node offers (slugs as scheduler.services makes)."""
+    if not model_key:
+        return {}
+    slug = _model_slug(model_key)
+    units: Counter = Counter()
+    single_profile = product.split("-MIG-", 1)[1] if "-MIG-" in product else ""
+    for name, count in allocatable.items():
+        if count <= 0:
+            continue
+        if name.startswith(MIG_PREFIX):
+            profile = name[len(MIG_PREFIX) :]
+            units[f"{slug}-mig-{profile}"] += count
+        elif name == catalog.SHARED_GPU_RESOURCE:
+            units[f"{slug}-shared"] += count
+        elif name == catalog.WHOLE_GPU_RESOURCE:
+            if single_profile:  # MIG strategy `single`: nvidia.com/gpu counts MIG devices
+                units[f"{slug}-mig-{single_profile.replace('+', '.')}"] += count
+            elif sharing in ("time-slicing", "mps"):  # replicas advertised without renaming
+                units[f"{slug}-shared"] += count
+            else:
+                units[slug] += count
+    return dict(units)
+
+
+def parse_node(node: dict) -> NodeInfo:
+    meta = node.get("metadata", {})
+    labels: dict[str, str] = meta.get("labels") or {}
+    status = node.get("status", {})
+    allocatable = {
+        k: _int(v)
+        for k, v in (status.get("allocatable") or {}).items()
+        if k.startswith("nvidia.com/")
+    }
+    product = labels.get(PRODUCT_LABEL, "")
+    model_key = labels.get(MODEL_LABEL, "")
+    if model_key:
+        try:
+            model_key = catalog.get_model(model_key).key
+        except catalog.UnknownModel:
+            model_key = ""
+    if not model_key and product:
+        model = catalog.model_for_product_label(product)
+        model_key = model.key if model else ""
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
+    return NodeInfo(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        gpu_model=model_key,
+        gpu_product=product,
+        gpu_count=_int(labels.get("nvidia.com/gpu.count")),
+        gpu_memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
+        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
+        mig_config=labels.get("nvidia.com/mig.config", ""),
+        mig_config_state=labels.get("nvidia.com/mig.config.state", ""),
+        sharing_strategy=sharing,
+        sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
+        device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
+        allocatable=allocatable,
+        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k == MODEL_LABEL},
+        schedulable=not node.get("spec", {}).get("unschedulable", False),
+        ready=conditions.get("Ready") == "True",
+        units=class_units(model_key, allocatable, sharing, product),
+    )
+
+
+def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
+    """Capacity per class slug: what schedulable, ready nodes offer (cordoned or NotReady nodes
+    take no new work, so approvals must not count on them)."""
+    total: Counter = Counter()
+    for node in nodes:
+        if node.schedulable and node.ready:
+            total.update(node.units)
+    return dict(total)
