@@ -82,4 +82,3 @@ class Pool(models.Model):
     def grantable(self) -> int:
         """Units approvals may hand out in total (capacity × overcommit, rounded down)."""
         return int(Decimal(self.capacity) * self.overcommit_ratio)
-
