@@ -38,3 +38,28 @@ def sync_inventory() -> dict:
         "updated": result.updated,
         "pools_changed": {k: list(v) for k, v in result.pools_changed.items()},
     }
+
+
+# --- workloads (issue 5) ------------------------------------------------------------------------
+
+
+@portal_task(name="scheduler.tasks.create_workload")
+def create_workload(*, workload_id: int) -> str:
+    from scheduler import workloads
+
+    workload = workloads.create_in_cluster(kube.gateway(), workload_id)
+    return workload.state if workload else "no such workload"
+
+
+@portal_task(name="scheduler.tasks.delete_workload")
+def delete_workload(*, workload_id: int) -> bool:
+    from scheduler import workloads
+
+    return workloads.delete_from_cluster(kube.gateway(), workload_id)
+
+
+@portal_task(name="scheduler.tasks.sync_workloads")
+def sync_workloads() -> int:
+    from scheduler import workloads
+
+    return workloads.sync_live_workloads(kube.gateway())

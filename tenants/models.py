@@ -343,3 +343,83 @@ class AuditEvent(models.Model):
     def clean(self) -> None:
         if not self.verb:
             raise ValidationError("verb is required")
+
+
+# --- API tokens and idempotency (issue 5) ------------------------------------------------------
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def visible_to(self, user) -> ApiTokenQuerySet:
+        """Everyone sees their own tokens; platform admins see all."""
+        if is_platform_admin(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(user=user)
+
+    def usable(self, now=None) -> ApiTokenQuerySet:
+        now = now or timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+
+
+class ApiToken(models.Model):
+    """A bearer token: shown once, stored as a sha256 hash, with a visible prefix."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read"
+        REQUEST = "request", "Ask for capacity"
+        SUBMIT = "submit", "Submit and cancel workloads"
+        APPROVE = "approve", "Approve (platform admins)"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=16, db_index=True, help_text="Visible start of the token")
+    token_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    def is_usable(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in (self.scopes or [])
+
+
+class IdempotencyRecord(models.Model):
+    """The first answer to a creating POST with an Idempotency-Key, replayed on a retry."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=300)
+    body_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="unique_idempotency_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"

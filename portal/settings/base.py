@@ -182,3 +182,55 @@ GPU_PRIORITY_CLASSES = [
         "description": "Best effort and experiments; preempted first",
     },
 ]
+
+# --- REST API (issue 5) ---------------------------------------------------------------------
+INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.authentication.BearerTokenAuthentication",  # first: 401 says "Bearer"
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["portal.api.permissions.TokenScopePermission"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["portal.api.throttling.PerTokenThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"per_token": env("API_THROTTLE_RATE", default="600/min")},
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Portal API",
+    "DESCRIPTION": (
+        "Ask for GPU capacity, submit workloads and follow them. Authenticate with a browser "
+        "session or `Authorization: Bearer <token>`. Creating POSTs accept an `Idempotency-Key` "
+        "header. Errors are JSON `{code, detail, errors}`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "ENUM_NAME_OVERRIDES": {
+        "CapacityRequestStateEnum": "tenants.models.CapacityRequest.State",
+        "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
+        "WorkloadStateEnum": "scheduler.models.workloads.Workload.State",
+        "WorkloadKindEnum": "scheduler.models.workloads.Workload.Kind",
+        "ResourceClassKindEnum": "scheduler.models.catalog.ResourceClass.Kind",
+        "PriorityClassEnum": "tenants.models.PRIORITY_CLASSES",
+    },
+}
+# fnmatch patterns an image must match (e.g. "registry.example.com/*"); empty: any image
+WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=[])
+IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
+CELERY_BEAT_SCHEDULE["sync-workloads"] = {
+    "task": "scheduler.tasks.sync_workloads",
+    "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),
+    "options": {"expires": 9},
+}

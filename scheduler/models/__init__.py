@@ -1,6 +1,7 @@
 from scheduler.models.catalog import Pool, ResourceClass, resource_class_slug
 from scheduler.models.inventory import Cluster, Node
 from scheduler.models.sync import ReconcileRun, TenantSyncState
+from scheduler.models.workloads import Workload, WorkloadEvent
 
 __all__ = [
     "Cluster",
@@ -9,5 +10,7 @@ __all__ = [
     "ReconcileRun",
     "ResourceClass",
     "TenantSyncState",
+    "Workload",
+    "WorkloadEvent",
     "resource_class_slug",
 ]

@@ -1,0 +1,700 @@
+"""Workloads: admission in the portal, pure manifests, and following what the cluster does.
+
+- `submit_workload` checks everything the cluster cannot see (the per-model split of a tenant's
+  grants, the image allow-list, priority classes) under a lock of the tenant row, writes the
+  workload and its audit event, and on commit queues its creation in a worker.
+- `render_job` / `render_deployment` are pure: typed input, a manifest dict out.
+- `create_in_cluster`, `sync_workload` and `cancel_workload` are the cluster side, called by tasks
+  through `scheduler.kube` (the one door to the API server).
+- `observe` turns a live object, its pods and events into a state (pure).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import render
+from scheduler.errors import ClusterError, PermanentClusterError
+from scheduler.kube import KubeGateway
+from scheduler.models import ResourceClass, Workload, WorkloadEvent
+from tenants import audit
+from tenants.exceptions import InvalidInput, InvalidTransition, QuotaExceeded, ServiceError
+from tenants.models import PRIORITY_CLASSES, Tenant, dns_label
+from tenants.permissions import READ_ROLES, WRITE_ROLES, require_role
+from tenants.selectors import effective_quotas
+
+log = logging.getLogger(__name__)
+
+WORKLOAD_LABEL = "gpu-portal.io/workload"
+GPU_MODEL_LABEL = "gpu-portal/gpu-model"
+CONTAINER_NAME = "main"
+PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
+WORKLOAD_FIELDS = ["state", "reason"]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_KEY = re.compile(r"^([a-z0-9.-]{1,200}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
+RESERVED_LABEL_PREFIXES = ("gpu-portal", "app.kubernetes.io/", "kubernetes.io/", "k8s.io/")
+MAX_BACKOFF_LIMIT = 10
+MAX_REPLICAS = 64
+
+
+class LogsUnavailable(ServiceError):
+    code = "logs_unavailable"
+    status = 409
+
+
+# --- pure rendering ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Everything a manifest is made from (no Django, no I/O)."""
+
+    name: str  # the Kubernetes object's name
+    namespace: str
+    tenant: str
+    workload_id: int
+    kind: str  # job | deployment
+    image: str
+    gpu_model: str
+    priority_class: str
+    gpus: dict[str, int]  # Kubernetes resource name -> units per pod
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    replicas: int = 1
+    backoff_limit: int = 0
+    instance: str = "default"
+
+
+def _labels(spec: WorkloadSpec) -> dict[str, str]:
+    return {
+        **spec.labels,
+        render.MANAGED_BY_LABEL: render.MANAGED_BY,
+        render.INSTANCE_LABEL: spec.instance,
+        render.TENANT_LABEL: spec.tenant,
+        WORKLOAD_LABEL: str(spec.workload_id),
+    }
+
+
+def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
+    """A pod that Pod Security `restricted` admits, holding its GPUs as requests = limits, on a
+    node of its GPU model, at its priority."""
+    gpus = {name: str(units) for name, units in sorted(spec.gpus.items())}
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    return {
+        "metadata": {"labels": _labels(spec)},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "priorityClassName": spec.priority_class,
+            "nodeSelector": {GPU_MODEL_LABEL: spec.gpu_model},
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "runAsGroup": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+        },
+    }
+
+
+def _object_meta(spec: WorkloadSpec) -> dict:
+    return {"name": spec.name, "namespace": spec.namespace, "labels": _labels(spec)}
+
+
+def render_job(spec: WorkloadSpec) -> dict:
+    """A batch/v1 Job. A pod disrupted by preemption fails the Job at once (no silent retry that
+    waits for room): the portal reports it as `preempted`."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _object_meta(spec),
+        "spec": {
+            "backoffLimit": spec.backoff_limit,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
+            "template": render_pod_template(spec, "Never"),
+        },
+    }
+
+
+def render_deployment(spec: WorkloadSpec) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _object_meta(spec),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": {WORKLOAD_LABEL: str(spec.workload_id)}},
+            "template": render_pod_template(spec, "Always"),
+        },
+    }
+
+
+def render_workload(spec: WorkloadSpec) -> dict:
+    return render_job(spec) if spec.kind == Workload.Kind.JOB else render_deployment(spec)
+
+
+# --- pure observation ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: str
+    reason: str = ""
+    message: str = ""
+
+
+def _conditions(obj: dict) -> dict[str, dict]:
+    return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def preemption_of(pods: list[dict], events: list[dict]) -> str:
+    """A message when a pod of the workload was preempted (pod condition, pod reason or a
+    `Preempted` event), else ''."""
+    for pod in pods:
+        target = _conditions(pod).get("DisruptionTarget")
+        if (
+            target
+            and target.get("status") == "True"
+            and target.get("reason") in (PREEMPTION_REASONS)
+        ):
+            return target.get("message") or "preempted by a higher-priority pod"
+        if (pod.get("status") or {}).get("reason") in PREEMPTION_REASONS:
+            return (pod.get("status") or {}).get("message") or "preempted"
+    for event in events:
+        if event.get("reason") in PREEMPTION_REASONS:
+            return event.get("message") or "preempted by a higher-priority pod"
+    return ""
+
+
+def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
+    if not pods:
+        for event in events:
+            if event.get("reason") == "FailedCreate":  # e.g. refused by the ResourceQuota
+                return Observation(Workload.State.PENDING, "FailedCreate", event.get("message", ""))
+    for pod in pods:
+        scheduled = _conditions(pod).get("PodScheduled")
+        if scheduled and scheduled.get("status") == "False":
+            return Observation(
+                Workload.State.PENDING, scheduled.get("reason", ""), scheduled.get("message", "")
+            )
+    return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
+
+
+def observe(kind: str, obj: dict | None, pods: list[dict], events: list[dict]) -> Observation:
+    """The workload's state from its live object, its pods and preemption events (pure)."""
+    if obj is None:
+        return Observation(Workload.State.FAILED, "Deleted", "the object is gone from the cluster")
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    preempted = preemption_of(pods, events)
+    if kind == Workload.Kind.JOB:
+        conditions = _conditions(obj)
+        complete = conditions.get("Complete")
+        if complete and complete.get("status") == "True":
+            return Observation(Workload.State.SUCCEEDED, "Completed", complete.get("message", ""))
+        if preempted and not running:
+            return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
+        failed = conditions.get("Failed")
+        if failed and failed.get("status") == "True":
+            return Observation(
+                Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
+            )
+        if running:
+            return Observation(Workload.State.RUNNING, "Running")
+        return _pending_reason(pods, events)
+    wanted = int((obj.get("spec") or {}).get("replicas", 1))
+    if len(running) >= wanted:
+        return Observation(Workload.State.RUNNING, "Running", f"{len(running)}/{wanted} running")
+    if preempted:
+        return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
+    if running:
+        return Observation(Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted}")
+    return _pending_reason(pods, events)
+
+
+# --- admission (portal side) -----------------------------------------------------------------
+
+
+@dataclass
+class QuotaLine:
+    resource_class: ResourceClass
+    granted: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.granted - self.in_use)
+
+
+def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+    """tenant id -> {resource class slug -> units its live workloads hold} (one query)."""
+    out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    rows = Workload.objects.live().filter(tenant_id__in=tenant_ids)
+    for w in rows.only("tenant_id", "kind", "replicas", "resources"):
+        for slug, units in w.units_held().items():
+            out[w.tenant_id][slug] += units
+    return out
+
+
+def quota_lines(tenant: Tenant) -> list[QuotaLine]:
+    """Granted, in use and free per resource class the tenant holds or uses."""
+    granted = effective_quotas([tenant.pk]).get(tenant.pk, {})
+    used = usage_by_tenant([tenant.pk]).get(tenant.pk, {})
+    classes = ResourceClass.objects.filter(pk__in=list(granted)) | ResourceClass.objects.filter(
+        slug__in=list(used)
+    )
+    return [
+        QuotaLine(rc, granted.get(rc.pk, 0), used.get(rc.slug, 0))
+        for rc in classes.order_by("slug")
+    ]
+
+
+def _check_image(image: str) -> None:
+    if not image or len(image) > 300 or any(c.isspace() for c in image):
+        raise InvalidInput("give an image reference without spaces", field="image")
+    allowed = list(settings.WORKLOAD_IMAGE_ALLOWLIST)
+    if allowed and not any(fnmatch.fnmatchcase(image, pattern) for pattern in allowed):
+        raise InvalidInput(
+            f"image {image!r} is not on the platform's allow-list ({', '.join(allowed)})",
+            field="image",
+            code="image_not_allowed",
+        )
+
+
+def _check_strings(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"{name} must be a list of strings", field=name)
+    return value
+
+
+def _check_env(env: Any) -> dict[str, str]:
+    env = env or {}
+    if not isinstance(env, dict):
+        raise InvalidInput("env must be an object of NAME: value", field="env")
+    for key, value in env.items():
+        if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+            raise InvalidInput(f"env {key!r}: use NAME (letters, digits, _) = string", field="env")
+    return env
+
+
+def _check_labels(labels: Any) -> dict[str, str]:
+    labels = labels or {}
+    if not isinstance(labels, dict):
+        raise InvalidInput("labels must be an object", field="labels")
+    for key, value in labels.items():
+        if not isinstance(value, str) or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise InvalidInput(f"label {key!r}={value!r} is not a valid label", field="labels")
+        if key.startswith(RESERVED_LABEL_PREFIXES):
+            raise InvalidInput(f"label {key!r} is reserved for the portal", field="labels")
+    return labels
+
+
+def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
+    if not isinstance(resources, dict) or not resources:
+        raise InvalidInput(
+            "ask for at least one resource class, e.g. {'a100-80gb-mig-3g.40gb': 1}",
+            field="resources",
+        )
+    known = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(resources))}
+    out = []
+    for slug, units in resources.items():
+        rc = known.get(slug)
+        if rc is None or not rc.active:
+            raise InvalidInput(
+                f"unknown resource class {slug!r}; see /api/v1/resource-classes/",
+                field="resources",
+            )
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise InvalidInput(f"{slug}: units must be a whole number ≥ 1", field="resources")
+        out.append((rc, units))
+    models = {rc.gpu_model for rc, _ in out}
+    if len(models) > 1:
+        raise InvalidInput(
+            f"one workload runs on one GPU model; this asks for {sorted(models)}",
+            field="resources",
+        )
+    names = [rc.resource_name for rc, _ in out]
+    if len(set(names)) != len(names):
+        raise InvalidInput("two classes here share one Kubernetes resource", field="resources")
+    return out
+
+
+def _check_fits(
+    tenant: Tenant, asked: list[tuple[ResourceClass, int]], pods: int, priority: str
+) -> None:
+    granted = effective_quotas([tenant.pk]).get(tenant.pk, {})
+    used = usage_by_tenant([tenant.pk]).get(tenant.pk, {})
+    short = []
+    for rc, units in asked:
+        need = units * pods
+        free = max(0, granted.get(rc.pk, 0) - used.get(rc.slug, 0))
+        if need > free:
+            short.append((rc.slug, need, free, granted.get(rc.pk, 0)))
+    if short:
+        parts = [
+            f"{slug}: needs {need}, free {free} of {total} granted; ask for {need - free} more"
+            for slug, need, free, total in short
+        ]
+        raise QuotaExceeded(
+            f"{tenant.slug} cannot run this now: " + "; ".join(parts), field="resources"
+        )
+    if priority == "gpu-critical":
+        held = sum(
+            sum(w.units_held().values())
+            for w in Workload.objects.live().filter(tenant=tenant, priority_class=priority)
+        )
+        need = sum(units * pods for _, units in asked)
+        if held + need > tenant.critical_gpu_quota:
+            raise QuotaExceeded(
+                f"{tenant.slug} may run {tenant.critical_gpu_quota} units at gpu-critical; "
+                f"{held} are in use and this needs {need}",
+                field="priority",
+            )
+
+
+def spec_for(workload: Workload) -> WorkloadSpec:
+    classes = {
+        rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(workload.resources))
+    }
+    return WorkloadSpec(
+        name=workload.k8s_name,
+        namespace=workload.namespace,
+        tenant=workload.tenant.slug,
+        workload_id=workload.pk,
+        kind=workload.kind,
+        image=workload.image,
+        gpu_model=workload.gpu_model,
+        priority_class=workload.priority_class,
+        gpus={classes[s].resource_name: int(n) for s, n in workload.resources.items()},
+        command=tuple(workload.command or ()),
+        args=tuple(workload.args or ()),
+        env=dict(workload.env or {}),
+        labels=dict(workload.labels or {}),
+        replicas=workload.replicas,
+        backoff_limit=workload.backoff_limit,
+        instance=settings.PORTAL_INSTANCE,
+    )
+
+
+def _enqueue_create(workload_id: int) -> None:
+    from scheduler import tasks
+
+    try:
+        tasks.create_workload.delay(workload_id=workload_id)
+    except Exception:  # the periodic sync creates what a lost message left behind
+        log.exception("could not queue the creation of workload %s", workload_id)
+
+
+def submit_workload(
+    *,
+    actor,
+    tenant: Tenant,
+    name: str,
+    kind: str,
+    image: str,
+    resources: dict,
+    priority: str,
+    command: list | None = None,
+    args: list | None = None,
+    env: dict | None = None,
+    labels: dict | None = None,
+    replicas: int = 1,
+    backoff_limit: int = 0,
+) -> Workload:
+    """Admit a workload and queue its creation on the cluster (after commit)."""
+    from scheduler.reconcile import tenant_namespace
+
+    require_role(actor, tenant, WRITE_ROLES, "submit workloads")
+    try:
+        dns_label(name or "")
+    except ValidationError as exc:
+        raise InvalidInput(f"name {name!r}: {exc.messages[0]}", field="name") from None
+    if kind not in Workload.Kind.values:
+        raise InvalidInput(f"kind must be one of {Workload.Kind.values}", field="kind")
+    _check_image(image)
+    command = _check_strings(command, "command")
+    args = _check_strings(args, "args")
+    env = _check_env(env)
+    labels = _check_labels(labels)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise InvalidInput("replicas must be a whole number ≥ 1", field="replicas")
+    if kind == Workload.Kind.JOB and replicas != 1:
+        raise InvalidInput("a job runs one pod: leave replicas at 1", field="replicas")
+    if replicas > MAX_REPLICAS:
+        raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
+    if not isinstance(backoff_limit, int) or not 0 <= backoff_limit <= MAX_BACKOFF_LIMIT:
+        raise InvalidInput(f"backoff_limit must be 0–{MAX_BACKOFF_LIMIT}", field="backoff_limit")
+    if priority not in PRIORITY_CLASSES:
+        raise InvalidInput(f"priority must be one of {list(PRIORITY_CLASSES)}", field="priority")
+    asked = _resolve_resources(resources)
+    with transaction.atomic():
+        # The tenant row serialises admissions of one tenant: two submits cannot both take
+        # the last free unit.
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if not tenant.is_active:
+            raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
+        if priority not in (tenant.allowed_priority_classes or []):
+            raise InvalidInput(
+                f"{tenant.slug} may use the priority classes "
+                f"{sorted(tenant.allowed_priority_classes or [])}, not {priority}",
+                field="priority",
+                code="priority_not_allowed",
+            )
+        if Workload.objects.live().filter(tenant=tenant, name=name).exists():
+            raise InvalidInput(
+                f"{tenant.slug} already runs a workload named {name!r}", field="name"
+            )
+        _check_fits(tenant, asked, replicas if kind == Workload.Kind.DEPLOYMENT else 1, priority)
+        workload = Workload.objects.create(
+            tenant=tenant,
+            name=name,
+            kind=kind,
+            image=image,
+            command=command,
+            args=args,
+            env=env,
+            labels=labels,
+            resources={rc.slug: units for rc, units in asked},
+            gpu_model=asked[0][0].gpu_model,
+            priority_class=priority,
+            replicas=replicas,
+            backoff_limit=backoff_limit,
+            namespace=tenant_namespace(tenant),
+            submitted_by=actor,
+        )
+        workload.k8s_name = f"{name}-{workload.pk}"
+        workload.save(update_fields=["k8s_name"])
+        WorkloadEvent.objects.create(
+            workload=workload, state=workload.state, reason="Submitted", message=f"by {actor}"
+        )
+        audit.record(
+            actor=actor,
+            verb="workload.submitted",
+            obj=workload,
+            tenant=tenant,
+            after={
+                **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
+                "resources": workload.resources,
+                "replicas": replicas,
+            },
+        )
+        workload_id = workload.pk
+        transaction.on_commit(lambda: _enqueue_create(workload_id))
+    return workload
+
+
+# --- the cluster side (called by tasks) -------------------------------------------------------
+
+
+def _change_state(workload_id: int, obs: Observation, *, actor=None) -> Workload | None:
+    """Move a workload to an observed state: one WorkloadEvent and one AuditEvent, under a row
+    lock; nothing when the state is the same or the move is not allowed (already final)."""
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().select_related("tenant").get(pk=workload_id)
+        if workload.state == obs.state:
+            if (workload.reason, workload.message) != (obs.reason, obs.message):
+                workload.reason, workload.message = obs.reason, obs.message
+                workload.save(update_fields=["reason", "message", "updated_at"])
+            return None
+        if not workload.can_move_to(obs.state):
+            return None
+        before = audit.snapshot(workload, WORKLOAD_FIELDS)
+        workload.move_to(obs.state, reason=obs.reason, message=obs.message)
+        workload.save()
+        WorkloadEvent.objects.create(
+            workload=workload, state=obs.state, reason=obs.reason, message=obs.message
+        )
+        audit.record(
+            actor=actor,
+            verb=f"workload.{obs.state}",
+            obj=workload,
+            tenant=workload.tenant,
+            before=before,
+            after=audit.snapshot(workload, WORKLOAD_FIELDS),
+        )
+    return workload
+
+
+def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
+    """Apply the workload's Job or Deployment (server-side apply: safe to run twice). A
+    permanent refusal by the API server (quota, Pod Security) fails the workload with its
+    reason; transient errors propagate for the task to retry."""
+    workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
+    if workload is None or workload.state != Workload.State.PENDING:
+        return workload
+    if workload.cluster_created_at is not None:
+        return workload
+    manifest = render_workload(spec_for(workload))
+    try:
+        live = kube.apply(manifest)
+    except PermanentClusterError as exc:
+        _change_state(workload.pk, Observation(Workload.State.FAILED, "Rejected", str(exc)))
+        return Workload.objects.get(pk=workload.pk)
+    uid = ((live or {}).get("metadata") or {}).get("uid", "")
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().get(pk=workload.pk)
+        workload.k8s_uid = uid
+        workload.cluster_created_at = timezone.now()
+        workload.save(update_fields=["k8s_uid", "cluster_created_at", "updated_at"])
+        WorkloadEvent.objects.create(
+            workload=workload,
+            state=workload.state,
+            reason="Created",
+            message=f"{manifest['kind']} {workload.namespace}/{workload.k8s_name}",
+        )
+    return workload
+
+
+def _kube_kind(workload: Workload) -> str:
+    return "Job" if workload.kind == Workload.Kind.JOB else "Deployment"
+
+
+def _pods(kube: KubeGateway, workload: Workload) -> list[dict]:
+    pods = kube.list("Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}")
+    return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
+
+
+def sync_workload(kube: KubeGateway, workload_id: int) -> Workload | None:
+    """Read the workload's object, pods and preemption events; record a change of state. A
+    preempted Job is deleted so that it does not wait for room in the background."""
+    workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
+    if workload is None or workload.is_final:
+        return workload
+    if workload.cluster_created_at is None:
+        return create_in_cluster(kube, workload.pk)
+    obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
+    pods = _pods(kube, workload)
+    # Events of the workload's pods (preemption) and of its Job or ReplicaSet (FailedCreate).
+    events = [
+        e
+        for e in kube.list("Event", workload.namespace)
+        if e.get("reason") in (*PREEMPTION_REASONS, "FailedCreate")
+        and (
+            (name := (e.get("involvedObject") or {}).get("name", "")) == workload.k8s_name
+            or name.startswith(f"{workload.k8s_name}-")
+        )
+    ]
+    obs = observe(workload.kind, obj, pods, events)
+    changed = _change_state(workload.pk, obs)
+    if (
+        changed is not None
+        and changed.state == Workload.State.PREEMPTED
+        and workload.kind == Workload.Kind.JOB
+    ):
+        kube.delete("Job", workload.k8s_name, workload.namespace)
+    return Workload.objects.get(pk=workload.pk)
+
+
+def sync_live_workloads(kube: KubeGateway) -> int:
+    """Sync every workload that is not over yet; returns how many were looked at."""
+    ids = list(
+        Workload.objects.filter(
+            state__in=(*Workload.LIVE_STATES, Workload.State.PREEMPTED)
+        ).values_list("pk", flat=True)
+    )
+    for pk in ids:
+        try:
+            sync_workload(kube, pk)
+        except ClusterError as exc:
+            log.warning("sync of workload %s failed: %s", pk, exc)
+    return len(ids)
+
+
+def cancel_workload(*, actor, workload: Workload) -> Workload:
+    """Cancel: the state changes now, the cluster object is deleted after commit."""
+    require_role(actor, workload.tenant, WRITE_ROLES, "cancel workloads")
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        if not locked.can_move_to(Workload.State.CANCELLED):
+            raise InvalidTransition(
+                f"workload {locked.name} is {locked.state}: only pending, running or preempted "
+                "workloads can be cancelled"
+            )
+    _change_state(
+        workload.pk,
+        Observation(Workload.State.CANCELLED, "Cancelled", f"by {actor}"),
+        actor=actor,
+    )
+    workload_id = workload.pk
+    transaction.on_commit(lambda: _enqueue_delete(workload_id))
+    return Workload.objects.get(pk=workload.pk)
+
+
+def _enqueue_delete(workload_id: int) -> None:
+    from scheduler import tasks
+
+    try:
+        tasks.delete_workload.delay(workload_id=workload_id)
+    except Exception:
+        log.exception("could not queue the deletion of workload %s", workload_id)
+
+
+def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:
+    workload = Workload.objects.filter(pk=workload_id).first()
+    if workload is None or not workload.k8s_name:
+        return False
+    return kube.delete(
+        _kube_kind(workload), workload.k8s_name, workload.namespace, propagation="Foreground"
+    )
+
+
+def workload_logs(
+    kube: KubeGateway, *, actor, workload: Workload, tail_lines: int = 500
+) -> tuple[str, str]:
+    """(pod name, log) of the newest pod, where the cluster serves logs."""
+    require_role(actor, workload.tenant, READ_ROLES, "read logs")
+    if workload.cluster_created_at is None:
+        raise LogsUnavailable(f"workload {workload.name} is not on the cluster yet")
+    try:
+        pods = _pods(kube, workload)
+    except ClusterError as exc:
+        raise LogsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc
+    if not pods:
+        raise LogsUnavailable(f"workload {workload.name} has no pod (any more)")
+    pod = pods[0]["metadata"]["name"]
+    try:
+        return pod, kube.pod_log(pod, workload.namespace, tail_lines=tail_lines)
+    except ClusterError as exc:
+        raise LogsUnavailable(
+            f"the cluster does not serve the logs of pod {pod} ({exc}); simulated nodes have no "
+            "containers and so no logs"
+        ) from exc
