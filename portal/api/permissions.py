@@ -1,0 +1,40 @@
+"""Authenticated callers only; a token call also needs the scope its action asks for."""
+
+from __future__ import annotations
+
+from rest_framework import permissions
+
+from tenants.models import ApiToken
+
+SAFE_METHODS = permissions.SAFE_METHODS
+
+
+def required_scope(request, view) -> str | None:
+    """The scope a view's action needs: `view.scopes[action]`, else read for safe methods and
+    `view.write_scope` for the rest. None: a token may not do this at all (browser only)."""
+    action = getattr(view, "action", None)
+    scopes = getattr(view, "scopes", {}) or {}
+    if action in scopes:
+        return scopes[action]
+    if request.method in SAFE_METHODS:
+        return ApiToken.Scope.READ
+    return getattr(view, "write_scope", None)
+
+
+class TokenScopePermission(permissions.BasePermission):
+    message = "this token lacks the scope for this call"
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        token = request.auth
+        if not isinstance(token, ApiToken):
+            return True  # a browser session: roles decide, in the services
+        scope = required_scope(request, view)
+        if scope is None:
+            self.message = "this call is not open to tokens; use the portal in a browser"
+            return False
+        if not token.has_scope(scope):
+            self.message = f"this token lacks the scope {scope!r} (it has {token.scopes})"
+            return False
+        return True

@@ -1,0 +1,164 @@
+"""Workloads on the real local cluster (KWOK nodes): create, follow, logs, cancel, preemption."""
+
+import pytest
+
+from scheduler import reconcile, workloads
+from scheduler.models import Workload
+from scheduler.tests.cluster_helpers import unique_slug, wait_for
+from tenants import services
+from tenants.models import AuditEvent
+from tenants.tests.factories import PoolFactory, ResourceClassFactory
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+
+@pytest.fixture
+def team(kube, tenant_namespaces, world):
+    """A fresh tenant, reconciled, with MIG slices of the H100 and whole H200s granted."""
+    slug = unique_slug("wl")
+    tenant = services.create_tenant(
+        actor=world.admin,
+        slug=slug,
+        name="Workloads",
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+    )
+    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    mig = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
+    )
+    h200 = ResourceClassFactory(
+        slug="h200-141gb",
+        gpu_model="H200-141GB",
+        kind="whole",
+        profile="",
+        resource_name="nvidia.com/gpu",
+        gpu_fraction=1,
+        memory_gb=141,
+    )
+    PoolFactory(resource_class=mig, capacity=16)
+    PoolFactory(resource_class=h200, capacity=16)
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
+    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    reconcile.reconcile_cluster_objects(kube)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    wait_for(
+        "quota status",
+        lambda: (
+            (kube.get("ResourceQuota", "gpu-portal-quota", tenant_namespaces[-1]) or {})
+            .get("status", {})
+            .get("hard")
+        ),
+    )
+    tenant.refresh_from_db()
+    return tenant, mig, h200
+
+
+def submit(world, tenant, rc, units=1, **kw):
+    args = dict(
+        actor=world.admin,
+        tenant=tenant,
+        name="train",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={rc.slug: units},
+        priority="gpu-low",
+    )
+    args.update(kw)
+    return workloads.submit_workload(**args)
+
+
+def wait_state(kube, workload, state, timeout=60):
+    def check():
+        w = workloads.sync_workload(kube, workload.pk)
+        return w if w.state == state else None
+
+    return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+
+
+def test_a_mig_job_is_created_runs_on_its_model_and_is_cancelled(kube, team, world):
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig)
+
+    w = workloads.create_in_cluster(kube, w.pk)
+    assert w.k8s_uid and w.cluster_created_at
+    job = kube.get("Job", w.k8s_name, w.namespace)
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"gpu-portal/gpu-model": "H100-80GB"}
+    # safe to run twice: nothing new
+    writes = kube.stats.writes
+    workloads.create_in_cluster(kube, w.pk)
+    assert kube.stats.writes == writes
+
+    w = wait_state(kube, w, "running")
+    pods = kube.list("Pod", w.namespace, label_selector=f"gpu-portal.io/workload={w.pk}")
+    assert pods[0]["spec"]["nodeName"] == "gpu-h100-0"
+    assert AuditEvent.objects.filter(verb="workload.running", object_id=str(w.pk)).count() == 1
+    assert [e.reason for e in w.events.all()] == ["Submitted", "Created", "Running"]
+
+    # KWOK pods have no container and so no log: a clear refusal, not a 500.
+    with pytest.raises(workloads.LogsUnavailable, match="does not serve the logs"):
+        workloads.workload_logs(kube, actor=world.admin, workload=w)
+
+    w = workloads.cancel_workload(actor=world.admin, workload=w)
+    assert w.state == "cancelled"
+    assert workloads.delete_from_cluster(kube, w.pk) is True
+    wait_for("job gone", lambda: kube.get("Job", w.k8s_name, w.namespace) is None)
+
+
+def test_a_deployment_runs_its_replicas(kube, team, world):
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig, kind="deployment", replicas=2, name="serve")
+    workloads.create_in_cluster(kube, w.pk)
+    w = wait_state(kube, w, "running")
+    assert w.message == "2/2 running"
+    workloads.cancel_workload(actor=world.admin, workload=w)
+    workloads.delete_from_cluster(kube, w.pk)
+
+
+def test_a_pod_the_api_server_refuses_keeps_the_workload_pending_with_the_reason(kube, team, world):
+    """Quota on the cluster is the second line: a workload admitted by the portal whose pods the
+    API server refuses (its ResourceQuota was set to zero behind the portal's back) says why."""
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig)
+    kube.merge_patch(
+        "ResourceQuota",
+        "gpu-portal-quota",
+        {"spec": {"hard": {"requests.nvidia.com/mig-3g.40gb": "0"}}},
+        w.namespace,
+    )
+    wait_for(
+        "quota lowered",
+        lambda: (
+            kube.get("ResourceQuota", "gpu-portal-quota", w.namespace)["status"]["hard"][
+                "requests.nvidia.com/mig-3g.40gb"
+            ]
+            == "0"
+        ),
+    )
+    workloads.create_in_cluster(kube, w.pk)
+
+    def refused():
+        current = workloads.sync_workload(kube, w.pk)
+        return current if current.reason == "FailedCreate" else None
+
+    w = wait_for("FailedCreate", refused, timeout=60)
+    assert w.state == "pending"
+    assert "exceeded quota" in w.message
+
+
+def test_a_critical_job_preempts_a_low_one(kube, team, world):
+    tenant, _, h200 = team
+    low = submit(world, tenant, h200, units=8, name="low")
+    workloads.create_in_cluster(kube, low.pk)
+    low = wait_state(kube, low, "running")
+
+    high = submit(world, tenant, h200, units=1, name="high", priority="gpu-critical")
+    workloads.create_in_cluster(kube, high.pk)
+
+    low = wait_state(kube, low, "preempted", timeout=90)
+    assert low.reason == "Preempted" and low.message
+    assert low.finished_at is not None
+    wait_state(kube, high, "running", timeout=90)
+    # the preempted job is deleted, so it does not wait for room in the background
+    wait_for("low job gone", lambda: kube.get("Job", low.k8s_name, low.namespace) is None)
+    assert Workload.objects.get(pk=low.pk).state == "preempted"

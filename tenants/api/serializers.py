@@ -1,0 +1,262 @@
+"""Serializers of the governance core; writes go through services, never `serializer.save()`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from scheduler import render
+from scheduler.models import ResourceClass
+from tenants.models import (
+    PRIORITY_CLASSES,
+    ApiToken,
+    AuditEvent,
+    CapacityRequest,
+    Membership,
+    QuotaGrant,
+    Tenant,
+)
+
+
+class QuotaLineSerializer(serializers.Serializer):
+    resource_class = serializers.CharField()
+    granted = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    free = serializers.IntegerField()
+
+
+def page_maps(tenant_ids: list[int]):
+    """Effective quotas, usage and class slugs for some tenants, in three queries."""
+    from scheduler.workloads import usage_by_tenant
+    from tenants.selectors import effective_quotas
+
+    return (
+        effective_quotas(tenant_ids),
+        usage_by_tenant(tenant_ids),
+        {rc.pk: rc.slug for rc in ResourceClass.objects.all()},
+    )
+
+
+class TenantListSerializer(serializers.ListSerializer):
+    """Computes quotas and usage of the whole page in two queries (constant per page)."""
+
+    def to_representation(self, data):
+        items = list(data.all() if hasattr(data, "all") else data)
+        self.child._page_maps = page_maps([t.pk for t in items])  # type: ignore[union-attr]
+        return super().to_representation(items)
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    namespace = serializers.SerializerMethodField()
+    quota = serializers.SerializerMethodField()
+    reconcile_status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        list_serializer_class = TenantListSerializer
+        fields = [
+            "slug",
+            "name",
+            "status",
+            "cost_centre",
+            "monthly_budget",
+            "gpu_ceiling",
+            "allowed_priority_classes",
+            "critical_gpu_quota",
+            "namespace",
+            "quota",
+            "reconcile_status",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_namespace(self, tenant: Tenant) -> str:
+        return render.namespace_name(tenant.slug, settings.TENANT_NAMESPACE_PREFIX)
+
+    def _maps(self, tenant: Tenant):
+        maps = getattr(self, "_page_maps", None)
+        if maps is None:  # a single object: compute it for this one
+            maps = self._page_maps = page_maps([tenant.pk])
+        return maps
+
+    @staticmethod
+    def _lines(granted: dict[int, int], used: dict[str, int], classes: dict[int, str]) -> list:
+        by_slug = {classes[pk]: n for pk, n in granted.items() if pk in classes}
+        return [
+            {
+                "resource_class": slug,
+                "granted": by_slug.get(slug, 0),
+                "in_use": used.get(slug, 0),
+                "free": max(0, by_slug.get(slug, 0) - used.get(slug, 0)),
+            }
+            for slug in sorted(set(by_slug) | set(used))
+        ]
+
+    @extend_schema_field(QuotaLineSerializer(many=True))
+    def get_quota(self, tenant: Tenant) -> list:
+        quotas, usage, classes = self._maps(tenant)
+        return self._lines(quotas.get(tenant.pk, {}), usage.get(tenant.pk, {}), classes)
+
+    def get_reconcile_status(self, tenant: Tenant) -> str:
+        state = getattr(tenant, "sync_state", None)
+        return state.status if state else "pending"
+
+
+class TenantCreateSerializer(serializers.Serializer):
+    slug = serializers.CharField(max_length=40)
+    name = serializers.CharField(max_length=120)
+    cost_centre = serializers.CharField(max_length=40, required=False, default="")
+    gpu_ceiling = serializers.DecimalField(
+        max_digits=8, decimal_places=2, required=False, allow_null=True
+    )
+    monthly_budget = serializers.DecimalField(
+        max_digits=12, decimal_places=2, required=False, allow_null=True
+    )
+    allowed_priority_classes = serializers.ListField(
+        child=serializers.ChoiceField(choices=PRIORITY_CLASSES), required=False
+    )
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "tenant", "username", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MembershipCreateSerializer(serializers.Serializer):
+    tenant = serializers.CharField(help_text="tenant slug")
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class MembershipUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+class CapacityRequestSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    requester = serializers.CharField(source="requester.username", read_only=True)
+    decided_by = serializers.CharField(
+        source="decided_by.username", read_only=True, allow_null=True
+    )
+    items = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CapacityRequest
+        fields = [
+            "id",
+            "tenant",
+            "requester",
+            "items",
+            "starts_at",
+            "ends_at",
+            "justification",
+            "state",
+            "auto_approved",
+            "policy_reasons",
+            "decided_by",
+            "decided_at",
+            "decision_comment",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_items(self, request: CapacityRequest) -> dict[str, int]:
+        return {i.resource_class.slug: i.amount for i in request.items.all()}
+
+
+class CapacityRequestCreateSerializer(serializers.Serializer):
+    tenant = serializers.CharField(help_text="tenant slug")
+    items = serializers.DictField(
+        child=serializers.IntegerField(min_value=1), help_text="resource class slug -> units"
+    )
+    starts_at = serializers.DateTimeField(required=False, allow_null=True)
+    ends_at = serializers.DateTimeField(allow_null=True, help_text="null: open-ended")
+    justification = serializers.CharField()
+
+
+class CommentSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class QuotaGrantSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    resource_class = serializers.CharField(source="resource_class.slug", read_only=True)
+
+    class Meta:
+        model = QuotaGrant
+        fields = [
+            "id",
+            "tenant",
+            "resource_class",
+            "amount",
+            "starts_at",
+            "ends_at",
+            "state",
+            "request",
+            "created_at",
+            "ended_at",
+        ]
+        read_only_fields = fields
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "user",
+            "prefix",
+            "scopes",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class ApiTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=80)
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiToken.Scope.choices))
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    username = serializers.CharField(
+        required=False, help_text="for whom (default: yourself; owners: their CI robot)"
+    )
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret; shown this once only")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True, allow_null=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor_repr",
+            "tenant",
+            "verb",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "request_id",
+        ]
+        read_only_fields = fields

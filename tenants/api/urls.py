@@ -1,0 +1,13 @@
+from rest_framework.routers import SimpleRouter
+
+from tenants.api import views
+
+router = SimpleRouter()
+router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("members", views.MembershipViewSet, basename="membership")
+router.register("capacity-requests", views.CapacityRequestViewSet, basename="capacityrequest")
+router.register("grants", views.QuotaGrantViewSet, basename="quotagrant")
+router.register("tokens", views.ApiTokenViewSet, basename="apitoken")
+router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
+
+urlpatterns = router.urls

@@ -1,0 +1,296 @@
+"""Thin API views of the governance core: parse, call one service, render."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from portal.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
+from portal.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
+from tenants import services
+from tenants.api import serializers as s
+from tenants.exceptions import NotFound
+from tenants.models import (
+    ApiToken,
+    AuditEvent,
+    CapacityRequest,
+    Membership,
+    QuotaGrant,
+    Tenant,
+)
+
+Scope = ApiToken.Scope
+
+
+def visible_tenant(user, slug: str) -> Tenant:
+    """The tenant `slug` if the caller may see it; otherwise 404 (never confirm it exists)."""
+    tenant = Tenant.objects.visible_to(user).filter(slug=slug).first()
+    if tenant is None:
+        raise NotFound(f"no tenant {slug!r}", field="tenant")
+    return tenant
+
+
+class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
+    """Tenants the caller belongs to (platform admins: all), with namespace, quota and in-use."""
+
+    queryset = Tenant.objects.select_related("sync_state")
+    serializer_class = s.TenantSerializer
+    lookup_field = "slug"
+    filterset_fields = ["status"]
+    ordering_fields = ["slug", "created_at"]
+    write_scope = Scope.APPROVE  # creating and suspending tenants is platform work
+
+    @extend_schema(
+        request=s.TenantCreateSerializer,
+        responses={201: s.TenantSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        data = s.TenantCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = services.create_tenant(actor=request.user, **data.validated_data)
+        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    def _status(self, request, action_name: str):
+        tenant = services.change_tenant_status(
+            actor=request.user, tenant=self.get_object(), action=action_name
+        )
+        return Response(s.TenantSerializer(tenant).data)
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def suspend(self, request, slug=None):
+        return self._status(request, "suspend")
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request, slug=None):
+        return self._status(request, "resume")
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def archive(self, request, slug=None):
+        return self._status(request, "archive")
+
+
+class MembershipFilter(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug")
+
+    class Meta:
+        model = Membership
+        fields = ["tenant", "role"]
+
+
+class MembershipViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    PortalGenericViewSet,
+):
+    """Members of the tenants the caller sees; owners and platform admins change them."""
+
+    queryset = Membership.objects.select_related("tenant", "user")
+    serializer_class = s.MembershipSerializer
+    filterset_class = MembershipFilter
+    ordering_fields = ["created_at", "role"]
+    write_scope = None  # membership changes are browser-only, never by token
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        # Membership has no visible_to of its own: scope through the tenants.
+        return self.queryset.filter(tenant__in=Tenant.objects.visible_to(self.request.user))
+
+    @extend_schema(
+        request=s.MembershipCreateSerializer,
+        responses={201: s.MembershipSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        data = s.MembershipCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = visible_tenant(request.user, data.validated_data["tenant"])
+        membership = services.add_member(
+            actor=request.user,
+            tenant=tenant,
+            username=data.validated_data["username"],
+            role=data.validated_data["role"],
+        )
+        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        data = s.MembershipUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        membership = services.change_member_role(
+            actor=request.user, membership=self.get_object(), role=data.validated_data["role"]
+        )
+        return Response(s.MembershipSerializer(membership).data)
+
+    def update(self, request, *args, **kwargs):
+        return self.partial_update(request, *args, **kwargs)
+
+    def destroy(self, request, *args, **kwargs):
+        services.remove_member(actor=request.user, membership=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CapacityRequestFilter(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug")
+
+    class Meta:
+        model = CapacityRequest
+        fields = ["tenant", "state"]
+
+
+class CapacityRequestViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
+    queryset = CapacityRequest.objects.select_related(
+        "tenant", "requester", "decided_by"
+    ).prefetch_related("items__resource_class")
+    serializer_class = s.CapacityRequestSerializer
+    filterset_class = CapacityRequestFilter
+    ordering_fields = ["created_at", "state"]
+    write_scope = Scope.REQUEST
+    scopes = {"approve": Scope.APPROVE, "reject": Scope.APPROVE, "cancel": Scope.REQUEST}
+
+    @extend_schema(
+        request=s.CapacityRequestCreateSerializer,
+        responses={201: s.CapacityRequestSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        examples=[
+            OpenApiExample(
+                "Two MIG slices for a month",
+                request_only=True,
+                value={
+                    "tenant": "team-a",
+                    "items": {"a100-80gb-mig-3g.40gb": 2},
+                    "ends_at": "2027-01-31T00:00:00Z",
+                    "justification": "fine-tuning run for the Q1 model",
+                },
+            )
+        ],
+    )
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        data = s.CapacityRequestCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        req = services.submit_capacity_request(
+            actor=request.user,
+            tenant=visible_tenant(request.user, v["tenant"]),
+            items=v["items"],
+            starts_at=v.get("starts_at"),
+            ends_at=v["ends_at"],
+            justification=v["justification"],
+        )
+        req = self.get_queryset().get(pk=req.pk)
+        return Response(s.CapacityRequestSerializer(req).data, status=status.HTTP_201_CREATED)
+
+    def _decide(self, request, fn):
+        data = s.CommentSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        req = fn(
+            actor=request.user, request=self.get_object(), comment=data.validated_data["comment"]
+        )
+        return Response(s.CapacityRequestSerializer(self.get_queryset().get(pk=req.pk)).data)
+
+    @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        return self._decide(request, services.approve_capacity_request)
+
+    @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        return self._decide(request, services.reject_capacity_request)
+
+    @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        return self._decide(request, services.cancel_capacity_request)
+
+
+class QuotaGrantFilter(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug")
+    resource_class = filters.CharFilter(field_name="resource_class__slug")
+
+    class Meta:
+        model = QuotaGrant
+        fields = ["tenant", "resource_class", "state"]
+
+
+class QuotaGrantViewSet(PortalReadOnlyViewSet):
+    queryset = QuotaGrant.objects.select_related("tenant", "resource_class")
+    serializer_class = s.QuotaGrantSerializer
+    filterset_class = QuotaGrantFilter
+    ordering_fields = ["created_at", "ends_at"]
+
+
+class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
+    """Your tokens (platform admins: all). The secret is in the create answer only."""
+
+    queryset = ApiToken.objects.select_related("user")
+    serializer_class = s.ApiTokenSerializer
+    filterset_fields = ["name"]
+    ordering_fields = ["created_at", "expires_at"]
+    # A token can neither mint tokens nor revoke others; it may revoke itself (`revoke`).
+    scopes = {"create": None, "revoke": Scope.READ}
+
+    @extend_schema(
+        request=s.ApiTokenCreateSerializer,
+        responses={201: s.ApiTokenCreatedSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        data = s.ApiTokenCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        user = request.user
+        if v.get("username") and v["username"] != user.get_username():
+            user = get_user_model().objects.filter(username=v["username"]).first()
+            if user is None:
+                raise NotFound(f"no user {v['username']!r}", field="username")
+        token, raw = services.issue_token(
+            actor=request.user,
+            user=user,
+            name=v["name"],
+            scopes=v["scopes"],
+            expires_at=v.get("expires_at"),
+        )
+        body = s.ApiTokenCreatedSerializer(token).data
+        body["token"] = raw
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.ApiTokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        token = self.get_object()
+        if isinstance(request.auth, ApiToken) and request.auth.pk != token.pk:
+            raise NotFound("a token may revoke only itself; use the browser for others")
+        return Response(
+            s.ApiTokenSerializer(services.revoke_token(actor=request.user, token=token)).data
+        )
+
+
+class AuditEventFilter(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug")
+    since = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["tenant", "verb", "object_type", "object_id", "request_id", "since"]
+
+
+class AuditEventViewSet(PortalReadOnlyViewSet):
+    queryset = AuditEvent.objects.select_related("tenant")
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditEventFilter
+    ordering_fields = ["created_at"]
