@@ -801,7 +801,8 @@ def issue_token(
 ) -> tuple[ApiToken, str]:
     """Create a token for `user` and return it with its secret, which is never stored (only its
     sha256 is) and so is shown once. People issue tokens for themselves; owners of a tenant for
-    its CI robot; platform admins for anyone. Only platform admins' tokens may carry `approve`."""
+    its CI robot; platform admins and the system (actor None) for anyone. Only platform admins'
+    tokens may carry `approve`."""
     name = (name or "").strip()
     if not name:
         raise InvalidInput("give the token a name", field="name")
@@ -820,7 +821,8 @@ def issue_token(
         )
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput("the expiry must be in the future", field="expires_at")
-    if user.pk != getattr(actor, "pk", None) and not is_platform_admin(actor):
+    # actor None: the system (manage.py issue_token), with the platform's authority.
+    if actor is not None and user.pk != actor.pk and not is_platform_admin(actor):
         robot_of = Tenant.objects.filter(robot=user).first()
         if robot_of is None:
             raise Forbidden("you may issue tokens only for yourself or your tenant's CI robot")

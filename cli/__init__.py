@@ -1,0 +1,1 @@
+"""`gpu-portal`: the portal's command line for people and CI pipelines."""

@@ -1,0 +1,233 @@
+"""`gpu-portal` (or `python -m cli`): quota, request, submit --wait, status, cancel, logs.
+
+Configured by GPU_PORTAL_URL and GPU_PORTAL_TOKEN. Exit status of `submit --wait` and `wait`:
+0 succeeded (a deployment: running), 1 failed, 2 preempted, 3 cancelled, 4 timed out; 5 the
+API refused the call (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from cli.client import ApiError, Client
+
+EXIT = {"succeeded": 0, "failed": 1, "preempted": 2, "cancelled": 3}
+EXIT_TIMEOUT = 4
+EXIT_API = 5
+
+
+def _pairs(values: tuple[str, ...], what: str, as_int: bool = False) -> dict:
+    out: dict = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{value!r}: use KEY=VALUE", param_hint=what)
+        if as_int:
+            try:
+                out[key] = int(val)
+            except ValueError:
+                raise click.BadParameter(f"{value!r}: the amount must be a number") from None
+        else:
+            out[key] = val
+    return out
+
+
+@click.group()
+@click.option("--url", envvar="GPU_PORTAL_URL", required=True, help="env GPU_PORTAL_URL")
+@click.option("--token", envvar="GPU_PORTAL_TOKEN", required=True, help="env GPU_PORTAL_TOKEN")
+@click.option("--json", "as_json", is_flag=True, help="print raw JSON")
+@click.pass_context
+def cli(ctx, url, token, as_json):
+    """The GPU Portal from a shell or a CI pipeline."""
+    ctx.obj = {"client": Client(url, token), "json": as_json}
+
+
+def _out(ctx, data, text: str) -> None:
+    click.echo(json.dumps(data, indent=2) if ctx.obj["json"] else text)
+
+
+def _fail(exc: ApiError):
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(EXIT_API)
+
+
+@cli.command()
+@click.option("--tenant", help="only this tenant")
+@click.pass_context
+def quota(ctx, tenant):
+    """Granted, in use and free per resource class."""
+    try:
+        path = f"/api/v1/tenants/{tenant}/" if tenant else "/api/v1/tenants/"
+        data = ctx.obj["client"].get(path)
+    except ApiError as exc:
+        _fail(exc)
+    tenants = [data] if tenant else data["results"]
+    lines = []
+    for t in tenants:
+        lines.append(f"{t['slug']} ({t['status']}, namespace {t['namespace']})")
+        for q in t["quota"] or []:
+            lines.append(
+                f"  {q['resource_class']:<28} granted {q['granted']:>4}  in use {q['in_use']:>4}"
+                f"  free {q['free']:>4}"
+            )
+        if not t["quota"]:
+            lines.append("  no quota")
+    _out(ctx, tenants, "\n".join(lines))
+
+
+@cli.command()
+@click.option("--tenant", required=True)
+@click.option("--item", "items", multiple=True, required=True, help="CLASS=AMOUNT (repeatable)")
+@click.option("--until", "ends_at", help="end (ISO 8601); omit for open-ended")
+@click.option("--why", "justification", required=True)
+@click.option("--idempotency-key", help="reuse on a retried CI step")
+@click.pass_context
+def request(ctx, tenant, items, ends_at, justification, idempotency_key):
+    """Ask for capacity."""
+    body = {
+        "tenant": tenant,
+        "items": _pairs(items, "--item", as_int=True),
+        "ends_at": ends_at,
+        "justification": justification,
+    }
+    try:
+        data = ctx.obj["client"].post(
+            "/api/v1/capacity-requests/", body, idempotency_key=idempotency_key
+        )
+    except ApiError as exc:
+        _fail(exc)
+    why = f" ({'; '.join(data['policy_reasons'])})" if data["policy_reasons"] else ""
+    _out(ctx, data, f"request #{data['id']}: {data['state']}{why}")
+
+
+def _status_line(w: dict) -> str:
+    reason = f" ({w['reason']}: {w['message']})" if w.get("message") else ""
+    if not reason and w.get("reason"):
+        reason = f" ({w['reason']})"
+    return f"workload {w['id']} {w['name']}: {w['state']}{reason}"
+
+
+def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> None:
+    client = ctx.obj["client"]
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            w = client.get(f"/api/v1/workloads/{workload_id}/")
+        except ApiError as exc:
+            _fail(exc)
+        line = _status_line(w)
+        if line != last:
+            click.echo(line, err=True)
+            last = line
+        if w["state"] in EXIT:
+            sys.exit(EXIT[w["state"]])
+        if kind == "deployment" and w["state"] == "running":
+            sys.exit(0)
+        if time.monotonic() > deadline:
+            click.echo(f"timed out after {timeout:g} s; it is {w['state']}", err=True)
+            sys.exit(EXIT_TIMEOUT)
+        time.sleep(interval)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option("--tenant", required=True)
+@click.option("--name", required=True)
+@click.option("--kind", type=click.Choice(["job", "deployment"]), default="job")
+@click.option("--image", required=True)
+@click.option("--gpu", "resources", multiple=True, required=True, help="CLASS=UNITS")
+@click.option("--priority", default="gpu-low")
+@click.option("--env", "env", multiple=True, help="NAME=VALUE (repeatable)")
+@click.option("--replicas", type=int, default=1)
+@click.option("--backoff-limit", type=int, default=0)
+@click.option("--wait", is_flag=True, help="wait until it ends; exit status tells how")
+@click.option("--timeout", type=float, default=3600.0, help="seconds to wait")
+@click.option("--interval", type=float, default=2.0, help="seconds between polls")
+@click.option("--idempotency-key", help="reuse on a retried CI step (e.g. $CI_JOB_ID)")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, backoff_limit,
+           wait, timeout, interval, idempotency_key, command):  # fmt: skip
+    """Submit a workload; the container command follows `--`."""
+    body = {
+        "tenant": tenant,
+        "name": name,
+        "kind": kind,
+        "image": image,
+        "resources": _pairs(resources, "--gpu", as_int=True),
+        "priority": priority,
+        "env": _pairs(env, "--env"),
+        "command": list(command),
+        "replicas": replicas,
+        "backoff_limit": backoff_limit,
+    }
+    try:
+        w = ctx.obj["client"].post("/api/v1/workloads/", body, idempotency_key=idempotency_key)
+    except ApiError as exc:
+        _fail(exc)
+    _out(ctx, w, str(w["id"]))
+    click.echo(_status_line(w), err=True)
+    if wait:
+        _wait(ctx, w["id"], kind, timeout, interval)
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@click.option("--timeout", type=float, default=3600.0)
+@click.option("--interval", type=float, default=2.0)
+@click.pass_context
+def wait(ctx, workload_id, timeout, interval):
+    """Wait for a workload to end; the exit status tells how."""
+    try:
+        w = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/")
+    except ApiError as exc:
+        _fail(exc)
+    _wait(ctx, workload_id, w["kind"], timeout, interval)
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@click.pass_context
+def status(ctx, workload_id):
+    """A workload's state, reason and events."""
+    try:
+        w = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/")
+    except ApiError as exc:
+        _fail(exc)
+    lines = [_status_line(w)]
+    for e in w.get("events", []):
+        lines.append(f"  {e['created_at']}  {e['state']:<10} {e['reason']}  {e['message']}")
+    _out(ctx, w, "\n".join(lines))
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@click.pass_context
+def cancel(ctx, workload_id):
+    """Cancel a workload (it is deleted from the cluster)."""
+    try:
+        w = ctx.obj["client"].post(f"/api/v1/workloads/{workload_id}/cancel/")
+    except ApiError as exc:
+        _fail(exc)
+    _out(ctx, w, _status_line(w))
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@click.option("--tail", type=int, default=500)
+@click.pass_context
+def logs(ctx, workload_id, tail):
+    """The newest pod's log (where the cluster serves logs)."""
+    try:
+        data = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/logs/?tail={tail}")
+    except ApiError as exc:
+        _fail(exc)
+    _out(ctx, data, data["log"])
+
+
+def main() -> None:
+    cli(prog_name="gpu-portal")

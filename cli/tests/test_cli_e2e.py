@@ -1,0 +1,169 @@
+"""End to end through the CLI, against a live portal (pytest-django's live server), PostgreSQL
+and the local cluster: ask, approve, submit a MIG job and wait for success; a refusal over quota;
+a gpu-critical job preempting a gpu-low one; logs that KWOK cannot serve.
+
+KWOK keeps pods Running for ever and has no kubelet to end them, so a background thread plays
+the two parts a real cluster's workers would: it runs the portal's workload sync (the Celery beat
+task), and like a kubelet it marks the pods of workloads named `ok-*` Succeeded when they run.
+"""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from django.db import connection
+from django.utils import timezone
+
+from cli.main import cli
+from scheduler import reconcile, workloads
+from scheduler.tests.cluster_helpers import unique_slug
+from tenants import services
+from tenants.tests.factories import PoolFactory, ResourceClassFactory
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+
+
+class ClusterWorker(threading.Thread):
+    def __init__(self, kube, namespace):
+        super().__init__(daemon=True)
+        self.kube, self.namespace, self.stop = kube, namespace, threading.Event()
+
+    def run(self):
+        try:
+            while not self.stop.wait(0.3):
+                for pod in self.kube.list(
+                    "Pod", self.namespace, label_selector="gpu-portal.io/workload"
+                ):
+                    name = pod["metadata"]["name"]
+                    if name.startswith("ok-") and pod["status"].get("phase") == "Running":
+                        self.kube.apply_status(
+                            {
+                                "apiVersion": "v1",
+                                "kind": "Pod",
+                                "metadata": {"name": name, "namespace": self.namespace},
+                                "status": {"phase": "Succeeded"},
+                            }
+                        )
+                workloads.sync_live_workloads(self.kube)
+        finally:
+            connection.close()
+
+
+@pytest.fixture
+def portal(kube, tenant_namespaces, world, live_server, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the create task runs at once, in the web thread
+    slug = unique_slug("cli")
+    tenant = services.create_tenant(
+        actor=world.admin,
+        slug=slug,
+        name="CLI",
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+    )
+    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    member = world.member
+    services.add_member(actor=world.admin, tenant=tenant, username=member.username, role="member")
+    mig = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
+    )
+    h200 = ResourceClassFactory(
+        slug="h200-141gb",
+        gpu_model="H200-141GB",
+        kind="whole",
+        profile="",
+        resource_name="nvidia.com/gpu",
+        gpu_fraction=1,
+        memory_gb=141,
+    )
+    PoolFactory(resource_class=mig, capacity=16)
+    PoolFactory(resource_class=h200, capacity=16)
+    ns = reconcile.tenant_namespace(tenant)
+    tenant_namespaces.append(ns)
+    reconcile.reconcile_cluster_objects(kube)
+    _, member_token = services.issue_token(
+        actor=member, user=member, name="ci", scopes=["read", "request", "submit"]
+    )
+    _, admin_token = services.issue_token(
+        actor=world.admin, user=world.admin, name="ops", scopes=["read", "approve"]
+    )
+    worker = ClusterWorker(kube, ns)
+    worker.start()
+    yield tenant, member_token, admin_token, live_server.url, h200
+    worker.stop.set()
+    worker.join(timeout=10)
+
+
+def run(url, token, *args):
+    result = CliRunner().invoke(
+        cli, list(args), env={"GPU_PORTAL_URL": url, "GPU_PORTAL_TOKEN": token}
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_ci_pipeline_through_the_cli(kube, portal, world):
+    tenant, token, admin_token, url, h200 = portal
+    until = (timezone.now() + timedelta(days=2)).isoformat()
+
+    code, out, err = run(
+        url, token, "request", "--tenant", tenant.slug, "--item", "h100-80gb-mig-3g.40gb=2",
+        "--until", until, "--why", "nightly training",
+    )  # fmt: skip
+    assert code == 0, err
+    request_id = int(out.split("#")[1].split(":")[0])
+    code, _, err = run(url, admin_token, "--json", "quota", "--tenant", tenant.slug)
+    assert code == 0, err
+    # a platform admin approves with an approve-scoped token, through the API
+    from cli.client import Client
+
+    Client(url, admin_token).post(f"/api/v1/capacity-requests/{request_id}/approve/")
+    reconcile.reconcile_tenant(kube, tenant.pk)  # what the on-commit reconcile task does
+
+    code, out, err = run(url, token, "quota", "--tenant", tenant.slug)
+    assert "h100-80gb-mig-3g.40gb" in out and "free    2" in out
+
+    code, out, err = run(
+        url, token, "submit", "--tenant", tenant.slug, "--name", "ok-train",
+        "--image", "registry.k8s.io/pause:3.10", "--gpu", "h100-80gb-mig-3g.40gb=1",
+        "--wait", "--timeout", "90", "--interval", "0.5", "--", "python", "train.py",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "succeeded" in err
+    workload_id = int(out.strip())
+
+    code, out, _ = run(url, token, "status", str(workload_id))
+    assert "succeeded (Completed" in out and "Created" in out
+
+    code, out, err = run(url, token, "logs", str(workload_id))
+    assert code == 5 and "logs_unavailable" in err
+
+    code, out, err = run(
+        url, token, "submit", "--tenant", tenant.slug, "--name", "too-big",
+        "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=5",
+    )  # fmt: skip
+    assert code == 5
+    assert "quota_exceeded" in err and "needs 5, free 2 of 2 granted; ask for 3 more" in err
+
+
+def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world):
+    tenant, token, _, url, h200 = portal
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    common = ["--tenant", tenant.slug, "--image", "registry.k8s.io/pause:3.10"]
+
+    code, out, err = run(url, token, "submit", *common, "--name", "low", "--gpu", "h200-141gb=8")
+    assert code == 0, err
+    low = out.strip()
+    from scheduler.models import Workload
+    from scheduler.tests.cluster_helpers import wait_for
+
+    wait_for("low running", lambda: Workload.objects.get(pk=low).state == "running", timeout=60)
+
+    code, out, err = run(
+        url, token, "submit", *common, "--name", "high", "--gpu", "h200-141gb=1",
+        "--priority", "gpu-critical",
+    )  # fmt: skip
+    assert code == 0, err
+
+    code, out, err = run(url, token, "wait", low, "--timeout", "90", "--interval", "0.5")
+    assert code == 2, err
+    assert "preempted" in err
