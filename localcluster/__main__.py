@@ -15,8 +15,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build (or find cached) etcd, kube-*, kubectl and kwok")
     p_up = sub.add_parser("up", help="start the cluster (building first if needed)")
-    p_up.add_argument("--large", type=int, default=None, metavar="N",
-                      help="also create N generated GPU nodes for benchmarks (0 removes them)")
+    p_up.add_argument(
+        "--large",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also create N generated GPU nodes for benchmarks (0 removes them)",
+    )
     p_up.add_argument("--timeout", type=float, default=180, help="seconds to wait for nodes")
     sub.add_parser("down", help="stop all cluster processes (state is kept)")
     sub.add_parser("reset", help="stop the cluster and delete its state")
@@ -39,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             return cluster.status()
         elif args.command == "fleet":
             from . import fleet
+
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
     except build.BuildError as exc:

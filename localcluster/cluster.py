@@ -35,15 +35,29 @@ RUN = STATE_DIR / "run"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 SERVICE_CIDR = "10.96.0.0/16"
-CONTROLLERS = ",".join([
-    "namespace-controller", "garbage-collector-controller", "resourcequota-controller",
-    "job-controller", "cronjob-controller", "deployment-controller", "replicaset-controller",
-    "statefulset-controller", "disruption-controller", "serviceaccount-controller",
-    "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
-    "clusterrole-aggregation-controller", "node-lifecycle-controller",
-    "taint-eviction-controller", "pod-garbage-collector-controller",
-    "ttl-after-finished-controller", "endpoints-controller", "endpointslice-controller",
-])
+CONTROLLERS = ",".join(
+    [
+        "namespace-controller",
+        "garbage-collector-controller",
+        "resourcequota-controller",
+        "job-controller",
+        "cronjob-controller",
+        "deployment-controller",
+        "replicaset-controller",
+        "statefulset-controller",
+        "disruption-controller",
+        "serviceaccount-controller",
+        "serviceaccount-token-controller",
+        "root-ca-certificate-publisher-controller",
+        "clusterrole-aggregation-controller",
+        "node-lifecycle-controller",
+        "taint-eviction-controller",
+        "pod-garbage-collector-controller",
+        "ttl-after-finished-controller",
+        "endpoints-controller",
+        "endpointslice-controller",
+    ]
+)
 
 
 class ClusterError(RuntimeError):
@@ -69,9 +83,11 @@ def _log(msg: str) -> None:
 
 # --- PKI and kubeconfig ----------------------------------------------------------------------
 
+
 def _openssl(*args: str) -> None:
-    res = subprocess.run(["openssl", *args], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, check=False)
+    res = subprocess.run(
+        ["openssl", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+    )
     if res.returncode != 0:
         raise ClusterError(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
 
@@ -84,25 +100,64 @@ def ensure_pki() -> None:
         raise ClusterError("openssl is needed to create the cluster's certificates")
     PKI.mkdir(parents=True, exist_ok=True)
     os.chmod(PKI, 0o700)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-             "-keyout", str(PKI / "ca.key"), "-out", str(PKI / "ca.crt"),
-             "-subj", "/CN=gpu-portal-localcluster-ca")
-    sans = ("subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,"
-            "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
-            "DNS:kubernetes.default.svc.cluster.local\n"
-            "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n")
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "3650",
+        "-keyout",
+        str(PKI / "ca.key"),
+        "-out",
+        str(PKI / "ca.crt"),
+        "-subj",
+        "/CN=gpu-portal-localcluster-ca",
+    )
+    sans = (
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+        "DNS:kubernetes.default.svc.cluster.local\n"
+        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    )
     (PKI / "apiserver.ext").write_text(sans)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(PKI / "apiserver.key"),
-             "-out", str(PKI / "apiserver.csr"), "-subj", "/CN=kube-apiserver")
-    _openssl("x509", "-req", "-in", str(PKI / "apiserver.csr"), "-CA", str(PKI / "ca.crt"),
-             "-CAkey", str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
-             "-extfile", str(PKI / "apiserver.ext"), "-out", str(PKI / "apiserver.crt"))
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(PKI / "apiserver.key"),
+        "-out",
+        str(PKI / "apiserver.csr"),
+        "-subj",
+        "/CN=kube-apiserver",
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(PKI / "apiserver.csr"),
+        "-CA",
+        str(PKI / "ca.crt"),
+        "-CAkey",
+        str(PKI / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(PKI / "apiserver.ext"),
+        "-out",
+        str(PKI / "apiserver.crt"),
+    )
     _openssl("genrsa", "-out", str(PKI / "sa.key"), "2048")
     _openssl("rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub"))
     token = secrets.token_hex(24)
     # Static token file: one cluster-admin user (system:masters bypasses RBAC).
-    (PKI / "tokens.csv").write_text(f'{token},localcluster-admin,localcluster-admin,'
-                                    f'"system:masters"\n')
+    (PKI / "tokens.csv").write_text(
+        f'{token},localcluster-admin,localcluster-admin,"system:masters"\n'
+    )
 
 
 def admin_token() -> str:
@@ -111,15 +166,24 @@ def admin_token() -> str:
 
 def write_kubeconfig() -> None:
     import base64
+
     ca = base64.b64encode((PKI / "ca.crt").read_bytes()).decode()
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "localcluster",
-                      "cluster": {"server": server_url(), "certificate-authority-data": ca}}],
+        "clusters": [
+            {
+                "name": "localcluster",
+                "cluster": {"server": server_url(), "certificate-authority-data": ca},
+            }
+        ],
         "users": [{"name": "localcluster-admin", "user": {"token": admin_token()}}],
-        "contexts": [{"name": "localcluster",
-                      "context": {"cluster": "localcluster", "user": "localcluster-admin"}}],
+        "contexts": [
+            {
+                "name": "localcluster",
+                "context": {"cluster": "localcluster", "user": "localcluster-admin"},
+            }
+        ],
         "current-context": "localcluster",
     }
     KUBECONFIG.parent.mkdir(parents=True, exist_ok=True)
@@ -130,6 +194,7 @@ def write_kubeconfig() -> None:
 
 
 # --- processes -------------------------------------------------------------------------------
+
 
 @dataclass
 class Component:
@@ -142,58 +207,104 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
     client_port, peer_port = etcd_ports()
     kc = str(KUBECONFIG)
     return [
-        Component("etcd", [
-            str(bins["etcd"]), "--name=localcluster", f"--data-dir={STATE_DIR / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{client_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{client_port}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=localcluster=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync", "--quota-backend-bytes=8589934592", "--log-level=warn",
-        ]),
-        Component("kube-apiserver", [
-            str(bins["kube-apiserver"]), "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", f"--secure-port={api_port()}",
-            f"--etcd-servers=http://127.0.0.1:{client_port}",
-            f"--cert-dir={PKI}", f"--tls-cert-file={PKI / 'apiserver.crt'}",
-            f"--tls-private-key-file={PKI / 'apiserver.key'}",
-            f"--client-ca-file={PKI / 'ca.crt'}", f"--token-auth-file={PKI / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,"
-            "Priority,ResourceQuota,DefaultTolerationSeconds",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={PKI / 'sa.pub'}",
-            f"--service-account-signing-key-file={PKI / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # No endpoints for the `kubernetes` Service: 127.0.0.1 is refused there.
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true", "--profiling=false", "--v=1",
-        ]),
-        Component("kube-controller-manager", [
-            str(bins["kube-controller-manager"]), f"--kubeconfig={kc}",
-            "--leader-elect=false", f"--controllers={CONTROLLERS}",
-            f"--service-account-private-key-file={PKI / 'sa.key'}",
-            f"--root-ca-file={PKI / 'ca.crt'}", "--use-service-account-credentials=false",
-            "--bind-address=127.0.0.1", "--secure-port=0",
-            # Quicker quota and namespace bookkeeping for tests (defaults are 5 min / 5 min).
-            "--resource-quota-sync-period=30s", "--namespace-sync-period=1m",
-            "--kube-api-qps=200", "--kube-api-burst=400", "--v=1",
-        ]),
-        Component("kube-scheduler", [
-            str(bins["kube-scheduler"]), f"--kubeconfig={kc}", "--leader-elect=false",
-            "--bind-address=127.0.0.1", "--secure-port=0",
-            "--kube-api-qps=200", "--kube-api-burst=400", "--v=1",
-        ]),
-        Component("kwok", [
-            str(bins["kwok"]), f"--kubeconfig={kc}",
-            f"--config={PACKAGE_DIR / 'kwok-stages.yaml'}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--cidr=10.244.0.1/16", "--node-ip=10.240.0.1",
-        ]),
-        Component("gpu-simulator", [
-            sys.executable, "-m", "localcluster.simulator", f"--kubeconfig={kc}",
-        ], env={"PYTHONPATH": str(REPO_ROOT)}),
+        Component(
+            "etcd",
+            [
+                str(bins["etcd"]),
+                "--name=localcluster",
+                f"--data-dir={STATE_DIR / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{client_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{client_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=localcluster=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        ),
+        Component(
+            "kube-apiserver",
+            [
+                str(bins["kube-apiserver"]),
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port()}",
+                f"--etcd-servers=http://127.0.0.1:{client_port}",
+                f"--cert-dir={PKI}",
+                f"--tls-cert-file={PKI / 'apiserver.crt'}",
+                f"--tls-private-key-file={PKI / 'apiserver.key'}",
+                f"--client-ca-file={PKI / 'ca.crt'}",
+                f"--token-auth-file={PKI / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,"
+                "Priority,ResourceQuota,DefaultTolerationSeconds",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={PKI / 'sa.pub'}",
+                f"--service-account-signing-key-file={PKI / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # No endpoints for the `kubernetes` Service: 127.0.0.1 is refused there.
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        ),
+        Component(
+            "kube-controller-manager",
+            [
+                str(bins["kube-controller-manager"]),
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                f"--controllers={CONTROLLERS}",
+                f"--service-account-private-key-file={PKI / 'sa.key'}",
+                f"--root-ca-file={PKI / 'ca.crt'}",
+                "--use-service-account-credentials=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                # Quicker quota and namespace bookkeeping for tests (defaults are 5 min / 5 min).
+                "--resource-quota-sync-period=30s",
+                "--namespace-sync-period=1m",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--v=1",
+            ],
+        ),
+        Component(
+            "kube-scheduler",
+            [
+                str(bins["kube-scheduler"]),
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--v=1",
+            ],
+        ),
+        Component(
+            "kwok",
+            [
+                str(bins["kwok"]),
+                f"--kubeconfig={kc}",
+                f"--config={PACKAGE_DIR / 'kwok-stages.yaml'}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.240.0.1",
+            ],
+        ),
+        Component(
+            "gpu-simulator",
+            [
+                sys.executable,
+                "-m",
+                "localcluster.simulator",
+                f"--kubeconfig={kc}",
+            ],
+            env={"PYTHONPATH": str(REPO_ROOT)},
+        ),
     ]
 
 
@@ -223,9 +334,16 @@ def start(comp: Component) -> subprocess.Popen:
         log.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {comp.name}\n".encode())
         log.flush()
         # A new session detaches the process from our terminal, so it outlives `up`.
-        proc = subprocess.Popen(comp.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=REPO_ROOT, env=env, close_fds=True)
+        proc = subprocess.Popen(
+            comp.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO_ROOT,
+            env=env,
+            close_fds=True,
+        )
     _pidfile(comp.name).write_text(str(proc.pid))
     return proc
 
@@ -264,7 +382,7 @@ def _http_ok(url: str, token: str | None = None, timeout: float = 2) -> bool:
     ctx = None
     if url.startswith("https"):
         ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
-    req = urllib.request.Request(url)
+    req = urllib.request.Request(url)  # noqa: S310 (http/https URLs built above)
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
@@ -282,19 +400,22 @@ def apiserver_ready() -> bool:
     return (PKI / "ca.crt").is_file() and _http_ok(f"{server_url()}/readyz", admin_token())
 
 
-def _wait(what: str, check, comp: Component, timeout: float,
-          proc: subprocess.Popen | None = None) -> None:
+def _wait(
+    what: str, check, comp: Component, timeout: float, proc: subprocess.Popen | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         # Our own child: poll() (its /proc cmdline is ours until exec); else the pid file.
         gone = proc.poll() is not None if proc else running_pid(comp) is None
         if gone:
-            raise ClusterError(f"{comp.name} exited while starting; its log "
-                               f"({LOGS / (comp.name + '.log')}) ends with:\n    "
-                               + _tail(comp.name))
+            raise ClusterError(
+                f"{comp.name} exited while starting; its log "
+                f"({LOGS / (comp.name + '.log')}) ends with:\n    " + _tail(comp.name)
+            )
         if time.monotonic() > deadline:
-            raise ClusterError(f"{what} not ready after {timeout:.0f} s; {comp.name} log:\n    "
-                               + _tail(comp.name))
+            raise ClusterError(
+                f"{what} not ready after {timeout:.0f} s; {comp.name} log:\n    " + _tail(comp.name)
+            )
         time.sleep(0.2)
 
 
@@ -317,11 +438,14 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         if running_pid(comp) is not None:
             continue
         if comp.name == "etcd" and _port_open(etcd_ports()[0]):
-            raise ClusterError(f"port {etcd_ports()[0]} (etcd) is taken by another process; "
-                               "stop it or set LOCALCLUSTER_PORT to another API port")
+            raise ClusterError(
+                f"port {etcd_ports()[0]} (etcd) is taken by another process; "
+                "stop it or set LOCALCLUSTER_PORT to another API port"
+            )
         if comp.name == "kube-apiserver" and _port_open(api_port()):
-            raise ClusterError(f"port {api_port()} is taken by another process; stop it or set "
-                               "LOCALCLUSTER_PORT")
+            raise ClusterError(
+                f"port {api_port()} is taken by another process; stop it or set LOCALCLUSTER_PORT"
+            )
         _log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
@@ -332,18 +456,22 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         api_comp = next(c for c in specs if c.name == "kube-apiserver")
         _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
     from . import fleet
+
     api = api_client()
     try:
         names = fleet.ensure_nodes(api, large)
         fleet.wait_nodes_ready(api, names, timeout)
     finally:
         api.close()
-    _log(f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
-         f"KUBECONFIG={KUBECONFIG}")
+    _log(
+        f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
+        f"KUBECONFIG={KUBECONFIG}"
+    )
 
 
 def api_client():
     from kubernetes import config
+
     return config.new_client_from_config(config_file=str(KUBECONFIG))
 
 
@@ -368,21 +496,29 @@ def status() -> int:
     for comp in component_specs(build.binaries()):
         pid = running_pid(comp)
         ok &= pid is not None
-        print(f"{comp.name:24} {'running (pid %d)' % pid if pid else 'stopped'}")
+        state = f"running (pid {pid})" if pid else "stopped"
+        print(f"{comp.name:24} {state}")
     ready = apiserver_ready()
     ok &= ready
     print(f"{'api server':24} {server_url()} {'ready' if ready else 'not ready'}")
-    print(f"{'binaries':24} {'built' if build.all_built() else 'not built'} "
-          f"({build.cache_root() / 'bin'})")
+    print(
+        f"{'binaries':24} {'built' if build.all_built() else 'not built'} "
+        f"({build.cache_root() / 'bin'})"
+    )
     if ready:
         from kubernetes import client
+
         api = api_client()
         try:
             nodes = client.CoreV1Api(api).list_node().items
         finally:
             api.close()
-        ready_nodes = sum(1 for n in nodes for c in n.status.conditions or []
-                          if c.type == "Ready" and c.status == "True")
+        ready_nodes = sum(
+            1
+            for n in nodes
+            for c in n.status.conditions or []
+            if c.type == "Ready" and c.status == "True"
+        )
         print(f"{'nodes':24} {ready_nodes}/{len(nodes)} Ready")
         print(f"{'kubeconfig':24} {KUBECONFIG}")
     return 0 if ok else 1

@@ -40,8 +40,9 @@ def node_manifest(spec: dict) -> dict[str, Any]:
     defaults = gl.fleet_spec().get("defaults", {})
     mig, dp = spec.get("migConfig"), spec.get("devicePluginConfig")
     gpu_res, gpu_labels = gl.node_gpu_state(spec["model"], int(spec["gpus"]), mig, dp)
-    base = {k: str(spec.get(k, defaults[k])) for k in ("cpu", "memory", "pods",
-                                                      "ephemeral-storage")}
+    base = {
+        k: str(spec.get(k, defaults[k])) for k in ("cpu", "memory", "pods", "ephemeral-storage")
+    }
     resources = {**base, **{k: str(v) for k, v in gpu_res.items()}}
     labels = {
         "kubernetes.io/hostname": spec["name"],
@@ -117,6 +118,8 @@ def wait_nodes_ready(api: client.ApiClient, names: list[str], timeout: float = 1
             return
         if time.monotonic() > deadline:
             shown = ", ".join(sorted(pending)[:10])
-            raise TimeoutError(f"{len(pending)} node(s) not Ready after {timeout:.0f} s: {shown}"
-                               " (see .local/cluster/logs/kwok.log, kube-controller-manager.log)")
+            raise TimeoutError(
+                f"{len(pending)} node(s) not Ready after {timeout:.0f} s: {shown}"
+                " (see .local/cluster/logs/kwok.log, kube-controller-manager.log)"
+            )
         time.sleep(0.5)

@@ -16,8 +16,9 @@ import yaml
 from scheduler import catalog
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-MIG_CONFIG_FILE = PACKAGE_DIR / "mig-parted-config.yaml"
-DEVICE_PLUGIN_CONFIG_FILE = PACKAGE_DIR / "device-plugin-config.yaml"
+# The portal's own configs (what it writes for the GPU operator); the simulator reads the same.
+MIG_CONFIG_FILE = catalog.CATALOG_PATH.with_name("mig-parted-config.yaml")
+DEVICE_PLUGIN_CONFIG_FILE = catalog.CATALOG_PATH.with_name("device-plugin-config.yaml")
 FLEET_FILE = PACKAGE_DIR / "fleet.yaml"
 
 GPU = "nvidia.com/gpu"
@@ -66,8 +67,9 @@ def model_info(key: str) -> ModelInfo:
     if key not in models:
         raise LayoutError(f"GPU model {key!r} is not described in {FLEET_FILE.name}")
     m = models[key]
-    return ModelInfo(key, m["product"], int(m["memoryMiB"]), bool(m["migCapable"]),
-                     m.get("family", ""))
+    return ModelInfo(
+        key, m["product"], int(m["memoryMiB"]), bool(m["migCapable"]), m.get("family", "")
+    )
 
 
 def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list[dict | None]:
@@ -100,8 +102,9 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
             raise LayoutError(f"{config_name}: mig-devices given with mig-enabled: false")
         for idx in indices:
             if not 0 <= int(idx) < gpu_count:
-                raise LayoutError(f"{config_name}: GPU index {idx} does not exist "
-                                  f"(the node has {gpu_count} GPUs)")
+                raise LayoutError(
+                    f"{config_name}: GPU index {idx} does not exist (the node has {gpu_count} GPUs)"
+                )
             layout[int(idx)] = mig_devices if enabled else None
     if not matched:
         raise LayoutError(f"MIG config {config_name!r} has no entry for {model}")
@@ -113,19 +116,16 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
         except catalog.UnknownProfile as exc:
             raise LayoutError(str(exc).strip('"')) from None
         if not ok:
-            raise LayoutError(f"GPU {idx}: {devices} cannot be placed on one {model} "
-                              "(memory slices, placement starts, compute slices or max count)")
+            raise LayoutError(
+                f"GPU {idx}: {devices} cannot be placed on one {model} "
+                "(memory slices, placement starts, compute slices or max count)"
+            )
     return layout
 
 
-def _pci_ids(model: str) -> list[str]:
-    # GpuModel does not carry PCI IDs; read them from the same catalog file.
-    import json
-    raw = json.loads(catalog.CATALOG_PATH.read_text())
-    for g in raw["gpus"]:
-        if g["model"] == model:
-            return g.get("pci_device_ids") or []
-    return []
+@cache
+def _pci_ids(model: str) -> tuple[str, ...]:
+    return catalog.get_model(model).pci_device_ids
 
 
 def sharing_of(config_name: str | None) -> tuple[str, dict]:
@@ -134,8 +134,9 @@ def sharing_of(config_name: str | None) -> tuple[str, dict]:
         return "none", {}
     configs = device_plugin_configs()
     if config_name not in configs:
-        raise LayoutError(f"no device plugin config named {config_name!r} in "
-                          f"{DEVICE_PLUGIN_CONFIG_FILE.name}")
+        raise LayoutError(
+            f"no device plugin config named {config_name!r} in {DEVICE_PLUGIN_CONFIG_FILE.name}"
+        )
     cfg = configs[config_name] or {}
     strategy = (cfg.get("flags") or {}).get("migStrategy", "mixed")
     if strategy != "mixed":
@@ -150,8 +151,9 @@ def sharing_of(config_name: str | None) -> tuple[str, dict]:
     return "none", {}
 
 
-def node_gpu_state(model: str, gpu_count: int, mig_config: str | None,
-                   dp_config: str | None) -> tuple[dict[str, int], dict[str, str]]:
+def node_gpu_state(
+    model: str, gpu_count: int, mig_config: str | None, dp_config: str | None
+) -> tuple[dict[str, int], dict[str, str]]:
     """Extended resources {name: count} and GFD/device-plugin labels for a node.
 
     Resources follow the device plugin's mixed strategy: whole GPUs as nvidia.com/gpu, MIG
@@ -211,12 +213,14 @@ def node_gpu_state(model: str, gpu_count: int, mig_config: str | None,
     for name, count in sorted(profile_counts.items()):
         p = gpu.profile(name)
         base = f"{MIG_LABEL_PREFIX}{p.slug}"
-        labels.update({
-            f"{base}.count": str(count),
-            f"{base}.memory": str(p.memory_gb * 1024),
-            f"{base}.slices.gi": str(p.compute_slices),
-            f"{base}.slices.ci": str(p.compute_slices),
-        })
+        labels.update(
+            {
+                f"{base}.count": str(count),
+                f"{base}.memory": str(p.memory_gb * 1024),
+                f"{base}.slices.gi": str(p.compute_slices),
+                f"{base}.slices.ci": str(p.compute_slices),
+            }
+        )
     return resources, labels
 
 

@@ -46,13 +46,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def kube_cluster() -> KubeCluster:
+    problem = None
     try:
         cluster.up()
     except build.BuildError as exc:
-        pytest.fail(f"cannot build the local cluster's Kubernetes binaries: {exc}", pytrace=False)
+        problem = f"cannot build the local cluster's Kubernetes binaries: {exc}"
     except (cluster.ClusterError, TimeoutError, OSError) as exc:
-        pytest.fail(f"the local Kubernetes cluster did not come up: {exc} "
-                    f"(logs: {cluster.LOGS})", pytrace=False)
+        problem = f"the local Kubernetes cluster did not come up: {exc} (logs: {cluster.LOGS})"
+    if problem:  # outside the except block: the message alone, without a chained traceback
+        pytest.fail(problem, pytrace=False)
     api = cluster.api_client()
     yield KubeCluster(kubeconfig=cluster.KUBECONFIG, api_client=api, server=cluster.server_url())
     api.close()

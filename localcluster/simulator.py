@@ -37,8 +37,10 @@ COMPONENT = "gpu-portal-localcluster-simulator"
 def _wanted(labels: dict, ann: dict) -> tuple[bool, bool]:
     """(MIG change requested, device-plugin change requested). A removed label asks nothing."""
     mig, dp = labels.get(gl.LABEL_MIG_CONFIG), labels.get(gl.LABEL_DP_CONFIG)
-    return (bool(mig) and mig != ann.get(ANN_MIG_OBSERVED),
-            bool(dp) and dp != ann.get(ANN_DP_OBSERVED))
+    return (
+        bool(mig) and mig != ann.get(ANN_MIG_OBSERVED),
+        bool(dp) and dp != ann.get(ANN_DP_OBSERVED),
+    )
 
 
 class Simulator:
@@ -91,14 +93,19 @@ class Simulator:
         mig_changed, dp_changed = _wanted(labels, ann)
         if not (mig_changed or dp_changed):
             return
+        before = {k: labels.get(k) for k in (gl.LABEL_MIG_STATE, gl.LABEL_DP_STATE)}
         pending = {}
         if mig_changed:
             pending[gl.LABEL_MIG_STATE] = "pending"
         if dp_changed:
             pending[gl.LABEL_DP_STATE] = "pending"
         self.core.patch_node(name, {"metadata": {"labels": pending}})
-        log.info("%s: pending (mig.config=%s, device-plugin.config=%s)", name,
-                 labels.get(gl.LABEL_MIG_CONFIG), labels.get(gl.LABEL_DP_CONFIG))
+        log.info(
+            "%s: pending (mig.config=%s, device-plugin.config=%s)",
+            name,
+            labels.get(gl.LABEL_MIG_CONFIG),
+            labels.get(gl.LABEL_DP_CONFIG),
+        )
         time.sleep(self.delay)
 
         node = self._read(name)  # the labels may have moved on while we waited
@@ -111,33 +118,40 @@ class Simulator:
         eff_dp = ann.get(ANN_DP_EFFECTIVE) or None
         new_labels: dict[str, str | None] = {}
         new_ann: dict[str, str] = {}
+        events: list[tuple[str, str, str]] = []  # recorded once the node is written
         applied = False
+        # A label set back to the processed value while we waited: undo our `pending`.
+        for key, changed in ((gl.LABEL_MIG_STATE, mig_changed), (gl.LABEL_DP_STATE, dp_changed)):
+            if key in pending and not changed:
+                new_labels[key] = before[key]
         if mig_changed:
             want = labels[gl.LABEL_MIG_CONFIG]
             new_ann[ANN_MIG_OBSERVED] = want
             error = self._try(model, count, want, eff_dp)
             if error:
                 new_labels[gl.LABEL_MIG_STATE] = "failed"
-                self._event(node, "MigConfigFailed", f"mig.config={want}: {error}", "Warning")
+                events.append(("MigConfigFailed", f"mig.config={want}: {error}", "Warning"))
             else:
                 eff_mig, applied = want, True
                 new_labels[gl.LABEL_MIG_STATE] = "success"
                 new_ann[ANN_MIG_EFFECTIVE] = want
-                self._event(node, "MigConfigApplied", f"mig.config={want} applied", "Normal")
+                events.append(("MigConfigApplied", f"mig.config={want} applied", "Normal"))
         if dp_changed:
             want = labels[gl.LABEL_DP_CONFIG]
             new_ann[ANN_DP_OBSERVED] = want
             error = self._try(model, count, eff_mig, want)
             if error:
                 new_labels[gl.LABEL_DP_STATE] = "failed"
-                self._event(node, "DevicePluginConfigFailed",
-                            f"device-plugin.config={want}: {error}", "Warning")
+                events.append(
+                    ("DevicePluginConfigFailed", f"device-plugin.config={want}: {error}", "Warning")
+                )
             else:
                 eff_dp, applied = want, True
                 new_labels[gl.LABEL_DP_STATE] = "success"
                 new_ann[ANN_DP_EFFECTIVE] = want
-                self._event(node, "DevicePluginConfigApplied",
-                            f"device-plugin.config={want} applied", "Normal")
+                events.append(
+                    ("DevicePluginConfigApplied", f"device-plugin.config={want} applied", "Normal")
+                )
         if applied:
             resources, gfd = gl.node_gpu_state(model, count, eff_mig, eff_dp)
             self._write_status(node, resources)
@@ -145,11 +159,18 @@ class Simulator:
             gfd.pop(gl.LABEL_MIG_CONFIG, None)
             gfd.pop(gl.LABEL_DP_CONFIG, None)
             stale = gl.stale_mig_labels(labels, gfd)
-            new_labels = {**gfd, **{k: None for k in stale}, **new_labels}
+            new_labels = {**gfd, **dict.fromkeys(stale), **new_labels}
         # Labels last: whoever sees `success` finds the new allocatable already in place.
         self.core.patch_node(name, {"metadata": {"labels": new_labels, "annotations": new_ann}})
-        log.info("%s: mig=%s dp=%s -> %s", name, eff_mig, eff_dp,
-                 {k: v for k, v in new_labels.items() if k.endswith(".state")})
+        for reason, message, kind in events:
+            self._event(node, reason, message, kind)
+        log.info(
+            "%s: mig=%s dp=%s -> %s",
+            name,
+            eff_mig,
+            eff_dp,
+            {k: v for k, v in new_labels.items() if k.endswith(".state")},
+        )
 
     @staticmethod
     def _try(model: str | None, count: int, mig: str | None, dp: str | None) -> str | None:
@@ -177,17 +198,21 @@ class Simulator:
         now = datetime.now(UTC)
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(name=f"{node.metadata.name}.{uuid.uuid4().hex[:12]}"),
-            involved_object=client.V1ObjectReference(kind="Node", name=node.metadata.name,
-                                                     uid=node.metadata.uid, api_version="v1"),
-            reason=reason, message=message, type=kind, count=1,
-            first_timestamp=now, last_timestamp=now,
+            involved_object=client.V1ObjectReference(
+                kind="Node", name=node.metadata.name, uid=node.metadata.uid, api_version="v1"
+            ),
+            reason=reason,
+            message=message,
+            type=kind,
+            count=1,
+            first_timestamp=now,
+            last_timestamp=now,
             source=client.V1EventSource(component=COMPONENT, host=node.metadata.name),
         )
         try:
             self.core.create_namespaced_event("default", event)
         except ApiException as exc:  # events are a courtesy; never fail the work for them
-            log.warning("cannot record event %s on %s: %s", reason, node.metadata.name,
-                        exc.reason)
+            log.warning("cannot record event %s on %s: %s", reason, node.metadata.name, exc.reason)
 
     def _read(self, name: str) -> client.V1Node | None:
         try:
@@ -208,11 +233,16 @@ class Simulator:
                         self.enqueue(node.metadata.name)
                 rv = listing.metadata.resource_version
                 w = watch.Watch()
-                for ev in w.stream(self.core.list_node, label_selector=SELECTOR,
-                                   resource_version=rv, timeout_seconds=300):
+                for ev in w.stream(
+                    self.core.list_node,
+                    label_selector=SELECTOR,
+                    resource_version=rv,
+                    timeout_seconds=300,
+                ):
                     node = ev["object"]
                     if ev["type"] in ("ADDED", "MODIFIED") and any(
-                            _wanted(node.metadata.labels or {}, node.metadata.annotations or {})):
+                        _wanted(node.metadata.labels or {}, node.metadata.annotations or {})
+                    ):
                         self.enqueue(node.metadata.name)
             except ApiException as exc:
                 if exc.status != 410:  # 410 Gone: resourceVersion too old, just relist
@@ -226,8 +256,12 @@ class Simulator:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--delay", type=float, default=0.5,
-                        help="seconds a node stays pending before the change applies")
+    parser.add_argument(
+        "--delay",
+        type=float,
+        default=0.5,
+        help="seconds a node stays pending before the change applies",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     api = config.new_client_from_config(config_file=args.kubeconfig)

@@ -60,6 +60,7 @@ class GpuModel:
     product_label: str
     default_price_per_hour: Decimal | None
     profiles: dict[str, MigProfile] = field(default_factory=dict, compare=False)
+    pci_device_ids: tuple[str, ...] = ()
 
     @property
     def slug(self) -> str:
@@ -110,6 +111,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> dict[str, GpuModel]:
             product_label=labels.get(gpu["model"], f"NVIDIA-{gpu['model']}"),
             default_price_per_hour=Decimal(str(price)) if price is not None else None,
             profiles=profiles,
+            pci_device_ids=tuple(gpu.get("pci_device_ids", ())),
         )
     return models
 
