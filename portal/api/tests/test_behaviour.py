@@ -183,3 +183,33 @@ def test_schema_and_docs_are_served_without_a_cdn(client, db):
     html = docs.content.decode()
     assert "cdn.jsdelivr" not in html and "unpkg" not in html
     assert "drf_spectacular_sidecar" in html
+
+
+def test_cancel_by_token_then_again_is_409(api, world):
+    client = bearer(api.raw["all"])
+    url = f"/api/v1/workloads/{api.workload.pk}/cancel/"
+    response = client.post(url, format="json")
+    assert response.status_code == 200 and response.data["state"] == "cancelled"
+    again = client.post(url, format="json")
+    assert again.status_code == 409 and again.data["code"] == "invalid_transition"
+    detail = client.get(f"/api/v1/workloads/{api.workload.pk}/")
+    assert [e["reason"] for e in detail.data["events"]] == ["Submitted", "Cancelled"]
+    # a read-only token may not cancel
+    assert bearer(api.raw["read"]).post(url).status_code == 403
+
+
+def test_logs_before_the_cluster_has_it_are_a_409_not_a_500(api):
+    response = bearer(api.raw["read"]).get(f"/api/v1/workloads/{api.workload.pk}/logs/")
+    assert response.status_code == 409
+    assert response.data["code"] == "logs_unavailable"
+
+
+def test_tenant_shows_namespace_quota_in_use_and_free(api, world, settings):
+    data = bearer(api.raw["read"]).get(f"/api/v1/tenants/{world.tenant.slug}/").data
+    assert data["namespace"] == f"{settings.TENANT_NAMESPACE_PREFIX}team-a"
+    assert data["quota"] == [
+        {"resource_class": world.rc.slug, "granted": 4, "in_use": 1, "free": 3}
+    ]
+    assert data["reconcile_status"] == "pending"
+    rc = bearer(api.raw["read"]).get(f"/api/v1/resource-classes/{world.rc.slug}/").data
+    assert (rc["capacity"], rc["granted"], rc["free"]) == (10, 4, 6)
