@@ -11,6 +11,9 @@ admin.site.index_title = "Capacity, tenants and audit"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
+    path("", include("tenants.urls")),
+    path("console/", include("portal.console_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

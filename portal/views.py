@@ -1,30 +1,80 @@
+"""Home and team dashboards (they bring tenants' and the scheduler's data together)."""
+
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, render
 
-from tenants.models import Tenant
+from scheduler.models import TenantSyncState, Workload
+from scheduler.workloads import quota_lines, usage_by_tenant
+from tenants import permissions
+from tenants.forms import MemberForm
+from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.selectors import effective_quotas, pool_summary
+
+
+def _bars(granted: int, in_use: int, scale: int) -> dict:
+    """Widths (in %) of the quota and in-use bars of one line, against the largest quota."""
+    scale = max(scale, 1)
+    return {"granted_pct": round(100 * granted / scale), "in_use_pct": round(100 * in_use / scale)}
 
 
 @login_required
 def home(request):
-    tenants = list(Tenant.objects.visible_to(request.user).exclude(status=Tenant.Status.ARCHIVED))
-    quotas = effective_quotas([t.pk for t in tenants])
+    tenants = list(
+        Tenant.objects.visible_to(request.user)
+        .exclude(status=Tenant.Status.ARCHIVED)
+        .select_related("sync_state")
+    )
+    ids = [t.pk for t in tenants]
+    quotas = effective_quotas(ids)
+    usage = usage_by_tenant(ids)
     lines = pool_summary()
-    by_id = {line.resource_class.pk: line for line in lines}
-    teams = [
-        {
-            "tenant": t,
-            "quota": [
-                (by_id[rc_id].resource_class, n)
-                for rc_id, n in sorted(quotas[t.pk].items())
-                if rc_id in by_id
-            ],
-        }
-        for t in tenants
-    ]
+    by_id = {line.resource_class.pk: line.resource_class for line in lines}
+    teams = []
+    for t in tenants:
+        rows = []
+        for rc_id, granted in sorted(quotas.get(t.pk, {}).items()):
+            rc = by_id.get(rc_id)
+            if rc is None:
+                continue
+            in_use = usage.get(t.pk, {}).get(rc.slug, 0)
+            rows.append(
+                {"rc": rc, "granted": granted, "in_use": in_use, "free": max(0, granted - in_use)}
+            )
+        teams.append({"tenant": t, "rows": rows, "sync": getattr(t, "sync_state", None)})
     return render(request, "portal/home.html", {"teams": teams, "pools": lines})
+
+
+@login_required
+def team_detail(request, slug):
+    tenant = get_object_or_404(
+        Tenant.objects.visible_to(request.user).select_related("robot"), slug=slug
+    )
+    lines = quota_lines(tenant)
+    scale = max([max(line.granted, line.in_use) for line in lines] or [1])
+    context = {
+        "tenant": tenant,
+        "role": permissions.role_in(request.user, tenant),
+        "can_manage": permissions.can_manage_members(request.user, tenant),
+        "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
+        "lines": [{"line": line, **_bars(line.granted, line.in_use, scale)} for line in lines],
+        "sync": TenantSyncState.objects.filter(tenant=tenant).first(),
+        "requests": CapacityRequest.objects.filter(tenant=tenant)
+        .select_related("requester")
+        .prefetch_related("items__resource_class")[:20],
+        "grants": QuotaGrant.objects.holding()
+        .filter(tenant=tenant)
+        .select_related("resource_class")
+        .order_by("ends_at"),
+        "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
+        "memberships": Membership.objects.filter(tenant=tenant)
+        .select_related("user")
+        .order_by("role", "user__username"),
+        "roles": Membership.Role.choices,
+        "member_form": MemberForm(),
+    }
+    return render(request, "portal/team_detail.html", context)
 
 
 def healthz(request):

@@ -127,3 +127,47 @@ def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
         if node.schedulable and node.ready:
             total.update(node.units)
     return dict(total)
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    resources: dict[str, int]
+    phase: str
+    priority_class: str
+    started_at: str | None
+
+
+def parse_gpu_pod(pod: dict) -> PodInfo | None:
+    """A bound, live pod's GPU requests (init containers run one at a time: their largest
+    request counts, as the scheduler counts it); None when it holds no GPU."""
+    spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod.get("metadata", {})
+    if not spec.get("nodeName") or status.get("phase") not in ("Pending", "Running"):
+        return None
+    if meta.get("deletionTimestamp") and status.get("phase") != "Running":
+        return None
+    total: Counter = Counter()
+    for container in spec.get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            if name.startswith("nvidia.com/"):
+                total[name] += _int(value)
+    for container in spec.get("initContainers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            if name.startswith("nvidia.com/"):
+                total[name] = max(total[name], _int(value))
+    resources = {k: v for k, v in total.items() if v > 0}
+    if not resources:
+        return None
+    return PodInfo(
+        uid=meta.get("uid", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node_name=spec["nodeName"],
+        resources=resources,
+        phase=status["phase"],
+        priority_class=spec.get("priorityClassName", ""),
+        started_at=status.get("startTime"),
+    )

@@ -7,11 +7,13 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from scheduler import catalog, inventory
+from scheduler import catalog, inventory, render
 from scheduler.kube import KubeGateway
-from scheduler.models import Cluster, Node, Pool, ResourceClass
+from scheduler.models import Cluster, Node, PodAllocation, Pool, ResourceClass
 from tenants import audit
+from tenants.models import Tenant
 
 DEFAULT_SHARED_REPLICAS = 4
 
@@ -161,11 +163,41 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
                 before=before,
                 after={"capacity": capacity, "source": pool.source},
             )
+        _sync_allocations(kube, cluster, now)
         cluster.last_sync_at = now
         cluster.last_sync_error = ""
         cluster.api_server = kube.api.configuration.host
         cluster.save()
     return result
+
+
+def _sync_allocations(kube: KubeGateway, cluster: Cluster, now) -> None:
+    """Mirror which pods hold GPUs where (for the capacity map and metering)."""
+    pods = [p for p in map(inventory.parse_gpu_pod, kube.list("Pod")) if p is not None]
+    namespaces = {
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
+        for ns in kube.list("Namespace", label_selector=render.TENANT_LABEL)
+    }
+    tenants = dict(Tenant.objects.values_list("slug", "pk"))
+    seen = set()
+    for pod in pods:
+        seen.add(pod.uid)
+        PodAllocation.objects.update_or_create(
+            cluster=cluster,
+            uid=pod.uid,
+            defaults={
+                "namespace": pod.namespace,
+                "pod_name": pod.name,
+                "node_name": pod.node_name,
+                "tenant_id": tenants.get(namespaces.get(pod.namespace) or ""),
+                "resources": pod.resources,
+                "phase": pod.phase,
+                "priority_class": pod.priority_class,
+                "started_at": parse_datetime(pod.started_at) if pod.started_at else None,
+                "seen_at": now,
+            },
+        )
+    PodAllocation.objects.filter(cluster=cluster).exclude(uid__in=seen).delete()
 
 
 def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> None:

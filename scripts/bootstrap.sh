@@ -17,6 +17,8 @@ missing=()
 command -v pg_ctlcluster >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # browser tests
 if [ ${#missing[@]} -gt 0 ]; then
   say "Installing Debian packages: ${missing[*]} (first run only)"
   $SUDO apt-get update -q
@@ -35,6 +37,14 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/pip install -q -e '.[dev]'
   rm -f .venv/.installed-*
   touch "$stamp"
+fi
+
+# 2b. Front-end files (htmx, Chart.js) from the npm registry, served by the portal itself.
+npm_stamp=node_modules/.installed-$(sha256sum package-lock.json | cut -c1-16)
+if [ ! -f "$npm_stamp" ]; then
+  say "Installing front-end packages (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+  touch "$npm_stamp"
 fi
 
 # 3. PostgreSQL on 127.0.0.1:5432 (Debian's cluster), with the portal's role and database.

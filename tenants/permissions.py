@@ -41,3 +41,22 @@ def require_role(user, tenant: Tenant, roles: frozenset[str], doing: str) -> Non
 def require_platform_admin(user, doing: str) -> None:
     if not is_platform_admin(user):
         raise Forbidden(f"only platform admins may {doing}")
+
+
+def _has(user, tenant: Tenant, roles: frozenset[str]) -> bool:
+    return is_platform_admin(user) or role_in(user, tenant) in roles
+
+
+def can_ask(user, tenant: Tenant) -> bool:
+    """May ask for capacity and submit workloads."""
+    return _has(user, tenant, WRITE_ROLES)
+
+
+def can_manage_members(user, tenant: Tenant) -> bool:
+    return _has(user, tenant, OWNER_ROLES)
+
+
+def can_cancel(user, capacity_request) -> bool:
+    return capacity_request.requester_id == getattr(user, "pk", None) or _has(
+        user, capacity_request.tenant, OWNER_ROLES
+    )

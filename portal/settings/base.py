@@ -87,7 +87,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".local" / "static"
-STATICFILES_DIRS = [BASE_DIR / "portal" / "static"]
+STATICFILES_DIRS = [
+    BASE_DIR / "portal" / "static",
+    # From the npm registry at setup time (package.json), never committed, served by the portal.
+    ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+    ("vendor/chartjs", BASE_DIR / "node_modules" / "chart.js" / "dist"),
+]
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
@@ -155,6 +160,10 @@ LOGGING = {
 }
 # Enqueue a reconcile of the tenant after each commit that changes its desired state.
 RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
+# The mig-parted config (what the GPU operator's MIG manager reads) whose names nodes carry.
+MIG_PARTED_CONFIG = env(
+    "MIG_PARTED_CONFIG", default=str(BASE_DIR / "scheduler" / "data" / "mig-parted-config.yaml")
+)
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
 
 # --- What the reconciler renders for each tenant ---------------------------------------------

@@ -1,11 +1,12 @@
 from scheduler.models.catalog import Pool, ResourceClass, resource_class_slug
-from scheduler.models.inventory import Cluster, Node
+from scheduler.models.inventory import Cluster, Node, PodAllocation
 from scheduler.models.sync import ReconcileRun, TenantSyncState
 from scheduler.models.workloads import Workload, WorkloadEvent
 
 __all__ = [
     "Cluster",
     "Node",
+    "PodAllocation",
     "Pool",
     "ReconcileRun",
     "ResourceClass",

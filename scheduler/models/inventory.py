@@ -48,3 +48,30 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PodAllocation(models.Model):
+    """A pod bound to a node that holds GPU devices, as the last inventory sync saw it."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="allocations")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    pod_name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, db_index=True)
+    tenant = models.ForeignKey(
+        "tenants.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resources = models.JSONField(default=dict, help_text="GPU resource name -> units")
+    phase = models.CharField(max_length=20)
+    priority_class = models.CharField(max_length=63, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node_name", "namespace", "pod_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "uid"], name="unique_pod_allocation")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod_name} on {self.node_name}"

@@ -177,3 +177,40 @@ def test_sync_follows_the_fleet(kube, extra_node):
     result = services.sync_inventory(kube)
     assert extra_node in result.removed
     assert not Node.objects.filter(name=extra_node).exists()
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_sync_records_which_tenant_pods_hold_gpus(kube, tenant_namespaces, world):
+    from scheduler import reconcile
+    from scheduler.models import PodAllocation
+    from scheduler.tests.cluster_helpers import restricted_pod, unique_slug
+    from tenants import services as tenant_services
+
+    tenant = tenant_services.create_tenant(actor=world.admin, slug=unique_slug("alloc"), name="A")
+    services.sync_inventory(kube)
+    rc = ResourceClass.objects.get(slug="rtx4090-24gb")
+    tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
+    ns = reconcile.tenant_namespace(tenant)
+    tenant_namespaces.append(ns)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    wait_for(
+        "quota status", lambda: kube.get("ResourceQuota", "gpu-portal-quota", ns).get("status")
+    )
+    pod = restricted_pod("holder", {"nvidia.com/gpu": 1})
+    pod["metadata"]["namespace"] = ns
+    pod["spec"]["nodeSelector"] = {"gpu-portal/gpu-model": "RTX4090-24GB"}
+    kube.create(pod)
+    wait_for(
+        "pod running", lambda: kube.get("Pod", "holder", ns)["status"].get("phase") == "Running"
+    )
+
+    services.sync_inventory(kube)
+
+    allocation = PodAllocation.objects.get(namespace=ns, pod_name="holder")
+    assert allocation.tenant == tenant and allocation.node_name == "gpu-rtx4090-0"
+    assert allocation.resources == {"nvidia.com/gpu": 1} and allocation.phase == "Running"
+    kube.delete("Pod", "holder", ns)
+    wait_for("pod gone", lambda: kube.get("Pod", "holder", ns) is None, timeout=30)
+    services.sync_inventory(kube)
+    assert not PodAllocation.objects.filter(namespace=ns).exists()

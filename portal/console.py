@@ -1,0 +1,194 @@
+"""The platform console: pages for platform admins. Same services as the admin and the API."""
+
+from collections import defaultdict
+from functools import wraps
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from scheduler import layouts
+from scheduler.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from tenants import services
+from tenants.exceptions import ServiceError
+from tenants.filtersets import AuditEventFilter
+from tenants.models import AuditEvent, CapacityRequest, Tenant, is_platform_admin
+from tenants.selectors import effective_quotas, pool_summary
+
+
+def platform_admin_required(view):
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not is_platform_admin(request.user):
+            raise PermissionDenied("the platform console is for platform admins")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+@platform_admin_required
+def queue(request):
+    pending = (
+        CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED)
+        .select_related("tenant", "requester")
+        .prefetch_related("items__resource_class")
+        .order_by("created_at")
+    )
+    free = {line.resource_class.pk: line.free for line in pool_summary()}
+    return render(request, "console/queue.html", {"pending": pending, "free": free})
+
+
+@platform_admin_required
+@require_POST
+def decide(request):
+    """Approve or reject one or several requests with one comment."""
+    action = request.POST.get("action")
+    comment = request.POST.get("comment", "").strip()
+    ids = request.POST.getlist("request")
+    if action not in ("approve", "reject") or not ids:
+        messages.error(request, "Select at least one request, then approve or reject.")
+        return redirect("console:queue")
+    done = 0
+    for req in CapacityRequest.objects.filter(pk__in=ids).order_by("pk"):
+        try:
+            if action == "approve":
+                services.approve_capacity_request(actor=request.user, request=req, comment=comment)
+            else:
+                services.reject_capacity_request(actor=request.user, request=req, comment=comment)
+            done += 1
+        except ServiceError as exc:
+            messages.error(request, f"#{req.pk} ({req.tenant.slug}): {exc.detail}")
+    if done:
+        verb = "Approved" if action == "approve" else "Rejected"
+        messages.success(request, f"{verb} {done} request{'s' if done != 1 else ''}.")
+    return redirect("console:queue")
+
+
+def capacity_map_data():
+    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (4 queries)."""
+    nodes = list(Node.objects.order_by("gpu_model", "name"))
+    rows = [
+        (a.node_name, a.tenant.slug if a.tenant else a.namespace, resource, units)
+        for a in PodAllocation.objects.select_related("tenant")
+        for resource, units in a.resources.items()
+    ]
+    held = layouts.group_held(rows)
+    configs = layouts.load_mig_configs(str(settings.MIG_PARTED_CONFIG))
+    per_node = []
+    for node in nodes:
+        gpus = layouts.gpu_layouts(
+            node.gpu_model, node.gpu_count, node.mig_config, node.sharing_replicas, configs
+        )
+        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}))))
+    colours = layouts.tenant_colours(
+        [b.tenant for _, gpus in per_node for g in gpus for b in g.blocks if b.tenant]
+    )
+    slice_px, left, row = 40, 56, 26  # one compute slice, the GPU label, one GPU's row
+    drawn = []
+    for node, gpus in per_node:
+        drawn.append(
+            {
+                "node": node,
+                "width": left + 7 * slice_px,
+                "height": max(1, len(gpus)) * row,
+                "left": left,
+                "bar": 7 * slice_px,
+                "gpus": [
+                    {
+                        "index": g.index,
+                        "y": i * row,
+                        "blocks": [
+                            {
+                                "px": left + b.x * slice_px,
+                                "pw": b.width * slice_px - 2,
+                                "label": b.label,
+                                "tenant": b.tenant,
+                                "colour": colours.get(b.tenant, ""),
+                            }
+                            for b in g.blocks
+                        ],
+                    }
+                    for i, g in enumerate(gpus)
+                ],
+            }
+        )
+    return drawn, colours
+
+
+@platform_admin_required
+def capacity(request):
+    nodes, colours = capacity_map_data()
+    return render(
+        request,
+        "console/capacity.html",
+        {
+            "pools": pool_summary(),
+            "nodes": nodes,
+            "colours": colours,
+            "cluster": Cluster.objects.first(),
+        },
+    )
+
+
+@platform_admin_required
+def tenants_overview(request):
+    tenants = list(Tenant.objects.select_related("sync_state").order_by("status", "slug"))
+    quotas = effective_quotas([t.pk for t in tenants])
+    lines = {line.resource_class.pk: line.resource_class for line in pool_summary()}
+    gpu_eq = defaultdict(float)
+    for tenant_id, per_class in quotas.items():
+        for rc_id, units in per_class.items():
+            if rc_id in lines:
+                gpu_eq[tenant_id] += float(lines[rc_id].gpu_fraction) * units
+    pending = defaultdict(int)
+    for tenant_id in CapacityRequest.objects.filter(
+        state=CapacityRequest.State.SUBMITTED
+    ).values_list("tenant_id", flat=True):
+        pending[tenant_id] += 1
+    rows = [
+        {
+            "tenant": t,
+            "gpu_eq": gpu_eq[t.pk],
+            "pending": pending[t.pk],
+            "sync": getattr(t, "sync_state", None),
+        }
+        for t in tenants
+    ]
+    return render(request, "console/tenants.html", {"rows": rows})
+
+
+@platform_admin_required
+def health(request):
+    return render(
+        request,
+        "console/health.html",
+        {
+            "failing": TenantSyncState.objects.exclude(status=TenantSyncState.Status.IN_SYNC)
+            .select_related("tenant")
+            .order_by("status", "tenant__slug"),
+            "runs": ReconcileRun.objects.select_related("tenant").exclude(drift=[], error="")[:30],
+            "clusters": Cluster.objects.all(),
+            "in_sync": TenantSyncState.objects.filter(
+                status=TenantSyncState.Status.IN_SYNC
+            ).count(),
+        },
+    )
+
+
+@platform_admin_required
+def audit(request):
+    events = AuditEventFilter(
+        request.GET,
+        queryset=AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id"),
+    )
+    page = Paginator(events.qs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request, "console/audit.html", {"filter": events, "page": page, "query": query.urlencode()}
+    )

@@ -1,0 +1,51 @@
+from django import forms
+from django.utils import timezone
+
+from scheduler.models import ResourceClass
+from tenants.models import Membership
+
+
+class ResourceClassChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: ResourceClass) -> str:
+        return f"{obj.display_name} · {obj.memory_gb} GB · ${obj.price_per_hour:.2f}/h"
+
+
+class CapacityRequestForm(forms.Form):
+    """What a team asks for; the service validates the rules, the form only parses."""
+
+    resource_class = ResourceClassChoiceField(
+        queryset=ResourceClass.objects.filter(active=True).order_by("gpu_model", "kind", "profile"),
+        label="GPU model and profile",
+        empty_label="Choose what you need",
+    )
+    amount = forms.IntegerField(min_value=1, initial=1, help_text="How many units")
+    ends_at = forms.DateTimeField(
+        required=False,
+        label="Until",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Leave empty for open-ended (always reviewed by the platform team)",
+    )
+    justification = forms.CharField(
+        label="Why",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the team will run, so the platform team can decide quickly",
+    )
+
+    def clean_ends_at(self):
+        value = self.cleaned_data.get("ends_at")
+        if value is not None and timezone.is_naive(value):
+            value = timezone.make_aware(value)
+        return value
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+class DecisionForm(forms.Form):
+    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from tenants import views
+
+app_name = "tenants"
+
+urlpatterns = [
+    path("teams/<slug:slug>/ask/", views.request_create, name="request_create"),
+    path("teams/<slug:slug>/ask/preview/", views.request_preview, name="request_preview"),
+    path("teams/<slug:slug>/members/", views.member_add, name="member_add"),
+    path("teams/<slug:slug>/members/<int:pk>/role/", views.member_role, name="member_role"),
+    path("teams/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="member_remove"),
+    path("requests/<int:pk>/", views.request_detail, name="request_detail"),
+    path("requests/<int:pk>/cancel/", views.request_cancel, name="request_cancel"),
+]
