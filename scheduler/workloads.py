@@ -264,9 +264,9 @@ class QuotaLine:
 
 
 def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
-    """tenant id -> {resource class slug -> units its live workloads hold} (one query)."""
+    """tenant id -> {resource class slug -> units its workloads hold} (one query)."""
     out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    rows = Workload.objects.live().filter(tenant_id__in=tenant_ids)
+    rows = Workload.objects.holding().filter(tenant_id__in=tenant_ids)
     for w in rows.only("tenant_id", "kind", "replicas", "resources"):
         for slug, units in w.units_held().items():
             out[w.tenant_id][slug] += units
@@ -380,7 +380,7 @@ def _check_fits(
     if priority == "gpu-critical":
         held = sum(
             sum(w.units_held().values())
-            for w in Workload.objects.live().filter(tenant=tenant, priority_class=priority)
+            for w in Workload.objects.holding().filter(tenant=tenant, priority_class=priority)
         )
         need = sum(units * pods for _, units in asked)
         if held + need > tenant.critical_gpu_quota:

@@ -18,8 +18,16 @@ class WorkloadQuerySet(models.QuerySet):
         return self.filter(tenant__in=Tenant.objects.visible_to(user))
 
     def live(self) -> WorkloadQuerySet:
-        """Workloads that hold (or are about to hold) quota."""
+        """Workloads that are pending or running."""
         return self.filter(state__in=Workload.LIVE_STATES)
+
+    def holding(self) -> WorkloadQuerySet:
+        """Workloads that hold quota: live ones, and preempted deployments (their ReplicaSet
+        brings the pods back as soon as there is room)."""
+        return self.filter(
+            Q(state__in=Workload.LIVE_STATES)
+            | Q(state=Workload.State.PREEMPTED, kind=Workload.Kind.DEPLOYMENT)
+        )
 
 
 class Workload(models.Model):

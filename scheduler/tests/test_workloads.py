@@ -331,3 +331,16 @@ def test_grants_that_end_do_not_count(granted):
     services.expire_grants(now=timezone.now() + timedelta(hours=2))
     with pytest.raises(QuotaExceeded):
         submit(world, name="b")
+
+
+@pytest.mark.django_db
+def test_a_preempted_deployment_still_holds_its_quota_a_preempted_job_does_not(granted):
+    world = granted
+    serve = submit(world, name="serve", kind="deployment", replicas=2)
+    train = submit(world, name="train")
+    for w in (serve, train):
+        Workload.objects.filter(pk=w.pk).update(state=Workload.State.PREEMPTED)
+    # 3 granted: the deployment's 2 come back when there is room, the job's 1 is free again
+    submit(world, name="next")
+    with pytest.raises(QuotaExceeded):
+        submit(world, name="more")
