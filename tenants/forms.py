@@ -49,3 +49,27 @@ class RoleForm(forms.Form):
 
 class DecisionForm(forms.Form):
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=80, help_text="What uses it, e.g. gitlab-ci")
+    owner = forms.ChoiceField(label="For", help_text="You, or the CI robot of a team you own")
+    scopes = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        initial=["read"],
+        choices=[
+            ("read", "read"),
+            ("request", "request"),
+            ("submit", "submit"),
+            ("approve", "approve (platform admins)"),
+        ],
+    )
+    expires_in_days = forms.IntegerField(
+        min_value=1, max_value=366, initial=30, label="Expires in (days)"
+    )
+
+    def __init__(self, *args, owners: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        owner = self.fields["owner"]
+        assert isinstance(owner, forms.ChoiceField)
+        owner.choices = owners

@@ -10,6 +10,8 @@ urlpatterns = [
     path("teams/<slug:slug>/members/", views.member_add, name="member_add"),
     path("teams/<slug:slug>/members/<int:pk>/role/", views.member_role, name="member_role"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="member_remove"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("requests/<int:pk>/", views.request_detail, name="request_detail"),
     path("requests/<int:pk>/cancel/", views.request_cancel, name="request_cancel"),
 ]

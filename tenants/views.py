@@ -1,17 +1,21 @@
 """Browser self-service for teams. Views parse input, call one service, render; every object is
 fetched through `visible_to(user)`, so another tenant's pages are 404."""
 
+from datetime import timedelta
+
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tenants import permissions, selectors, services
 from tenants.exceptions import InvalidInput, ServiceError
-from tenants.forms import CapacityRequestForm, MemberForm, RoleForm
-from tenants.models import AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
+from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 
 
 def _tenant(request, slug: str) -> Tenant:
@@ -177,3 +181,59 @@ def member_remove(request, slug, pk):
     except ServiceError as exc:
         messages.error(request, exc.detail)
     return redirect("team_detail", slug=slug)
+
+
+def _token_owners(user) -> list[tuple[str, str]]:
+    """Who the user may issue tokens for: themself and the robots of teams they own."""
+    owners = [(f"user:{user.pk}", f"Me ({user.get_username()})")]
+    for tenant in (
+        Tenant.objects.visible_to(user)
+        .filter(robot__isnull=False)
+        .select_related("robot")
+        .order_by("slug")
+    ):
+        if permissions.can_manage_members(user, tenant):
+            owners.append((f"user:{tenant.robot_id}", f"CI robot of {tenant.slug}"))
+    return owners
+
+
+@login_required
+def tokens(request):
+    owners = _token_owners(request.user)
+    form = TokenForm(request.POST or None, owners=owners)
+    secret = None
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        owner = get_user_model().objects.get(pk=int(d["owner"].split(":")[1]))
+        try:
+            token, secret = services.issue_token(
+                actor=request.user,
+                user=owner,
+                name=d["name"],
+                scopes=d["scopes"],
+                expires_at=timezone.now() + timedelta(days=d["expires_in_days"]),
+            )
+            messages.success(
+                request, f"Token {token.prefix}… created: copy it now, it is shown only once."
+            )
+            form = TokenForm(owners=owners)
+        except ServiceError as exc:
+            _apply_error(form, exc)
+    owner_ids = [int(value.split(":")[1]) for value, _ in owners]
+    listed = ApiToken.objects.filter(user_id__in=owner_ids).select_related("user")
+    return render(
+        request, "tenants/tokens.html", {"form": form, "secret": secret, "tokens": listed}
+    )
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk):
+    owner_ids = [int(value.split(":")[1]) for value, _ in _token_owners(request.user)]
+    token = get_object_or_404(ApiToken.objects.filter(user_id__in=owner_ids), pk=pk)
+    try:
+        services.revoke_token(actor=request.user, token=token)
+        messages.success(request, f"Token {token.prefix}… revoked.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect("tenants:tokens")

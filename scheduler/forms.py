@@ -1,0 +1,46 @@
+import shlex
+
+from django import forms
+
+from scheduler.models import ResourceClass, Workload
+from tenants.models import PRIORITY_CLASSES
+
+
+class WorkloadForm(forms.Form):
+    """The browser's submit form: the same fields as the API, parsed into the same service call."""
+
+    name = forms.CharField(max_length=40, help_text="Lower-case letters, digits and '-'")
+    kind = forms.ChoiceField(choices=Workload.Kind.choices)
+    image = forms.CharField(max_length=300, initial="pytorch/pytorch:2.4-cuda12.4")
+    command = forms.CharField(
+        required=False, help_text="As in a shell, e.g. python train.py --epochs 3"
+    )
+    resource_class = forms.ModelChoiceField(
+        queryset=ResourceClass.objects.filter(active=True),
+        label="GPU resource",
+        to_field_name="slug",
+    )
+    units = forms.IntegerField(min_value=1, initial=1, label="Units per pod")
+    priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITY_CLASSES], initial="gpu-low")
+    replicas = forms.IntegerField(min_value=1, initial=1, help_text="Deployments only")
+    backoff_limit = forms.IntegerField(min_value=0, initial=0, help_text="Jobs only: retries")
+    env = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One KEY=value per line"
+    )
+
+    def clean_command(self):
+        try:
+            return shlex.split(self.cleaned_data["command"] or "")
+        except ValueError as exc:
+            raise forms.ValidationError(f"cannot read the command: {exc}") from None
+
+    def clean_env(self):
+        env = {}
+        for number, line in enumerate((self.cleaned_data["env"] or "").splitlines(), 1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise forms.ValidationError(f"line {number}: write KEY=value")
+            env[key.strip()] = value
+        return env
