@@ -45,6 +45,7 @@ KINDS: dict[str, Kind] = {
     "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
+    "HorizontalPodAutoscaler": Kind("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
 }
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}

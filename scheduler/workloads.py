@@ -3,10 +3,10 @@
 - `submit_workload` checks everything the cluster cannot see (the per-model split of a tenant's
   grants, the image allow-list, priority classes) under a lock of the tenant row, writes the
   workload and its audit event, and on commit queues its creation in a worker.
-- `render_job` / `render_deployment` are pure: typed input, a manifest dict out.
+- The pure manifests (`render_job`, `render_deployment`, `render_hpa`) and `observe` live in
+  `scheduler.workload_manifests` and are re-exported here.
 - `create_in_cluster`, `sync_workload` and `cancel_workload` are the cluster side, called by tasks
   through `scheduler.kube` (the one door to the API server).
-- `observe` turns a live object, its pods and events into a state (pure).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import fnmatch
 import logging
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -23,10 +23,25 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import render
 from scheduler.errors import ClusterError, PermanentClusterError
 from scheduler.kube import KubeGateway
 from scheduler.models import ResourceClass, Workload, WorkloadEvent
+from scheduler.workload_manifests import (
+    CONTAINER_NAME,
+    GPU_MODEL_LABEL,
+    PREEMPTION_REASONS,
+    WORKLOAD_LABEL,
+    AutoscalingSpec,
+    Observation,
+    WorkloadSpec,
+    observe,
+    preemption_of,
+    render_deployment,
+    render_hpa,
+    render_job,
+    render_pod_template,
+    render_workload,
+)
 from tenants import audit
 from tenants.exceptions import InvalidInput, InvalidTransition, QuotaExceeded, ServiceError
 from tenants.models import PRIORITY_CLASSES, Tenant, dns_label
@@ -35,10 +50,24 @@ from tenants.selectors import effective_quotas
 
 log = logging.getLogger(__name__)
 
-WORKLOAD_LABEL = "gpu-portal.io/workload"
-GPU_MODEL_LABEL = "gpu-portal/gpu-model"
-CONTAINER_NAME = "main"
-PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
+# Re-exported: callers and tests import the pure functions from here as well.
+__all__ = [
+    "CONTAINER_NAME",
+    "GPU_MODEL_LABEL",
+    "PREEMPTION_REASONS",
+    "WORKLOAD_LABEL",
+    "AutoscalingSpec",
+    "Observation",
+    "WorkloadSpec",
+    "observe",
+    "preemption_of",
+    "render_deployment",
+    "render_hpa",
+    "render_job",
+    "render_pod_template",
+    "render_workload",
+]
+
 WORKLOAD_FIELDS = ["state", "reason"]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^([a-z0-9.-]{1,200}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
@@ -46,207 +75,12 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
 RESERVED_LABEL_PREFIXES = ("gpu-portal", "app.kubernetes.io/", "kubernetes.io/", "k8s.io/")
 MAX_BACKOFF_LIMIT = 10
 MAX_REPLICAS = 64
+MAX_TARGET_LATENCY_MS = 60_000
 
 
 class LogsUnavailable(ServiceError):
     code = "logs_unavailable"
     status = 409
-
-
-# --- pure rendering ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """Everything a manifest is made from (no Django, no I/O)."""
-
-    name: str  # the Kubernetes object's name
-    namespace: str
-    tenant: str
-    workload_id: int
-    kind: str  # job | deployment
-    image: str
-    gpu_model: str
-    priority_class: str
-    gpus: dict[str, int]  # Kubernetes resource name -> units per pod
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    replicas: int = 1
-    backoff_limit: int = 0
-    instance: str = "default"
-
-
-def _labels(spec: WorkloadSpec) -> dict[str, str]:
-    return {
-        **spec.labels,
-        render.MANAGED_BY_LABEL: render.MANAGED_BY,
-        render.INSTANCE_LABEL: spec.instance,
-        render.TENANT_LABEL: spec.tenant,
-        WORKLOAD_LABEL: str(spec.workload_id),
-    }
-
-
-def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
-    """A pod that Pod Security `restricted` admits, holding its GPUs as requests = limits, on a
-    node of its GPU model, at its priority."""
-    gpus = {name: str(units) for name, units in sorted(spec.gpus.items())}
-    container: dict[str, Any] = {
-        "name": CONTAINER_NAME,
-        "image": spec.image,
-        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    }
-    if spec.command:
-        container["command"] = list(spec.command)
-    if spec.args:
-        container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    return {
-        "metadata": {"labels": _labels(spec)},
-        "spec": {
-            "restartPolicy": restart_policy,
-            "priorityClassName": spec.priority_class,
-            "nodeSelector": {GPU_MODEL_LABEL: spec.gpu_model},
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 1000,
-                "runAsGroup": 1000,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [container],
-        },
-    }
-
-
-def _object_meta(spec: WorkloadSpec) -> dict:
-    return {"name": spec.name, "namespace": spec.namespace, "labels": _labels(spec)}
-
-
-def render_job(spec: WorkloadSpec) -> dict:
-    """A batch/v1 Job. A pod disrupted by preemption fails the Job at once (no silent retry that
-    waits for room): the portal reports it as `preempted`."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _object_meta(spec),
-        "spec": {
-            "backoffLimit": spec.backoff_limit,
-            "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-                    }
-                ]
-            },
-            "template": render_pod_template(spec, "Never"),
-        },
-    }
-
-
-def render_deployment(spec: WorkloadSpec) -> dict:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _object_meta(spec),
-        "spec": {
-            "replicas": spec.replicas,
-            "selector": {"matchLabels": {WORKLOAD_LABEL: str(spec.workload_id)}},
-            "template": render_pod_template(spec, "Always"),
-        },
-    }
-
-
-def render_workload(spec: WorkloadSpec) -> dict:
-    return render_job(spec) if spec.kind == Workload.Kind.JOB else render_deployment(spec)
-
-
-# --- pure observation ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Observation:
-    state: str
-    reason: str = ""
-    message: str = ""
-
-
-def _conditions(obj: dict) -> dict[str, dict]:
-    return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
-
-
-def preemption_of(pods: list[dict], events: list[dict]) -> str:
-    """A message when a pod of the workload was preempted (pod condition, pod reason or a
-    `Preempted` event), else ''."""
-    for pod in pods:
-        target = _conditions(pod).get("DisruptionTarget")
-        if (
-            target
-            and target.get("status") == "True"
-            and target.get("reason") in (PREEMPTION_REASONS)
-        ):
-            return target.get("message") or "preempted by a higher-priority pod"
-        if (pod.get("status") or {}).get("reason") in PREEMPTION_REASONS:
-            return (pod.get("status") or {}).get("message") or "preempted"
-    for event in events:
-        if event.get("reason") in PREEMPTION_REASONS:
-            return event.get("message") or "preempted by a higher-priority pod"
-    return ""
-
-
-def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
-    if not pods:
-        for event in events:
-            if event.get("reason") == "FailedCreate":  # e.g. refused by the ResourceQuota
-                return Observation(Workload.State.PENDING, "FailedCreate", event.get("message", ""))
-    for pod in pods:
-        scheduled = _conditions(pod).get("PodScheduled")
-        if scheduled and scheduled.get("status") == "False":
-            return Observation(
-                Workload.State.PENDING, scheduled.get("reason", ""), scheduled.get("message", "")
-            )
-    return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
-
-
-def observe(kind: str, obj: dict | None, pods: list[dict], events: list[dict]) -> Observation:
-    """The workload's state from its live object, its pods and preemption events (pure)."""
-    if obj is None:
-        return Observation(Workload.State.FAILED, "Deleted", "the object is gone from the cluster")
-    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-    preempted = preemption_of(pods, events)
-    if kind == Workload.Kind.JOB:
-        conditions = _conditions(obj)
-        complete = conditions.get("Complete")
-        if complete and complete.get("status") == "True":
-            return Observation(Workload.State.SUCCEEDED, "Completed", complete.get("message", ""))
-        if preempted and not running:
-            return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
-        failed = conditions.get("Failed")
-        if failed and failed.get("status") == "True":
-            return Observation(
-                Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
-            )
-        if running:
-            return Observation(Workload.State.RUNNING, "Running")
-        return _pending_reason(pods, events)
-    wanted = int((obj.get("spec") or {}).get("replicas", 1))
-    if len(running) >= wanted:
-        return Observation(Workload.State.RUNNING, "Running", f"{len(running)}/{wanted} running")
-    if preempted:
-        return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
-    if running:
-        return Observation(Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted}")
-    return _pending_reason(pods, events)
 
 
 # --- admission (portal side) -----------------------------------------------------------------
@@ -267,7 +101,7 @@ def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     """tenant id -> {resource class slug -> units its workloads hold} (one query)."""
     out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     rows = Workload.objects.holding().filter(tenant_id__in=tenant_ids)
-    for w in rows.only("tenant_id", "kind", "replicas", "resources"):
+    for w in rows.only("tenant_id", "kind", "replicas", "max_replicas", "resources"):
         for slug, units in w.units_held().items():
             out[w.tenant_id][slug] += units
     return out
@@ -359,7 +193,12 @@ def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
 
 
 def _check_fits(
-    tenant: Tenant, asked: list[tuple[ResourceClass, int]], pods: int, priority: str
+    tenant: Tenant,
+    asked: list[tuple[ResourceClass, int]],
+    pods: int,
+    priority: str,
+    *,
+    autoscaled: bool = False,
 ) -> None:
     granted = effective_quotas([tenant.pk]).get(tenant.pk, {})
     used = usage_by_tenant([tenant.pk]).get(tenant.pk, {})
@@ -374,8 +213,10 @@ def _check_fits(
             f"{slug}: needs {need}, free {free} of {total} granted; ask for {need - free} more"
             for slug, need, free, total in short
         ]
+        at = f" ({pods} pods at max replicas)" if autoscaled else ""
         raise QuotaExceeded(
-            f"{tenant.slug} cannot run this now: " + "; ".join(parts), field="resources"
+            f"{tenant.slug} cannot run this now{at}: " + "; ".join(parts),
+            field="autoscaling" if autoscaled else "resources",
         )
     if priority == "gpu-critical":
         held = sum(
@@ -412,7 +253,73 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         replicas=workload.replicas,
         backoff_limit=workload.backoff_limit,
         instance=settings.PORTAL_INSTANCE,
+        autoscaling=_autoscaling_spec(workload),
     )
+
+
+def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
+    if workload.max_replicas is None:
+        return None
+    return AutoscalingSpec(
+        min_replicas=workload.replicas,
+        max_replicas=workload.max_replicas,
+        target_gpu_util=workload.target_gpu_util,
+        target_latency_ms=workload.target_latency_ms,
+        gpu_util_metric=settings.AUTOSCALING_GPU_UTIL_METRIC,
+        latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+    )
+
+
+def _check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None:
+    """The validated `autoscaling` ask ({min_replicas, max_replicas, target_gpu_util,
+    target_latency_ms}), or None when the workload has a fixed size."""
+    if autoscaling is None:
+        return None
+    if not isinstance(autoscaling, dict):
+        raise InvalidInput("autoscaling must be an object", field="autoscaling")
+    if kind != Workload.Kind.DEPLOYMENT:
+        raise InvalidInput("only deployments (inference) autoscale", field="autoscaling")
+    unknown = set(autoscaling) - {
+        "min_replicas",
+        "max_replicas",
+        "target_gpu_util",
+        "target_latency_ms",
+    }
+    if unknown:
+        raise InvalidInput(f"unknown autoscaling fields {sorted(unknown)}", field="autoscaling")
+
+    def whole(name: str, low: int, high: int, default: int | None = None) -> int | None:
+        value = autoscaling.get(name, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidInput(f"{name} must be a whole number {low}–{high}", field="autoscaling")
+        return value
+
+    low = whole("min_replicas", 1, MAX_REPLICAS, default=replicas)
+    high = whole("max_replicas", 1, MAX_REPLICAS)
+    if low is None or high is None:
+        raise InvalidInput("give max_replicas (and min_replicas)", field="autoscaling")
+    if replicas not in (1, low):
+        raise InvalidInput(
+            "with autoscaling, give the size as min_replicas, not replicas", field="replicas"
+        )
+    if high < low:
+        raise InvalidInput(
+            f"max_replicas ({high}) is below min_replicas ({low})", field="autoscaling"
+        )
+    gpu_util = whole("target_gpu_util", 1, 100)
+    latency_ms = whole("target_latency_ms", 1, MAX_TARGET_LATENCY_MS)
+    if gpu_util is None and latency_ms is None:
+        raise InvalidInput(
+            "give target_gpu_util (%) and/or target_latency_ms to scale on", field="autoscaling"
+        )
+    return {
+        "min_replicas": low,
+        "max_replicas": high,
+        "target_gpu_util": gpu_util,
+        "target_latency_ms": latency_ms,
+    }
 
 
 def _enqueue_create(workload_id: int) -> None:
@@ -439,8 +346,10 @@ def submit_workload(
     labels: dict | None = None,
     replicas: int = 1,
     backoff_limit: int = 0,
+    autoscaling: dict | None = None,
 ) -> Workload:
-    """Admit a workload and queue its creation on the cluster (after commit)."""
+    """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
+    deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit."""
     from scheduler.reconcile import tenant_namespace
 
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
@@ -461,6 +370,9 @@ def submit_workload(
         raise InvalidInput("a job runs one pod: leave replicas at 1", field="replicas")
     if replicas > MAX_REPLICAS:
         raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
+    scaling = _check_autoscaling(autoscaling, kind, replicas)
+    if scaling is not None:
+        replicas = scaling["min_replicas"]
     if not isinstance(backoff_limit, int) or not 0 <= backoff_limit <= MAX_BACKOFF_LIMIT:
         raise InvalidInput(f"backoff_limit must be 0–{MAX_BACKOFF_LIMIT}", field="backoff_limit")
     if priority not in PRIORITY_CLASSES:
@@ -483,7 +395,10 @@ def submit_workload(
             raise InvalidInput(
                 f"{tenant.slug} already runs a workload named {name!r}", field="name"
             )
-        _check_fits(tenant, asked, replicas if kind == Workload.Kind.DEPLOYMENT else 1, priority)
+        pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
+        if scaling is not None:
+            pods = scaling["max_replicas"]
+        _check_fits(tenant, asked, pods, priority, autoscaled=scaling is not None)
         workload = Workload.objects.create(
             tenant=tenant,
             name=name,
@@ -498,6 +413,9 @@ def submit_workload(
             priority_class=priority,
             replicas=replicas,
             backoff_limit=backoff_limit,
+            max_replicas=scaling["max_replicas"] if scaling else None,
+            target_gpu_util=scaling["target_gpu_util"] if scaling else None,
+            target_latency_ms=scaling["target_latency_ms"] if scaling else None,
             namespace=tenant_namespace(tenant),
             submitted_by=actor,
         )
@@ -515,6 +433,7 @@ def submit_workload(
                 **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
                 "resources": workload.resources,
                 "replicas": replicas,
+                "autoscaling": workload.autoscaling,
             },
         )
         workload_id = workload.pk
@@ -563,13 +482,16 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
         return workload
     if workload.cluster_created_at is not None:
         return workload
-    manifest = render_workload(spec_for(workload))
+    spec = spec_for(workload)
+    manifest = render_workload(spec)
     try:
         live = kube.apply(manifest)
+        uid = ((live or {}).get("metadata") or {}).get("uid", "")
+        if spec.autoscaling is not None:
+            kube.apply(render_hpa(spec, owner_uid=uid))
     except PermanentClusterError as exc:
         _change_state(workload.pk, Observation(Workload.State.FAILED, "Rejected", str(exc)))
         return Workload.objects.get(pk=workload.pk)
-    uid = ((live or {}).get("metadata") or {}).get("uid", "")
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
         workload.k8s_uid = uid
@@ -579,7 +501,8 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
             workload=workload,
             state=workload.state,
             reason="Created",
-            message=f"{manifest['kind']} {workload.namespace}/{workload.k8s_name}",
+            message=f"{manifest['kind']} {workload.namespace}/{workload.k8s_name}"
+            + (" with a HorizontalPodAutoscaler" if spec.autoscaling else ""),
         )
     return workload
 
@@ -669,9 +592,13 @@ def _enqueue_delete(workload_id: int) -> None:
 
 
 def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:
+    """Delete the workload's object (and its HorizontalPodAutoscaler first, so that nothing
+    scales a Deployment that is going away); True when something was deleted."""
     workload = Workload.objects.filter(pk=workload_id).first()
     if workload is None or not workload.k8s_name:
         return False
+    if workload.max_replicas is not None:
+        kube.delete("HorizontalPodAutoscaler", workload.k8s_name, workload.namespace)
     return kube.delete(
         _kube_kind(workload), workload.k8s_name, workload.namespace, propagation="Foreground"
     )

@@ -238,6 +238,12 @@ SPECTACULAR_SETTINGS = {
 # fnmatch patterns an image must match (e.g. "registry.example.com/*"); empty: any image
 WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=[])
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
+# Pod metrics that autoscaled deployments follow, as a Prometheus adapter serves them on the
+# custom metrics API: DCGM's GPU utilisation gauge (0-100 %) and a request latency in seconds.
+AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_FI_DEV_GPU_UTIL")
+AUTOSCALING_LATENCY_METRIC = env(
+    "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
+)
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",
     "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),

@@ -54,12 +54,46 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class AutoscalingSerializer(serializers.Serializer):
+    """Elastic scaling of an inference deployment: a HorizontalPodAutoscaler between min and
+    max replicas on pod metrics. Admission reserves quota for max_replicas pods."""
+
+    min_replicas = serializers.IntegerField(
+        min_value=1, max_value=64, required=False, help_text="pods at least (default: replicas)"
+    )
+    max_replicas = serializers.IntegerField(min_value=1, max_value=64, help_text="pods at most")
+    target_gpu_util = serializers.IntegerField(
+        min_value=1,
+        max_value=100,
+        required=False,
+        allow_null=True,
+        help_text="average GPU utilisation (%) to hold, from DCGM",
+    )
+    target_latency_ms = serializers.IntegerField(
+        min_value=1,
+        max_value=60_000,
+        required=False,
+        allow_null=True,
+        help_text="average request latency (ms) to hold",
+    )
+
+    def validate(self, attrs):
+        if attrs.get("target_gpu_util") is None and attrs.get("target_latency_ms") is None:
+            raise serializers.ValidationError(
+                "give target_gpu_util and/or target_latency_ms to scale on"
+            )
+        return attrs
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     submitted_by = serializers.CharField(source="submitted_by.username", read_only=True)
     priority = serializers.CharField(source="priority_class", read_only=True)
     resources = serializers.DictField(child=serializers.IntegerField(), read_only=True)
     is_final = serializers.BooleanField(read_only=True)
+    autoscaling = AutoscalingSerializer(
+        read_only=True, allow_null=True, help_text="null: a fixed number of replicas"
+    )
 
     class Meta:
         model = Workload
@@ -77,6 +111,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "gpu_model",
             "priority",
             "replicas",
+            "autoscaling",
             "backoff_limit",
             "state",
             "is_final",
@@ -116,6 +151,9 @@ class WorkloadCreateSerializer(serializers.Serializer):
     )
     priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
     replicas = serializers.IntegerField(min_value=1, required=False, default=1)
+    autoscaling = AutoscalingSerializer(
+        required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
+    )
     backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
 
 

@@ -89,7 +89,26 @@ class WorkloadViewSet(
                     "resources": {"a100-80gb-mig-3g.40gb": 1},
                     "priority": "gpu-low",
                 },
-            )
+            ),
+            OpenApiExample(
+                "An inference deployment that scales on GPU utilisation and latency",
+                request_only=True,
+                value={
+                    "tenant": "team-a",
+                    "name": "serve-llm",
+                    "kind": "deployment",
+                    "image": "vllm/vllm-openai:v0.6.3",
+                    "args": ["--model", "/models/llama-3-8b"],
+                    "resources": {"h100-80gb": 1},
+                    "priority": "gpu-high",
+                    "autoscaling": {
+                        "min_replicas": 1,
+                        "max_replicas": 4,
+                        "target_gpu_util": 70,
+                        "target_latency_ms": 250,
+                    },
+                },
+            ),
         ],
     )
     @idempotent

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from tenants.exceptions import InvalidTransition
@@ -73,6 +73,23 @@ class Workload(models.Model):
     priority_class = models.CharField(max_length=40)
     replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     backoff_limit = models.PositiveIntegerField(default=0)
+    # Elastic scaling of a deployment: `replicas` is then the minimum, and admission reserves
+    # quota for `max_replicas` pods (the HorizontalPodAutoscaler may scale up to it).
+    max_replicas = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Autoscaling: the most replicas (empty: fixed replicas)"
+    )
+    target_gpu_util = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Autoscaling: average GPU utilisation (%) the pods should run at",
+    )
+    target_latency_ms = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Autoscaling: average request latency (ms) the pods should answer in",
+    )
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     reason = models.CharField(max_length=120, blank=True)
     message = models.TextField(blank=True)
@@ -100,6 +117,14 @@ class Workload(models.Model):
                 name="unique_live_workload_name",
             ),
             models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),
+            models.CheckConstraint(
+                condition=Q(max_replicas__isnull=True)
+                | (
+                    Q(kind="deployment", max_replicas__gte=F("replicas"))
+                    & (Q(target_gpu_util__isnull=False) | Q(target_latency_ms__isnull=False))
+                ),
+                name="workload_autoscaling_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -109,9 +134,29 @@ class Workload(models.Model):
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
 
+    @property
+    def autoscaling(self) -> dict | None:
+        """The elastic range and targets of an autoscaled deployment, else None."""
+        if self.max_replicas is None:
+            return None
+        return {
+            "min_replicas": self.replicas,
+            "max_replicas": self.max_replicas,
+            "target_gpu_util": self.target_gpu_util,
+            "target_latency_ms": self.target_latency_ms,
+        }
+
+    @property
+    def max_pods(self) -> int:
+        """The most pods this workload may run: 1 for a job, max replicas when autoscaled."""
+        if self.kind != self.Kind.DEPLOYMENT:
+            return 1
+        return self.max_replicas or self.replicas
+
     def units_held(self) -> dict[str, int]:
-        """resource class slug -> units all of this workload's pods hold."""
-        pods = self.replicas if self.kind == self.Kind.DEPLOYMENT else 1
+        """resource class slug -> units all of this workload's pods may hold (an autoscaled
+        deployment reserves its max replicas)."""
+        pods = self.max_pods
         return {slug: int(n) * pods for slug, n in (self.resources or {}).items()}
 
     def can_move_to(self, state: str) -> bool:
