@@ -115,6 +115,43 @@ def test_a_deployment_runs_its_replicas(kube, team, world):
     workloads.delete_from_cluster(kube, w.pk)
 
 
+def test_an_autoscaled_deployment_gets_an_hpa_that_the_api_server_accepts_and_cancel_deletes(
+    kube, team, world
+):
+    tenant, mig, _ = team
+    w = submit(
+        world,
+        tenant,
+        mig,
+        kind="deployment",
+        name="serve-hpa",
+        autoscaling={"min_replicas": 1, "max_replicas": 2, "target_gpu_util": 70,
+                     "target_latency_ms": 250},
+    )  # fmt: skip
+    w = workloads.create_in_cluster(kube, w.pk)
+    hpa = kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace)
+    assert hpa is not None
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": w.k8s_name,
+    }
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
+    assert [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]] == [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "http_request_duration_seconds_p95",
+    ]
+    assert hpa["metadata"]["labels"]["gpu-portal.io/workload"] == str(w.pk)
+    assert hpa["metadata"]["ownerReferences"][0]["uid"] == w.k8s_uid
+    assert [e.reason for e in w.events.all()][-1] == "Created"
+    w = wait_state(kube, w, "running")
+
+    w = workloads.cancel_workload(actor=world.admin, workload=w)
+    assert workloads.delete_from_cluster(kube, w.pk) is True
+    assert kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace) is None
+    wait_for("deployment gone", lambda: kube.get("Deployment", w.k8s_name, w.namespace) is None)
+
+
 def test_a_pod_the_api_server_refuses_keeps_the_workload_pending_with_the_reason(kube, team, world):
     """Quota on the cluster is the second line: a workload admitted by the portal whose pods the
     API server refuses (its ResourceQuota was set to zero behind the portal's back) says why."""
