@@ -134,6 +134,23 @@ def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> 
         time.sleep(interval)
 
 
+def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
+    given = {
+        "min_replicas": low,
+        "max_replicas": high,
+        "target_gpu_util": gpu_util,
+        "target_latency_ms": latency_ms,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return None
+    if high is None:
+        raise click.UsageError("autoscaling needs --max-replicas")
+    if gpu_util is None and latency_ms is None:
+        raise click.UsageError("autoscaling needs --target-gpu-util and/or --target-latency-ms")
+    return given
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.option("--tenant", required=True)
 @click.option("--name", required=True)
@@ -143,6 +160,10 @@ def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> 
 @click.option("--priority", default="gpu-low")
 @click.option("--env", "env", multiple=True, help="NAME=VALUE (repeatable)")
 @click.option("--replicas", type=int, default=1)
+@click.option("--min-replicas", type=int, help="autoscaling: pods at least (default --replicas)")
+@click.option("--max-replicas", type=int, help="autoscaling: pods at most (quota is held for it)")
+@click.option("--target-gpu-util", type=int, help="autoscaling: average GPU utilisation, %")
+@click.option("--target-latency-ms", type=int, help="autoscaling: average request latency, ms")
 @click.option("--backoff-limit", type=int, default=0)
 @click.option("--wait", is_flag=True, help="wait until it ends; exit status tells how")
 @click.option("--timeout", type=float, default=3600.0, help="seconds to wait")
@@ -150,9 +171,12 @@ def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> 
 @click.option("--idempotency-key", help="reuse on a retried CI step (e.g. $CI_JOB_ID)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, backoff_limit,
-           wait, timeout, interval, idempotency_key, command):  # fmt: skip
-    """Submit a workload; the container command follows `--`."""
+def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, min_replicas,
+           max_replicas, target_gpu_util, target_latency_ms, backoff_limit, wait, timeout,
+           interval, idempotency_key, command):  # fmt: skip
+    """Submit a workload; the container command follows `--`. A deployment autoscales between
+    --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms."""
+    autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms)
     body = {
         "tenant": tenant,
         "name": name,
@@ -165,6 +189,8 @@ def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, b
         "replicas": replicas,
         "backoff_limit": backoff_limit,
     }
+    if autoscaling:
+        body["autoscaling"] = autoscaling
     try:
         w = ctx.obj["client"].post("/api/v1/workloads/", body, idempotency_key=idempotency_key)
     except ApiError as exc:
@@ -199,6 +225,19 @@ def status(ctx, workload_id):
     except ApiError as exc:
         _fail(exc)
     lines = [_status_line(w)]
+    if scaling := w.get("autoscaling"):
+        targets = [
+            f"{label} {scaling[key]}{unit}"
+            for key, label, unit in (
+                ("target_gpu_util", "GPU", " %"),
+                ("target_latency_ms", "latency", " ms"),
+            )
+            if scaling.get(key) is not None
+        ]
+        lines.append(
+            f"  autoscaling {scaling['min_replicas']}-{scaling['max_replicas']} replicas on "
+            + " and ".join(targets)
+        )
     for e in w.get("events", []):
         lines.append(f"  {e['created_at']}  {e['state']:<10} {e['reason']}  {e['message']}")
     _out(ctx, w, "\n".join(lines))

@@ -167,3 +167,42 @@ def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world)
     code, out, err = run(url, token, "wait", low, "--timeout", "90", "--interval", "0.5")
     assert code == 2, err
     assert "preempted" in err
+
+
+def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
+    tenant, token, _, url, _ = portal
+    from scheduler.models import ResourceClass, Workload
+
+    mig = ResourceClass.objects.get(slug="h100-80gb-mig-3g.40gb")
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+
+    code, _, err = run(
+        url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",
+        "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=1", "--target-gpu-util", "70",
+    )  # fmt: skip
+    assert code == 2 and "autoscaling needs --max-replicas" in err
+    code, _, err = run(
+        url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",
+        "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=1", "--max-replicas", "3",
+        "--target-gpu-util", "70",
+    )  # fmt: skip
+    assert code == 5
+    assert "3 pods at max replicas" in err and "ask for 1 more" in err
+
+    code, out, err = run(
+        url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",
+        "--image", "registry.k8s.io/pause:3.10", "--gpu", "h100-80gb-mig-3g.40gb=1",
+        "--min-replicas", "1", "--max-replicas", "2", "--target-gpu-util", "70",
+        "--target-latency-ms", "250", "--wait", "--timeout", "60", "--interval", "0.5",
+    )  # fmt: skip
+    assert code == 0, err
+    workload_id = int(out.strip())
+    code, out, _ = run(url, token, "status", str(workload_id))
+    assert "autoscaling 1-2 replicas on GPU 70 % and latency 250 ms" in out
+    w = Workload.objects.get(pk=workload_id)
+    assert kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace) is not None
+
+    code, out, err = run(url, token, "cancel", str(workload_id))
+    assert code == 0, err
+    assert kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace) is None
