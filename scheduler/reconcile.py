@@ -126,16 +126,28 @@ class Outcome:
     applied: dict[str, str] = field(default_factory=dict)
 
 
-def converge(
-    kube: KubeGateway,
+@dataclass
+class Plan:
+    """What a converge would do, computed without calling the API server (pure)."""
+
+    to_apply: list[dict] = field(default_factory=list)
+    to_delete: list[dict] = field(default_factory=list)
+    outcome: Outcome = field(default_factory=Outcome)
+
+    @property
+    def is_noop(self) -> bool:
+        return not (self.to_apply or self.to_delete)
+
+
+def plan_converge(
     desired: list[dict],
     live: Iterable[dict],
     previously_applied: dict[str, str],
     *,
     prune: bool = True,
-) -> Outcome:
-    """Apply what differs, delete what we own and no longer want, and classify drift."""
-    out = Outcome()
+) -> Plan:
+    plan = Plan()
+    out = plan.outcome
     live_by_key = {key_str(obj): obj for obj in live}
     for manifest in desired:
         key = key_str(manifest)
@@ -153,13 +165,32 @@ def converge(
             if live_hash == want_hash:
                 out.drift.append(f"{key}: edited outside the portal")
             out.changes.append(f"{key}: updated")
-        kube.apply(manifest)
+        plan.to_apply.append(manifest)
     if prune:
-        for key, obj in live_by_key.items():
-            kind, ns, name = render.object_key(obj)
-            if kube.delete(kind, name, ns or None):
-                out.changes.append(f"{key}: deleted")
-    return out
+        plan.to_delete = [obj for obj in live_by_key.values() if not _terminating(obj)]
+    return plan
+
+
+def execute(kube: KubeGateway, plan: Plan) -> Outcome:
+    for manifest in plan.to_apply:
+        kube.apply(manifest)
+    for obj in plan.to_delete:
+        kind, ns, name = render.object_key(obj)
+        if kube.delete(kind, name, ns or None):
+            plan.outcome.changes.append(f"{key_str(obj)}: deleted")
+    return plan.outcome
+
+
+def converge(
+    kube: KubeGateway,
+    desired: list[dict],
+    live: Iterable[dict],
+    previously_applied: dict[str, str],
+    *,
+    prune: bool = True,
+) -> Outcome:
+    """Apply what differs, delete what we own and no longer want, and classify drift."""
+    return execute(kube, plan_converge(desired, live, previously_applied, prune=prune))
 
 
 # --- runs, locks and recording ----------------------------------------------------------------
@@ -331,6 +362,16 @@ class Summary:
     orphans_deleted: int = 0
 
 
+def _unchanged(tenant: Tenant, spec, live: list[dict], state: TenantSyncState | None) -> bool:
+    """The common case of a periodic run: the tenant is in sync and the cluster matches."""
+    if state is None or state.status != TenantSyncState.Status.IN_SYNC:
+        return False
+    if tenant.status == Tenant.Status.ARCHIVED:
+        return False
+    plan = plan_converge(_tenant_desired(tenant, spec), live, state.applied_hashes)
+    return plan.is_noop and plan.outcome.applied == state.applied_hashes
+
+
 def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     """Every tenant and the cluster-wide objects, from one listing of each managed kind.
     A tenant whose own run is in progress is skipped (that run converges it)."""
@@ -350,11 +391,13 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
         if tenant.status == Tenant.Status.ARCHIVED and not live:
             continue
         summary.tenants += 1
+        state = states.get(tenant.pk)
+        if _unchanged(tenant, specs.get(tenant.pk), live, state):
+            continue  # nothing to write and nothing to record: no lock, no query
         try:
             with tenant_lock(tenant.pk):
                 started = timezone.now()
                 calls, writes = kube.stats.total, kube.stats.writes
-                state = states.get(tenant.pk)
                 try:
                     outcome = _sync_one(
                         kube,
