@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test setup cluster cluster-down cluster-reset lint typecheck migrations-check pytest bench serve
+.PHONY: run test setup cluster cluster-down cluster-reset lint typecheck migrations-check pytest bench screenshots
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -37,7 +37,7 @@ migrations-check:
 
 pytest:
 	@echo "==> pytest"
-	@$(PY) -m pytest; rc=$$?; \
+	@$(PY) -m pytest --ds=portal.settings.test; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; \
 	  exit $$rc
 
@@ -45,4 +45,8 @@ test: cluster
 	@$(MAKE) --no-print-directory lint typecheck migrations-check pytest
 
 bench: cluster
-	@$(PY) -m bench
+	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench
+
+# Refresh the README's screenshots from the browser tests.
+screenshots: cluster
+	@SAVE_SCREENSHOTS=1 $(PY) -m pytest --ds=portal.settings.test portal/tests/test_browser.py -q
