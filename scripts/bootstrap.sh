@@ -16,6 +16,7 @@ DB_PASSWORD=${DB_PASSWORD:-gpu_portal}
 missing=()
 command -v pg_ctlcluster >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)  # metering tests: a real Prometheus
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # browser tests

@@ -249,3 +249,25 @@ CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),
     "options": {"expires": 9},
 }
+
+# --- metering (issue 7) -------------------------------------------------------------------------
+PROMETHEUS_URL = env("PROMETHEUS_URL", default="")
+RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
+BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
+BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
+BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
+CELERY_BEAT_SCHEDULE["ingest-allocations"] = {
+    "task": "metering.tasks.ingest_allocations",
+    "schedule": env.float("METERING_INGEST_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
+CELERY_BEAT_SCHEDULE["roll-up-usage"] = {
+    "task": "metering.tasks.roll_up",
+    "schedule": env.float("METERING_ROLLUP_EVERY_S", default=300.0),
+    "options": {"expires": 280},
+}
+CELERY_BEAT_SCHEDULE["warn-budgets"] = {
+    "task": "metering.tasks.warn_budgets",
+    "schedule": env.float("BUDGET_WARN_EVERY_S", default=900.0),
+    "options": {"expires": 850},
+}

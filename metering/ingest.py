@@ -1,0 +1,324 @@
+"""Each minute: what the cluster's pods hold (allocation intervals) and, with Prometheus, what
+they use (utilisation), written as one sample per tenant and resource class.
+
+Intervals live in PostgreSQL, so a restarted worker carries on: a pod seen again continues its
+interval (even one closed by mistake), a pod gone is closed at its containers' finish time when
+the cluster still shows it, else at the last minute it was seen. Running twice in one minute
+changes nothing more (samples are upserted, utilisation is added once per minute).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from metering import prometheus
+from metering.models import AllocationInterval, UsageSample
+from scheduler import inventory, render
+from scheduler.kube import KubeGateway
+from scheduler.models import Cluster, Node, ResourceClass, Workload
+from tenants.models import QuotaGrant, Tenant
+
+WORKLOAD_LABEL = "gpu-portal.io/workload"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler"})
+_LOCK_KEY = zlib.crc32(b"metering.ingest")
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    gpu_model: str
+    sharing: str
+    product: str
+
+
+@dataclass(frozen=True)
+class LivePod:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    resource_name: str
+    units: int
+    started_at: datetime | None
+    workload_id: int | None
+
+
+@dataclass
+class IngestResult:
+    at: datetime
+    pods: int = 0
+    opened: int = 0
+    reopened: int = 0
+    closed: int = 0
+    samples: int = 0
+    utilisation: int = 0
+    unknown_nodes: list[str] = field(default_factory=list)
+
+
+def class_slug(node: NodeFacts | None, resource_name: str) -> str | None:
+    """The resource class slug a pod's resource on this node is counted in (pure)."""
+    if node is None or not node.gpu_model:
+        return None
+    units = inventory.class_units(node.gpu_model, {resource_name: 1}, node.sharing, node.product)
+    return next(iter(units), None)
+
+
+def finish_of(pod: dict) -> tuple[datetime | None, str]:
+    """When a pod stopped holding its devices, and why (pure): its containers' latest finish
+    time, `preempted` when the scheduler disrupted it, else its phase."""
+    status = pod.get("status", {})
+    finished = []
+    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        if terminated.get("finishedAt"):
+            finished.append(parse_datetime(terminated["finishedAt"]))
+    reason = AllocationInterval.EndReason.DELETED
+    phase = status.get("phase")
+    if phase == "Succeeded":
+        reason = AllocationInterval.EndReason.SUCCEEDED
+    elif phase == "Failed":
+        reason = AllocationInterval.EndReason.FAILED
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("reason") in PREEMPTION_REASONS:
+            reason = AllocationInterval.EndReason.PREEMPTED
+    if status.get("reason") == "Preempting":
+        reason = AllocationInterval.EndReason.PREEMPTED
+    return (max((f for f in finished if f), default=None), reason)
+
+
+def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[datetime | None, str]]]:
+    """Live GPU pods (one entry per GPU resource) and the finish of pods that stopped (pure)."""
+    live: list[LivePod] = []
+    stopped: dict[str, tuple[datetime | None, str]] = {}
+    for pod in raw_pods:
+        info = inventory.parse_gpu_pod(pod)
+        if info is None:
+            status = pod.get("status", {})
+            if status.get("phase") in TERMINAL_PHASES or pod["metadata"].get("deletionTimestamp"):
+                stopped[pod["metadata"].get("uid", "")] = finish_of(pod)
+            continue
+        label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "")
+        started = parse_datetime(info.started_at) if info.started_at else None
+        for name, units in info.resources.items():
+            live.append(
+                LivePod(
+                    uid=info.uid,
+                    namespace=info.namespace,
+                    name=info.name,
+                    node_name=info.node_name,
+                    resource_name=name,
+                    units=units,
+                    started_at=started,
+                    workload_id=int(label) if label.isdigit() else None,
+                )
+            )
+    return live, stopped
+
+
+def _node_facts(kube: KubeGateway, cluster: Cluster, names: set[str]) -> dict[str, NodeFacts]:
+    facts = {
+        name: NodeFacts(model, sharing, product)
+        for name, model, sharing, product in Node.objects.filter(
+            cluster=cluster, name__in=names
+        ).values_list("name", "gpu_model", "sharing_strategy", "gpu_product")
+    }
+    if names - facts.keys():  # not in the inventory yet: ask the cluster
+        for node in kube.list("Node"):
+            info = inventory.parse_node(node)
+            if info.name in names and info.name not in facts:
+                facts[info.name] = NodeFacts(
+                    info.gpu_model, info.sharing_strategy, info.gpu_product
+                )
+    return facts
+
+
+def _tenants_by_namespace(kube: KubeGateway) -> dict[str, int]:
+    """Namespace -> tenant id, for this portal instance's tenant namespaces."""
+    selector = f"{render.TENANT_LABEL},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+    slugs = {
+        ns["metadata"]["name"]: ns["metadata"]["labels"][render.TENANT_LABEL]
+        for ns in kube.list("Namespace", label_selector=selector)
+    }
+    ids = dict(Tenant.objects.filter(slug__in=set(slugs.values())).values_list("slug", "pk"))
+    return {ns: ids[slug] for ns, slug in slugs.items() if slug in ids}
+
+
+def ingest_allocations(
+    kube: KubeGateway,
+    *,
+    cluster_name: str = "local",
+    now: datetime | None = None,
+    prometheus_url: str | None = None,
+) -> IngestResult:
+    """One minute of metering (see the module's docstring)."""
+    now = now or timezone.now()
+    minute = now.astimezone(UTC).replace(second=0, microsecond=0)
+    live, stopped = read_pods(kube.list("Pod"))
+    tenants = _tenants_by_namespace(kube)
+    use: dict[tuple[str, str], prometheus.PodUse] = {}
+    url = settings.PROMETHEUS_URL if prometheus_url is None else prometheus_url
+    if url:
+        use = prometheus.pod_utilisation(url)
+    result = IngestResult(at=minute, pods=len({p.uid for p in live}))
+    cluster, _ = Cluster.objects.get_or_create(name=cluster_name)
+    nodes = _node_facts(kube, cluster, {p.node_name for p in live})
+    result.unknown_nodes = sorted({p.node_name for p in live} - nodes.keys())
+    classes = dict(ResourceClass.objects.values_list("slug", "pk"))
+    with transaction.atomic():
+        with connection.cursor() as cursor:  # one ingest at a time; a second waits, then no-ops
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+        _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, result)
+        _write_utilisation(cluster, live, use, minute, result)
+        _write_samples(cluster, minute, use, result)
+    return result
+
+
+def _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, result) -> None:
+    open_rows = {
+        (uid, name): (pk, started, last_seen)
+        for pk, uid, name, started, last_seen in AllocationInterval.objects.filter(
+            cluster=cluster, ended_at__isnull=True
+        ).values_list("pk", "pod_uid", "resource_name", "started_at", "last_seen_at")
+    }
+    live_keys = {(p.uid, p.resource_name): p for p in live}
+    closing = []
+    for key, (pk, started, last_seen) in open_rows.items():
+        if key in live_keys:
+            continue
+        finish, reason = stopped.get(key[0], (None, AllocationInterval.EndReason.DELETED))
+        end = finish if finish is not None and started <= finish <= now else last_seen
+        closing.append(AllocationInterval(pk=pk, ended_at=max(end, started), end_reason=reason))
+    AllocationInterval.objects.bulk_update(closing, ["ended_at", "end_reason"], batch_size=1000)
+    result.closed = len(closing)
+    new = {key: pod for key, pod in live_keys.items() if key not in open_rows}
+    if new:
+        closed_before = AllocationInterval.objects.filter(
+            cluster=cluster, pod_uid__in={uid for uid, _ in new}, ended_at__isnull=False
+        ).values_list("pk", "pod_uid", "resource_name")
+        reopen = [pk for pk, uid, name in closed_before if (uid, name) in new]
+        for _, uid, name in closed_before:
+            new.pop((uid, name), None)
+        AllocationInterval.objects.filter(pk__in=reopen).update(ended_at=None, end_reason="")
+        result.reopened = len(reopen)
+        wanted = {p.workload_id for p in new.values() if p.workload_id}
+        workloads = dict(
+            Workload.objects.filter(pk__in=wanted).values_list("pk", "namespace") if wanted else []
+        )
+        rows = []
+        for pod in new.values():
+            node = nodes.get(pod.node_name)
+            slug = class_slug(node, pod.resource_name)
+            started = min(pod.started_at or now, now)
+            rows.append(
+                AllocationInterval(
+                    cluster=cluster,
+                    pod_uid=pod.uid,
+                    namespace=pod.namespace,
+                    pod_name=pod.name,
+                    node_name=pod.node_name,
+                    tenant_id=tenants.get(pod.namespace),
+                    resource_class_id=classes.get(slug) if slug else None,
+                    workload_id=(
+                        pod.workload_id
+                        if workloads.get(pod.workload_id or 0) == pod.namespace
+                        else None
+                    ),
+                    resource_name=pod.resource_name,
+                    gpu_model=node.gpu_model if node else "",
+                    units=pod.units,
+                    started_at=started,
+                    last_seen_at=now,
+                )
+            )
+        AllocationInterval.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
+        result.opened = len(rows)
+    # Every interval still open was seen in this list.
+    AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).update(
+        last_seen_at=now
+    )
+
+
+def _write_utilisation(cluster, live, use, minute, result) -> None:
+    if not use:
+        return
+    ids, utils, fbs = [], [], []
+    keys = {(p.namespace, p.name) for p in live if (p.namespace, p.name) in use}
+    rows = AllocationInterval.objects.filter(
+        cluster=cluster, ended_at__isnull=True, namespace__in={ns for ns, _ in keys}
+    ).values_list("pk", "namespace", "pod_name")
+    for pk, ns, name in rows:
+        pod_use = use.get((ns, name))
+        if pod_use is not None:
+            ids.append(pk)
+            utils.append(pod_use.util)
+            fbs.append(pod_use.fb_used_mib)
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE metering_allocationinterval AS a
+               SET util_sum = a.util_sum + v.u, util_samples = a.util_samples + 1,
+                   util_at = %s, fb_used_mib = v.fb
+              FROM unnest(%s::bigint[], %s::numeric[], %s::integer[]) AS v(id, u, fb)
+             WHERE a.id = v.id AND (a.util_at IS NULL OR a.util_at < %s)
+            """,
+            [minute, ids, utils, fbs, minute],
+        )
+    result.utilisation = len(ids)
+
+
+def _write_samples(cluster, minute, use, result) -> None:
+    """One row per tenant and class for this minute, from the open intervals (upserted)."""
+    allocated: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    known: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    rows = AllocationInterval.objects.filter(
+        cluster=cluster,
+        ended_at__isnull=True,
+        tenant__isnull=False,
+        resource_class__isnull=False,
+    ).values_list("tenant_id", "resource_class_id", "namespace", "pod_name", "units")
+    for tenant_id, rc_id, ns, name, units in rows:
+        key = (tenant_id, rc_id)
+        allocated[key] += units
+        pod_use = use.get((ns, name))
+        if pod_use is not None:
+            known[key] += units
+            used[key] += units * pod_use.util
+    quota = {
+        (row["tenant_id"], row["resource_class_id"]): Decimal(row["total"])
+        for row in QuotaGrant.objects.effective(minute)
+        .values("tenant_id", "resource_class_id")
+        .annotate(total=Sum("amount"))
+    }
+    samples = [
+        UsageSample(
+            at=minute,
+            tenant_id=key[0],
+            resource_class_id=key[1],
+            allocated=allocated.get(key, Decimal(0)),
+            known=known.get(key, Decimal(0)),
+            used=used.get(key, Decimal(0)).quantize(Decimal("0.0001")),
+            quota=quota.get(key, Decimal(0)),
+        )
+        for key in sorted(allocated.keys() | quota.keys())
+    ]
+    UsageSample.objects.bulk_create(
+        samples,
+        batch_size=2000,
+        update_conflicts=True,
+        unique_fields=["at", "tenant", "resource_class"],
+        update_fields=["allocated", "known", "used", "quota"],
+    )
+    result.samples = len(samples)

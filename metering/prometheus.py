@@ -1,0 +1,74 @@
+"""Per-pod GPU utilisation from Prometheus scraping NVIDIA's dcgm-exporter.
+
+Whole GPUs report `DCGM_FI_DEV_GPU_UTIL` (percent); MIG instances do not, and report
+`DCGM_FI_PROF_GR_ENGINE_ACTIVE` (0-1) instead; framebuffer use is `DCGM_FI_DEV_FB_USED` (MiB).
+Series carry `namespace` and `pod` labels (the exporter's Kubernetes pod mapping).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import requests
+
+WHOLE_QUERY = "avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[{w}])) / 100"
+MIG_QUERY = "avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{w}]))"
+FB_QUERY = "sum by (namespace, pod) (max_over_time(DCGM_FI_DEV_FB_USED[{w}]))"
+
+
+class PrometheusUnavailable(ConnectionError):
+    """Prometheus did not answer or answered an error (transient for tasks)."""
+
+
+@dataclass(frozen=True)
+class PodUse:
+    util: Decimal  # 0-1
+    fb_used_mib: int | None
+
+
+def _query(base_url: str, query: str, timeout: float) -> list[dict]:
+    try:
+        response = requests.get(
+            base_url.rstrip("/") + "/api/v1/query", params={"query": query}, timeout=timeout
+        )
+        response.raise_for_status()
+        body = response.json()
+    except (requests.RequestException, ValueError) as exc:
+        raise PrometheusUnavailable(f"Prometheus at {base_url}: {exc}") from exc
+    if body.get("status") != "success":
+        raise PrometheusUnavailable(f"Prometheus at {base_url}: {body.get('error', body)}")
+    return body["data"]["result"]
+
+
+def _clamp(value: str) -> Decimal | None:
+    try:
+        number = Decimal(value)
+    except ArithmeticError:
+        return None
+    if not number.is_finite():
+        return None
+    return min(max(number, Decimal(0)), Decimal(1)).quantize(Decimal("0.000001"))
+
+
+def pod_utilisation(
+    base_url: str, *, window: str = "2m", timeout: float = 10.0
+) -> dict[tuple[str, str], PodUse]:
+    """(namespace, pod) -> mean utilisation over `window` (MIG instances' engine activity where a
+    pod has no whole-GPU series) and framebuffer used."""
+    util: dict[tuple[str, str], Decimal] = {}
+    for query in (MIG_QUERY, WHOLE_QUERY):  # whole-GPU figures win where a pod has both
+        for row in _query(base_url, query.format(w=window), timeout):
+            metric = row.get("metric", {})
+            key = (metric.get("namespace", ""), metric.get("pod", ""))
+            value = _clamp(row["value"][1])
+            if key[1] and value is not None:
+                util[key] = value
+    fb: dict[tuple[str, str], int] = {}
+    for row in _query(base_url, FB_QUERY.format(w=window), timeout):
+        metric = row.get("metric", {})
+        try:
+            fb[(metric.get("namespace", ""), metric.get("pod", ""))] = int(float(row["value"][1]))
+        except (TypeError, ValueError):
+            continue
+    return {key: PodUse(util=value, fb_used_mib=fb.get(key)) for key, value in util.items()}

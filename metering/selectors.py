@@ -1,0 +1,275 @@
+"""Reads of metering: statements (priced from intervals, grants and the price table) and the
+data behind the team and platform dashboards. The page, the CSV/JSON export and the API all call
+`tenant_statement` / `month_statements`, so they show the same numbers."""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import DecimalField, ExpressionWrapper, F, Q, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from metering import pricing
+from metering.models import AllocationInterval, Budget, PriceRule, UsageRollup
+from scheduler.models import Node, ResourceClass
+from tenants.models import QuotaGrant, Tenant
+
+LOW_UTIL = Decimal("0.25")
+ZERO = Decimal(0)
+
+
+def billing_tz() -> tzinfo:
+    return zoneinfo.ZoneInfo(settings.BILLING_TIME_ZONE or settings.TIME_ZONE)
+
+
+def current_month(now: datetime | None = None) -> date:
+    return (now or timezone.now()).astimezone(billing_tz()).date().replace(day=1)
+
+
+def parse_month(value: str | None, now: datetime | None = None) -> date:
+    """'2026-11' -> date(2026, 11, 1); empty -> this month; anything else -> ValueError."""
+    if not value:
+        return current_month(now)
+    year, _, month = value.partition("-")
+    return date(int(year), int(month), 1)
+
+
+def price_schedules(class_ids=None) -> dict[int, pricing.PriceSchedule]:
+    rules: dict[int, list[tuple[datetime, Decimal]]] = defaultdict(list)
+    rule_qs = PriceRule.objects.all()
+    classes = ResourceClass.objects.all()
+    if class_ids is not None:
+        rule_qs = rule_qs.filter(resource_class_id__in=class_ids)
+        classes = classes.filter(pk__in=class_ids)
+    for rc_id, at, price in rule_qs.values_list(
+        "resource_class_id", "effective_from", "price_per_hour"
+    ):
+        rules[rc_id].append((at, price))
+    return {
+        pk: pricing.PriceSchedule(default=price, changes=tuple(rules.get(pk, ())))
+        for pk, price in classes.values_list("pk", "price_per_hour")
+    }
+
+
+def _window(month: date, now: datetime) -> pricing.Window:
+    full = pricing.month_window(month, billing_tz())
+    return pricing.Window(full.start, max(full.start, min(full.end, now)))
+
+
+def month_statements(
+    month: date, tenant_ids: list[int], *, basis: str | None = None, now: datetime | None = None
+) -> dict[int, pricing.Statement]:
+    """tenant id -> its statement for the month (four queries for any number of tenants)."""
+    now = now or timezone.now()
+    basis = basis or settings.BILLING_BASIS
+    window = _window(month, now)
+    alloc: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
+    for tenant_id, rc_id, start, end, seen, units in (
+        AllocationInterval.objects.filter(
+            tenant_id__in=tenant_ids,
+            resource_class__isnull=False,
+            started_at__lt=window.end,
+        )
+        .filter(
+            Q(ended_at__isnull=True, last_seen_at__gt=window.start) | Q(ended_at__gt=window.start)
+        )
+        .values_list(
+            "tenant_id", "resource_class_id", "started_at", "ended_at", "last_seen_at", "units"
+        )
+    ):
+        # An open interval counts up to the last minute the ingest saw its pod.
+        alloc[(tenant_id, rc_id)].append(pricing.Span(start, end or seen, units))
+    quota: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
+    for tenant_id, rc_id, start, ends, ended, amount in QuotaGrant.objects.filter(
+        tenant_id__in=tenant_ids, starts_at__lt=window.end
+    ).values_list("tenant_id", "resource_class_id", "starts_at", "ends_at", "ended_at", "amount"):
+        end = min([t for t in (ends, ended) if t is not None], default=None)
+        quota[(tenant_id, rc_id)].append(pricing.Span(start, end, amount))
+    observed: dict[tuple[int, int], list[tuple[datetime, Decimal, Decimal]]] = defaultdict(list)
+    for tenant_id, rc_id, start, known, used in UsageRollup.objects.filter(
+        period=UsageRollup.Period.HOUR,
+        tenant_id__in=tenant_ids,
+        start__gte=window.start,
+        start__lt=window.end,
+        known_hours__gt=0,
+    ).values_list("tenant_id", "resource_class_id", "start", "known_hours", "used_hours"):
+        observed[(tenant_id, rc_id)].append((start, known, used))
+    keys = alloc.keys() | quota.keys() | observed.keys()
+    class_ids = {rc for _, rc in keys}
+    classes = {rc.pk: rc for rc in ResourceClass.objects.filter(pk__in=class_ids)}
+    schedules = price_schedules(class_ids)
+    usages: dict[int, list[pricing.ClassUsage]] = defaultdict(list)
+    for tenant_id, rc_id in keys:
+        rc = classes[rc_id]
+        usages[tenant_id].append(
+            pricing.ClassUsage(
+                slug=rc.slug,
+                name=rc.display_name,
+                gpu_fraction=rc.gpu_fraction,
+                schedule=schedules[rc_id],
+                allocation=tuple(alloc.get((tenant_id, rc_id), ())),
+                quota=tuple(quota.get((tenant_id, rc_id), ())),
+                observed=tuple(observed.get((tenant_id, rc_id), ())),
+            )
+        )
+    return {tid: pricing.build_statement(usages.get(tid, []), window, basis) for tid in tenant_ids}
+
+
+def tenant_statement(
+    tenant: Tenant, month: date, *, basis: str | None = None, now: datetime | None = None
+) -> pricing.Statement:
+    return month_statements(month, [tenant.pk], basis=basis, now=now)[tenant.pk]
+
+
+def budget_for(tenant: Tenant, month: date) -> Decimal | None:
+    row = Budget.objects.filter(tenant=tenant, month=month).values_list("amount", flat=True).first()
+    return row if row is not None else tenant.monthly_budget
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    month: date
+    cost: Decimal
+    budget: Decimal | None
+    level: int  # 0, 80, 100
+
+    @property
+    def percent(self) -> int | None:
+        if not self.budget:
+            return None
+        return int(self.cost * 100 / self.budget)
+
+
+def budget_state(tenant: Tenant, now: datetime | None = None) -> BudgetState:
+    month = current_month(now)
+    cost = tenant_statement(tenant, month, now=now).total
+    budget = budget_for(tenant, month)
+    return BudgetState(month, cost, budget, pricing.budget_level(cost, budget))
+
+
+# --- dashboards --------------------------------------------------------------------------------
+
+
+def _gpu(field: str):
+    return ExpressionWrapper(
+        F(field) * F("gpu_fraction"), output_field=DecimalField(max_digits=20, decimal_places=8)
+    )
+
+
+def team_series(tenant: Tenant, *, days: int = 7, now: datetime | None = None) -> dict:
+    """Hourly held (quota) vs allocated vs used, per resource class, for a chart."""
+    now = now or timezone.now()
+    since = (now - timedelta(days=days)).astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    rows = (
+        UsageRollup.objects.filter(tenant=tenant, period=UsageRollup.Period.HOUR, start__gte=since)
+        .order_by("start")
+        .values_list(
+            "resource_class__slug", "start", "quota_hours", "allocated_hours", "used_hours"
+        )
+    )
+    series: dict[str, dict[str, list]] = {}
+    for slug, start, quota, allocated, used in rows:
+        s = series.setdefault(slug, {"t": [], "held": [], "allocated": [], "used": []})
+        s["t"].append(start.isoformat())
+        s["held"].append(float(quota))
+        s["allocated"].append(float(allocated))
+        s["used"].append(float(used))
+    return series
+
+
+def low_use_holders(tenant: Tenant, *, threshold: Decimal = LOW_UTIL) -> list[AllocationInterval]:
+    """Open intervals whose pods hold GPUs while their mean utilisation is below `threshold`."""
+    rows = (
+        AllocationInterval.objects.filter(tenant=tenant, ended_at__isnull=True, util_samples__gt=0)
+        .select_related("resource_class", "workload")
+        .order_by("namespace", "pod_name")
+    )
+    return [r for r in rows if r.util_mean is not None and r.util_mean < threshold]
+
+
+def capacity_by_model() -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for model, count in Node.objects.filter(schedulable=True, ready=True).values_list(
+        "gpu_model", "gpu_count"
+    ):
+        if model:
+            out[model] += count
+    return dict(out)
+
+
+def platform_series(*, days: int = 365, now: datetime | None = None) -> dict:
+    """Per GPU model and day: allocated and used GPU-hours as shares of capacity (current
+    inventory), over `days` of daily rollups; and the window's headline numbers."""
+    now = now or timezone.now()
+    since = (
+        (now - timedelta(days=days))
+        .astimezone(UTC)
+        .replace(hour=0, minute=0, second=0, microsecond=0)
+    )
+    capacity = capacity_by_model()
+    rows = (
+        UsageRollup.objects.filter(period=UsageRollup.Period.DAY, start__gte=since)
+        .values("start", "gpu_model")
+        .annotate(
+            a=Sum(_gpu("allocated_hours")),
+            u=Sum(_gpu("used_hours")),
+            k=Sum(_gpu("known_hours")),
+        )
+        .order_by("start", "gpu_model")
+    )
+    series: dict[str, dict[str, list]] = {}
+    totals = {"allocated": ZERO, "used": ZERO, "known": ZERO}
+    for row in rows:
+        model = row["gpu_model"]
+        cap_hours = Decimal(capacity.get(model, 0) * 24)
+        s = series.setdefault(model, {"t": [], "allocated": [], "used": []})
+        s["t"].append(row["start"].date().isoformat())
+        s["allocated"].append(round(float(row["a"] / cap_hours * 100), 2) if cap_hours else None)
+        s["used"].append(round(float(row["u"] / cap_hours * 100), 2) if cap_hours else None)
+        totals["allocated"] += row["a"]
+        totals["used"] += row["u"]
+        totals["known"] += row["k"]
+    cap_total = Decimal(sum(capacity.values()) * 24 * days)
+    return {
+        "series": series,
+        "capacity": capacity,
+        "allocated_gpu_hours": totals["allocated"],
+        "used_gpu_hours": totals["used"],
+        "idle_gpu_hours": max(totals["known"] - totals["used"], ZERO),
+        "allocated_share": (totals["allocated"] / cap_total * 100) if cap_total else None,
+        "used_share": (totals["used"] / cap_total * 100) if cap_total else None,
+        "days": days,
+    }
+
+
+def cost_by_tenant(month: date, *, now: datetime | None = None) -> list[tuple[str, Decimal]]:
+    """Cost per tenant this month from daily rollups × the price in force each day (the
+    dashboard's quick figure; statements are exact)."""
+    window = _window(month, now or timezone.now())
+    schedules = price_schedules()
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    for slug, rc_id, start, allocated in (
+        UsageRollup.objects.filter(
+            period=UsageRollup.Period.DAY, start__gte=window.start, start__lt=window.end
+        )
+        .values_list("tenant__slug", "resource_class_id", "start", "allocated_hours")
+        .iterator(chunk_size=5000)
+    ):
+        cost[slug] += allocated * schedules[rc_id].at(start)
+    return sorted(((s, pricing.money(c)) for s, c in cost.items()), key=lambda x: -x[1])
+
+
+def idle_hours_this_month(month: date, *, now: datetime | None = None) -> Decimal:
+    window = _window(month, now or timezone.now())
+    agg = UsageRollup.objects.filter(
+        period=UsageRollup.Period.DAY, start__gte=window.start, start__lt=window.end
+    ).aggregate(
+        k=Coalesce(Sum(_gpu("known_hours")), ZERO), u=Coalesce(Sum(_gpu("used_hours")), ZERO)
+    )
+    return max(agg["k"] - agg["u"], ZERO)

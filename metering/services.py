@@ -1,0 +1,171 @@
+"""Writes of metering that people make or that change state: prices, budgets, budget warnings,
+and the admission check that refuses work of a tenant over budget. Each writes one audit event
+in its transaction."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from metering import pricing, selectors
+from metering.models import Budget, BudgetAlert, PriceRule
+from scheduler.models import ResourceClass
+from tenants import audit
+from tenants.exceptions import Forbidden, InvalidInput, ServiceError
+from tenants.models import Membership, Tenant, is_platform_admin
+
+log = logging.getLogger(__name__)
+
+
+class OverBudget(ServiceError):
+    code = "over_budget"
+    status = 409
+
+
+def _amount(value, field: str) -> Decimal:
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise InvalidInput(f"{field} must be a number", field=field) from None
+    if not amount.is_finite() or amount < 0:
+        raise InvalidInput(f"{field} must be ≥ 0", field=field)
+    return amount
+
+
+def set_price(
+    *, actor, resource_class: ResourceClass, price_per_hour, effective_from: datetime
+) -> PriceRule:
+    """The class's price from `effective_from` on (a rule at the same instant is replaced)."""
+    if not is_platform_admin(actor):
+        raise Forbidden("only the platform team sets prices")
+    price = _amount(price_per_hour, "price_per_hour")
+    if timezone.is_naive(effective_from):
+        raise InvalidInput("effective_from needs a time zone", field="effective_from")
+    with transaction.atomic():
+        rule = (
+            PriceRule.objects.select_for_update()
+            .filter(resource_class=resource_class, effective_from=effective_from)
+            .first()
+        )
+        before = {"price_per_hour": str(rule.price_per_hour)} if rule else None
+        if rule is None:
+            rule = PriceRule(resource_class=resource_class, effective_from=effective_from)
+        rule.price_per_hour = price
+        rule.created_by = actor
+        rule.save()
+        audit.record(
+            actor=actor,
+            verb="price.set",
+            obj=rule,
+            tenant=None,
+            before=before,
+            after={
+                "resource_class": resource_class.slug,
+                "price_per_hour": str(price),
+                "effective_from": effective_from.isoformat(),
+            },
+        )
+    return rule
+
+
+def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
+    if not is_platform_admin(actor):
+        raise Forbidden("only the platform team sets budgets")
+    value = _amount(amount, "amount")
+    month = month.replace(day=1)
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().filter(tenant=tenant, month=month).first()
+        before = {"amount": str(budget.amount)} if budget else None
+        if budget is None:
+            budget = Budget(tenant=tenant, month=month)
+        budget.amount = value
+        budget.save()
+        audit.record(
+            actor=actor,
+            verb="budget.set",
+            obj=budget,
+            tenant=tenant,
+            before=before,
+            after={"month": month.isoformat(), "amount": str(value)},
+        )
+    return budget
+
+
+def _recipients(tenant: Tenant) -> list[str]:
+    return sorted(
+        {
+            email
+            for email in Membership.objects.filter(
+                tenant=tenant, role=Membership.Role.OWNER
+            ).values_list("user__email", flat=True)
+            if email
+        }
+    )
+
+
+def warn_budget(tenant: Tenant, *, now: datetime | None = None) -> BudgetAlert | None:
+    """Send the tenant's owners the 80 % or 100 % warning of this month, once each."""
+    state = selectors.budget_state(tenant, now)
+    if not state.level or state.budget is None:
+        return None
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        if BudgetAlert.objects.filter(
+            tenant=tenant, month=state.month, threshold=state.level
+        ).exists():
+            return None
+        alert = BudgetAlert.objects.create(
+            tenant=tenant,
+            month=state.month,
+            threshold=state.level,
+            cost=state.cost,
+            budget=state.budget,
+        )
+        audit.record(
+            actor=None,
+            verb="budget.warned",
+            obj=alert,
+            tenant=tenant,
+            after={"threshold": state.level, "cost": str(state.cost), "budget": str(state.budget)},
+        )
+        recipients = _recipients(tenant)
+        subject = (
+            f"[GPU Portal] {tenant.slug} has used {state.percent} % of its "
+            f"{state.month:%B %Y} budget"
+        )
+        body = (
+            f"{tenant.name}: {state.cost} USD of {state.budget} USD this month "
+            f"({state.percent} %).\n{settings.PORTAL_BASE_URL}/usage/teams/{tenant.slug}/\n"
+        )
+        if settings.BUDGET_ENFORCE and state.level >= 100:
+            body += "New workloads are refused until the budget is raised or the month ends.\n"
+        if recipients:
+            transaction.on_commit(
+                lambda: send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+            )
+    return alert
+
+
+def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
+    """Admission: with BUDGET_ENFORCE on, refuse a tenant whose cost this month has reached its
+    budget. Called by scheduler.workloads.submit_workload."""
+    if not settings.BUDGET_ENFORCE:
+        return
+    state = selectors.budget_state(tenant, now)
+    if state.budget is not None and state.cost >= state.budget:
+        raise OverBudget(
+            f"{tenant.slug} has spent {state.cost} USD of its {state.budget} USD budget for "
+            f"{state.month:%B %Y}: new workloads are refused until the budget is raised",
+            code="over_budget",
+        )
+
+
+def statement_rows(statement: pricing.Statement) -> list[dict]:
+    """Flat rows for CSV export (the same numbers as the JSON and the page)."""
+    return [line.as_dict() for line in statement.lines]

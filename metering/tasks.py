@@ -1,0 +1,43 @@
+"""Thin metering tasks: each calls one function and is safe to run twice or concurrently."""
+
+from __future__ import annotations
+
+from portal.tasks import portal_task
+from scheduler import kube
+
+
+@portal_task(name="metering.tasks.ingest_allocations", soft_time_limit=50, time_limit=58)
+def ingest_allocations() -> dict:
+    from metering import ingest
+
+    result = ingest.ingest_allocations(kube.gateway())
+    return {
+        "at": result.at.isoformat(),
+        "pods": result.pods,
+        "opened": result.opened,
+        "closed": result.closed,
+        "samples": result.samples,
+        "utilisation": result.utilisation,
+    }
+
+
+@portal_task(name="metering.tasks.roll_up")
+def roll_up() -> dict:
+    from metering import rollups
+
+    hours = rollups.roll_up_hours()
+    days = rollups.roll_up_days()
+    purged = rollups.purge_samples()
+    return {"hours": hours, "days": days, "purged": purged}
+
+
+@portal_task(name="metering.tasks.warn_budgets")
+def warn_budgets() -> int:
+    from metering import services
+    from tenants.models import Tenant
+
+    sent = 0
+    for tenant in Tenant.objects.filter(status=Tenant.Status.ACTIVE):
+        if services.warn_budget(tenant) is not None:
+            sent += 1
+    return sent
