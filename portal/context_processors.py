@@ -1,6 +1,11 @@
+from django.conf import settings
+
 from tenants.models import is_platform_admin
 
 
 def portal(request):
     user = getattr(request, "user", None)
-    return {"is_platform_admin": is_platform_admin(user) if user else False}
+    return {
+        "is_platform_admin": is_platform_admin(user) if user else False,
+        "oidc_enabled": settings.OIDC_ENABLED,
+    }

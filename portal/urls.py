@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -20,3 +21,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("portal.api.urls")),
 ]
+if settings.OIDC_ENABLED:
+    urlpatterns.append(path("oidc/", include("mozilla_django_oidc.urls")))
