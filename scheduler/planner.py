@@ -234,8 +234,9 @@ def _result(
     demand: dict[str, int],
     started: float,
 ) -> PlanResult:
-    proposed = {}
-    changed, disturbed = [], set()
+    proposed: dict[tuple[str, int], Shape] = {}
+    changed: list[tuple[str, int]] = []
+    disturbed: set[str] = set()
     for unit, shape in zip(units, chosen, strict=True):
         for g in unit.gpus:
             proposed[(g.node, g.index)] = shape
@@ -438,11 +439,11 @@ def stranded_slices(gpus: list[GpuState], result: PlanResult) -> int:
     demand; demand takes instances in GPU order after the busy ones)."""
     wanted: Counter = Counter(result.demand)
     per_model_top: dict[str, str] = {}
-    for model in {g.model for g in gpus}:
-        m = catalog.get_model(model)
-        mig = {c: n for c, n in result.demand.items() if c.startswith(f"{m.slug}-mig-")}
+    for key in {g.model for g in gpus}:
+        slug = catalog.get_model(key).slug
+        mig = {c: n for c, n in result.demand.items() if c.startswith(f"{slug}-mig-")}
         if mig:
-            per_model_top[model] = max(mig, key=lambda c: (mig[c], c))
+            per_model_top[key] = max(mig, key=lambda c: (mig[c], c))
     for g in gpus:
         for c, n in g.busy:
             wanted[c] -= n

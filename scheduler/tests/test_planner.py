@@ -135,7 +135,15 @@ def test_known_config_names_are_reused_and_others_generated():
     gpus = [gpu("n", 0, SEVENTHS), gpu("n", 1, SEVENTHS)]
     balanced = shape(("1g.10gb", 2), ("2g.20gb", 1), ("3g.40gb", 1))
     result = pl.PlanResult(
-        "exact", {("n", 0): balanced, ("n", 1): balanced}, {}, {}, {}, {}, {}, [("n", 0), ("n", 1)], []
+        "exact",
+        {("n", 0): balanced, ("n", 1): balanced},
+        {},
+        {},
+        {},
+        {},
+        {},
+        [("n", 0), ("n", 1)],
+        [],
     )
     proposals, new = pl.propose_nodes(gpus, result, {"n": ("all-1g.10gb", "default")}, known)
     assert proposals[0].mig_config == "all-balanced" and new == {}
