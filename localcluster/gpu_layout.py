@@ -48,6 +48,39 @@ def device_plugin_configs() -> dict[str, dict]:
     return yaml.safe_load(DEVICE_PLUGIN_CONFIG_FILE.read_text())
 
 
+# Configs the portal published as ConfigMaps (label gpu-portal/config); the simulator reads
+# them before each change, like the GPU operator reads its ConfigMaps. They add to the files.
+_published: dict[str, dict] = {"mig-parted": {}, "device-plugin": {}}
+
+
+def use_published_configs(mig: dict[str, list[dict]], device_plugin: dict[str, dict]) -> None:
+    global _published
+    _published = {"mig-parted": dict(mig), "device-plugin": dict(device_plugin)}
+
+
+def parse_published(config_maps: list[tuple[str, dict[str, str]]]) -> tuple[dict, dict]:
+    """(kind, data) of published ConfigMaps -> (mig-parted configs, device-plugin configs)."""
+    mig: dict[str, list[dict]] = {}
+    dp: dict[str, dict] = {}
+    for kind, data in config_maps:
+        if kind == "mig-parted":
+            for text in data.values():
+                raw = yaml.safe_load(text) or {}
+                if raw.get("version") == "v1":
+                    mig.update(raw.get("mig-configs") or {})
+        elif kind == "device-plugin":
+            dp.update({name: yaml.safe_load(text) or {} for name, text in data.items()})
+    return mig, dp
+
+
+def all_mig_configs() -> dict[str, list[dict]]:
+    return {**mig_configs(), **_published["mig-parted"]}
+
+
+def all_device_plugin_configs() -> dict[str, dict]:
+    return {**device_plugin_configs(), **_published["device-plugin"]}
+
+
 @cache
 def fleet_spec() -> dict:
     return yaml.safe_load(FLEET_FILE.read_text())
@@ -76,7 +109,7 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
     """Per GPU: None when MIG is off, else {profile: count}. Raises LayoutError when invalid."""
     if not config_name:
         return [None] * gpu_count
-    configs = mig_configs()
+    configs = all_mig_configs()
     if config_name not in configs:
         raise LayoutError(f"no MIG config named {config_name!r} in {MIG_CONFIG_FILE.name}")
     gpu = catalog.get_model(model)
@@ -132,7 +165,7 @@ def sharing_of(config_name: str | None) -> tuple[str, dict]:
     """(strategy, config) where strategy is none, time-slicing or mps."""
     if not config_name:
         return "none", {}
-    configs = device_plugin_configs()
+    configs = all_device_plugin_configs()
     if config_name not in configs:
         raise LayoutError(
             f"no device plugin config named {config_name!r} in {DEVICE_PLUGIN_CONFIG_FILE.name}"

@@ -32,6 +32,7 @@ from .fleet import ANN_DP_EFFECTIVE, ANN_DP_OBSERVED, ANN_MIG_EFFECTIVE, ANN_MIG
 log = logging.getLogger("gpu-simulator")
 SELECTOR = gl.LABEL_MODEL  # every simulated GPU node carries the model label
 COMPONENT = "gpu-portal-localcluster-simulator"
+PUBLISHED_LABEL = "gpu-portal/config"  # ConfigMaps with mig-parted or device-plugin configs
 
 
 def _wanted(labels: dict, ann: dict) -> tuple[bool, bool]:
@@ -108,6 +109,7 @@ class Simulator:
         )
         time.sleep(self.delay)
 
+        self._load_published_configs()
         node = self._read(name)  # the labels may have moved on while we waited
         if node is None:
             return
@@ -170,6 +172,19 @@ class Simulator:
             eff_mig,
             eff_dp,
             {k: v for k, v in new_labels.items() if k.endswith(".state")},
+        )
+
+    def _load_published_configs(self) -> None:
+        """Read the configs the portal published (ConfigMaps labelled gpu-portal/config)."""
+        try:
+            maps = self.core.list_config_map_for_all_namespaces(label_selector=PUBLISHED_LABEL)
+        except ApiException as exc:  # keep the files' configs; the change may still be valid
+            log.warning("cannot read published configs: %s %s", exc.status, exc.reason)
+            return
+        gl.use_published_configs(
+            *gl.parse_published(
+                [((m.metadata.labels or {})[PUBLISHED_LABEL], m.data or {}) for m in maps.items]
+            )
         )
 
     @staticmethod
