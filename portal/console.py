@@ -3,16 +3,17 @@
 from collections import defaultdict
 from functools import wraps
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.shortcuts import redirect, render
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from scheduler import layouts
-from scheduler.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from scheduler import layouts, planner, planning
+from scheduler import tasks as scheduler_tasks
+from scheduler.models import Cluster, Node, Plan, PodAllocation, ReconcileRun, TenantSyncState
 from tenants import services
 from tenants.exceptions import ServiceError
 from tenants.filtersets import AuditEventFilter
@@ -69,23 +70,19 @@ def decide(request):
     return redirect("console:queue")
 
 
-def capacity_map_data():
-    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (4 queries)."""
-    nodes = list(Node.objects.order_by("gpu_model", "name"))
+def held_by_node() -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """node -> resource -> [(tenant, units)] from the pods the inventory saw (one query)."""
     rows = [
         (a.node_name, a.tenant.slug if a.tenant else a.namespace, resource, units)
         for a in PodAllocation.objects.select_related("tenant")
         for resource, units in a.resources.items()
     ]
-    held = layouts.group_held(rows)
-    configs = layouts.load_mig_configs(str(settings.MIG_PARTED_CONFIG))
-    per_node = []
-    for node in nodes:
-        gpus = layouts.gpu_layouts(
-            node.gpu_model, node.gpu_count, node.mig_config, node.sharing_replicas, configs
-        )
-        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}))))
-    colours = layouts.tenant_colours(
+    return layouts.group_held(rows)
+
+
+def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=None):
+    """SVG geometry for nodes whose GPUs are drawn as bars of 7 compute slices."""
+    colours = colours or layouts.tenant_colours(
         [b.tenant for _, gpus in per_node for g in gpus for b in g.blocks if b.tenant]
     )
     slice_px, left, row = 40, 56, 26  # one compute slice, the GPU label, one GPU's row
@@ -118,6 +115,20 @@ def capacity_map_data():
             }
         )
     return drawn, colours
+
+
+def capacity_map_data():
+    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (4 queries)."""
+    nodes = list(Node.objects.order_by("gpu_model", "name"))
+    held = held_by_node()
+    configs = planning.known_mig_configs()
+    per_node = []
+    for node in nodes:
+        gpus = layouts.gpu_layouts(
+            node.gpu_model, node.gpu_count, node.mig_config, node.sharing_replicas, configs
+        )
+        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}))))
+    return draw_nodes(per_node)
 
 
 @platform_admin_required
@@ -192,3 +203,119 @@ def audit(request):
     return render(
         request, "console/audit.html", {"filter": events, "page": page, "query": query.urlencode()}
     )
+
+
+# --- MIG planning (issue 8) ---------------------------------------------------------------------
+
+
+def _plan_drawings(plan: Plan) -> list[dict]:
+    """Per node of the plan: today's and the proposed layout as capacity-map drawings."""
+    held = held_by_node()
+    nodes = {n.name: n for n in Node.objects.filter(name__in=[e["node"] for e in plan.nodes])}
+    today: list[tuple[object, list[layouts.GpuDrawing]]] = []
+    proposed: list[tuple[object, list[layouts.GpuDrawing]]] = []
+    for entry in plan.nodes:
+        node = nodes.get(entry["node"])
+        for shapes, out in (("current", today), ("proposed", proposed)):
+            gpus = _gpus_of(entry["model"], [planning.shape_from_json(s) for s in entry[shapes]])
+            out.append(
+                (node or entry["node"], layouts.assign_tenants(gpus, held.get(entry["node"], {})))
+            )
+    colours = layouts.tenant_colours(
+        [b.tenant for _, gpus in today for g in gpus for b in g.blocks if b.tenant]
+    )
+    drawn_today, _ = draw_nodes(today, colours)
+    drawn_proposed, _ = draw_nodes(proposed, colours)
+    return [
+        {"entry": entry, "today": t, "proposed": p}
+        for entry, t, p in zip(plan.nodes, drawn_today, drawn_proposed, strict=True)
+    ]
+
+
+def _gpus_of(model: str, shapes: list[planner.Shape]) -> list[layouts.Gpu]:
+    """Draw shapes with the capacity map's own reading of a mig-parted config."""
+    replicas = max((s.replicas for s in shapes if s.mode == "shared"), default=1)
+    config = {"proposed": planner.mig_entries(shapes)}
+    return layouts.gpu_layouts(model, len(shapes), "proposed", replicas, config)
+
+
+@platform_admin_required
+def plan_list(request):
+    return render(
+        request,
+        "console/plan_list.html",
+        {
+            "plans": Plan.objects.select_related("created_by")[:20],
+            "nodes": Node.objects.exclude(gpu_model="").order_by("name"),
+        },
+    )
+
+
+@platform_admin_required
+@require_POST
+def plan_create(request):
+    nodes = request.POST.getlist("node") or None
+    try:
+        weight = float(request.POST.get("large_shape_weight") or 0)
+    except ValueError:
+        weight = 0.0
+    try:
+        plan = planning.make_plan(
+            actor=request.user,
+            allow_draining=request.POST.get("allow_draining") == "on",
+            include_pending=request.POST.get("include_pending") == "on",
+            nodes=nodes,
+            large_shape_weight=weight,
+            sharing="mps" if request.POST.get("sharing") == "mps" else "time-slicing",
+            method="greedy" if request.POST.get("method") == "greedy" else "exact",
+        )
+    except RuntimeError as exc:  # the solver gave up: say so, keep the page
+        messages.error(request, f"No plan: {exc}")
+        return redirect("console:plan_list")
+    return redirect("console:plan_detail", pk=plan.pk)
+
+
+@platform_admin_required
+def plan_detail(request, pk):
+    plan = get_object_or_404(Plan, pk=pk)
+    summary = plan.summary
+    classes = sorted(
+        set(summary.get("demand", {}))
+        | set(summary.get("supply_before", {}))
+        | set(summary.get("supply_after", {}))
+    )
+    lines = [
+        {
+            "slug": c,
+            "demand": summary.get("demand", {}).get(c, 0),
+            "before": summary.get("supply_before", {}).get(c, 0),
+            "after": summary.get("supply_after", {}).get(c, 0),
+            "served": summary.get("served", {}).get(c, 0),
+            "unserved": summary.get("unserved", {}).get(c, 0),
+        }
+        for c in classes
+    ]
+    return render(
+        request,
+        "console/plan_detail.html",
+        {"plan": plan, "lines": lines, "drawings": _plan_drawings(plan)},
+    )
+
+
+@platform_admin_required
+@require_POST
+def plan_apply(request, pk):
+    """Queue the rollout of all changed nodes, or of the one node posted."""
+    plan = get_object_or_404(Plan, pk=pk)
+    nodes = request.POST.getlist("node") or None
+    if plan.status == Plan.Status.APPLYING:
+        messages.error(request, "This plan is being applied already.")
+        return redirect("console:plan_detail", pk=plan.pk)
+    transaction.on_commit(
+        lambda: scheduler_tasks.apply_plan.delay(
+            plan_id=plan.pk, nodes=nodes, actor_id=request.user.pk
+        )
+    )
+    what = ", ".join(nodes) if nodes else "every changed node"
+    messages.success(request, f"Rollout queued for {what}; this page shows each step.")
+    return redirect("console:plan_detail", pk=plan.pk)

@@ -11,4 +11,8 @@ urlpatterns = [
     path("tenants/", console.tenants_overview, name="tenants"),
     path("health/", console.health, name="health"),
     path("audit/", console.audit, name="audit"),
+    path("plans/", console.plan_list, name="plan_list"),
+    path("plans/new/", console.plan_create, name="plan_create"),
+    path("plans/<int:pk>/", console.plan_detail, name="plan_detail"),
+    path("plans/<int:pk>/apply/", console.plan_apply, name="plan_apply"),
 ]
