@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from scheduler.advice import sharing_advice
 from tenants import permissions, selectors, services
 from tenants.exceptions import InvalidInput, ServiceError
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
@@ -81,6 +82,11 @@ def request_preview(request, slug):
                 "free": free[data["resource_class"].slug],
                 "amount": data["amount"],
                 "rc": data["resource_class"],
+                "advice": sharing_advice(
+                    model_key=data["resource_class"].gpu_model,
+                    workload=request.GET.get("workload"),
+                    strict_isolation=request.GET.get("isolation") == "strict",
+                ),
             }
         except ServiceError as exc:
             hint = {"error": exc.detail}

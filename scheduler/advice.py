@@ -1,0 +1,91 @@
+"""Which sharing mode fits a workload (pure), from the seed article's decision tree:
+
+- strict isolation (memory and faults) -> MIG only; on a GPU without MIG, a whole GPU;
+- inference -> a MIG slice, or time-slicing where the model has no MIG;
+- training -> MPS (several processes on one GPU, each with a share) or a whole GPU;
+- no MIG on this model -> time-slicing or MPS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler import catalog
+
+WORKLOADS = ("inference", "training")
+
+
+@dataclass(frozen=True)
+class Advice:
+    workload: str
+    mode: str  # "mig", "time-slicing", "mps" or "whole"
+    resource_class: str  # the class slug to ask for
+    reason: str
+
+
+def sharing_advice(
+    *, model_key: str, workload: str | None = None, strict_isolation: bool = False
+) -> list[Advice]:
+    """Suggestions in order of preference; for both workloads when `workload` is None."""
+    model = catalog.get_model(model_key)
+    kinds = [workload] if workload in WORKLOADS else list(WORKLOADS)
+    slug = model.slug
+    smallest = min(
+        (p for p in model.profiles.values() if not p.media_extensions),
+        key=lambda p: (p.compute_slices, p.memory_slices),
+        default=None,
+    )
+    out: list[Advice] = []
+    for kind in kinds:
+        if strict_isolation:
+            if model.mig_capable and smallest:
+                out.append(
+                    Advice(
+                        kind,
+                        "mig",
+                        f"{slug}-mig-{smallest.slug}",
+                        "MIG gives each instance its own memory and faults: the only sharing "
+                        "with strict isolation; pick the smallest profile that fits",
+                    )
+                )
+            else:
+                out.append(
+                    Advice(
+                        kind,
+                        "whole",
+                        slug,
+                        f"{model.key} has no MIG, and time-slicing or MPS share memory: "
+                        "ask for whole GPUs",
+                    )
+                )
+            continue
+        if kind == "inference":
+            if model.mig_capable and smallest:
+                out.append(
+                    Advice(
+                        kind,
+                        "mig",
+                        f"{slug}-mig-{smallest.slug}",
+                        "a MIG slice sized to the model: guaranteed memory and compute",
+                    )
+                )
+            out.append(
+                Advice(
+                    kind,
+                    "time-slicing",
+                    f"{slug}-shared",
+                    "time-sliced replicas: cheapest for bursty, light inference; no memory "
+                    "isolation",
+                )
+            )
+        else:
+            out.append(
+                Advice(
+                    kind,
+                    "mps",
+                    f"{slug}-shared",
+                    "MPS: several training processes share one GPU, each with a fixed share",
+                )
+            )
+            out.append(Advice(kind, "whole", slug, "a whole GPU for large or long training runs"))
+    return out
