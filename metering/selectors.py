@@ -40,20 +40,21 @@ def parse_month(value: str | None, now: datetime | None = None) -> date:
     return date(int(year), int(month), 1)
 
 
-def price_schedules(class_ids=None) -> dict[int, pricing.PriceSchedule]:
+def price_schedules(classes=None) -> dict[int, pricing.PriceSchedule]:
+    """Resource class id -> its price schedule (for `classes`, default all): one query for the
+    rules, one more when the classes are not given."""
+    if classes is None:
+        classes = list(ResourceClass.objects.all())
+    by_pk = {rc.pk: rc for rc in classes}
     rules: dict[int, list[tuple[datetime, Decimal]]] = defaultdict(list)
-    rule_qs = PriceRule.objects.all()
-    classes = ResourceClass.objects.all()
-    if class_ids is not None:
-        rule_qs = rule_qs.filter(resource_class_id__in=class_ids)
-        classes = classes.filter(pk__in=class_ids)
-    for rc_id, at, price in rule_qs.values_list(
-        "resource_class_id", "effective_from", "price_per_hour"
-    ):
-        rules[rc_id].append((at, price))
+    if by_pk:
+        for rc_id, at, price in PriceRule.objects.filter(resource_class_id__in=by_pk).values_list(
+            "resource_class_id", "effective_from", "price_per_hour"
+        ):
+            rules[rc_id].append((at, price))
     return {
-        pk: pricing.PriceSchedule(default=price, changes=tuple(rules.get(pk, ())))
-        for pk, price in classes.values_list("pk", "price_per_hour")
+        pk: pricing.PriceSchedule(default=rc.price_per_hour, changes=tuple(rules.get(pk, ())))
+        for pk, rc in by_pk.items()
     }
 
 
@@ -92,18 +93,26 @@ def month_statements(
         end = min([t for t in (ends, ended) if t is not None], default=None)
         quota[(tenant_id, rc_id)].append(pricing.Span(start, end, amount))
     observed: dict[tuple[int, int], list[tuple[datetime, Decimal, Decimal]]] = defaultdict(list)
-    for tenant_id, rc_id, start, known, used in UsageRollup.objects.filter(
-        period=UsageRollup.Period.HOUR,
-        tenant_id__in=tenant_ids,
-        start__gte=window.start,
-        start__lt=window.end,
-        known_hours__gt=0,
-    ).values_list("tenant_id", "resource_class_id", "start", "known_hours", "used_hours"):
+    # Utilisation is only ever known for allocated pods: no intervals, no rollups to read.
+    observed_rows = (
+        UsageRollup.objects.none()
+        if not alloc
+        else UsageRollup.objects.filter(
+            period=UsageRollup.Period.HOUR,
+            tenant_id__in=tenant_ids,
+            start__gte=window.start,
+            start__lt=window.end,
+            known_hours__gt=0,
+        )
+    )
+    for tenant_id, rc_id, start, known, used in observed_rows.values_list(
+        "tenant_id", "resource_class_id", "start", "known_hours", "used_hours"
+    ):
         observed[(tenant_id, rc_id)].append((start, known, used))
     keys = alloc.keys() | quota.keys() | observed.keys()
     class_ids = {rc for _, rc in keys}
     classes = {rc.pk: rc for rc in ResourceClass.objects.filter(pk__in=class_ids)}
-    schedules = price_schedules(class_ids)
+    schedules = price_schedules(classes.values())
     usages: dict[int, list[pricing.ClassUsage]] = defaultdict(list)
     for tenant_id, rc_id in keys:
         rc = classes[rc_id]

@@ -14,6 +14,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
     path("", include("tenants.urls")),
+    path("", include("metering.urls")),
     path("", include("scheduler.urls")),
     path("console/", include("portal.console_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -1,10 +1,12 @@
 """Home and team dashboards (they bring tenants' and the scheduler's data together)."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 
+from metering.selectors import budget_state
 from scheduler.models import TenantSyncState, Workload
 from scheduler.workloads import quota_lines, usage_by_tenant
 from tenants import permissions
@@ -68,6 +70,8 @@ def team_detail(request, slug):
         .select_related("resource_class")
         .order_by("ends_at"),
         "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
+        "budget": budget_state(tenant),  # cost this month against budget (metering)
+        "enforce": settings.BUDGET_ENFORCE,
         "memberships": Membership.objects.filter(tenant=tenant)
         .select_related("user")
         .order_by("role", "user__username"),

@@ -384,6 +384,9 @@ def submit_workload(
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
+        from metering.services import check_budget  # BUDGET_ENFORCE: refuse over budget
+
+        check_budget(tenant)
         if priority not in (tenant.allowed_priority_classes or []):
             raise InvalidInput(
                 f"{tenant.slug} may use the priority classes "

@@ -9,6 +9,7 @@ app_name = "api"
 urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("scheduler.api.urls")),
+    path("v1/", include("metering.api.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path(
         "docs/",

@@ -1,0 +1,80 @@
+"""One shape for a statement, used by the page, the CSV/JSON export and the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import date
+
+from metering import pricing
+from tenants.models import Tenant
+
+CSV_FIELDS = [
+    "tenant",
+    "cost_centre",
+    "month",
+    "basis",
+    "resource_class",
+    "name",
+    "gpu_fraction",
+    "allocated_hours",
+    "allocated_gpu_hours",
+    "allocated_cost",
+    "quota_hours",
+    "quota_gpu_hours",
+    "quota_cost",
+    "billed_cost",
+    "observed_hours",
+    "used_hours",
+    "idle_hours",
+    "idle_cost",
+]
+
+
+def statement_dict(tenant: Tenant, month: date, statement: pricing.Statement, budget=None) -> dict:
+    return {
+        "tenant": tenant.slug,
+        "cost_centre": tenant.cost_centre,
+        "month": f"{month:%Y-%m}",
+        "basis": statement.basis,
+        "currency": "USD",
+        "window": {
+            "start": statement.window.start.isoformat(),
+            "end": statement.window.end.isoformat(),
+        },
+        "lines": [
+            {
+                "resource_class": line.slug,
+                **{k: v for k, v in line.as_dict().items() if k != "slug"},
+            }
+            for line in statement.lines
+        ],
+        "totals": {
+            "allocated_gpu_hours": str(statement.allocated_gpu_hours),
+            "allocated_cost": str(statement.allocated_cost),
+            "quota_cost": str(statement.quota_cost),
+            "idle_hours": str(statement.idle_hours),
+            "idle_cost": str(statement.idle_cost),
+            "total": str(statement.total),
+        },
+        "budget": str(budget) if budget is not None else None,
+    }
+
+
+def statements_csv(rows: list[dict]) -> str:
+    """Flat CSV of statement dicts: one line per tenant and resource class."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for st in rows:
+        for line in st["lines"]:
+            writer.writerow(
+                {
+                    "tenant": st["tenant"],
+                    "cost_centre": st["cost_centre"],
+                    "month": st["month"],
+                    "basis": st["basis"],
+                    **{k: line[k] for k in CSV_FIELDS[4:]},
+                }
+            )
+    return out.getvalue()

@@ -1,0 +1,20 @@
+from django.urls import path
+
+from metering import views
+
+app_name = "metering"
+
+urlpatterns = [
+    path("usage/platform/", views.platform_usage, name="platform_usage"),
+    path(
+        "usage/platform/chargeback.<str:fmt>",
+        views.chargeback_export,
+        name="chargeback_export",
+    ),
+    path("usage/teams/<slug:slug>/", views.team_usage, name="team_usage"),
+    path(
+        "usage/teams/<slug:slug>/statement.<str:fmt>",
+        views.team_statement_export,
+        name="team_statement_export",
+    ),
+]

@@ -1,0 +1,123 @@
+"""Usage pages: a team's dashboard and statement, the platform dashboard, and their exports.
+Thin: they read through `metering.selectors` and render; numbers come from the same functions as
+the API's."""
+
+from __future__ import annotations
+
+import json
+import zoneinfo
+from datetime import date, timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from metering import pricing, selectors
+from metering.api.views import csv_response, statement_dicts
+from metering.models import AllocationInterval
+from portal.console import platform_admin_required
+from tenants.models import Tenant
+
+TZ_SESSION_KEY = "metering_tz"
+
+
+def display_tz(request) -> str:
+    """The viewer's time zone: `?tz=` (remembered in the session), else the session's, else
+    settings.TIME_ZONE. Times are stored in UTC and only converted for display."""
+    asked = request.GET.get("tz")
+    if asked:
+        try:
+            zoneinfo.ZoneInfo(asked)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            asked = None
+        else:
+            request.session[TZ_SESSION_KEY] = asked
+    return asked or request.session.get(TZ_SESSION_KEY) or settings.TIME_ZONE
+
+
+def _month(request) -> date:
+    try:
+        return selectors.parse_month(request.GET.get("month"))
+    except ValueError:
+        raise Http404("month must look like 2026-11") from None
+
+
+def _basis(request) -> str:
+    basis = request.GET.get("basis") or settings.BILLING_BASIS
+    return basis if basis in pricing.BASES else settings.BILLING_BASIS
+
+
+def _team(request, slug) -> Tenant:
+    return get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
+
+
+@login_required
+def team_usage(request, slug):
+    tenant = _team(request, slug)
+    tz = display_tz(request)
+    timezone.activate(zoneinfo.ZoneInfo(tz))
+    month, basis = _month(request), _basis(request)
+    statement = statement_dicts([tenant], month, basis)[0]
+    state = selectors.budget_state(tenant)
+    context = {
+        "tenant": tenant,
+        "month": month,
+        "basis": basis,
+        "bases": pricing.BASES,
+        "tz": tz,
+        "statement": statement,
+        "budget": state,
+        "enforce": settings.BUDGET_ENFORCE,
+        "series": selectors.team_series(tenant),
+        "low_use": selectors.low_use_holders(tenant),
+        "intervals": AllocationInterval.objects.filter(tenant=tenant)
+        .select_related("resource_class")
+        .order_by("-started_at")[:50],
+        "prev_month": pricing.month_start(month - timedelta(days=1)),
+        "next_month": pricing.next_month(month),
+    }
+    return render(request, "metering/team_usage.html", context)
+
+
+@login_required
+def team_statement_export(request, slug, fmt):
+    tenant = _team(request, slug)
+    month = _month(request)
+    rows = statement_dicts([tenant], month, _basis(request))
+    if fmt == "csv":
+        return csv_response(rows, f"gpu-statement-{tenant.slug}-{month:%Y-%m}.csv")
+    return JsonResponse(rows[0])
+
+
+@platform_admin_required
+def platform_usage(request):
+    tz = display_tz(request)
+    timezone.activate(zoneinfo.ZoneInfo(tz))
+    try:
+        days = max(1, min(int(request.GET.get("days", 30)), 366))
+    except ValueError:
+        days = 30
+    month = _month(request)
+    data = selectors.platform_series(days=days)
+    costs = selectors.cost_by_tenant(month)
+    context = {
+        "days": days,
+        "month": month,
+        "tz": tz,
+        "data": data,
+        "costs": costs[:25],
+        "idle_month": selectors.idle_hours_this_month(month),
+        "costs_data": [[slug, float(c)] for slug, c in costs[:25]],
+    }
+    return render(request, "metering/platform_usage.html", context)
+
+
+@platform_admin_required
+def chargeback_export(request, fmt):
+    month = _month(request)
+    rows = statement_dicts(list(Tenant.objects.order_by("slug")), month, _basis(request))
+    if fmt == "csv":
+        return csv_response(rows, f"gpu-chargeback-{month:%Y-%m}.csv")
+    return HttpResponse(json.dumps(rows, indent=1), content_type="application/json")
