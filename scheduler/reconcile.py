@@ -301,6 +301,9 @@ def _sync_one(
         ):
             out.changes.append(f"Namespace/{ns}: deleted (tenant archived)")
         return out
+    if any(o["kind"] == "Namespace" and _terminating(o) for o in live):
+        # Nothing can be created in it until Kubernetes has finished deleting it: try later.
+        raise TransientClusterError(f"namespace {ns} is still being deleted; retrying")
     return converge(kube, _tenant_desired(tenant, spec), live, previously)
 
 

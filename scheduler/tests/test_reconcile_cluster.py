@@ -231,3 +231,18 @@ def test_unreachable_api_server_is_transient_and_recorded(setup, world, settings
     state = TenantSyncState.objects.get(tenant=tenant)
     assert state.summary.startswith("failed: ")
     assert ReconcileRun.objects.filter(tenant=tenant).first().status == "failed"
+
+
+def test_a_namespace_still_terminating_is_retried_not_failed(kube, setup, world):
+    tenant, gpu, ns, owner = setup
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    # Someone deleted the namespace; a finalizer keeps it Terminating for as long as we like.
+    kube.merge_patch("Namespace", ns, {"metadata": {"finalizers": ["gpu-portal.io/test-hold"]}})
+    kube.delete("Namespace", ns)
+    wait_for("terminating", lambda: kube.get("Namespace", ns)["status"]["phase"] == "Terminating")
+    with pytest.raises(TransientClusterError, match="still being deleted"):
+        reconcile.reconcile_tenant(kube, tenant.pk)
+    kube.merge_patch("Namespace", ns, {"metadata": {"finalizers": None}})
+    wait_for("namespace gone", lambda: kube.get("Namespace", ns) is None, timeout=120)
+    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    assert run.status == "succeeded" and kube.get("ResourceQuota", "gpu-portal-quota", ns)

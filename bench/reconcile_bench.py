@@ -1,0 +1,161 @@
+"""Reconcile N tenants onto the local cluster from empty, then again with nothing changed, next
+to `kubectl apply --server-side` of the same rendered manifests (the floor) in the same run.
+
+Goals (issue 4): cold ≤ 1.5 × floor; no-op run: 0 writes and ≤ 0.2 × the cold time.
+Runs in a throwaway database and its own instance label and namespace prefixes, and deletes
+every namespace it made at the end.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import tempfile
+import time
+from datetime import timedelta
+
+import yaml
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from localcluster import build, cluster
+from scheduler import reconcile, render
+from scheduler.kube import KubeGateway
+from scheduler.models import ResourceClass
+from scheduler.services import ensure_resource_classes
+from tenants.models import Membership, QuotaGrant, Tenant
+
+MODELS = ["A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB", "RTX4090-24GB"]
+
+
+def _seed(n: int) -> None:
+    rng = random.Random(42)  # the same world every run
+    ensure_resource_classes(MODELS)
+    classes = list(ResourceClass.objects.all())
+    User = get_user_model()
+    users = User.objects.bulk_create(User(username=f"bench-user-{i}") for i in range(n * 2))
+    tenants = Tenant.objects.bulk_create(
+        Tenant(
+            slug=f"t{i:04d}",
+            name=f"Bench team {i}",
+            allowed_priority_classes=["gpu-high", "gpu-low"],
+        )
+        for i in range(n)
+    )
+    now = timezone.now()
+    grants, memberships = [], []
+    for i, tenant in enumerate(tenants):
+        for rc in rng.sample(classes, rng.randint(1, 4)):
+            ends = now + timedelta(days=rng.randint(1, 90)) if rng.random() < 0.7 else None
+            grants.append(
+                QuotaGrant(
+                    tenant=tenant,
+                    resource_class=rc,
+                    amount=rng.randint(1, 8),
+                    starts_at=now,
+                    ends_at=ends,
+                )
+            )
+        memberships += [
+            Membership(tenant=tenant, user=users[2 * i], role="owner"),
+            Membership(tenant=tenant, user=users[2 * i + 1], role=rng.choice(["member", "viewer"])),
+        ]
+    QuotaGrant.objects.bulk_create(grants)
+    Membership.objects.bulk_create(memberships)
+
+
+def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
+    """kubectl apply --server-side of the same manifests under other names (from empty)."""
+    specs = reconcile.build_specs(list(Tenant.objects.all()))
+    docs = []
+    for spec in specs.values():
+        floor_spec = render.TenantSpec(
+            **{**spec.__dict__, "namespace_prefix": "benchfloor-", "instance": "bench-floor"}
+        )
+        docs.extend(render.render_tenant(floor_spec))
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump_all(docs, fh)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [
+            kubectl,
+            f"--kubeconfig={kube_path}",
+            "apply",
+            "--server-side",
+            "--field-manager=bench-floor",
+            "-f",
+            fh.name,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - t0, len(docs)
+
+
+SELECTORS = (f"{render.INSTANCE_LABEL}=bench", f"{render.INSTANCE_LABEL}=bench-floor")
+
+
+def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
+    """Delete the namespaces a run made; with wait, until they are gone (so a run that follows
+    another starts from empty, not from namespaces still terminating)."""
+    for selector in SELECTORS:
+        for ns in kube.list("Namespace", label_selector=selector):
+            kube.delete("Namespace", ns["metadata"]["name"])
+    deadline = time.monotonic() + 600
+    while wait and time.monotonic() < deadline:
+        left = sum(len(kube.list("Namespace", label_selector=s)) for s in SELECTORS)
+        if not left:
+            return
+        print(f"  waiting for {left} namespaces of an earlier run to go ...", flush=True)
+        time.sleep(5)
+
+
+def run(*, tenants: int) -> int:
+    cluster.up()
+    settings.PORTAL_INSTANCE = "bench"
+    settings.TENANT_NAMESPACE_PREFIX = "bench-"
+    kube_path = str(cluster.KUBECONFIG)
+    kubectl = str(build.binaries()["kubectl"])
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench"  # not the test suite's
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    kube = KubeGateway.from_kubeconfig(kube_path)
+    try:
+        _cleanup(kube, wait=True)
+        print(f"seeding {tenants} tenants with grants and members ...", flush=True)
+        _seed(tenants)
+        rows = []
+        for label in ("cold (from empty)", "no-op (nothing changed)"):
+            calls, writes = kube.stats.total, kube.stats.writes
+            t0 = time.perf_counter()
+            summary = reconcile.reconcile_all(kube, trigger="benchmark")
+            elapsed = time.perf_counter() - t0
+            rows.append((label, elapsed, kube.stats.total - calls, kube.stats.writes - writes))
+            print(
+                f"  {label}: {elapsed:.1f} s, {summary.tenants} tenants, {summary.changed} changed,"
+                f" {summary.skipped_busy} busy, {len(summary.failed)} failed {summary.failed[:3]}",
+                flush=True,
+            )
+        floor_s, objects = _floor(kube_path, kubectl)
+        rows.append(("kubectl apply --server-side", floor_s, objects, objects))
+    finally:
+        _cleanup(kube)
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    (_, cold, _, _), (_, noop, _, noop_writes), _ = rows
+    print()
+    print(f"Reconcile {tenants} tenants ({objects} objects) on the local cluster")
+    print(f"{'run':<30} {'wall s':>8} {'API calls':>10} {'writes':>8}")
+    for label, secs, calls, writes in rows:
+        print(f"{label:<30} {secs:>8.2f} {calls:>10} {writes:>8}")
+    print()
+    checks = [
+        ("cold / kubectl floor", cold / floor_s, "≤ 1.50", cold / floor_s <= 1.5),
+        ("no-op / cold", noop / cold, "≤ 0.20", noop / cold <= 0.2),
+        ("no-op writes", noop_writes, "= 0", noop_writes == 0),
+    ]
+    print(f"{'ratio':<30} {'value':>8} {'goal':>10} {'met':>8}")
+    for name, value, goal, ok in checks:
+        print(f"{name:<30} {value:>8.2f} {goal:>10} {'yes' if ok else 'NO':>8}")
+    return 0
