@@ -222,7 +222,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["portal.api.throttling.PerTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"per_token": env("API_THROTTLE_RATE", default="600/min")},
