@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -48,3 +49,13 @@ def exception_handler(exc, context):
         if response.status_code == status.HTTP_401_UNAUTHORIZED:
             response.data["code"] = "not_authenticated"
     return response
+
+
+@csrf_exempt  # like every API view: a POST with a token is not refused as HTML for a CSRF cookie
+def endpoint_not_found(request, *args, **kwargs) -> JsonResponse:
+    """What any other path under /api/ answers (e.g. `/api/v1/workloads/0.5/`, which no route
+    matches): the same JSON 404 as a missing object, never Django's HTML page."""
+    return JsonResponse(
+        {"code": "not_found", "detail": f"no such API endpoint: {request.path}", "errors": {}},
+        status=404,
+    )

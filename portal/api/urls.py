@@ -1,8 +1,10 @@
 """/api/v1/ (the resources), /api/schema/ (OpenAPI 3) and /api/docs/ (Swagger UI, no CDN)."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
+
+from portal.api.exceptions import endpoint_not_found
 
 app_name = "api"
 
@@ -16,4 +18,7 @@ urlpatterns = [
         SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[AllowAny]),
         name="docs",
     ),
+    # Last: every other path under /api/ ending in a slash is a JSON 404 (without the slash,
+    # APPEND_SLASH redirects here first).
+    re_path(r"^.*/$", endpoint_not_found, name="not_found"),
 ]
