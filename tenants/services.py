@@ -535,20 +535,26 @@ def cancel_capacity_request(
 def mark_request_provisioned(*, request: CapacityRequest) -> CapacityRequest:
     """The reconciler put the approved capacity on the cluster."""
     with transaction.atomic():
-        request = CapacityRequest.objects.select_for_update().get(pk=request.pk)
-        if not request.can("provision"):
-            return request  # already provisioned, or ended meanwhile: nothing to do
-        before = audit.snapshot(request, ["state"])
-        request.transition("provision")
-        request.save(update_fields=["state", "updated_at"])
-        audit.record(
-            actor=None,
-            verb="capacity_request.provisioned",
-            obj=request,
-            tenant=request.tenant,
-            before=before,
-            after=audit.snapshot(request, ["state"]),
-        )
+        return _system_transition(request, "provision")
+
+
+def _system_transition(request: CapacityRequest, action: str) -> CapacityRequest:
+    """A move the system makes (provision, expire) under a lock, once: when the request has
+    moved on meanwhile, nothing happens. Call inside a transaction."""
+    request = CapacityRequest.objects.select_for_update().get(pk=request.pk)
+    if not request.can(action):
+        return request
+    before = audit.snapshot(request, ["state"])
+    request.transition(action)
+    request.save(update_fields=["state", "updated_at"])
+    audit.record(
+        actor=None,
+        verb=f"capacity_request.{request.state}",
+        obj=request,
+        tenant=request.tenant,
+        before=before,
+        after=audit.snapshot(request, ["state"]),
+    )
     return request
 
 
@@ -650,18 +656,7 @@ def expire_grants(*, now: datetime | None = None) -> int:
                 and request.can("expire")
                 and not request.grants.filter(state=QuotaGrant.State.ACTIVE).exists()
             ):
-                request = CapacityRequest.objects.select_for_update().get(pk=request.pk)
-                before_req = audit.snapshot(request, ["state"])
-                request.transition("expire")
-                request.save(update_fields=["state", "updated_at"])
-                audit.record(
-                    actor=None,
-                    verb="capacity_request.expired",
-                    obj=request,
-                    tenant=grant.tenant,
-                    before=before_req,
-                    after=audit.snapshot(request, ["state"]),
-                )
+                _system_transition(request, "expire")
             _notify_desired_state_changed(grant.tenant)
             ended += 1
     return ended
