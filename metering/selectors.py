@@ -141,6 +141,19 @@ def budget_for(tenant: Tenant, month: date) -> Decimal | None:
     return row if row is not None else tenant.monthly_budget
 
 
+def budgets_for_month(month: date) -> dict[int, Decimal]:
+    """tenant id -> budget of the month, for every tenant that has one (two queries)."""
+    out: dict[int, Decimal] = {
+        pk: amount
+        for pk, amount in Tenant.objects.filter(monthly_budget__isnull=False).values_list(
+            "pk", "monthly_budget"
+        )
+        if amount is not None
+    }
+    out.update(Budget.objects.filter(month=month).values_list("tenant_id", "amount"))
+    return out
+
+
 @dataclass(frozen=True)
 class BudgetState:
     month: date

@@ -109,9 +109,30 @@ def _recipients(tenant: Tenant) -> list[str]:
     )
 
 
-def warn_budget(tenant: Tenant, *, now: datetime | None = None) -> BudgetAlert | None:
+def warn_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
+    """Every active tenant with a budget this month: warn those at 80 % or 100 % (statements
+    computed in one batch)."""
+    month = selectors.current_month(now)
+    budgets = selectors.budgets_for_month(month)
+    tenants = list(Tenant.objects.filter(status=Tenant.Status.ACTIVE, pk__in=budgets))
+    statements = selectors.month_statements(month, [t.pk for t in tenants], now=now)
+    alerts = []
+    for tenant in tenants:
+        cost = statements[tenant.pk].total
+        state = selectors.BudgetState(
+            month, cost, budgets[tenant.pk], pricing.budget_level(cost, budgets[tenant.pk])
+        )
+        alert = warn_budget(tenant, now=now, state=state)
+        if alert is not None:
+            alerts.append(alert)
+    return alerts
+
+
+def warn_budget(
+    tenant: Tenant, *, now: datetime | None = None, state: selectors.BudgetState | None = None
+) -> BudgetAlert | None:
     """Send the tenant's owners the 80 % or 100 % warning of this month, once each."""
-    state = selectors.budget_state(tenant, now)
+    state = state or selectors.budget_state(tenant, now)
     if not state.level or state.budget is None:
         return None
     with transaction.atomic():

@@ -34,10 +34,5 @@ def roll_up() -> dict:
 @portal_task(name="metering.tasks.warn_budgets")
 def warn_budgets() -> int:
     from metering import services
-    from tenants.models import Tenant
 
-    sent = 0
-    for tenant in Tenant.objects.filter(status=Tenant.Status.ACTIVE):
-        if services.warn_budget(tenant) is not None:
-            sent += 1
-    return sent
+    return len(services.warn_budgets())

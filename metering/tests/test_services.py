@@ -177,3 +177,24 @@ def test_over_budget_tenants_are_refused_new_workloads_when_enforced(world, sett
             priority="gpu-low",
         )
     services.check_budget(world.other_tenant)  # no budget: never refused
+
+
+def test_the_tasks_warn_in_one_batch_and_roll_up(world, django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from metering import tasks
+
+    now = timezone.now()
+    world.owner.email = "owner@example.com"
+    world.owner.save()
+    world.other_tenant.monthly_budget = Decimal("1000")
+    world.other_tenant.save()
+    services.set_budget(
+        actor=world.admin, tenant=world.tenant, month=selectors.current_month(now), amount="1"
+    )
+    interval(world, now - timedelta(hours=2), now - timedelta(hours=1))  # 1.50 of 1.00
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.warn_budgets() == 1
+        assert tasks.warn_budgets() == 0  # safe to run twice
+    assert BudgetAlert.objects.get().threshold == 100 and len(mail.outbox) == 1
+    assert tasks.roll_up() == {"hours": 0, "days": 0, "purged": 0}
