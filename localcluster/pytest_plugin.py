@@ -60,6 +60,18 @@ def kube_cluster() -> KubeCluster:
     api.close()
 
 
+def wait_for(what: str, check, timeout: float = 30, interval: float = 0.1):
+    """Poll `check` until it returns something truthy (returned) or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
 def _namespace_name(node_name: str) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", node_name.lower()).strip("-")[:40].strip("-")
     return f"t-{base}-{uuid.uuid4().hex[:6]}"

@@ -11,6 +11,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from localcluster import build
+from localcluster.pytest_plugin import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -29,17 +30,6 @@ PRIORITY_CLASSES = {"gpu-critical": 1_000_000, "gpu-high": 900_000, "gpu-low": 1
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def wait_for(what: str, check, timeout: float = 30, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def gpu_pod(

@@ -1,23 +1,12 @@
 """Helpers for tests against the local cluster."""
 
-import time
 import uuid
 
 import pytest
 
+from localcluster.pytest_plugin import wait_for  # noqa: F401 - re-exported for the tests
 from scheduler import kube as kube_module
 from scheduler.kube import KubeGateway
-
-
-def wait_for(what, check, timeout=30.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def unique_slug(prefix="rt") -> str:

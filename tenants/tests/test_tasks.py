@@ -7,6 +7,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
+from localcluster.pytest_plugin import wait_for
 from portal.celery import app
 from tenants import tasks
 from tenants.models import AuditEvent, QuotaGrant
@@ -29,22 +30,13 @@ def celery_worker():
         yield worker
 
 
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_expire_grants_runs_on_a_worker_and_is_safe_twice(celery_worker):
     grant = QuotaGrantFactory(
         starts_at=timezone.now() - timedelta(days=2), ends_at=timezone.now() - timedelta(minutes=1)
     )
     tasks.expire_grants.delay()
     tasks.expire_grants.delay()  # a duplicate message changes nothing more
-    assert wait_for(lambda: QuotaGrant.objects.get(pk=grant.pk).state == "expired")
+    wait_for("the grant to expire", lambda: QuotaGrant.objects.get(pk=grant.pk).state == "expired")
     time.sleep(0.5)
     assert AuditEvent.objects.filter(verb="quota_grant.expired").count() == 1
 
