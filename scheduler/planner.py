@@ -9,7 +9,8 @@ per resource class into a proposed shape per GPU, with three objectives in stric
 3. leave the surplus in the shapes most often asked for (low fragmentation, in the spirit of
    the FGD paper), plus an optional bonus for large shapes.
 
-`plan_exact` solves this as three integer programs (HiGHS), one objective at a time, over
+`plan_exact` solves this as three integer programs (HiGHS), one objective at a time (the first
+two to proven optimality; the third, a tie-break, is time-boxed and starts from the second), over
 *classes of identical decision units*: GPUs of one model with the same current layout that may
 change are interchangeable, so one integer variable counts how many of them take each candidate
 layout. GPUs that may not change (busy, or outside the chosen nodes) are constants. `plan_greedy`
@@ -35,7 +36,6 @@ from scheduler import catalog
 
 SHARED_CLASS_REPLICAS = 4  # a shared class unit is 1/4 GPU (scheduler.services default)
 WEIGHT_SCALE = 28  # weights in 28ths of a GPU: 1g = 4, whole = 28, shared replica = 7
-CHANGE_COST = 1000  # per GPU changed; each disturbed pod adds 1 (pods per GPU < 1000)
 
 
 class Shape(NamedTuple):
@@ -80,6 +80,7 @@ class Policy:
     nodes: frozenset[str] | None = None  # plan only these nodes; None: all
     # Serve at least this much (GPU-equivalents) instead of the most: for comparisons.
     serve_at_least: float | None = None
+    polish_seconds: float = 0.25  # time box for objective 3 (the first two are always exact)
 
 
 @dataclass
@@ -187,8 +188,11 @@ class _Unit:
     def pods(self) -> set[str]:
         return {p for g in self.gpus for p in g.pods}
 
-    def cost(self) -> int:
-        return CHANGE_COST * len(self.gpus) + len(self.pods)
+    def cost(self, per_gpu: int) -> int:
+        """Objective 2 per change: GPUs (times `per_gpu`, more than the number of units), plus
+        one when pods run there, so idle GPUs go first. Among busy units of one class, the ones
+        with the fewest pods are changed first."""
+        return per_gpu * len(self.gpus) + (1 if self.pods else 0)
 
 
 def _units(gpus: list[GpuState], policy: Policy) -> list[_Unit]:
@@ -274,7 +278,9 @@ def plan_exact(
     classes: dict[tuple, list[int]] = defaultdict(list)  # class key -> unit positions
     for pos, unit in enumerate(units):
         if unit.movable:
-            key = (unit.model, len(unit.gpus), unit.shape, unit.busy and unit.cost())
+            # Busy and idle units share a class: the same columns, and the realisation below
+            # changes the idle ones (then those with the fewest pods) first.
+            key = (unit.model, len(unit.gpus), unit.shape, len(unit.gpus))
             classes[key].append(pos)
         else:
             model = catalog.get_model(unit.model)
@@ -285,9 +291,8 @@ def plan_exact(
     row_of = {c: i for i, c in enumerate(demanded)}
     # Columns: one integer per (class, candidate shape), then one `served` per demanded class.
     cols: list[tuple[tuple, Shape, int]] = []  # (class key, shape, cost of one unit)
-    for key, positions in classes.items():
-        model_key, n_gpus, current, _ = key
-        cost = units[positions[0]].cost()
+    for key in classes:
+        model_key, _, current, cost = key
         shapes = candidate_shapes(model_key, policy.sharing, policy.replica_options)
         for shape in dict.fromkeys((current, *shapes)):
             cols.append((key, shape, 0 if shape == current else cost))
@@ -322,6 +327,20 @@ def plan_exact(
         val = [1.0] + [-v for _, v in supply_terms[c]]
         h.addRow(-inf, fixed.get(c, 0), len(idx), np.array(idx), np.array(val))
 
+    # Busy units changed per class: b_k >= changes - idle units (the idle ones change first).
+    busy_rows = []
+    for key, positions in classes.items():
+        idle = sum(1 for p in positions if not units[p].pods)
+        if idle < len(positions):
+            busy_rows.append((key, idle, len(positions) - idle))
+    if busy_rows:
+        n_b = len(busy_rows)
+        h.addVars(n_b, np.zeros(n_b), np.array([float(b) for _, _, b in busy_rows]))
+        for i, (key, idle, _) in enumerate(busy_rows):
+            js = [j for j in by_class[key] if cols[j][1] != key[2]]
+            idx = np.array([*js, n_x + n_s + i])
+            h.addRow(-inf, idle, len(idx), idx, np.array([1.0] * len(js) + [-1.0]))
+
     def solve(costs: list[float], sense_max: bool) -> float:
         h.changeColsCost(len(costs), np.arange(len(costs)), np.array(costs, dtype=float))
         h.changeObjectiveSense(
@@ -333,32 +352,50 @@ def plan_exact(
         return h.getInfo().objective_function_value
 
     # 1. most demand served (weights are integers: round the optimum, keep it as a floor).
-    serve = [0.0] * n_x + [float(class_weight(c)) for c in demanded]
+    serve = [0.0] * n_x + [float(class_weight(c)) for c in demanded] + [0.0] * len(busy_rows)
     if policy.serve_at_least is None:
         best = round(solve(serve, True))
     else:
         best = round(policy.serve_at_least * WEIGHT_SCALE)
-    h.addRow(best - 0.5, inf, n_s, np.arange(n_x, n_x + n_s), np.array(serve[n_x:]))
-    # 2. fewest GPUs changed, then fewest pods disturbed.
-    change = [float(cost) for _, _, cost in cols] + [0.0] * n_s
+    h.addRow(best - 0.5, inf, n_s, np.arange(n_x, n_x + n_s), np.array(serve[n_x : n_x + n_s]))
+    # 2. fewest GPUs changed (costs are GPU counts: integral, so a gap below 1 is exact).
+    n_b = len(busy_rows)
+    change = [float(cost) for _, _, cost in cols] + [0.0] * (n_s + n_b)
+    h.setSolution(h.getSolution())
+    h.setOptionValue("mip_abs_gap", 0.99)
     least = round(solve(change, False))
     nz = [j for j in range(n_x) if change[j]]
     if nz:
         h.addRow(-inf, least + 0.5, len(nz), np.array(nz), np.array([change[j] for j in nz]))
+    # 2b. then fewest busy GPUs among them (only when draining lets busy GPUs move).
+    if n_b:
+        h.setSolution(h.getSolution())
+        busiest = round(solve([0.0] * (n_x + n_s) + [1.0] * n_b, False))
+        b_cols = np.arange(n_x + n_s, n_x + n_s + n_b)
+        h.addRow(-inf, busiest + 0.5, n_b, b_cols, np.ones(n_b))
     # 3. surplus in popular shapes: value of supply minus what is served.
     pop = _popularity(demand, policy)
     shape_value = [
         key[1] * sum(pop.get(c, 0) * n for c, n in units_of(catalog.get_model(key[0]), s).items())
         for key, s, _ in cols
     ]
+    x = list(h.getSolution().col_value)
     if any(shape_value):
-        solve(shape_value + [-pop.get(c, 0) for c in demanded], True)
-    x = h.getSolution().col_value
+        # A tie-break among plans already optimal on 1 and 2: started from the stage-2 plan and
+        # time-boxed, since symmetric classes can make proving its optimum slow.
+        h.setSolution(h.getSolution())
+        h.setOptionValue("time_limit", h.getRunTime() + policy.polish_seconds)  # cumulative clock
+        values = shape_value + [-pop.get(c, 0) for c in demanded] + [0.0] * len(busy_rows)
+        h.changeColsCost(len(values), np.arange(len(values)), np.array(values, dtype=float))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        h.run()
+        if h.getInfo().primal_solution_status == 2:  # feasible: at least as good as stage 2
+            x = list(h.getSolution().col_value)
 
     chosen: list[Shape] = [u.shape for u in units]
     for key, js in by_class.items():
-        # Changes go first to units on nodes without pods, then in node order: fewer cordons.
-        positions = sorted(classes[key], key=lambda p: (bool(units[p].pods), p))
+        # Changes go first to the units with the fewest pods, then in node order.
+        positions = sorted(classes[key], key=lambda p: (len(units[p].pods), p))
         counts = [(cols[j][1], round(x[j])) for j in js if cols[j][1] != key[2]]
         k = 0
         for shape, n in counts:
@@ -390,9 +427,9 @@ def plan_greedy(
     free: dict[tuple, list[int]] = defaultdict(list)
     for pos, unit in enumerate(units):
         if unit.movable:
-            free[(unit.model, len(unit.gpus), unit.shape, unit.cost())].append(pos)
+            free[(unit.model, len(unit.gpus), unit.shape, unit.cost(2))].append(pos)
     for lst in free.values():
-        lst.sort(key=lambda p: (bool(units[p].pods), p), reverse=True)  # pop() takes the best
+        lst.sort(key=lambda p: (len(units[p].pods), p), reverse=True)  # pop() takes the best
     while True:
         short = [c for c in goal if deficit(c) > 0]
         if not short:
