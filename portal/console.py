@@ -11,7 +11,7 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from scheduler import layouts, planner, planning
+from scheduler import layouts, mig_configs, planner, planning
 from scheduler import tasks as scheduler_tasks
 from scheduler.models import Cluster, Node, Plan, PodAllocation, ReconcileRun, TenantSyncState
 from tenants import services
@@ -235,7 +235,7 @@ def _plan_drawings(plan: Plan) -> list[dict]:
 def _gpus_of(model: str, shapes: list[planner.Shape]) -> list[layouts.Gpu]:
     """Draw shapes with the capacity map's own reading of a mig-parted config."""
     replicas = max((s.replicas for s in shapes if s.mode == "shared"), default=1)
-    config = {"proposed": planner.mig_entries(shapes)}
+    config = {"proposed": mig_configs.mig_entries(shapes)}
     return layouts.gpu_layouts(model, len(shapes), "proposed", replicas, config)
 
 

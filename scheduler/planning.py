@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
-from scheduler import catalog, layouts
+from scheduler import catalog, layouts, mig_configs
 from scheduler import planner as pl
 from scheduler.models import MigConfig, Node, Plan, PodAllocation
 from tenants import audit
@@ -40,7 +40,7 @@ def current_shapes(node: Node, configs: dict[str, list[dict]]) -> list[pl.Shape]
             pl.Shape("shared", (), node.sharing_replicas) if node.sharing_replicas > 1 else pl.WHOLE
         )
         return [shape] * node.gpu_count
-    shapes = pl.config_shapes(model, node.gpu_count, configs.get(node.mig_config, []))
+    shapes = mig_configs.config_shapes(model, node.gpu_count, configs.get(node.mig_config, []))
     return shapes or [pl.WHOLE] * node.gpu_count
 
 
@@ -136,7 +136,7 @@ def make_plan(
     demand = demand if demand is not None else approved_demand(include_pending=include_pending)
     solve = pl.plan_greedy if method == "greedy" else pl.plan_exact
     result = solve(gpus, demand, policy)
-    proposals, new_configs = pl.propose_nodes(gpus, result, labels, configs, policy)
+    proposals, new_configs = mig_configs.propose_nodes(gpus, result, labels, configs, policy)
     if policy.nodes is not None:
         proposals = [p for p in proposals if p.node in policy.nodes]
     policy_json = {

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import catalog
+from scheduler import catalog, mig_configs
 from scheduler import planner as pl
 
 A100 = "A100-80GB"
@@ -106,9 +106,11 @@ def test_non_mig_nodes_get_shared_replicas():
     gpus = [pl.GpuState("l", i, "L40S-48GB", pl.WHOLE) for i in range(4)]
     result = pl.plan_exact(gpus, {"l40s-48gb-shared": 16})
     assert {result.proposed[("l", i)] for i in range(4)} == {pl.Shape("shared", (), 4)}
-    proposals, _ = pl.propose_nodes(gpus, result, {"l": ("", "default")}, {})
+    proposals, _ = mig_configs.propose_nodes(gpus, result, {"l": ("", "default")}, {})
     assert proposals[0].device_plugin_config == "time-sliced-4"
-    mps = pl.propose_nodes(gpus, result, {"l": ("", "default")}, {}, pl.Policy(sharing="mps"))
+    mps = mig_configs.propose_nodes(
+        gpus, result, {"l": ("", "default")}, {}, pl.Policy(sharing="mps")
+    )
     assert mps[0][0].device_plugin_config == "mps-4"
 
 
@@ -145,15 +147,19 @@ def test_known_config_names_are_reused_and_others_generated():
         [("n", 0), ("n", 1)],
         [],
     )
-    proposals, new = pl.propose_nodes(gpus, result, {"n": ("all-1g.10gb", "default")}, known)
+    proposals, new = mig_configs.propose_nodes(
+        gpus, result, {"n": ("all-1g.10gb", "default")}, known
+    )
     assert proposals[0].mig_config == "all-balanced" and new == {}
 
     result.proposed[("n", 1)] = SEVENTHS
     result.changed = [("n", 0)]
-    proposals, new = pl.propose_nodes(gpus, result, {"n": ("all-1g.10gb", "default")}, known)
+    proposals, new = mig_configs.propose_nodes(
+        gpus, result, {"n": ("all-1g.10gb", "default")}, known
+    )
     name = proposals[0].mig_config
     assert name.startswith("portal-a100-80gb-") and len(name) <= 63
-    assert pl.config_shapes(MODEL, 2, new[name]) == [balanced, SEVENTHS]
+    assert mig_configs.config_shapes(MODEL, 2, new[name]) == [balanced, SEVENTHS]
     assert proposals[0].changed_gpus == [0]
 
 
