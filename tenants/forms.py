@@ -25,6 +25,18 @@ class CapacityRequestForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         help_text="Leave empty for open-ended (always reviewed by the platform team)",
     )
+    workload = forms.ChoiceField(
+        required=False,
+        label="What will run",
+        choices=[("", "Not sure"), ("inference", "Inference"), ("training", "Training")],
+        help_text="Only for the sharing advice below",
+    )
+    isolation = forms.ChoiceField(
+        required=False,
+        label="Isolation",
+        choices=[("", "Shared is fine"), ("strict", "Strict (no neighbours on the GPU)")],
+        help_text="Strict isolation means MIG or whole GPUs only",
+    )
     justification = forms.CharField(
         label="Why",
         widget=forms.Textarea(attrs={"rows": 3}),
