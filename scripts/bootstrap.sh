@@ -20,6 +20,7 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)  # metering tests
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # browser tests
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)  # make bench: the API load generator
 if [ ${#missing[@]} -gt 0 ]; then
   say "Installing Debian packages: ${missing[*]} (first run only)"
   $SUDO apt-get update -q

@@ -1,0 +1,39 @@
+"""`make bench`: run every benchmark and print a table of figures and ratios."""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
+    parser.add_argument(
+        "--only",
+        choices=["reconcile", "api", "planner"],
+        help="run one benchmark (default: all, in order)",
+    )
+    parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
+    parser.add_argument("--seconds", type=int, default=10, help="api: seconds per load run")
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from bench import api_bench, reconcile_bench
+
+    rc = 0
+    if args.only in (None, "reconcile"):
+        rc |= reconcile_bench.run(tenants=args.tenants)
+    if args.only in (None, "api"):
+        rc |= api_bench.run(clients=args.clients, seconds=args.seconds)
+    if args.only in (None, "planner"):
+        from bench import planner_bench
+
+        rc |= planner_bench.run()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,475 @@
+"""The workload API under load: p50/p99 latency and throughput of submit and status calls from
+50 concurrent clients (wrk, a second process) against gunicorn and PostgreSQL, and the time from
+submit to pod Running on the local cluster, next to creating the same Job directly on the API
+server (the floor), in the same run.
+
+Goals (issue 5): p99 < 250 ms for submit and status at 50 clients with zero errors;
+submit-to-Running ≤ direct + 1 s at p50.
+
+Runs in a throwaway database, its own Redis database as broker (purged), its own instance label
+and namespace prefix, and deletes every namespace it made at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from localcluster import cluster
+from scheduler import reconcile, render, workloads
+from scheduler.kube import KubeGateway
+from scheduler.models import Pool, ResourceClass, Workload
+from scheduler.services import ensure_resource_classes
+from tenants import services
+from tenants.models import Membership, QuotaGrant, Tenant
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+INSTANCE = "bench-api"
+PREFIX = "benchapi-"
+BROKER = "redis://127.0.0.1:6379/12"  # the bench's own broker database, purged at the end
+MODEL = "H100-80GB"
+IMAGE = "registry.k8s.io/pause:3.10"
+LOAD_TENANTS = 50  # one CI pipeline per team: submits are spread over 50 tenants
+
+# wrk's Lua: status reads pick a random workload; submits go round-robin over the tenants with
+# names unique per thread. done() prints the figures as one JSON line.
+WRK_COMMON = """
+local counter = 0
+thread_id = 0  -- a global: setup() sets it in each thread
+local threads = {}
+function setup(thread)
+  thread:set("thread_id", #threads)
+  table.insert(threads, thread)
+end
+local reported = 0
+function response(status, headers, body)
+  if status >= 300 and reported < 2 then
+    reported = reported + 1
+    io.stderr:write("WRK_ERROR " .. status .. " " .. string.sub(body, 1, 300) .. "\\n")
+  end
+end
+function done(summary, latency, requests)
+  local out = string.format(
+    '{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "mean_us": %d, ' ..
+    '"status_errors": %d, "connect_errors": %d, "read_errors": %d, "write_errors": %d, ' ..
+    '"timeouts": %d}',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    latency.mean, summary.errors.status, summary.errors.connect, summary.errors.read,
+    summary.errors.write, summary.errors.timeout)
+  io.stderr:write("WRK_JSON " .. out .. "\\n")
+end
+"""
+# Paced clients: each waits 0.5–1.5 s (1 s on average) after an answer before its next call, as
+# a CI job polling its workload does (the CLI polls every 2 s). Without it, wrk's clients call
+# back to back: the saturation run, whose latency is clients / throughput (Little's law).
+WRK_PACED = """
+function delay()
+  return math.random(500, 1500)
+end
+"""
+WRK_STATUS = """
+ids = {%(ids)s}
+wrk.headers["Authorization"] = "Bearer %(token)s"
+request = function()
+  return wrk.format("GET", "/api/v1/workloads/" .. ids[math.random(#ids)] .. "/")
+end
+"""
+WRK_SUBMIT = """
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer %(token)s"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  counter = counter + 1
+  local tenant = string.format("bl%%02d", counter %% %(tenants)d)
+  local body = '{"tenant": "' .. tenant .. '", "name": "%(run)s' .. thread_id .. '-' .. counter ..
+    '", "kind": "job", "image": "%(image)s", "command": ["python", "train.py"], ' ..
+    '"resources": {"%(rc)s": 1}, "priority": "gpu-low"}'
+  return wrk.format("POST", "/api/v1/workloads/", nil, body)
+end
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database_url() -> str:
+    d = connection.settings_dict
+    host, port = d["HOST"] or "127.0.0.1", d["PORT"] or 5432
+    return f"postgres://{d['USER']}:{d['PASSWORD']}@{host}:{port}/{d['NAME']}"
+
+
+def _child_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        "DATABASE_URL": _database_url(),
+        "TEST_CELERY_BROKER_URL": BROKER,
+        "TEST_PORTAL_INSTANCE": INSTANCE,
+        "TEST_NAMESPACE_PREFIX": PREFIX,
+        "KUBECONFIG": str(cluster.KUBECONFIG),
+        "API_THROTTLE_RATE": "1000000/min",  # measure the portal, not its throttle
+        "DB_CONN_MAX_AGE": "600",
+    }
+
+
+def _seed(rc: ResourceClass):
+    """50 load tenants with a large grant each, and one tenant on the cluster for the
+    submit-to-Running samples; a read-and-submit token of a robot that is a member of all."""
+    User = get_user_model()
+    robot = User.objects.create(username="bench-robot")
+    tenants = Tenant.objects.bulk_create(
+        Tenant(slug=f"bl{i:02d}", name=f"Load {i}", allowed_priority_classes=["gpu-low"])
+        for i in range(LOAD_TENANTS)
+    )
+    run_tenant = Tenant.objects.create(
+        slug="run", name="Submit to Running", allowed_priority_classes=["gpu-low"]
+    )
+    tenants.append(run_tenant)
+    Pool.objects.filter(resource_class=rc).update(capacity=1_000_000)
+    now = timezone.now()
+    QuotaGrant.objects.bulk_create(
+        QuotaGrant(tenant=t, resource_class=rc, amount=100_000, starts_at=now) for t in tenants
+    )
+    Membership.objects.bulk_create(Membership(tenant=t, user=robot, role="member") for t in tenants)
+    _, token = services.issue_token(
+        actor=robot, user=robot, name="bench", scopes=["read", "submit"]
+    )
+    # Workloads for the status calls: 200 of them, pending, in the load tenants (rows only:
+    # nothing is queued for the cluster).
+    seeded = Workload.objects.bulk_create(
+        Workload(
+            tenant=tenants[i % LOAD_TENANTS],
+            name=f"seed-{i}",
+            kind="job",
+            image=IMAGE,
+            command=["python", "train.py"],
+            resources={rc.slug: 1},
+            gpu_model=rc.gpu_model,
+            priority_class="gpu-low",
+            namespace=reconcile.tenant_namespace(tenants[i % LOAD_TENANTS]),
+            k8s_name=f"seed-{i}",
+            submitted_by=robot,
+        )
+        for i in range(200)
+    )
+    return run_tenant, token, [w.pk for w in seeded]
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_child_env(),
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _wait_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()  # noqa: S310 (a local URL)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _wrk(
+    base: str,
+    script: str,
+    clients: int,
+    seconds: int,
+    workdir: Path,
+    label: str,
+    *,
+    paced: bool = False,
+) -> dict:
+    path = workdir / f"{label}.lua"
+    path.write_text(WRK_COMMON + script + (WRK_PACED if paced else ""))
+    threads = min(clients, max(2, os.cpu_count() or 2))
+    result = subprocess.run(
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{clients}",
+            f"-d{seconds}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(path),
+            base,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for error in [x for x in result.stderr.splitlines() if x.startswith("WRK_ERROR ")][:3]:
+        print(f"  {label}: {error.removeprefix('WRK_ERROR ')}", flush=True)
+    line = next((x for x in result.stderr.splitlines() if x.startswith("WRK_JSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk gave no figures:\n{result.stdout}\n{result.stderr}")
+    data = json.loads(line.removeprefix("WRK_JSON "))
+    data["errors"] = (
+        sum(data[k] for k in ("status_errors", "connect_errors", "read_errors", "write_errors"))
+        + data["timeouts"]
+    )
+    data["rps"] = data["requests"] / (data["duration_us"] / 1e6)
+    return data
+
+
+def _post(base: str, token: str, body: dict) -> dict:
+    request = urllib.request.Request(  # noqa: S310 (a local URL)
+        f"{base}/api/v1/workloads/",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return json.loads(response.read())
+
+
+def _until_running(kube: KubeGateway, namespace: str, selector: str, t0: float) -> float:
+    deadline = t0 + 60
+    while time.perf_counter() < deadline:
+        for pod in kube.list("Pod", namespace, label_selector=selector):
+            if (pod.get("status") or {}).get("phase") == "Running":
+                return time.perf_counter() - t0
+        time.sleep(0.02)
+    raise TimeoutError(f"no Running pod for {selector} in 60 s")
+
+
+def _until_gone(kube: KubeGateway, namespace: str, selector: str) -> None:
+    deadline = time.monotonic() + 60
+    while kube.list("Pod", namespace, label_selector=selector) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float], list[float]]:
+    """Interleaved samples: through the portal (HTTP submit → worker → Job → pod Running) and
+    the same Job created directly on the API server."""
+    namespace = reconcile.tenant_namespace(tenant)
+    via_portal, direct = [], []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        w = _post(
+            base,
+            token,
+            {
+                "tenant": tenant.slug,
+                "name": f"run-{i}",
+                "kind": "job",
+                "image": IMAGE,
+                "resources": {rc.slug: 1},
+                "priority": "gpu-low",
+            },
+        )
+        selector = f"{workloads.WORKLOAD_LABEL}={w['id']}"
+        via_portal.append(_until_running(kube, namespace, selector, t0))
+        kube.delete("Job", w["k8s_name"], namespace)
+        _until_gone(kube, namespace, selector)
+
+        workload = Workload.objects.get(pk=w["id"])
+        spec = workloads.spec_for(workload)
+        floor_id = 900_000 + i
+        manifest = workloads.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
+        selector = f"{workloads.WORKLOAD_LABEL}={floor_id}"
+        t0 = time.perf_counter()
+        kube.create(manifest)
+        direct.append(_until_running(kube, namespace, selector, t0))
+        kube.delete("Job", f"direct-{i}", namespace)
+        _until_gone(kube, namespace, selector)
+    return via_portal, direct
+
+
+def _purge_broker() -> None:
+    from portal.celery import app
+
+    with app.connection_for_write(BROKER) as conn:
+        for queue in ("reconcile", "default", "metering", "notify"):
+            conn.default_channel.queue_purge(queue)
+
+
+def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
+    selector = f"{render.INSTANCE_LABEL}={INSTANCE}"
+    for ns in kube.list("Namespace", label_selector=selector):
+        kube.delete("Namespace", ns["metadata"]["name"])
+    deadline = time.monotonic() + 90
+    while wait and kube.list("Namespace", label_selector=selector):
+        if time.monotonic() > deadline:
+            raise TimeoutError("namespaces of a previous run are still being deleted")
+        time.sleep(0.5)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int = 0) -> int:
+    if shutil.which("wrk") is None:
+        print("api bench: wrk is not installed (apt-get install -y wrk); skipped")
+        return 1
+    cluster.up()
+    settings.PORTAL_INSTANCE = INSTANCE
+    settings.TENANT_NAMESPACE_PREFIX = PREFIX
+    kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench_api"  # not the test suite's
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    workers = workers or 2 * (os.cpu_count() or 1) + 1
+    gunicorn = worker = None
+    workdir = Path(tempfile.mkdtemp(prefix="api-bench-"))
+    try:
+        _cleanup(kube, wait=True)  # what a previous, interrupted run left
+        ensure_resource_classes([MODEL])
+        rc = ResourceClass.objects.get(gpu_model=MODEL, resource_name="nvidia.com/mig-3g.40gb")
+        run_tenant, token, ids = _seed(rc)
+        reconcile.reconcile_cluster_objects(kube)
+        reconcile.reconcile_tenant(kube, run_tenant.pk)
+        connection.close()  # the children use the database; this process waits
+
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        gunicorn = _start(
+            [
+                str(VENV_BIN / "gunicorn"),
+                "portal.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                str(workers),
+                "--backlog",
+                "256",
+            ],
+            workdir / "gunicorn.log",
+        )
+        _wait_http(f"{base}/api/schema/?format=json")
+        print(f"gunicorn on {base} with {workers} sync workers; wrk: {clients} clients", flush=True)
+
+        ids_lua = ", ".join(map(str, ids))
+        status_script = WRK_STATUS % {"ids": ids_lua, "token": token}
+        _wrk(base, status_script, clients, 2, workdir, "warm")
+        load = {}
+        for paced in (True, False):
+            mode = "paced" if paced else "saturated"
+            submit_script = WRK_SUBMIT % {
+                "token": token,
+                "tenants": LOAD_TENANTS,
+                "image": IMAGE,
+                "rc": rc.slug,
+                "run": mode[0],  # names unique across runs: p0-1, s0-1, ...
+            }
+            for call, script in (("status", status_script), ("submit", submit_script)):
+                d = _wrk(base, script, clients, seconds, workdir, f"{call}-{mode}", paced=paced)
+                load[call, mode] = d
+                print(f"  {call} {mode}: {d['requests']} calls", flush=True)
+        _purge_broker()  # nothing creates the load's jobs on the cluster
+
+        worker = _start(
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "portal",
+                "worker",
+                "-Q",
+                "reconcile",
+                "--concurrency",
+                "2",
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            workdir / "worker.log",
+        )
+        time.sleep(4)  # the worker connects to the broker
+        via_portal, direct = _to_running(kube, base, token, run_tenant, rc, samples)
+        print(f"  submit to Running: {samples} + {samples} samples", flush=True)
+    finally:
+        _stop(worker)
+        _stop(gunicorn)
+        try:
+            _purge_broker()
+        except Exception as exc:  # noqa: BLE001 (report, go on cleaning)
+            print(f"could not purge the bench broker: {exc}")
+        _cleanup(kube)
+        connection.close()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print()
+    print(f"Workload API under load: {clients} clients (wrk), {seconds} s per run, gunicorn "
+          f"({workers} sync workers) + PostgreSQL")  # fmt: skip
+    print("paced: each client waits 0.5-1.5 s between calls; saturated: back to back")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
+          "(shared with whatever else runs)")  # fmt: skip
+    header = f"{'call':<28} {'clients':>10} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'calls':>7}"
+    print(f"{header} {'errors':>7}")
+    for (call, mode), d in load.items():
+        label = "status GET /workloads/{id}/" if call == "status" else "submit POST /workloads/"
+        print(
+            f"{label:<28} {mode:>10} {d['p50_us'] / 1000:>8.1f} {d['p99_us'] / 1000:>8.1f} "
+            f"{d['rps']:>8.1f} {d['requests']:>7} {d['errors']:>7}"
+        )
+    print()
+    print(f"Submit to pod Running on the local cluster ({samples} samples each, interleaved)")
+    print(f"{'path':<30} {'p50 s':>8} {'p90 s':>8} {'max s':>8}")
+    for label, values in (("portal (HTTP+worker)", via_portal), ("direct Job create", direct)):
+        print(
+            f"{label:<30} {statistics.median(values):>8.3f} {_pct(values, 90):>8.3f} "
+            f"{max(values):>8.3f}"
+        )
+    p50_portal, p50_direct = statistics.median(via_portal), statistics.median(direct)
+    gap = p50_portal - p50_direct
+    errors = sum(d["errors"] for d in load.values())
+    print()
+    checks = [
+        (f"{call} p99 ms, {mode}", load[call, mode]["p99_us"] / 1000, "< 250",
+         load[call, mode]["p99_us"] < 250_000)
+        for call, mode in load
+    ]  # fmt: skip
+    checks += [
+        ("errors (all runs)", errors, "= 0", errors == 0),
+        ("Running p50 portal - direct s", gap, "≤ 1.00", gap <= 1.0),
+        ("Running p50 portal / direct", p50_portal / p50_direct, "-", True),
+    ]
+    print(f"{'ratio':<30} {'value':>8} {'goal':>10} {'met':>8}")
+    for name, value, goal, ok in checks:
+        print(f"{name:<30} {value:>8.2f} {goal:>10} {'yes' if ok else 'NO':>8}")
+    return 0
