@@ -4,17 +4,21 @@ operation lists the JSON error body `{code, detail, errors}` under the statuses 
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
-
-class ErrorSerializer(serializers.Serializer):
-    code = serializers.CharField(help_text="stable, e.g. `quota_exceeded`")
-    detail = serializers.CharField(help_text="for people")
-    errors = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()),
-        help_text="field -> messages (empty when no field is to blame)",
-    )
+# Inline: a Serializer cannot declare a field named `errors` (its own attribute).
+ERROR_BODY = inline_serializer(
+    name="Error",
+    fields={
+        "code": serializers.CharField(help_text="stable, e.g. `quota_exceeded`"),
+        "detail": serializers.CharField(help_text="for people"),
+        "errors": serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField()),
+            help_text="field -> messages (empty when no field is to blame)",
+        ),
+    },
+)
 
 
 ERRORS = {
@@ -40,7 +44,7 @@ class PortalAutoSchema(AutoSchema):
                 continue
             if code not in responses:
                 responses[code] = self._get_response_for_code(
-                    OpenApiResponse(ErrorSerializer, description=description),
+                    OpenApiResponse(ERROR_BODY, description=description),
                     code,
                     direction=direction,
                 )
