@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from metering import prometheus
-from metering.models import AllocationInterval, UsageSample
+from metering.models import AllocationInterval, IngestCursor, UsageSample
 from scheduler import inventory, render
 from scheduler.kube import KubeGateway
 from scheduler.models import Cluster, Node, ResourceClass, Workload
@@ -49,7 +49,7 @@ class LivePod:
     node_name: str
     resource_name: str
     units: int
-    started_at: datetime | None
+    started_at: str | None  # the pod's status.startTime, parsed only for new intervals
     workload_id: int | None
 
 
@@ -108,7 +108,6 @@ def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[date
                 stopped[pod["metadata"].get("uid", "")] = finish_of(pod)
             continue
         label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "")
-        started = parse_datetime(info.started_at) if info.started_at else None
         for name, units in info.resources.items():
             live.append(
                 LivePod(
@@ -118,7 +117,7 @@ def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[date
                     node_name=info.node_name,
                     resource_name=name,
                     units=units,
-                    started_at=started,
+                    started_at=info.started_at,
                     workload_id=int(label) if label.isdigit() else None,
                 )
             )
@@ -177,38 +176,56 @@ def ingest_allocations(
     with transaction.atomic():
         with connection.cursor() as cursor:  # one ingest at a time; a second waits, then no-ops
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
-        _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, result)
+        last = IngestCursor.objects.select_for_update().filter(cluster=cluster).first()
+        previous = last.last_at if last else None
+        held = _write_intervals(
+            cluster, live, stopped, nodes, tenants, classes, now, previous, result
+        )
+        IngestCursor.objects.update_or_create(cluster=cluster, defaults={"last_at": now})
         _write_utilisation(cluster, live, use, minute, result)
-        _write_samples(cluster, minute, use, result)
+        _write_samples(held, minute, use, result)
     return result
 
 
-def _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, result) -> None:
-    open_rows = {
-        (uid, name): (pk, started, last_seen)
-        for pk, uid, name, started, last_seen in AllocationInterval.objects.filter(
+def _write_intervals(
+    cluster, live, stopped, nodes, tenants, classes, now, previous, result
+) -> list[tuple]:
+    """Open, carry on, close and reopen intervals; returns what is held now: (tenant id,
+    class id, units, pod) for tenants' pods."""
+    open_rows: dict[tuple[str, str], tuple[int, int | None, int | None, int]] = {
+        (uid, name): (pk, tenant_id, rc_id, units)
+        for pk, uid, name, tenant_id, rc_id, units in AllocationInterval.objects.filter(
             cluster=cluster, ended_at__isnull=True
-        ).values_list("pk", "pod_uid", "resource_name", "started_at", "last_seen_at")
+        ).values_list("pk", "pod_uid", "resource_name", "tenant_id", "resource_class_id", "units")
     }
     live_keys = {(p.uid, p.resource_name): p for p in live}
+    gone = {row[0]: key for key, row in open_rows.items() if key not in live_keys}
     closing = []
-    for key, (pk, started, last_seen) in open_rows.items():
-        if key in live_keys:
-            continue
-        finish, reason = stopped.get(key[0], (None, AllocationInterval.EndReason.DELETED))
-        end = finish if finish is not None and started <= finish <= now else last_seen
+    for pk, started, last_seen in AllocationInterval.objects.filter(pk__in=gone).values_list(
+        "pk", "started_at", "last_seen_at"
+    ):
+        finish, reason = stopped.get(gone[pk][0], (None, AllocationInterval.EndReason.DELETED))
+        # Every open interval was seen by the previous ingest (or written later than it).
+        seen = max(last_seen, previous) if previous is not None else last_seen
+        end = finish if finish is not None and started <= finish <= now else seen
         closing.append(AllocationInterval(pk=pk, ended_at=max(end, started), end_reason=reason))
     AllocationInterval.objects.bulk_update(closing, ["ended_at", "end_reason"], batch_size=1000)
+    for pk in gone:
+        del open_rows[gone[pk]]
     result.closed = len(closing)
     new = {key: pod for key, pod in live_keys.items() if key not in open_rows}
     if new:
         closed_before = AllocationInterval.objects.filter(
             cluster=cluster, pod_uid__in={uid for uid, _ in new}, ended_at__isnull=False
-        ).values_list("pk", "pod_uid", "resource_name")
-        reopen = [pk for pk, uid, name in closed_before if (uid, name) in new]
-        for _, uid, name in closed_before:
-            new.pop((uid, name), None)
-        AllocationInterval.objects.filter(pk__in=reopen).update(ended_at=None, end_reason="")
+        ).values_list("pk", "pod_uid", "resource_name", "tenant_id", "resource_class_id", "units")
+        reopen = []
+        for pk, uid, name, tenant_id, rc_id, units in closed_before:
+            if new.pop((uid, name), None) is not None:
+                reopen.append(pk)
+                open_rows[(uid, name)] = (pk, tenant_id, rc_id, units)
+        AllocationInterval.objects.filter(pk__in=reopen).update(
+            ended_at=None, end_reason="", last_seen_at=now
+        )
         result.reopened = len(reopen)
         wanted = {p.workload_id for p in new.values() if p.workload_id}
         workloads = dict(
@@ -218,7 +235,7 @@ def _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, resul
         for pod in new.values():
             node = nodes.get(pod.node_name)
             slug = class_slug(node, pod.resource_name)
-            started = min(pod.started_at or now, now)
+            started = min(parse_datetime(pod.started_at) if pod.started_at else now, now)
             rows.append(
                 AllocationInterval(
                     cluster=cluster,
@@ -242,10 +259,18 @@ def _write_intervals(cluster, live, stopped, nodes, tenants, classes, now, resul
             )
         AllocationInterval.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=True)
         result.opened = len(rows)
-    # Every interval still open was seen in this list.
-    AllocationInterval.objects.filter(cluster=cluster, ended_at__isnull=True).update(
-        last_seen_at=now
-    )
+        for row in rows:
+            open_rows[(row.pod_uid, row.resource_name)] = (
+                0,
+                row.tenant_id,
+                row.resource_class_id,
+                row.units,
+            )
+    return [
+        (tenant_id, rc_id, units, live_keys[key])
+        for key, (_, tenant_id, rc_id, units) in open_rows.items()
+        if tenant_id is not None and rc_id is not None
+    ]
 
 
 def _write_utilisation(cluster, live, use, minute, result) -> None:
@@ -278,21 +303,15 @@ def _write_utilisation(cluster, live, use, minute, result) -> None:
     result.utilisation = len(ids)
 
 
-def _write_samples(cluster, minute, use, result) -> None:
-    """One row per tenant and class for this minute, from the open intervals (upserted)."""
+def _write_samples(held, minute, use, result) -> None:
+    """One row per tenant and class for this minute, from what is held now (upserted)."""
     allocated: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     known: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     used: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
-    rows = AllocationInterval.objects.filter(
-        cluster=cluster,
-        ended_at__isnull=True,
-        tenant__isnull=False,
-        resource_class__isnull=False,
-    ).values_list("tenant_id", "resource_class_id", "namespace", "pod_name", "units")
-    for tenant_id, rc_id, ns, name, units in rows:
+    for tenant_id, rc_id, units, pod in held:
         key = (tenant_id, rc_id)
         allocated[key] += units
-        pod_use = use.get((ns, name))
+        pod_use = use.get((pod.namespace, pod.name))
         if pod_use is not None:
             known[key] += units
             used[key] += units * pod_use.util

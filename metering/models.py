@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 
@@ -23,11 +24,45 @@ class TenantScopedQuerySet(models.QuerySet):
         return self.filter(tenant__in=Tenant.objects.visible_to(user))
 
 
+class AllocationIntervalQuerySet(TenantScopedQuerySet):
+    def with_seen_until(self):
+        """Annotate `seen_until`: the end of a closed interval, or for an open one the last
+        ingest of its cluster (every open interval was seen there, see IngestCursor)."""
+        cursor = IngestCursor.objects.filter(cluster_id=models.OuterRef("cluster_id")).values(
+            "last_at"
+        )[:1]
+        return self.annotate(
+            seen_until=models.Case(
+                models.When(
+                    ended_at__isnull=True,
+                    then=Coalesce(
+                        models.Subquery(cursor, output_field=models.DateTimeField()),
+                        models.F("last_seen_at"),
+                    ),
+                ),
+                default=models.F("ended_at"),
+                output_field=models.DateTimeField(),
+            )
+        )
+
+
+class IngestCursor(models.Model):
+    """When the ingest last listed a cluster's pods. Every interval still open was seen then, so
+    the ingest writes one row a minute instead of touching every open interval."""
+
+    cluster = models.OneToOneField("scheduler.Cluster", on_delete=models.CASCADE, related_name="+")
+    last_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} @ {self.last_at}"
+
+
 class AllocationInterval(models.Model):
     """One pod holding units of one GPU resource from `started_at` until `ended_at` (open: null).
 
-    `last_seen_at` is the last minute the ingest saw the pod; a pod that vanishes is closed there
-    (or at its containers' finish time when the cluster still tells it)."""
+    `last_seen_at` is when the ingest last wrote the row (opened, reopened, closed); an open
+    interval was also seen at its cluster's IngestCursor. A pod that vanishes is closed at the
+    last ingest that saw it (or at its containers' finish time when the cluster still tells it)."""
 
     class EndReason(models.TextChoices):
         RUNNING = "", "Running"
@@ -65,7 +100,7 @@ class AllocationInterval(models.Model):
     util_at = models.DateTimeField(null=True, blank=True)
     fb_used_mib = models.PositiveIntegerField(null=True, blank=True)
 
-    objects = TenantScopedQuerySet.as_manager()
+    objects = AllocationIntervalQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -237,3 +272,24 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.month:%Y-%m} {self.threshold}%"
+
+
+class ModelRollup(models.Model):
+    """Per GPU model and UTC day, over all tenants, in GPU-equivalent hours: what the platform
+    dashboard draws (a year is 365 rows per model, whatever the number of tenants)."""
+
+    start = models.DateTimeField()
+    gpu_model = models.CharField(max_length=64)
+    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=4, default=Decimal(0))
+    known_gpu_hours = models.DecimalField(max_digits=16, decimal_places=4, default=Decimal(0))
+    used_gpu_hours = models.DecimalField(max_digits=16, decimal_places=4, default=Decimal(0))
+    quota_gpu_hours = models.DecimalField(max_digits=16, decimal_places=4, default=Decimal(0))
+
+    class Meta:
+        ordering = ["start", "gpu_model"]
+        constraints = [
+            models.UniqueConstraint(fields=["start", "gpu_model"], name="unique_model_rollup")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_model} {self.start:%Y-%m-%d}"

@@ -9,11 +9,11 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, DecimalField, ExpressionWrapper, F, Max, Min, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from metering.models import UsageRollup, UsageSample
+from metering.models import ModelRollup, UsageRollup, UsageSample
 from scheduler.models import ResourceClass
 
 MINUTE = Decimal(1) / 60
@@ -118,7 +118,49 @@ def roll_up_days(now: datetime | None = None) -> int:
             )
         )
     _upsert(rows)
+    _roll_up_models(since, now)
     return len(rows)
+
+
+def _gpu(field: str):
+    return ExpressionWrapper(
+        F(field) * F("gpu_fraction"), output_field=DecimalField(max_digits=20, decimal_places=8)
+    )
+
+
+def _roll_up_models(since: datetime, now: datetime | None) -> None:
+    """Per GPU model and day, from the daily rows just written."""
+    rows = [
+        ModelRollup(
+            start=row["start"],
+            gpu_model=row["gpu_model"],
+            allocated_gpu_hours=row["a"].quantize(Decimal("0.0001")),
+            known_gpu_hours=row["k"].quantize(Decimal("0.0001")),
+            used_gpu_hours=row["u"].quantize(Decimal("0.0001")),
+            quota_gpu_hours=row["q"].quantize(Decimal("0.0001")),
+        )
+        for row in UsageRollup.objects.filter(
+            period=UsageRollup.Period.DAY, start__gte=since, start__lte=now or timezone.now()
+        )
+        .values("start", "gpu_model")
+        .annotate(
+            a=Sum(_gpu("allocated_hours")),
+            k=Sum(_gpu("known_hours")),
+            u=Sum(_gpu("used_hours")),
+            q=Sum(_gpu("quota_hours")),
+        )
+    ]
+    ModelRollup.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["start", "gpu_model"],
+        update_fields=[
+            "allocated_gpu_hours",
+            "known_gpu_hours",
+            "used_gpu_hours",
+            "quota_gpu_hours",
+        ],
+    )
 
 
 def purge_samples(now: datetime | None = None) -> int:

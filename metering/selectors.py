@@ -11,12 +11,12 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import DecimalField, ExpressionWrapper, F, Q, Sum
+from django.db.models import DecimalField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from metering import pricing
-from metering.models import AllocationInterval, Budget, PriceRule, UsageRollup
+from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
 from scheduler.models import Node, ResourceClass
 from tenants.models import QuotaGrant, Tenant
 
@@ -71,21 +71,18 @@ def month_statements(
     basis = basis or settings.BILLING_BASIS
     window = _window(month, now)
     alloc: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
-    for tenant_id, rc_id, start, end, seen, units in (
-        AllocationInterval.objects.filter(
+    for tenant_id, rc_id, start, seen, units in (
+        AllocationInterval.objects.with_seen_until()
+        .filter(
             tenant_id__in=tenant_ids,
             resource_class__isnull=False,
             started_at__lt=window.end,
+            seen_until__gt=window.start,
         )
-        .filter(
-            Q(ended_at__isnull=True, last_seen_at__gt=window.start) | Q(ended_at__gt=window.start)
-        )
-        .values_list(
-            "tenant_id", "resource_class_id", "started_at", "ended_at", "last_seen_at", "units"
-        )
+        .values_list("tenant_id", "resource_class_id", "started_at", "seen_until", "units")
     ):
         # An open interval counts up to the last minute the ingest saw its pod.
-        alloc[(tenant_id, rc_id)].append(pricing.Span(start, end or seen, units))
+        alloc[(tenant_id, rc_id)].append(pricing.Span(start, seen, units))
     quota: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
     for tenant_id, rc_id, start, ends, ended, amount in QuotaGrant.objects.filter(
         tenant_id__in=tenant_ids, starts_at__lt=window.end
@@ -235,28 +232,20 @@ def platform_series(*, days: int = 365, now: datetime | None = None) -> dict:
         .replace(hour=0, minute=0, second=0, microsecond=0)
     )
     capacity = capacity_by_model()
-    rows = (
-        UsageRollup.objects.filter(period=UsageRollup.Period.DAY, start__gte=since)
-        .values("start", "gpu_model")
-        .annotate(
-            a=Sum(_gpu("allocated_hours")),
-            u=Sum(_gpu("used_hours")),
-            k=Sum(_gpu("known_hours")),
-        )
-        .order_by("start", "gpu_model")
+    rows = ModelRollup.objects.filter(start__gte=since).values_list(
+        "start", "gpu_model", "allocated_gpu_hours", "used_gpu_hours", "known_gpu_hours"
     )
     series: dict[str, dict[str, list]] = {}
     totals = {"allocated": ZERO, "used": ZERO, "known": ZERO}
-    for row in rows:
-        model = row["gpu_model"]
+    for start, model, allocated, used, known in rows:
         cap_hours = Decimal(capacity.get(model, 0) * 24)
         s = series.setdefault(model, {"t": [], "allocated": [], "used": []})
-        s["t"].append(row["start"].date().isoformat())
-        s["allocated"].append(round(float(row["a"] / cap_hours * 100), 2) if cap_hours else None)
-        s["used"].append(round(float(row["u"] / cap_hours * 100), 2) if cap_hours else None)
-        totals["allocated"] += row["a"]
-        totals["used"] += row["u"]
-        totals["known"] += row["k"]
+        s["t"].append(start.date().isoformat())
+        s["allocated"].append(round(float(allocated / cap_hours * 100), 2) if cap_hours else None)
+        s["used"].append(round(float(used / cap_hours * 100), 2) if cap_hours else None)
+        totals["allocated"] += allocated
+        totals["used"] += used
+        totals["known"] += known
     cap_total = Decimal(sum(capacity.values()) * 24 * days)
     return {
         "series": series,
@@ -272,26 +261,38 @@ def platform_series(*, days: int = 365, now: datetime | None = None) -> dict:
 
 def cost_by_tenant(month: date, *, now: datetime | None = None) -> list[tuple[str, Decimal]]:
     """Cost per tenant this month from daily rollups × the price in force each day (the
-    dashboard's quick figure; statements are exact)."""
+    dashboard's quick figure; statements are exact). Classes whose price does not change in
+    the month are summed in the database."""
     window = _window(month, now or timezone.now())
     schedules = price_schedules()
+    changing = {
+        pk
+        for pk, s in schedules.items()
+        if any(window.start < at < window.end for at, _ in s.changes)
+    }
+    days = UsageRollup.objects.filter(
+        period=UsageRollup.Period.DAY, start__gte=window.start, start__lt=window.end
+    )
     cost: dict[str, Decimal] = defaultdict(Decimal)
-    for slug, rc_id, start, allocated in (
-        UsageRollup.objects.filter(
-            period=UsageRollup.Period.DAY, start__gte=window.start, start__lt=window.end
-        )
-        .values_list("tenant__slug", "resource_class_id", "start", "allocated_hours")
-        .iterator(chunk_size=5000)
+    for slug, rc_id, hours in (
+        days.exclude(resource_class_id__in=changing)
+        .values("tenant__slug", "resource_class_id")
+        .annotate(h=Sum("allocated_hours"))
+        .values_list("tenant__slug", "resource_class_id", "h")
     ):
-        cost[slug] += allocated * schedules[rc_id].at(start)
+        cost[slug] += hours * schedules[rc_id].at(window.start)
+    if changing:
+        for slug, rc_id, start, hours in days.filter(resource_class_id__in=changing).values_list(
+            "tenant__slug", "resource_class_id", "start", "allocated_hours"
+        ):
+            cost[slug] += hours * schedules[rc_id].at(start)
     return sorted(((s, pricing.money(c)) for s, c in cost.items()), key=lambda x: -x[1])
 
 
 def idle_hours_this_month(month: date, *, now: datetime | None = None) -> Decimal:
+    """GPU-hours allocated but unused (where utilisation is known) this month, all tenants."""
     window = _window(month, now or timezone.now())
-    agg = UsageRollup.objects.filter(
-        period=UsageRollup.Period.DAY, start__gte=window.start, start__lt=window.end
-    ).aggregate(
-        k=Coalesce(Sum(_gpu("known_hours")), ZERO), u=Coalesce(Sum(_gpu("used_hours")), ZERO)
+    agg = ModelRollup.objects.filter(start__gte=window.start, start__lt=window.end).aggregate(
+        k=Coalesce(Sum("known_gpu_hours"), ZERO), u=Coalesce(Sum("used_gpu_hours"), ZERO)
     )
     return max(agg["k"] - agg["u"], ZERO)

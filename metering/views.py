@@ -72,7 +72,8 @@ def team_usage(request, slug):
         "enforce": settings.BUDGET_ENFORCE,
         "series": selectors.team_series(tenant),
         "low_use": selectors.low_use_holders(tenant),
-        "intervals": AllocationInterval.objects.filter(tenant=tenant)
+        "intervals": AllocationInterval.objects.with_seen_until()
+        .filter(tenant=tenant)
         .select_related("resource_class")
         .order_by("-started_at")[:50],
         "prev_month": pricing.month_start(month - timedelta(days=1)),

@@ -11,6 +11,9 @@ class AllocationIntervalSerializer(serializers.ModelSerializer):
         source="resource_class.slug", read_only=True, default=None
     )
     util_mean = serializers.DecimalField(max_digits=8, decimal_places=4, read_only=True)
+    seen_until = serializers.DateTimeField(
+        read_only=True, help_text="end, or for a running pod the last minute it was seen"
+    )
 
     class Meta:
         model = AllocationInterval
@@ -27,7 +30,7 @@ class AllocationIntervalSerializer(serializers.ModelSerializer):
             "units",
             "workload",
             "started_at",
-            "last_seen_at",
+            "seen_until",
             "ended_at",
             "end_reason",
             "util_mean",

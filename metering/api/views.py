@@ -110,7 +110,9 @@ class IntervalFilter(filters.FilterSet):
 class AllocationIntervalViewSet(PortalReadOnlyViewSet):
     """Pods that held GPUs, as intervals (UTC)."""
 
-    queryset = AllocationInterval.objects.select_related("tenant", "resource_class")
+    queryset = AllocationInterval.objects.with_seen_until().select_related(
+        "tenant", "resource_class"
+    )
     serializer_class = s.AllocationIntervalSerializer
     filterset_class = IntervalFilter
     ordering_fields = ["started_at", "ended_at"]

@@ -33,6 +33,7 @@ class DcgmStandin:
         self.util: dict[tuple[str, str], Decimal] = {}  # (namespace, pod) -> 0-1
         self.fb_used_mib: dict[tuple[str, str], int] = {}
         self.scrapes = 0
+        self.last_error: str = ""
         self._server: ThreadingHTTPServer | None = None
 
     def render(self) -> str:
@@ -95,6 +96,7 @@ class DcgmStandin:
                 try:
                     body = standin.render().encode()
                 except Exception as exc:  # an answer Prometheus records as a failed scrape
+                    standin.last_error = repr(exc)
                     self.send_error(500, str(exc)[:200])
                     return
                 standin.scrapes += 1

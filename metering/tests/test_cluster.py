@@ -1,6 +1,7 @@
 """Metering against the local cluster and a real Prometheus: pods of two tenants run, metering
 follows them minute by minute, and the statement matches the intervals the test created."""
 
+import time
 from datetime import timedelta
 from decimal import Decimal
 
@@ -89,16 +90,14 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     dcgm.util[(a_ns, "trainer")] = Decimal("0.1")
     dcgm.util[(b_ns, "trainer")] = Decimal("0.9")
     dcgm.fb_used_mib[(a_ns, "trainer")] = 2048
-    use = wait_for(
-        "Prometheus has both pods",
-        lambda: (
-            (u := prometheus.pod_utilisation(prometheus_server.url))
-            and {(a_ns, "trainer"), (b_ns, "trainer")} <= u.keys()
-            and u
-        ),
-        timeout=30,
-        interval=0.5,
-    )
+    want = {(a_ns, "trainer"), (b_ns, "trainer")}
+    deadline = time.monotonic() + 60
+    while not want <= (use := prometheus.pod_utilisation(prometheus_server.url)).keys():
+        assert time.monotonic() < deadline, (
+            f"Prometheus never had both pods: {sorted(use)}; {dcgm.scrapes} scrapes, "
+            f"stand-in error {dcgm.last_error!r}; log: {prometheus_server.log_tail()[-600:]}"
+        )
+        time.sleep(0.5)
     assert use[(a_ns, "trainer")].util == Decimal("0.1")
     assert use[(b_ns, "trainer")].util == Decimal("0.9")  # from GR_ENGINE_ACTIVE (MIG)
     assert use[(a_ns, "trainer")].fb_used_mib == 2 * 2048  # two GPUs
@@ -121,7 +120,7 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     assert (sample.allocated, sample.known, sample.used, sample.quota) == (2, 2, Decimal("0.2"), 2)
 
     # A's pod goes; the next minute closes its interval where it was last seen.
-    seen = AllocationInterval.objects.get(namespace=a_ns).last_seen_at
+    seen = AllocationInterval.objects.with_seen_until().get(namespace=a_ns).seen_until
     kube.delete("Pod", "trainer", a_ns)
     wait_for("pod gone", lambda: kube.get("Pod", "trainer", a_ns) is None, timeout=60)
     third = ingest.ingest_allocations(kube, now=base + timedelta(minutes=2, seconds=10))
@@ -139,10 +138,11 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     assert line.allocated_cost == pricing.money(held_us * a_rc.price_per_hour / pricing.HOUR_US)
     assert statement.total == line.allocated_cost
 
-    ib.refresh_from_db()
-    b_statement = selectors.tenant_statement(b, month, basis="allocation", now=ib.last_seen_at)
+    b_seen = AllocationInterval.objects.with_seen_until().get(namespace=b_ns).seen_until
+    assert b_seen == third.at.replace(second=10)  # the last ingest saw it
+    b_statement = selectors.tenant_statement(b, month, basis="allocation", now=b_seen)
     b_line = b_statement.lines[0]
-    b_us = round((ib.last_seen_at - b_start).total_seconds() * 1_000_000)
+    b_us = round((b_seen - b_start).total_seconds() * 1_000_000)
     assert b_line.allocated_hours == pricing.hours(b_us)
     assert b_rc.price_per_hour == (Decimal(3.5) / 7).quantize(Decimal("0.0001"))
 

@@ -69,8 +69,8 @@ def test_pods_open_continue_and_close_where_last_seen(cluster, world):
     # A worker restart: the next ingest a few minutes later just carries on.
     again = run(kube, 5)
     assert again.opened == 0 and AllocationInterval.objects.count() == 2
-    mine.refresh_from_db()
-    assert mine.last_seen_at == T0 + timedelta(minutes=5) and mine.ended_at is None
+    mine = AllocationInterval.objects.with_seen_until().get(pod_uid="u1")
+    assert mine.seen_until == T0 + timedelta(minutes=5) and mine.ended_at is None
     # The pod vanishes (deleted while nobody looked): closed at the last minute it was seen.
     kube.pods = kube.pods[1:]
     gone = run(kube, 9)
