@@ -197,6 +197,21 @@ def _stop(proc: subprocess.Popen | None) -> None:
         proc.wait()
 
 
+def _cpu_seconds(master_pid: int) -> float:
+    """CPU time (user + system) the gunicorn master and its workers have used so far: the
+    server's cost per call, whatever else the machine is running."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if master_pid in (pid, ppid):
+            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def _wait_http(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -395,7 +410,9 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
                 "run": mode[0],  # names unique across runs: p0-1, s0-1, ...
             }
             for call, script in (("status", status_script), ("submit", submit_script)):
+                cpu = _cpu_seconds(gunicorn.pid)
                 d = _wrk(base, script, clients, seconds, workdir, f"{call}-{mode}", paced=paced)
+                d["cpu_ms"] = (_cpu_seconds(gunicorn.pid) - cpu) * 1000 / max(1, d["requests"])
                 load[call, mode] = d
                 print(f"  {call} {mode}: {d['requests']} calls", flush=True)
         _purge_broker()  # nothing creates the load's jobs on the cluster
@@ -440,13 +457,14 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
           "(shared with whatever else runs)")  # fmt: skip
     header = f"{'call':<28} {'clients':>10} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'calls':>7}"
-    print(f"{header} {'errors':>7}")
+    print(f"{header} {'errors':>7} {'CPU ms/call':>12}")
     for (call, mode), d in load.items():
         label = "status GET /workloads/{id}/" if call == "status" else "submit POST /workloads/"
         print(
             f"{label:<28} {mode:>10} {d['p50_us'] / 1000:>8.1f} {d['p99_us'] / 1000:>8.1f} "
-            f"{d['rps']:>8.1f} {d['requests']:>7} {d['errors']:>7}"
+            f"{d['rps']:>8.1f} {d['requests']:>7} {d['errors']:>7} {d['cpu_ms']:>12.1f}"
         )
+    print("CPU ms/call: gunicorn's own CPU time per call (not PostgreSQL's, not wrk's)")
     print()
     print(f"Submit to pod Running on the local cluster ({samples} samples each, interleaved)")
     print(f"{'path':<30} {'p50 s':>8} {'p90 s':>8} {'max s':>8}")
