@@ -12,22 +12,28 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
     parser.add_argument(
         "--only",
-        choices=["reconcile", "api", "planner"],
+        choices=["reconcile", "api", "metering", "planner"],
         help="run one benchmark (default: all, in order)",
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
     parser.add_argument("--seconds", type=int, default=10, help="api: seconds per load run")
+    parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
+    parser.add_argument(
+        "--meter-tenants", type=int, default=200, help="metering: tenants (pods and dashboard)"
+    )
     args = parser.parse_args()
     import django
 
     django.setup()
-    from bench import api_bench, reconcile_bench
+    from bench import api_bench, metering_bench, reconcile_bench
 
     rc = 0
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     if args.only in (None, "api"):
         rc |= api_bench.run(clients=args.clients, seconds=args.seconds)
+    if args.only in (None, "metering"):
+        rc |= metering_bench.run(pods=args.pods, tenants=args.meter_tenants)
     if args.only in (None, "planner"):
         from bench import planner_bench
 

@@ -204,3 +204,18 @@ def test_the_team_page_shows_cost_against_budget_and_warns(world, usage, setting
     assert "Cost this month against budget" in html
     assert f"{state.cost} USD" in html and "Over budget" in html
     assert "New workloads are refused" in html
+
+
+def test_right_caller_gets_200_by_session_and_by_read_token(world, usage):
+    for client in (session(world.member), bearer(usage["raw"])):
+        for url in LISTS:
+            assert client.get(url).status_code == 200, url
+        for url in detail_urls(world, usage):
+            assert client.get(url).status_code == 200, url
+        shown = client.get(f"/api/v1/usage/intervals/{usage['interval'].pk}/").json()
+        assert shown["tenant"] == "team-a" and shown["seen_until"] and shown["ended_at"] is None
+        listed = client.get("/api/v1/usage/intervals/?open=true&tenant=team-a").json()
+        assert [i["pod_name"] for i in listed["results"]] == ["train-0"]
+    csv_all = session(world.admin).get("/api/v1/usage/statements/csv/").content.decode()
+    assert csv_all.splitlines()[0].startswith("tenant,cost_centre,month")
+    assert "team-a" in csv_all
