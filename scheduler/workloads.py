@@ -4,16 +4,15 @@
   grants, the image allow-list, priority classes) under a lock of the tenant row, writes the
   workload and its audit event, and on commit queues its creation in a worker.
 - The pure manifests (`render_job`, `render_deployment`, `render_hpa`) and `observe` live in
-  `scheduler.workload_manifests` and are re-exported here.
+  `scheduler.workload_manifests` and are re-exported here; the checks of the submitted fields
+  that need no database (image, env, labels, autoscaling) are in `scheduler.workload_input`.
 - `create_in_cluster`, `sync_workload` and `cancel_workload` are the cluster side, called by tasks
   through `scheduler.kube` (the one door to the API server).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,15 @@ from django.utils import timezone
 from scheduler.errors import ClusterError, PermanentClusterError
 from scheduler.kube import KubeGateway
 from scheduler.models import ResourceClass, Workload, WorkloadEvent
+from scheduler.workload_input import (
+    MAX_BACKOFF_LIMIT,
+    MAX_REPLICAS,
+    check_autoscaling,
+    check_env,
+    check_image,
+    check_labels,
+    check_strings,
+)
 from scheduler.workload_manifests import (
     CONTAINER_NAME,
     GPU_MODEL_LABEL,
@@ -69,13 +77,6 @@ __all__ = [
 ]
 
 WORKLOAD_FIELDS = ["state", "reason"]
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY = re.compile(r"^([a-z0-9.-]{1,200}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?$")
-RESERVED_LABEL_PREFIXES = ("gpu-portal", "app.kubernetes.io/", "kubernetes.io/", "k8s.io/")
-MAX_BACKOFF_LIMIT = 10
-MAX_REPLICAS = 64
-MAX_TARGET_LATENCY_MS = 60_000
 
 
 class LogsUnavailable(ServiceError):
@@ -118,48 +119,6 @@ def quota_lines(tenant: Tenant) -> list[QuotaLine]:
         QuotaLine(rc, granted.get(rc.pk, 0), used.get(rc.slug, 0))
         for rc in classes.order_by("slug")
     ]
-
-
-def _check_image(image: str) -> None:
-    if not image or len(image) > 300 or any(c.isspace() for c in image):
-        raise InvalidInput("give an image reference without spaces", field="image")
-    allowed = list(settings.WORKLOAD_IMAGE_ALLOWLIST)
-    if allowed and not any(fnmatch.fnmatchcase(image, pattern) for pattern in allowed):
-        raise InvalidInput(
-            f"image {image!r} is not on the platform's allow-list ({', '.join(allowed)})",
-            field="image",
-            code="image_not_allowed",
-        )
-
-
-def _check_strings(value: Any, name: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidInput(f"{name} must be a list of strings", field=name)
-    return value
-
-
-def _check_env(env: Any) -> dict[str, str]:
-    env = env or {}
-    if not isinstance(env, dict):
-        raise InvalidInput("env must be an object of NAME: value", field="env")
-    for key, value in env.items():
-        if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
-            raise InvalidInput(f"env {key!r}: use NAME (letters, digits, _) = string", field="env")
-    return env
-
-
-def _check_labels(labels: Any) -> dict[str, str]:
-    labels = labels or {}
-    if not isinstance(labels, dict):
-        raise InvalidInput("labels must be an object", field="labels")
-    for key, value in labels.items():
-        if not isinstance(value, str) or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
-            raise InvalidInput(f"label {key!r}={value!r} is not a valid label", field="labels")
-        if key.startswith(RESERVED_LABEL_PREFIXES):
-            raise InvalidInput(f"label {key!r} is reserved for the portal", field="labels")
-    return labels
 
 
 def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
@@ -270,58 +229,6 @@ def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
     )
 
 
-def _check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None:
-    """The validated `autoscaling` ask ({min_replicas, max_replicas, target_gpu_util,
-    target_latency_ms}), or None when the workload has a fixed size."""
-    if autoscaling is None:
-        return None
-    if not isinstance(autoscaling, dict):
-        raise InvalidInput("autoscaling must be an object", field="autoscaling")
-    if kind != Workload.Kind.DEPLOYMENT:
-        raise InvalidInput("only deployments (inference) autoscale", field="autoscaling")
-    unknown = set(autoscaling) - {
-        "min_replicas",
-        "max_replicas",
-        "target_gpu_util",
-        "target_latency_ms",
-    }
-    if unknown:
-        raise InvalidInput(f"unknown autoscaling fields {sorted(unknown)}", field="autoscaling")
-
-    def whole(name: str, low: int, high: int, default: int | None = None) -> int | None:
-        value = autoscaling.get(name, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise InvalidInput(f"{name} must be a whole number {low}–{high}", field="autoscaling")
-        return value
-
-    low = whole("min_replicas", 1, MAX_REPLICAS, default=replicas)
-    high = whole("max_replicas", 1, MAX_REPLICAS)
-    if low is None or high is None:
-        raise InvalidInput("give max_replicas (and min_replicas)", field="autoscaling")
-    if replicas not in (1, low):
-        raise InvalidInput(
-            "with autoscaling, give the size as min_replicas, not replicas", field="replicas"
-        )
-    if high < low:
-        raise InvalidInput(
-            f"max_replicas ({high}) is below min_replicas ({low})", field="autoscaling"
-        )
-    gpu_util = whole("target_gpu_util", 1, 100)
-    latency_ms = whole("target_latency_ms", 1, MAX_TARGET_LATENCY_MS)
-    if gpu_util is None and latency_ms is None:
-        raise InvalidInput(
-            "give target_gpu_util (%) and/or target_latency_ms to scale on", field="autoscaling"
-        )
-    return {
-        "min_replicas": low,
-        "max_replicas": high,
-        "target_gpu_util": gpu_util,
-        "target_latency_ms": latency_ms,
-    }
-
-
 def _enqueue_create(workload_id: int) -> None:
     from scheduler import tasks
 
@@ -359,18 +266,18 @@ def submit_workload(
         raise InvalidInput(f"name {name!r}: {exc.messages[0]}", field="name") from None
     if kind not in Workload.Kind.values:
         raise InvalidInput(f"kind must be one of {Workload.Kind.values}", field="kind")
-    _check_image(image)
-    command = _check_strings(command, "command")
-    args = _check_strings(args, "args")
-    env = _check_env(env)
-    labels = _check_labels(labels)
+    check_image(image)
+    command = check_strings(command, "command")
+    args = check_strings(args, "args")
+    env = check_env(env)
+    labels = check_labels(labels)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InvalidInput("replicas must be a whole number ≥ 1", field="replicas")
     if kind == Workload.Kind.JOB and replicas != 1:
         raise InvalidInput("a job runs one pod: leave replicas at 1", field="replicas")
     if replicas > MAX_REPLICAS:
         raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
-    scaling = _check_autoscaling(autoscaling, kind, replicas)
+    scaling = check_autoscaling(autoscaling, kind, replicas)
     if scaling is not None:
         replicas = scaling["min_replicas"]
     if not isinstance(backoff_limit, int) or not 0 <= backoff_limit <= MAX_BACKOFF_LIMIT:
