@@ -237,7 +237,9 @@ def platform_series(*, days: int = 365, now: datetime | None = None) -> dict:
     )
     series: dict[str, dict[str, list]] = {}
     totals = {"allocated": ZERO, "used": ZERO, "known": ZERO}
+    first: datetime | None = None
     for start, model, allocated, used, known in rows:
+        first = start if first is None else min(first, start)
         cap_hours = Decimal(capacity.get(model, 0) * 24)
         s = series.setdefault(model, {"t": [], "allocated": [], "used": []})
         s["t"].append(start.date().isoformat())
@@ -246,7 +248,10 @@ def platform_series(*, days: int = 365, now: datetime | None = None) -> dict:
         totals["allocated"] += allocated
         totals["used"] += used
         totals["known"] += known
-    cap_total = Decimal(sum(capacity.values()) * 24 * days)
+    # The headline divides by the capacity of the time metered so far (a fresh install has no
+    # year of history), at most the window.
+    metered_h = Decimal(int((now - first).total_seconds()) / 3600) if first else ZERO
+    cap_total = Decimal(sum(capacity.values())) * min(metered_h, Decimal(24 * days))
     return {
         "series": series,
         "capacity": capacity,

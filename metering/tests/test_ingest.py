@@ -191,3 +191,25 @@ def test_class_slug_follows_the_node():
     )
     assert class_slug(NodeFacts("", "none", ""), "nvidia.com/gpu") is None
     assert class_slug(None, "nvidia.com/gpu") is None
+
+
+def test_platform_headline_is_the_share_of_capacity_allocated_and_used(world):
+    from metering import selectors
+    from metering.models import ModelRollup
+
+    cluster = Cluster.objects.create(name="local")
+    Node.objects.create(
+        cluster=cluster, name="a", gpu_model="A100-80GB", gpu_count=4, ready=True, last_seen_at=T0
+    )
+    day = T0.replace(hour=0)
+    ModelRollup.objects.create(
+        start=day,
+        gpu_model="A100-80GB",
+        allocated_gpu_hours=48,
+        known_gpu_hours=40,
+        used_gpu_hours=24,
+    )
+    data = selectors.platform_series(days=30, now=day + timedelta(hours=24))
+    assert data["allocated_share"] == Decimal(50) and data["used_share"] == Decimal(25)
+    assert data["idle_gpu_hours"] == Decimal(16)
+    assert data["series"]["A100-80GB"] == {"t": ["2026-11-30"], "allocated": [50.0], "used": [25.0]}
