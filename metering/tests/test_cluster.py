@@ -155,3 +155,9 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     assert abs(known - Decimal(2) / 60) <= Decimal("0.0002")
     assert abs(sum(r.used_hours for r in b_hours) - known * Decimal("0.9")) <= Decimal("0.0002")
     assert UsageRollup.objects.filter(tenant=b, period="day").exists()
+
+    # The beat task is the same call, through the process's gateway and settings.
+    from metering import tasks
+
+    done = tasks.ingest_allocations()
+    assert done["pods"] >= 1 and done["utilisation"] >= 1
