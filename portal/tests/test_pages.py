@@ -286,3 +286,11 @@ def test_audit_log_filters(client, world):
     assert "capacity_request.submitted" in body
     body = client.get(reverse("console:audit"), {"verb": "approved"}).content.decode()
     assert "No events match" in body
+
+
+def test_audit_filter_takes_any_iso_offset(client, world):
+    ask(world)
+    login(client, world.admin)
+    response = client.get(reverse("console:audit"), {"since": "2020-01-01T00:00:00+19:48"})
+    assert response.status_code == 200
+    assert "capacity_request.submitted" in response.content.decode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.db.models import IntegerField, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -14,6 +13,7 @@ from portal.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from portal.api.viewsets import PortalGenericViewSet
 from scheduler import kube, workloads
 from scheduler.api import serializers as s
+from scheduler.filtersets import WorkloadFilter
 from scheduler.models import ResourceClass, Workload
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken, QuotaGrant
@@ -41,14 +41,6 @@ class ResourceClassViewSet(viewsets.ReadOnlyModelViewSet):
             .select_related("pool")
             .annotate(granted=Coalesce(Subquery(granted, output_field=IntegerField()), 0))
         )
-
-
-class WorkloadFilter(filters.FilterSet):
-    tenant = filters.CharFilter(field_name="tenant__slug")
-
-    class Meta:
-        model = Workload
-        fields = ["tenant", "state", "kind", "name", "priority_class"]
 
 
 class WorkloadViewSet(

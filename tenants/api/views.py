@@ -14,6 +14,7 @@ from portal.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
 from tenants import services
 from tenants.api import serializers as s
 from tenants.exceptions import NotFound
+from tenants.filtersets import AuditEventFilter
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -278,15 +279,6 @@ class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         return Response(
             s.ApiTokenSerializer(services.revoke_token(actor=request.user, token=token)).data
         )
-
-
-class AuditEventFilter(filters.FilterSet):
-    tenant = filters.CharFilter(field_name="tenant__slug")
-    since = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-
-    class Meta:
-        model = AuditEvent
-        fields = ["tenant", "verb", "object_type", "object_id", "request_id", "since"]
 
 
 class AuditEventViewSet(PortalReadOnlyViewSet):
