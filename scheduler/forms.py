@@ -24,6 +24,18 @@ class WorkloadForm(forms.Form):
     priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITY_CLASSES], initial="gpu-low")
     replicas = forms.IntegerField(min_value=1, initial=1, help_text="Deployments only")
     backoff_limit = forms.IntegerField(min_value=0, initial=0, help_text="Jobs only: retries")
+    max_replicas = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Autoscale up to (replicas)",
+        help_text="Deployments only: scale between Replicas and this; quota is held for the most",
+    )
+    target_gpu_util = forms.IntegerField(
+        required=False, min_value=1, max_value=100, label="Target GPU utilisation (%)"
+    )
+    target_latency_ms = forms.IntegerField(
+        required=False, min_value=1, label="Target request latency (ms, p95)"
+    )
     env = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One KEY=value per line"
     )
@@ -44,3 +56,14 @@ class WorkloadForm(forms.Form):
                 raise forms.ValidationError(f"line {number}: write KEY=value")
             env[key.strip()] = value
         return env
+
+    def autoscaling(self) -> dict | None:
+        """The API's `autoscaling` object, when the form asks for one."""
+        d = self.cleaned_data
+        if not d.get("max_replicas"):
+            return None
+        ask = {"min_replicas": d["replicas"], "max_replicas": d["max_replicas"]}
+        for name in ("target_gpu_util", "target_latency_ms"):
+            if d.get(name):
+                ask[name] = d[name]
+        return ask

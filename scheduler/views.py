@@ -91,11 +91,14 @@ def workload_create(request, slug):
                 priority=d["priority"],
                 replicas=d["replicas"],
                 backoff_limit=d["backoff_limit"],
+                autoscaling=form.autoscaling(),
             )
         except ServiceError as exc:
-            field = {"resources": "resource_class", "priority_class": "priority"}.get(
-                exc.field or "", exc.field
-            )
+            field = {
+                "resources": "resource_class",
+                "priority_class": "priority",
+                "autoscaling": "max_replicas",
+            }.get(exc.field or "", exc.field)
             form.add_error(field if field in form.fields else None, exc.detail)
         else:
             messages.success(request, f"{workload.name} submitted: it is {workload.state}.")
