@@ -33,7 +33,7 @@ DONE_STATES = ("success", "failed")
 
 
 def operator_namespace() -> str:
-    return getattr(settings, "GPU_OPERATOR_NAMESPACE", "gpu-operator")
+    return settings.GPU_OPERATOR_NAMESPACE
 
 
 def config_map_name(kind: str) -> str:

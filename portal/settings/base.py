@@ -180,6 +180,7 @@ RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
 MIG_PARTED_CONFIG = env(
     "MIG_PARTED_CONFIG", default=str(BASE_DIR / "scheduler" / "data" / "mig-parted-config.yaml")
 )
+GPU_OPERATOR_NAMESPACE = env("GPU_OPERATOR_NAMESPACE", default="gpu-operator")
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
 
 # --- What the reconciler renders for each tenant ---------------------------------------------
