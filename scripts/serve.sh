@@ -17,7 +17,8 @@ pids+=($!)
 cat <<MSG
 
   GPU Portal:        http://127.0.0.1:8000/
-  Platform console:  http://127.0.0.1:8000/admin/
+  Platform console:  http://127.0.0.1:8000/console/ (Django admin: /admin/)
+  API docs:          http://127.0.0.1:8000/api/docs/
   Sign in as admin (platform admin), alice (team-a owner), bob (team-a member),
   carol (team-b owner); the password of each is: gpu-portal-demo
   Worker and beat log to .local/worker.log and .local/beat.log. Ctrl-C stops everything.
