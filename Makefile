@@ -49,4 +49,4 @@ bench: cluster
 
 # Refresh the README's screenshots from the browser tests.
 screenshots: cluster
-	@SAVE_SCREENSHOTS=1 $(PY) -m pytest --ds=portal.settings.test portal/tests/test_browser.py -q
+	@SAVE_SCREENSHOTS=1 $(PY) -m pytest --ds=portal.settings.test portal/tests/test_browser.py metering/tests/test_browser.py -q

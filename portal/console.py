@@ -85,7 +85,7 @@ def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=
     colours = colours or layouts.tenant_colours(
         [b.tenant for _, gpus in per_node for g in gpus for b in g.blocks if b.tenant]
     )
-    slice_px, left, row = 40, 56, 26  # one compute slice, the GPU label, one GPU's row
+    slice_px, left, row = 72, 60, 30  # one compute slice, the GPU label, one GPU's row
     drawn = []
     for node, gpus in per_node:
         drawn.append(
@@ -103,7 +103,9 @@ def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=
                             {
                                 "px": left + b.x * slice_px,
                                 "pw": b.width * slice_px - 2,
-                                "label": b.label,
+                                # a one-slice block has room for "1g" only (the tooltip says all)
+                                "label": b.label if b.width > 1 else b.label.split(".")[0],
+                                "title": b.label,
                                 "tenant": b.tenant,
                                 "colour": colours.get(b.tenant, ""),
                             }

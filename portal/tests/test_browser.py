@@ -14,8 +14,9 @@ from playwright.sync_api import expect, sync_playwright
 from portal.celery import app
 from scheduler import reconcile
 from scheduler import services as scheduler_services
+from scheduler.models import ResourceClass
 from scheduler.services import ensure_resource_classes
-from scheduler.tests.cluster_helpers import wait_for
+from scheduler.tests.cluster_helpers import restricted_pod, wait_for
 from tenants import services
 from tenants.models import CapacityRequest, Membership
 from tenants.tests.factories import MembershipFactory, PlatformAdminFactory, UserFactory
@@ -137,7 +138,31 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     phone.screenshot(path=SHOTS / "team-page-phone.png", full_page=True)
 
 
-def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world):
+def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world, kube):
+    admin, member, tenant = portal_world
+    # The team runs a pod on two 1g.10gb slices of the A100: the map colours them as the team's.
+    rc = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
+    services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=2)
+    ns = reconcile.tenant_namespace(tenant)
+    wait_for(
+        "quota",
+        lambda: (
+            (kube.get("ResourceQuota", "gpu-portal-quota", ns) or {})
+            .get("status", {})
+            .get("hard", {})
+            .get("requests.nvidia.com/mig-1g.10gb")
+            == "2"
+        ),
+        timeout=60,
+    )
+    pod = restricted_pod("notebook", {"nvidia.com/mig-1g.10gb": 2})
+    pod["metadata"]["namespace"] = ns
+    kube.create(pod)
+    wait_for(
+        "pod running", lambda: kube.get("Pod", "notebook", ns)["status"].get("phase") == "Running"
+    )
+    scheduler_services.sync_inventory(kube)
+
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     sign_in(page, live_server.url, "platform")
     page.goto(f"{live_server.url}/console/capacity/")
