@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from scheduler.models import Cluster, Node, Pool, ReconcileRun, ResourceClass, TenantSyncState
+from scheduler.models import (
+    Cluster,
+    Node,
+    Pool,
+    ReconcileRun,
+    ResourceClass,
+    TenantSyncState,
+    Workload,
+    WorkloadEvent,
+)
 from tenants import services
 
 
@@ -131,3 +140,47 @@ class ReconcileRunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class WorkloadEventInline(admin.TabularInline):
+    model = WorkloadEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["created_at", "state", "reason", "message"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    """Read-only: workloads are submitted by teams; the platform team may cancel them."""
+
+    list_display = ["name", "tenant", "kind", "state", "priority_class", "gpu_model", "created_at"]
+    list_filter = ["state", "kind", "priority_class", "tenant"]
+    search_fields = ["name", "tenant__slug", "k8s_name"]
+    list_select_related = ["tenant"]
+    inlines = [WorkloadEventInline]
+    actions = ["cancel"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Cancel selected workloads")
+    def cancel(self, request, queryset):
+        from scheduler.workloads import cancel_workload
+        from tenants.admin import _run_each
+
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Cancelled",
+            lambda w: cancel_workload(actor=request.user, workload=w),
+        )

@@ -1,12 +1,17 @@
 """The platform team's console on the Django admin. Actions call the same services as the web
 pages and the API, so the three faces cannot disagree."""
 
+from datetime import timedelta
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from tenants import services
 from tenants.exceptions import ServiceError
 from tenants.models import (
+    ApiToken,
     AuditEvent,
     AutoApprovalRule,
     CapacityRequest,
@@ -243,3 +248,65 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    """Issue a token here as in the browser and the CLI; the secret is shown once."""
+
+    expires_in_days = forms.IntegerField(min_value=1, max_value=366, initial=30)
+    scopes = forms.MultipleChoiceField(
+        choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple, initial=["read"]
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["user", "name"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "user", "scopes", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["prefix", "name", "user__username"]
+    autocomplete_fields = ["user"]
+    actions = ["revoke"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in ApiToken._meta.fields] if obj else []
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoke instead: the audit log keeps what a token did
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return
+        d = form.cleaned_data
+        token, secret = services.issue_token(
+            actor=request.user,
+            user=d["user"],
+            name=d["name"],
+            scopes=d["scopes"],
+            expires_at=timezone.now() + timedelta(days=d["expires_in_days"]),
+        )
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"Token for {token.user}: {secret} — copy it now, it is shown only once.",
+            messages.WARNING,
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        _run_each(
+            self,
+            request,
+            queryset,
+            "Revoked",
+            lambda t: services.revoke_token(actor=request.user, token=t),
+        )

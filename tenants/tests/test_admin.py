@@ -122,3 +122,47 @@ def test_tenant_created_in_the_admin_gets_a_robot_and_an_event(admin_client, wor
     )
     assert response.status_code == 302, response.content.decode()[:3000]
     assert AuditEvent.objects.get(verb="tenant.created").tenant.robot.username == "robot-vision"
+
+
+def test_token_issued_in_the_admin_shows_its_secret_once(admin_client, world):
+    from tenants.models import ApiToken
+
+    response = admin_client.post(
+        reverse("admin:tenants_apitoken_add"),
+        {"user": world.member.pk, "name": "ci", "scopes": ["read", "submit"], "expires_in_days": 7},
+        follow=True,
+    )
+    body = response.content.decode()
+    token = ApiToken.objects.get()
+    assert token.user == world.member and token.scopes == ["read", "submit"]
+    assert "gpp_" in body and "shown only once" in body
+    assert AuditEvent.objects.filter(verb="api_token.issued").count() == 1
+    admin_client.post(
+        reverse("admin:tenants_apitoken_changelist"),
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_workloads_in_the_admin_can_be_cancelled(admin_client, world):
+    from scheduler.models import Workload
+    from scheduler.workloads import submit_workload
+    from tenants.tests.factories import QuotaGrantFactory
+
+    world.rc.gpu_model = "A100-80GB"
+    world.rc.save()
+    QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, amount=1)
+    w = submit_workload(
+        actor=world.member,
+        tenant=world.tenant,
+        name="train",
+        kind="job",
+        image="pytorch/pytorch:2.4",
+        resources={world.rc.slug: 1},
+        priority="gpu-low",
+    )
+    url = reverse("admin:scheduler_workload_changelist")
+    assert "train" in admin_client.get(url).content.decode()
+    admin_client.post(url, {"action": "cancel", "_selected_action": [w.pk]})
+    assert Workload.objects.get(pk=w.pk).state == "cancelled"
