@@ -131,6 +131,7 @@ class Command(BaseCommand):
                 comment="seed quota",
             )
         self._requests(admin, users, tenants, classes)
+        self._workloads(users, tenants)
 
     def _requests(self, admin, users, tenants, classes):
         now = timezone.now()
@@ -183,3 +184,29 @@ class Command(BaseCommand):
         services.expire_grants(now=now + timedelta(hours=3))
         expired.refresh_from_db()
         assert expired.state == CapacityRequest.State.EXPIRED
+
+    def _workloads(self, users, tenants):
+        """A training job and an inference service, created on the cluster by the worker once
+        `make run` starts it, so the workload pages, the capacity map and usage have data."""
+        from scheduler.workloads import submit_workload
+
+        submit_workload(
+            actor=users["bob"],
+            tenant=tenants["team-a"],
+            name="train-llm",
+            kind="job",
+            image="pytorch/pytorch:2.4-cuda12.4",
+            command=["python", "train.py", "--epochs", "3"],
+            resources={"h100-80gb-mig-3g.40gb": 1},
+            priority="gpu-low",
+        )
+        submit_workload(
+            actor=users["ines"],
+            tenant=tenants["inference"],
+            name="ranker",
+            kind="deployment",
+            image="nvcr.io/nvidia/tritonserver:24.08-py3",
+            resources={"l40s-48gb-shared": 1},
+            priority="gpu-high",
+            replicas=2,
+        )
