@@ -4,6 +4,7 @@ from django.contrib import admin
 
 from metering import services
 from metering.models import AllocationInterval, Budget, BudgetAlert, PriceRule, UsageRollup
+from portal.admin_base import ReadOnlyAdmin
 
 
 @admin.register(PriceRule)
@@ -36,17 +37,6 @@ class BudgetAdmin(admin.ModelAdmin):
             actor=request.user, tenant=obj.tenant, month=obj.month, amount=obj.amount
         )
         obj.pk = budget.pk
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def has_delete_permission(self, request, obj=None):
         return False

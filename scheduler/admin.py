@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from portal.admin_base import ReadOnlyAdmin, run_each
 from scheduler.models import (
     Cluster,
     Node,
@@ -63,7 +64,7 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ReadOnlyAdmin):
     """GPU nodes as the last inventory sync saw them (read-only: the cluster is the truth)."""
 
     list_display = [
@@ -88,12 +89,6 @@ class NodeAdmin(admin.ModelAdmin):
             f"{k.removeprefix('nvidia.com/')}: {v}" for k, v in obj.allocatable.items()
         )
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(TenantSyncState)
 class TenantSyncStateAdmin(admin.ModelAdmin):
@@ -116,7 +111,7 @@ class TenantSyncStateAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReconcileRun)
-class ReconcileRunAdmin(admin.ModelAdmin):
+class ReconcileRunAdmin(ReadOnlyAdmin):
     list_display = [
         "started_at",
         "tenant",
@@ -135,12 +130,6 @@ class ReconcileRunAdmin(admin.ModelAdmin):
     def drift_found(self, obj):
         return bool(obj.drift)
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 class WorkloadEventInline(admin.TabularInline):
     model = WorkloadEvent
@@ -153,7 +142,7 @@ class WorkloadEventInline(admin.TabularInline):
 
 
 @admin.register(Workload)
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(ReadOnlyAdmin):
     """Read-only: workloads are submitted by teams; the platform team may cancel them."""
 
     list_display = ["name", "tenant", "kind", "state", "priority_class", "gpu_model", "created_at"]
@@ -163,21 +152,11 @@ class WorkloadAdmin(admin.ModelAdmin):
     inlines = [WorkloadEventInline]
     actions = ["cancel"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
     @admin.action(description="Cancel selected workloads")
     def cancel(self, request, queryset):
         from scheduler.workloads import cancel_workload
-        from tenants.admin import _run_each
 
-        _run_each(
+        run_each(
             self,
             request,
             queryset,

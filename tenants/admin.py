@@ -5,11 +5,10 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
 from django.utils import timezone
 
+from portal.admin_base import ReadOnlyAdmin, run_each
 from tenants import services
-from tenants.exceptions import ServiceError
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -20,20 +19,6 @@ from tenants.models import (
     QuotaGrant,
     Tenant,
 )
-
-
-def _run_each(modeladmin, request, queryset: QuerySet, verb: str, call) -> None:
-    done, failed = 0, []
-    for obj in queryset:
-        try:
-            call(obj)
-            done += 1
-        except ServiceError as exc:
-            failed.append(f"#{obj.pk}: {exc.detail}")
-    if done:
-        modeladmin.message_user(request, f"{verb} {done}.", messages.SUCCESS)
-    for line in failed:
-        modeladmin.message_user(request, line, messages.ERROR)
 
 
 class MembershipInline(admin.TabularInline):
@@ -72,7 +57,7 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.action(description="Suspend selected tenants")
     def suspend(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -82,7 +67,7 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.action(description="Resume selected tenants")
     def resume(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -92,7 +77,7 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.action(description="Archive selected tenants (ends their grants)")
     def archive(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -168,7 +153,7 @@ class CapacityRequestAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve selected requests")
     def approve(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -180,7 +165,7 @@ class CapacityRequestAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reject selected requests")
     def reject(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -207,7 +192,7 @@ class QuotaGrantAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected grants")
     def revoke(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
@@ -232,22 +217,13 @@ class AutoApprovalRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is append-only, even for superusers."""
 
     list_display = ["created_at", "actor_repr", "verb", "object_repr", "tenant", "request_id"]
     list_filter = ["verb", "object_type", "tenant"]
     search_fields = ["actor_repr", "object_repr", "request_id", "verb"]
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -303,7 +279,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
-        _run_each(
+        run_each(
             self,
             request,
             queryset,
