@@ -202,11 +202,12 @@ def apply_plan(
     first failure. Running it again skips nodes already applied."""
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
-        plan.transition("start")
+        resuming = plan.is_stuck()
+        plan.transition("resume" if resuming else "start")
         plan.save()
         audit.record(
             actor=actor,
-            verb="plan.apply_started",
+            verb="plan.apply_resumed" if resuming else "plan.apply_started",
             obj=plan,
             tenant=None,
             after={"nodes": nodes or "all"},

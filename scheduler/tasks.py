@@ -70,8 +70,9 @@ def sync_workloads() -> int:
 
 @portal_task(name="scheduler.tasks.apply_plan", soft_time_limit=540, time_limit=600)
 def apply_plan(*, plan_id: int, nodes: list[str] | None = None, actor_id: int | None = None) -> str:
-    """Roll a plan out; a plan already applied (or being applied) is left alone. Limits stay
-    under the broker's visibility timeout; a rollout cut short resumes where it stopped."""
+    """Roll a plan out; a plan already applied (or being applied) is left alone, unless its
+    rollout is stuck (its worker died): then it resumes where it stopped. Limits stay under the
+    broker's visibility timeout."""
     from django.contrib.auth import get_user_model
 
     from scheduler import rollout
@@ -80,8 +81,8 @@ def apply_plan(*, plan_id: int, nodes: list[str] | None = None, actor_id: int | 
     plan = Plan.objects.filter(pk=plan_id).first()
     if plan is None:
         return "no such plan"
-    if plan.status == Plan.Status.APPLYING:
-        return plan.status
+    if plan.status == Plan.Status.APPLYING and not plan.is_stuck():
+        return plan.status  # another worker is on it
     if plan.status == Plan.Status.APPLIED and not nodes:
         return plan.status
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None

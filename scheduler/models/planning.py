@@ -17,6 +17,8 @@ class Plan(models.Model):
     # action -> (states it may start from, state it leads to)
     TRANSITIONS = {
         "start": ({Status.PROPOSED, Status.FAILED, Status.APPLIED}, Status.APPLYING),
+        # a rollout whose worker died (see is_stuck) is taken up again where it stopped
+        "resume": ({Status.APPLYING}, Status.APPLYING),
         "finish": ({Status.APPLYING}, Status.APPLIED),
         "fail": ({Status.APPLYING}, Status.FAILED),
     }
@@ -45,13 +47,24 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return f"plan #{self.pk} ({self.status})"
 
+    # Longer than the apply task's hard time limit: no live worker can still be on it.
+    STUCK_AFTER_S = 660
+
+    def is_stuck(self, now=None) -> bool:
+        now = now or timezone.now()
+        return (
+            self.status == self.Status.APPLYING
+            and self.started_at is not None
+            and (now - self.started_at).total_seconds() > self.STUCK_AFTER_S
+        )
+
     def transition(self, action: str) -> None:
         allowed, target = self.TRANSITIONS[action]
         if self.status not in allowed:
             raise InvalidTransition(f"cannot {action} a plan that is {self.status}")
         self.status = target
         now = timezone.now()
-        if action == "start":
+        if action in ("start", "resume"):
             self.started_at, self.finished_at, self.failed_node, self.error = now, None, "", ""
         else:
             self.finished_at = now

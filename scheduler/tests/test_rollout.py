@@ -57,3 +57,37 @@ def test_a_node_already_labelled_is_left_alone():
     entry = {"node": "n", "mig_config": "all-1g.10gb", "device_plugin_config": ""}
     assert rollout.apply_node(kube, plan, entry) == (True, "already labelled")
     assert kube.patches == []
+
+
+@pytest.mark.django_db
+def test_only_an_applying_plan_older_than_any_worker_is_stuck():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    fresh = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(seconds=30))
+    old = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(hours=1))
+    done = Plan(status=Plan.Status.APPLIED, started_at=now - timedelta(hours=1))
+    assert not fresh.is_stuck(now) and old.is_stuck(now) and not done.is_stuck(now)
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_a_stuck_rollout_is_resumed_by_the_task_and_a_running_one_left_alone(kube):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import tasks
+    from tenants.models import AuditEvent
+
+    running = Plan.objects.create(status=Plan.Status.APPLYING, started_at=timezone.now())
+    assert tasks.apply_plan.apply(kwargs={"plan_id": running.pk}).get() == "applying"
+    stuck = Plan.objects.create(
+        status=Plan.Status.APPLYING, started_at=timezone.now() - timedelta(hours=1)
+    )
+    assert tasks.apply_plan.apply(kwargs={"plan_id": stuck.pk}).get() == "applied"
+    assert AuditEvent.objects.filter(verb="plan.apply_resumed").count() == 1
+    running.refresh_from_db()
+    assert running.status == Plan.Status.APPLYING
