@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -124,7 +125,9 @@ def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[date
     return live, stopped
 
 
-def _node_facts(kube: KubeGateway, cluster: Cluster, names: set[str]) -> dict[str, NodeFacts]:
+def _node_facts(
+    list_nodes: Callable[[], list[dict]], cluster: Cluster, names: set[str]
+) -> dict[str, NodeFacts]:
     facts = {
         name: NodeFacts(model, sharing, product)
         for name, model, sharing, product in Node.objects.filter(
@@ -132,7 +135,7 @@ def _node_facts(kube: KubeGateway, cluster: Cluster, names: set[str]) -> dict[st
         ).values_list("name", "gpu_model", "sharing_strategy", "gpu_product")
     }
     if names - facts.keys():  # not in the inventory yet: ask the cluster
-        for node in kube.list("Node"):
+        for node in list_nodes():
             info = inventory.parse_node(node)
             if info.name in names and info.name not in facts:
                 facts[info.name] = NodeFacts(
@@ -141,12 +144,14 @@ def _node_facts(kube: KubeGateway, cluster: Cluster, names: set[str]) -> dict[st
     return facts
 
 
-def _tenants_by_namespace(kube: KubeGateway) -> dict[str, int]:
+def tenant_namespace_selector() -> str:
+    return f"{render.TENANT_LABEL},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+
+
+def _tenants_by_namespace(namespaces: list[dict]) -> dict[str, int]:
     """Namespace -> tenant id, for this portal instance's tenant namespaces."""
-    selector = f"{render.TENANT_LABEL},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
     slugs = {
-        ns["metadata"]["name"]: ns["metadata"]["labels"][render.TENANT_LABEL]
-        for ns in kube.list("Namespace", label_selector=selector)
+        ns["metadata"]["name"]: ns["metadata"]["labels"][render.TENANT_LABEL] for ns in namespaces
     }
     ids = dict(Tenant.objects.filter(slug__in=set(slugs.values())).values_list("slug", "pk"))
     return {ns: ids[slug] for ns, slug in slugs.items() if slug in ids}
@@ -159,18 +164,40 @@ def ingest_allocations(
     now: datetime | None = None,
     prometheus_url: str | None = None,
 ) -> IngestResult:
-    """One minute of metering (see the module's docstring)."""
+    """One minute of metering (see the module's docstring): read the cluster, record it."""
+    return record_snapshot(
+        pods=kube.list("Pod"),
+        namespaces=kube.list("Namespace", label_selector=tenant_namespace_selector()),
+        list_nodes=lambda: kube.list("Node"),
+        cluster_name=cluster_name,
+        now=now,
+        prometheus_url=prometheus_url,
+    )
+
+
+def record_snapshot(
+    *,
+    pods: list[dict],
+    namespaces: list[dict],
+    list_nodes: Callable[[], list[dict]],
+    cluster_name: str = "local",
+    now: datetime | None = None,
+    prometheus_url: str | None = None,
+) -> IngestResult:
+    """Record what one reading of the cluster saw: its pods, this instance's tenant namespaces,
+    and (only when the inventory lacks a node) its nodes. Plain data in, so the interval
+    arithmetic is tested on prepared readings and the reading itself on the real cluster."""
     now = now or timezone.now()
     minute = now.astimezone(UTC).replace(second=0, microsecond=0)
-    live, stopped = read_pods(kube.list("Pod"))
-    tenants = _tenants_by_namespace(kube)
+    live, stopped = read_pods(pods)
+    tenants = _tenants_by_namespace(namespaces)
     use: dict[tuple[str, str], prometheus.PodUse] = {}
     url = settings.PROMETHEUS_URL if prometheus_url is None else prometheus_url
     if url:
         use = prometheus.pod_utilisation(url)
     result = IngestResult(at=minute, pods=len({p.uid for p in live}))
     cluster, _ = Cluster.objects.get_or_create(name=cluster_name)
-    nodes = _node_facts(kube, cluster, {p.node_name for p in live})
+    nodes = _node_facts(list_nodes, cluster, {p.node_name for p in live})
     result.unknown_nodes = sorted({p.node_name for p in live} - nodes.keys())
     classes = dict(ResourceClass.objects.values_list("slug", "pk"))
     with transaction.atomic():

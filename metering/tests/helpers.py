@@ -1,5 +1,5 @@
-"""A stand-in gateway that answers list calls with prepared objects (for ingest unit tests; the
-cluster tests use the real API server)."""
+"""Prepared cluster readings for the ingest unit tests (plain dicts, as the API server answers);
+the cluster tests read the real API server."""
 
 from __future__ import annotations
 
@@ -10,18 +10,10 @@ from django.conf import settings
 from scheduler import render
 
 
-class FakeKube:
-    def __init__(self):
-        self.pods: list[dict] = []
-        self.namespaces: list[dict] = []
-        self.nodes: list[dict] = []
-
-    def list(self, kind, namespace=None, *, label_selector="", field_selector=""):
-        return {"Pod": self.pods, "Namespace": self.namespaces, "Node": self.nodes}[kind]
-
-    def add_namespace(self, name: str, tenant_slug: str) -> None:
-        labels = {render.TENANT_LABEL: tenant_slug, render.INSTANCE_LABEL: settings.PORTAL_INSTANCE}
-        self.namespaces.append({"metadata": {"name": name, "labels": labels}})
+def tenant_namespace(name: str, tenant_slug: str) -> dict:
+    """A tenant namespace as this portal instance labels it."""
+    labels = {render.TENANT_LABEL: tenant_slug, render.INSTANCE_LABEL: settings.PORTAL_INSTANCE}
+    return {"metadata": {"name": name, "labels": labels}}
 
 
 def pod(

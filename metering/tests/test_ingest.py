@@ -1,5 +1,6 @@
 """Ingest, samples and rollups on prepared pod lists: restarts, preemption, re-seen pods."""
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -7,7 +8,7 @@ import pytest
 
 from metering import ingest, rollups
 from metering.models import AllocationInterval, UsageRollup, UsageSample
-from metering.tests.helpers import FakeKube, pod
+from metering.tests.helpers import pod, tenant_namespace
 from scheduler.models import Cluster, Node
 from tenants import services as tenant_services
 
@@ -26,23 +27,35 @@ def cluster(world):
         sharing_strategy="none",
         last_seen_at=T0,
     )
-    kube = FakeKube()
-    kube.add_namespace("meter-team-a", "team-a")
+    reading = Reading(namespaces=[tenant_namespace("meter-team-a", "team-a")])
     tenant_services.grant_quota(
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3
     )
-    return kube
+    return reading
 
 
-def run(kube, minute, **kw):
-    return ingest.ingest_allocations(
-        kube, now=T0 + timedelta(minutes=minute), prometheus_url="", **kw
+@dataclass
+class Reading:
+    """What one reading of the cluster saw; tests change its pods between minutes."""
+
+    namespaces: list[dict]
+    pods: list[dict] = field(default_factory=list)
+
+
+def run(reading, minute, **kw):
+    return ingest.record_snapshot(
+        pods=reading.pods,
+        namespaces=reading.namespaces,
+        list_nodes=list,  # every node is in the inventory
+        now=T0 + timedelta(minutes=minute),
+        prometheus_url="",
+        **kw,
     )
 
 
 def test_pods_open_continue_and_close_where_last_seen(cluster, world):
-    kube = cluster
-    kube.pods = [
+    reading = cluster
+    reading.pods = [
         pod(
             "p1",
             "meter-team-a",
@@ -60,25 +73,25 @@ def test_pods_open_continue_and_close_where_last_seen(cluster, world):
             started=T0,
         ),
     ]
-    first = run(kube, 0)
+    first = run(reading, 0)
     assert (first.opened, first.closed, first.pods) == (2, 0, 2)
     mine = AllocationInterval.objects.get(pod_uid="u1")
     assert mine.tenant == world.tenant and mine.resource_class == world.rc and mine.units == 2
     assert mine.started_at == T0 - timedelta(minutes=30)  # from the pod, not from the ingest
     assert AllocationInterval.objects.get(pod_uid="u2").tenant is None  # not a tenant's
     # A worker restart: the next ingest a few minutes later just carries on.
-    again = run(kube, 5)
+    again = run(reading, 5)
     assert again.opened == 0 and AllocationInterval.objects.count() == 2
     mine = AllocationInterval.objects.with_seen_until().get(pod_uid="u1")
     assert mine.seen_until == T0 + timedelta(minutes=5) and mine.ended_at is None
     # The pod vanishes (deleted while nobody looked): closed at the last minute it was seen.
-    kube.pods = kube.pods[1:]
-    gone = run(kube, 9)
+    reading.pods = reading.pods[1:]
+    gone = run(reading, 9)
     mine.refresh_from_db()
     assert gone.closed == 1 and mine.ended_at == T0 + timedelta(minutes=5)
     assert mine.end_reason == AllocationInterval.EndReason.DELETED
     # Seen again (same uid): its interval continues, nothing is counted twice.
-    kube.pods.append(
+    reading.pods.append(
         pod(
             "p1",
             "meter-team-a",
@@ -88,15 +101,15 @@ def test_pods_open_continue_and_close_where_last_seen(cluster, world):
             started=T0 - timedelta(minutes=30),
         )
     )
-    back = run(kube, 10)
+    back = run(reading, 10)
     mine.refresh_from_db()
     assert back.reopened == 1 and mine.ended_at is None and AllocationInterval.objects.count() == 2
 
 
 def test_preempted_and_finished_pods_close_at_their_finish_time(cluster, world):
-    kube = cluster
+    reading = cluster
     start = T0 - timedelta(hours=1)
-    kube.pods = [
+    reading.pods = [
         pod(
             "victim",
             "meter-team-a",
@@ -114,8 +127,8 @@ def test_preempted_and_finished_pods_close_at_their_finish_time(cluster, world):
             started=start,
         ),
     ]
-    run(kube, 0)
-    kube.pods = [
+    run(reading, 0)
+    reading.pods = [
         pod(
             "victim",
             "meter-team-a",
@@ -138,7 +151,7 @@ def test_preempted_and_finished_pods_close_at_their_finish_time(cluster, world):
             finished=T0 + timedelta(seconds=20),
         ),
     ]
-    result = run(kube, 3)
+    result = run(reading, 3)
     assert result.closed == 2
     victim = AllocationInterval.objects.get(pod_uid="v")
     assert victim.ended_at == T0 + timedelta(seconds=42)
@@ -148,8 +161,8 @@ def test_preempted_and_finished_pods_close_at_their_finish_time(cluster, world):
 
 
 def test_samples_roll_up_hourly_and_daily_and_raw_samples_expire(cluster, world, settings):
-    kube = cluster
-    kube.pods = [
+    reading = cluster
+    reading.pods = [
         pod(
             "p",
             "meter-team-a",
@@ -160,8 +173,8 @@ def test_samples_roll_up_hourly_and_daily_and_raw_samples_expire(cluster, world,
         )
     ]
     for minute in range(90):  # 22:00 to 23:29
-        run(kube, minute)
-    run(kube, 89)  # twice in one minute: no change
+        run(reading, minute)
+    run(reading, 89)  # twice in one minute: no change
     assert UsageSample.objects.count() == 90
     sample = UsageSample.objects.get(at=T0)
     assert (sample.allocated, sample.quota, sample.known) == (2, 3, 0)
