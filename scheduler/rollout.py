@@ -11,7 +11,6 @@ end so pools follow the new layouts.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import yaml
 from django.conf import settings
@@ -115,7 +114,6 @@ def apply_node(
     *,
     actor=None,
     timeout_s: float = 60.0,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[bool, str]:
     """Relabel one node and wait for its MIG manager; (succeeded, what happened)."""
     name = entry["node"]
@@ -172,7 +170,7 @@ def apply_node(
             break
         if time.monotonic() > deadline:
             return False, f"timed out after {timeout_s:.0f} s waiting for {states}; left cordoned"
-        sleep(0.2)
+        time.sleep(0.2)
     if any(s == "failed" for s in states.values()):
         reason = _failure_reason(kube, name) or "the MIG manager reported failed"
         changes = ", ".join(f"{k}={v}" for k, v in want.items() if not k.endswith(".state"))

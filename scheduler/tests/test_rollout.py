@@ -1,8 +1,13 @@
-"""Rollout pieces without a cluster: the published ConfigMaps and a node that never answers."""
+"""Rollout pieces: the published ConfigMaps (pure), a node whose MIG manager never answers and a
+node already labelled (on the real cluster), and resuming a stuck plan."""
+
+import uuid
 
 import pytest
 import yaml
 
+from localcluster.fleet import node_manifest
+from localcluster.pytest_plugin import wait_for
 from scheduler import rollout
 from scheduler.models import Plan
 
@@ -18,45 +23,70 @@ def test_config_manifests_carry_every_config(settings):
     assert yaml.safe_load(dp_cm["data"]["default"]) == {"version": "v1"}
 
 
-class SilentNode:
-    """A gateway whose node takes the new label but whose MIG manager never answers."""
+@pytest.fixture
+def unanswered_node(kube, kube_namespace):
+    """A real (KWOK) A100 node with a running pod, but without the model label the simulated MIG
+    manager watches: relabel it and nothing ever answers, as with a dead MIG manager."""
+    name = f"silent-{uuid.uuid4().hex[:6]}"
+    manifest = node_manifest(
+        {
+            "name": name,
+            "model": "A100-80GB",
+            "gpus": 1,
+            "migConfig": "all-1g.10gb",
+            "devicePluginConfig": "default",
+        }
+    )
+    del manifest["metadata"]["labels"]["gpu-portal/gpu-model"]
+    kube.create(manifest)
+    wait_for(
+        "node Ready",
+        lambda: any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
+        ),
+    )
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "busy", "namespace": kube_namespace},
+            "spec": {
+                "nodeName": name,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+    )
+    wait_for(
+        "pod running",
+        lambda: kube.get("Pod", "busy", kube_namespace)["status"].get("phase") == "Running",
+    )
+    yield name
+    kube.delete("Node", name)
 
-    def __init__(self):
-        self.labels = {"nvidia.com/mig.config": "all-1g.10gb"}
-        self.patches = []
 
-    def get(self, kind, name, namespace=None):
-        return {"metadata": {"name": name, "labels": dict(self.labels)}, "spec": {}}
-
-    def list(self, kind, namespace=None, **kwargs):
-        if kind == "Pod":
-            return [{"status": {"phase": "Running"}}]
-        return []
-
-    def merge_patch(self, kind, name, patch, namespace=None):
-        self.patches.append(patch)
-        self.labels.update((patch.get("metadata") or {}).get("labels") or {})
-
-
+@pytest.mark.cluster
 @pytest.mark.django_db
-def test_a_node_that_never_answers_times_out_and_stays_cordoned():
-    kube = SilentNode()
+def test_a_node_that_never_answers_times_out_and_stays_cordoned(kube, unanswered_node):
     plan = Plan.objects.create()
-    entry = {"node": "n", "mig_config": "all-balanced", "device_plugin_config": ""}
-    ok, message = rollout.apply_node(kube, plan, entry, timeout_s=0.05, sleep=lambda s: None)
+    entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
+    ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0)
     assert not ok and "timed out" in message and "cordoned" in message
-    assert kube.patches[0] == {"spec": {"unschedulable": True}}
-    assert kube.labels["nvidia.com/mig.config.state"] == "pending"
-    assert {"spec": {"unschedulable": False}} not in kube.patches
+    node = kube.get("Node", unanswered_node)
+    assert node["spec"]["unschedulable"] is True
+    assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
 
 
+@pytest.mark.cluster
 @pytest.mark.django_db
-def test_a_node_already_labelled_is_left_alone():
-    kube = SilentNode()
+def test_a_node_already_labelled_is_left_alone(kube, unanswered_node):
     plan = Plan.objects.create()
-    entry = {"node": "n", "mig_config": "all-1g.10gb", "device_plugin_config": ""}
+    before = kube.get("Node", unanswered_node)["metadata"]["resourceVersion"]
+    entry = {"node": unanswered_node, "mig_config": "all-1g.10gb", "device_plugin_config": ""}
     assert rollout.apply_node(kube, plan, entry) == (True, "already labelled")
-    assert kube.patches == []
+    assert kube.get("Node", unanswered_node)["metadata"]["resourceVersion"] == before
 
 
 @pytest.mark.django_db
