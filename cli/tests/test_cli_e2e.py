@@ -17,9 +17,8 @@ from django.utils import timezone
 
 from cli.main import cli
 from scheduler import reconcile, workloads
-from scheduler.tests.cluster_helpers import unique_slug
+from scheduler.tests.cluster_helpers import h100_h200_team
 from tenants import services
-from tenants.tests.factories import PoolFactory, ResourceClassFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -53,33 +52,10 @@ class ClusterWorker(threading.Thread):
 @pytest.fixture
 def portal(kube, tenant_namespaces, world, live_server, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True  # the create task runs at once, in the web thread
-    slug = unique_slug("cli")
-    tenant = services.create_tenant(
-        actor=world.admin,
-        slug=slug,
-        name="CLI",
-        allowed_priority_classes=["gpu-critical", "gpu-low"],
-    )
-    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    tenant, _mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "cli", "CLI")
     member = world.member
     services.add_member(actor=world.admin, tenant=tenant, username=member.username, role="member")
-    mig = ResourceClassFactory(
-        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
-    )
-    h200 = ResourceClassFactory(
-        slug="h200-141gb",
-        gpu_model="H200-141GB",
-        kind="whole",
-        profile="",
-        resource_name="nvidia.com/gpu",
-        gpu_fraction=1,
-        memory_gb=141,
-    )
-    PoolFactory(resource_class=mig, capacity=16)
-    PoolFactory(resource_class=h200, capacity=16)
-    ns = reconcile.tenant_namespace(tenant)
-    tenant_namespaces.append(ns)
-    reconcile.reconcile_cluster_objects(kube)
+    ns = tenant_namespaces[-1]
     _, member_token = services.issue_token(
         actor=member, user=member, name="ci", scopes=["read", "request", "submit"]
     )

@@ -58,3 +58,37 @@ def tenant_namespaces(kube):
     yield names
     for name in names:
         kube.delete("Namespace", name)
+
+
+def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
+    """A fresh tenant allowed gpu-critical (one unit) and gpu-low, whose namespace is registered
+    for clean-up, with pools of H100 3g.40gb slices and whole H200s; returns (tenant, mig, h200).
+    Grants, reconciling the namespace and waiting for its quota are the caller's."""
+    from scheduler import reconcile
+    from tenants import services
+    from tenants.tests.factories import PoolFactory, ResourceClassFactory
+
+    tenant = services.create_tenant(
+        actor=world.admin,
+        slug=unique_slug(prefix),
+        name=name,
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+    )
+    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    mig = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
+    )
+    h200 = ResourceClassFactory(
+        slug="h200-141gb",
+        gpu_model="H200-141GB",
+        kind="whole",
+        profile="",
+        resource_name="nvidia.com/gpu",
+        gpu_fraction=1,
+        memory_gb=141,
+    )
+    PoolFactory(resource_class=mig, capacity=16)
+    PoolFactory(resource_class=h200, capacity=16)
+    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    reconcile.reconcile_cluster_objects(kube)
+    return tenant, mig, h200

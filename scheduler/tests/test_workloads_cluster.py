@@ -4,10 +4,9 @@ import pytest
 
 from scheduler import reconcile, workloads
 from scheduler.models import Workload
-from scheduler.tests.cluster_helpers import unique_slug, wait_for
+from scheduler.tests.cluster_helpers import h100_h200_team, wait_for
 from tenants import services
 from tenants.models import AuditEvent
-from tenants.tests.factories import PoolFactory, ResourceClassFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -15,32 +14,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 @pytest.fixture
 def team(kube, tenant_namespaces, world):
     """A fresh tenant, reconciled, with MIG slices of the H100 and whole H200s granted."""
-    slug = unique_slug("wl")
-    tenant = services.create_tenant(
-        actor=world.admin,
-        slug=slug,
-        name="Workloads",
-        allowed_priority_classes=["gpu-critical", "gpu-low"],
-    )
-    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
-    mig = ResourceClassFactory(
-        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
-    )
-    h200 = ResourceClassFactory(
-        slug="h200-141gb",
-        gpu_model="H200-141GB",
-        kind="whole",
-        profile="",
-        resource_name="nvidia.com/gpu",
-        gpu_fraction=1,
-        memory_gb=141,
-    )
-    PoolFactory(resource_class=mig, capacity=16)
-    PoolFactory(resource_class=h200, capacity=16)
+    tenant, mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "wl", "Workloads")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
-    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
-    reconcile.reconcile_cluster_objects(kube)
     reconcile.reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",
