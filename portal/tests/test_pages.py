@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler.models import Cluster, Node, PodAllocation
+from scheduler.tests.factories import NodeFactory, PodAllocationFactory
 from tenants import services
 from tenants.models import AutoApprovalRule, CapacityRequest, Membership
 from tenants.tests.factories import MembershipFactory, TenantFactory, UserFactory
@@ -251,27 +251,9 @@ def test_reject_without_comment_is_refused_with_the_reason(client, world):
 
 
 def test_capacity_map_draws_gpus_and_tenants(client, world, settings):
-    cluster = Cluster.objects.create(name="local")
-    Node.objects.create(
-        cluster=cluster,
-        name="gpu-a100-0",
-        gpu_model="A100-80GB",
-        gpu_count=4,
-        mig_config="mixed",
-        mig_config_state="success",
-        allocatable={"nvidia.com/gpu": 2},
-        last_seen_at=timezone.now(),
-    )
-    PodAllocation.objects.create(
-        cluster=cluster,
-        uid="u1",
-        namespace="test-team-a",
-        pod_name="p",
-        node_name="gpu-a100-0",
-        tenant=world.tenant,
-        resources={"nvidia.com/mig-3g.40gb": 1},
-        phase="Running",
-        seen_at=timezone.now(),
+    NodeFactory(name="gpu-a100-0", allocatable={"nvidia.com/gpu": 2})
+    PodAllocationFactory(
+        node_name="gpu-a100-0", tenant=world.tenant, resources={"nvidia.com/mig-3g.40gb": 1}
     )
     body = login(client, world.admin).get(reverse("console:capacity")).content.decode()
     assert body.count('class="gpu"') == 4

@@ -3,11 +3,11 @@
 from unittest import mock
 
 import pytest
-from django.utils import timezone
 
 from scheduler import planning
-from scheduler.models import Cluster, MigConfig, Node, Plan, PodAllocation
+from scheduler.models import MigConfig, Node, Plan
 from scheduler.services import ensure_resource_classes
+from scheduler.tests.factories import NodeFactory, PodAllocationFactory
 from tenants.models import AuditEvent
 from tenants.tests.factories import QuotaGrantFactory
 
@@ -18,30 +18,14 @@ pytestmark = pytest.mark.django_db
 def fleet(world):
     """Two one-GPU A100 nodes in all-1g.10gb, the first with a pod on one 1g; demand for 2g."""
     ensure_resource_classes(["A100-80GB"])
-    cluster = Cluster.objects.create(name="local")
     for name in ("node-a", "node-b"):
-        Node.objects.create(
-            cluster=cluster,
+        NodeFactory(
             name=name,
-            gpu_model="A100-80GB",
             gpu_count=1,
             mig_config="all-1g.10gb",
-            mig_config_state="success",
             allocatable={"nvidia.com/mig-1g.10gb": 7},
-            last_seen_at=timezone.now(),
-            ready=True,
         )
-    PodAllocation.objects.create(
-        cluster=cluster,
-        uid="u1",
-        namespace="team-a",
-        pod_name="infer",
-        node_name="node-a",
-        tenant=world.tenant,
-        resources={"nvidia.com/mig-1g.10gb": 1},
-        phase="Running",
-        seen_at=timezone.now(),
-    )
+    PodAllocationFactory(node_name="node-a", tenant=world.tenant, pod_name="infer")
     from scheduler.models import ResourceClass
 
     QuotaGrantFactory(
