@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test setup cluster cluster-down cluster-reset lint typecheck migrations-check pytest bench screenshots
+.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench screenshots
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -27,9 +27,13 @@ lint:
 	@.venv/bin/ruff check .
 	@.venv/bin/ruff format --check --quiet . || (echo "ruff format: run '.venv/bin/ruff format .'" && exit 1)
 
+layers:
+	@echo "==> import-linter (the layers of docs/architecture.md)"
+	@.venv/bin/lint-imports --no-cache
+
 typecheck:
 	@echo "==> mypy"
-	@.venv/bin/mypy portal tenants scheduler metering
+	@.venv/bin/mypy core portal tenants scheduler metering
 
 migrations-check:
 	@echo "==> makemigrations --check"
@@ -42,11 +46,11 @@ pytest:
 	  exit $$rc
 
 test: cluster
-	@$(MAKE) --no-print-directory lint typecheck migrations-check pytest
+	@$(MAKE) --no-print-directory lint layers typecheck migrations-check pytest
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench
 
 # Refresh the README's screenshots from the browser tests.
 screenshots: cluster
-	@SAVE_SCREENSHOTS=1 $(PY) -m pytest --ds=portal.settings.test portal/tests/test_browser.py metering/tests/test_browser.py -q
+	@SAVE_SCREENSHOTS=1 $(PY) -m pytest --ds=portal.settings.test tests/portal/test_browser.py tests/metering/test_browser.py -q

@@ -2,8 +2,8 @@ import pytest
 
 pytest_plugins = [
     "localcluster.pytest_plugin",
-    "tenants.tests.fixtures",
-    "scheduler.tests.cluster_helpers",
+    "tests.tenants.fixtures",
+    "tests.scheduler.cluster_helpers",
 ]
 
 

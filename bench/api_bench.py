@@ -32,10 +32,13 @@ from django.db import connection
 from django.utils import timezone
 
 from localcluster import cluster
-from scheduler import reconcile, render, workloads
-from scheduler.kube import KubeGateway
-from scheduler.models import Pool, ResourceClass, Workload
-from scheduler.services import ensure_resource_classes
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster import reconcile, render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads import manifests
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.models import Workload
 from tenants import services
 from tenants.models import Membership, QuotaGrant, Tenant
 
@@ -313,16 +316,16 @@ def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float
                 "priority": "gpu-low",
             },
         )
-        selector = f"{workloads.WORKLOAD_LABEL}={w['id']}"
+        selector = f"{manifests.WORKLOAD_LABEL}={w['id']}"
         via_portal.append(_until_running(kube, namespace, selector, t0))
         kube.delete("Job", w["k8s_name"], namespace)
         _until_gone(kube, namespace, selector)
 
         workload = Workload.objects.get(pk=w["id"])
-        spec = workloads.spec_for(workload)
+        spec = workload_sync.spec_for(workload)
         floor_id = 900_000 + i
-        manifest = workloads.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
-        selector = f"{workloads.WORKLOAD_LABEL}={floor_id}"
+        manifest = manifests.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
+        selector = f"{manifests.WORKLOAD_LABEL}={floor_id}"
         t0 = time.perf_counter()
         kube.create(manifest)
         direct.append(_until_running(kube, namespace, selector, t0))

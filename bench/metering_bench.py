@@ -28,10 +28,11 @@ from django.utils import timezone
 
 from localcluster import cluster
 from metering import ingest, rollups, selectors
-from scheduler import render
-from scheduler.kube import KubeGateway
-from scheduler.models import Cluster, Node, ResourceClass
-from scheduler.services import ensure_resource_classes
+from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster import render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import Cluster, Node
 from tenants.models import Tenant
 
 INSTANCE = "meterbench"

@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from scheduler import catalog
-from scheduler import planner as pl
+from scheduler.catalog import facts
+from scheduler.mig import planner as pl
 
 MODELS = ("A100-80GB", "H100-80GB")
 # New asks: share of demanded GPU-equivalents per profile index (1g, 2g, 3g, 4g, 7g) and whole.
@@ -32,7 +32,7 @@ def make_fleet(
     gpus: list[pl.GpuState] = []
     for i in range(n_gpus):
         model_key = MODELS[(i // 8) % len(MODELS)]
-        model = catalog.get_model(model_key)
+        model = facts.get_model(model_key)
         shapes = pl.candidate_shapes(model_key, "time-slicing", (4,))
         shape = rng.choice(shapes)
         busy: tuple = ()
@@ -48,7 +48,7 @@ def make_fleet(
         demand.update(dict(g.busy))
     budget = asks * n_gpus * pl.WEIGHT_SCALE  # new asks worth this share of the fleet
     for model_key in MODELS:
-        model = catalog.get_model(model_key)
+        model = facts.get_model(model_key)
         for prefix, share in ASK_MIX.items():
             if prefix == "whole":
                 slug = pl.class_slug(model, "whole")
@@ -59,7 +59,7 @@ def make_fleet(
     return gpus, dict(demand)
 
 
-def _profile(model: catalog.GpuModel, prefix: str) -> str:
+def _profile(model: facts.GpuModel, prefix: str) -> str:
     """The profile with this compute size and the fewest memory slices (1g.10gb, not 1g.20gb)."""
     size = int(prefix[0])
     return min(

@@ -21,10 +21,10 @@ from django.db import connection
 from django.utils import timezone
 
 from localcluster import build, cluster
-from scheduler import reconcile, render
-from scheduler.kube import KubeGateway
-from scheduler.models import ResourceClass
-from scheduler.services import ensure_resource_classes
+from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster import reconcile, render
+from scheduler.cluster.kube import KubeGateway
 from tenants.models import Membership, QuotaGrant, Tenant
 
 MODELS = ["A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB", "RTX4090-24GB"]

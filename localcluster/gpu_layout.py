@@ -2,7 +2,7 @@
 
 Pure functions shared by the fleet (seed nodes) and the simulator (relabelled nodes): from a GPU
 model, a GPU count, a mig-parted config and a device-plugin config to the node's extended
-resources and labels. Packing facts come from scheduler/catalog.py (the project's catalog).
+resources and labels. Packing facts come from scheduler/catalog/facts.py (the project's catalog).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from scheduler import catalog
+from scheduler.catalog import facts
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The portal's own configs (what it writes for the GPU operator); the simulator reads the same.
-MIG_CONFIG_FILE = catalog.CATALOG_PATH.with_name("mig-parted-config.yaml")
-DEVICE_PLUGIN_CONFIG_FILE = catalog.CATALOG_PATH.with_name("device-plugin-config.yaml")
+MIG_CONFIG_FILE = facts.CATALOG_PATH.with_name("mig-parted-config.yaml")
+DEVICE_PLUGIN_CONFIG_FILE = facts.CATALOG_PATH.with_name("device-plugin-config.yaml")
 FLEET_FILE = PACKAGE_DIR / "fleet.yaml"
 
 GPU = "nvidia.com/gpu"
@@ -112,7 +112,7 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
     configs = all_mig_configs()
     if config_name not in configs:
         raise LayoutError(f"no MIG config named {config_name!r} in {MIG_CONFIG_FILE.name}")
-    gpu = catalog.get_model(model)
+    gpu = facts.get_model(model)
     pci_ids = {p.upper() for p in _pci_ids(model)}
     layout: list[dict | None] = [None] * gpu_count
     matched = False
@@ -145,8 +145,8 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
         if devices is None:
             continue
         try:
-            ok = catalog.can_pack(gpu, devices)
-        except catalog.UnknownProfile as exc:
+            ok = facts.can_pack(gpu, devices)
+        except facts.UnknownProfile as exc:
             raise LayoutError(str(exc).strip('"')) from None
         if not ok:
             raise LayoutError(
@@ -158,7 +158,7 @@ def per_gpu_devices(model: str, gpu_count: int, config_name: str | None) -> list
 
 @cache
 def _pci_ids(model: str) -> tuple[str, ...]:
-    return catalog.get_model(model).pci_device_ids
+    return facts.get_model(model).pci_device_ids
 
 
 def sharing_of(config_name: str | None) -> tuple[str, dict]:
@@ -196,7 +196,7 @@ def node_gpu_state(
     if mig_config and not info.mig_capable:
         raise LayoutError(f"{model} is not MIG-capable; it cannot take MIG config {mig_config!r}")
     layout = per_gpu_devices(model, gpu_count, mig_config)
-    gpu = catalog.get_model(model)
+    gpu = facts.get_model(model)
     resources: dict[str, int] = {GPU: sum(1 for d in layout if d is None)}
     profile_counts: dict[str, int] = {}
     for devices in layout:

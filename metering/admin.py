@@ -2,9 +2,9 @@
 
 from django.contrib import admin
 
+from core.admin import ReadOnlyAdmin
 from metering import services
 from metering.models import AllocationInterval, Budget, BudgetAlert, PriceRule, UsageRollup
-from portal.admin_base import ReadOnlyAdmin
 
 
 @admin.register(PriceRule)

@@ -24,9 +24,11 @@ from django.utils.dateparse import parse_datetime
 
 from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
-from scheduler import inventory, render
-from scheduler.kube import KubeGateway
-from scheduler.models import Cluster, Node, ResourceClass, Workload
+from scheduler.catalog.models import ResourceClass
+from scheduler.cluster import inventory, render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import Cluster, Node
+from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"

@@ -16,12 +16,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-
-class TenantScopedQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        from tenants.models import Tenant
-
-        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+from core.querysets import TenantScopedQuerySet
 
 
 class AllocationIntervalQuerySet(TenantScopedQuerySet):

@@ -14,7 +14,7 @@ from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from metering.models import ModelRollup, UsageRollup, UsageSample
-from scheduler.models import ResourceClass
+from scheduler.catalog.models import ResourceClass
 
 MINUTE = Decimal(1) / 60
 FIELDS = ["allocated_hours", "known_hours", "used_hours", "quota_hours", "samples"]

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from metering import pricing
 from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
-from scheduler.models import Node, ResourceClass
+from scheduler.catalog.models import ResourceClass
+from scheduler.cluster.models import Node
 from tenants.models import QuotaGrant, Tenant
 
 LOW_UTIL = Decimal("0.25")

@@ -13,12 +13,13 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import Forbidden, InvalidInput, ServiceError
+from core.permissions import is_platform_admin
 from metering import pricing, selectors
 from metering.models import Budget, BudgetAlert, PriceRule
-from scheduler.models import ResourceClass
+from scheduler.catalog.models import ResourceClass
 from tenants import audit
-from tenants.exceptions import Forbidden, InvalidInput, ServiceError
-from tenants.models import Membership, Tenant, is_platform_admin
+from tenants.models import Membership, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def warn_budget(
 
 def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
     """Admission: with BUDGET_ENFORCE on, refuse a tenant whose cost this month has reached its
-    budget. Called by scheduler.workloads.submit_workload."""
+    budget. Registered as an admission check of workloads (MeteringConfig.ready)."""
     if not settings.BUDGET_ENFORCE:
         return
     state = selectors.budget_state(tenant, now)
@@ -185,8 +186,3 @@ def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
             f"{state.month:%B %Y}: new workloads are refused until the budget is raised",
             code="over_budget",
         )
-
-
-def statement_rows(statement: pricing.Statement) -> list[dict]:
-    """Flat rows for CSV export (the same numbers as the JSON and the page)."""
-    return [line.as_dict() for line in statement.lines]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from portal.tasks import portal_task
-from scheduler import kube
+from core.tasks import portal_task
+from metering import ingest, rollups, services
+from scheduler.cluster import kube
 
 
 @portal_task(name="metering.tasks.ingest_allocations", soft_time_limit=50, time_limit=58)
 def ingest_allocations() -> dict:
-    from metering import ingest
-
     result = ingest.ingest_allocations(kube.gateway())
     return {
         "at": result.at.isoformat(),
@@ -23,8 +22,6 @@ def ingest_allocations() -> dict:
 
 @portal_task(name="metering.tasks.roll_up")
 def roll_up() -> dict:
-    from metering import rollups
-
     hours = rollups.roll_up_hours()
     days = rollups.roll_up_days()
     purged = rollups.purge_samples()
@@ -33,6 +30,4 @@ def roll_up() -> dict:
 
 @portal_task(name="metering.tasks.warn_budgets")
 def warn_budgets() -> int:
-    from metering import services
-
     return len(services.warn_budgets())

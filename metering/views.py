@@ -14,10 +14,10 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from core.permissions import platform_admin_required
 from metering import pricing, selectors
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
-from portal.console import platform_admin_required
 from tenants.models import Tenant
 
 TZ_SESSION_KEY = "metering_tz"

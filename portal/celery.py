@@ -3,6 +3,8 @@ import os
 from celery import Celery
 from celery.signals import before_task_publish, task_postrun, task_prerun
 
+from core.request_context import get_request_id, new_request_id, set_request_id
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
 
 app = Celery("portal")
@@ -14,22 +16,16 @@ app.autodiscover_tasks()
 # audit rows, so one id follows a change from click to cluster.
 @before_task_publish.connect
 def _add_request_id(headers=None, **_kwargs):
-    from portal.request_context import get_request_id
-
     if headers is not None and "request_id" not in headers:
         headers["request_id"] = get_request_id()
 
 
 @task_prerun.connect
 def _bind_request_id(task=None, **_kwargs):
-    from portal.request_context import new_request_id, set_request_id
-
     rid = getattr(task.request, "request_id", None) if task else None
     set_request_id(rid or new_request_id())
 
 
 @task_postrun.connect
 def _unbind_request_id(**_kwargs):
-    from portal.request_context import set_request_id
-
     set_request_id(None)

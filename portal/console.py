@@ -1,35 +1,24 @@
 """The platform console: pages for platform admins. Same services as the admin and the API."""
 
 from collections import defaultdict
-from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from scheduler import layouts, mig_configs, planner, planning
-from scheduler import tasks as scheduler_tasks
-from scheduler.models import Cluster, Node, Plan, PodAllocation, ReconcileRun, TenantSyncState
+from core.errors import ServiceError
+from core.permissions import platform_admin_required
+from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from scheduler.mig import configs as mig_configs
+from scheduler.mig import layouts, planner
+from scheduler.mig import plans as planning
+from scheduler.mig import services as mig_services
+from scheduler.mig.models import Plan
 from tenants import services
-from tenants.exceptions import ServiceError
 from tenants.filtersets import AuditEventFilter
-from tenants.models import AuditEvent, CapacityRequest, Tenant, is_platform_admin
+from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary
-
-
-def platform_admin_required(view):
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not is_platform_admin(request.user):
-            raise PermissionDenied("the platform console is for platform admins")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 @platform_admin_required
@@ -262,7 +251,7 @@ def plan_create(request):
     except ValueError:
         weight = 0.0
     try:
-        plan = planning.make_plan(
+        plan = planning.create_plan(
             actor=request.user,
             allow_draining=request.POST.get("allow_draining") == "on",
             include_pending=request.POST.get("include_pending") == "on",
@@ -271,6 +260,9 @@ def plan_create(request):
             sharing="mps" if request.POST.get("sharing") == "mps" else "time-slicing",
             method="greedy" if request.POST.get("method") == "greedy" else "exact",
         )
+    except ServiceError as exc:
+        messages.error(request, f"No plan: {exc.detail}")
+        return redirect("console:plan_list")
     except RuntimeError as exc:  # the solver gave up: say so, keep the page
         messages.error(request, f"No plan: {exc}")
         return redirect("console:plan_list")
@@ -310,14 +302,11 @@ def plan_apply(request, pk):
     """Queue the rollout of all changed nodes, or of the one node posted."""
     plan = get_object_or_404(Plan, pk=pk)
     nodes = request.POST.getlist("node") or None
-    if plan.status == Plan.Status.APPLYING:
-        messages.error(request, "This plan is being applied already.")
+    try:
+        mig_services.request_plan_apply(actor=request.user, plan=plan, nodes=nodes)
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
         return redirect("console:plan_detail", pk=plan.pk)
-    transaction.on_commit(
-        lambda: scheduler_tasks.apply_plan.delay(
-            plan_id=plan.pk, nodes=nodes, actor_id=request.user.pk
-        )
-    )
     what = ", ".join(nodes) if nodes else "every changed node"
     messages.success(request, f"Rollout queued for {what}; this page shows each step.")
     return redirect("console:plan_detail", pk=plan.pk)

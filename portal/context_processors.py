@@ -1,6 +1,6 @@
 from django.conf import settings
 
-from tenants.models import is_platform_admin
+from core.permissions import is_platform_admin
 
 
 def portal(request):

@@ -1,6 +1,6 @@
 import re
 
-from portal.request_context import new_request_id, set_request_id
+from core.request_context import new_request_id, set_request_id
 
 # Accept a caller's id (a load balancer's or a CI job's) only when it looks like one.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")

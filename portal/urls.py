@@ -15,7 +15,7 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
     path("", include("tenants.urls")),
     path("", include("metering.urls")),
-    path("", include("scheduler.urls")),
+    path("", include("scheduler.workloads.urls")),
     path("console/", include("portal.console_urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

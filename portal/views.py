@@ -7,12 +7,12 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 
 from metering.selectors import budget_state
-from scheduler.models import TenantSyncState, Workload
-from scheduler.workloads import quota_lines, usage_by_tenant
+from scheduler.cluster.models import TenantSyncState
+from scheduler.workloads.models import Workload
 from tenants import permissions
 from tenants.forms import MemberForm
 from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
-from tenants.selectors import effective_quotas, pool_summary
+from tenants.selectors import pool_summary, quota_lines, quota_lines_for
 
 
 def _bars(granted: int, in_use: int, scale: int) -> dict:
@@ -28,24 +28,11 @@ def home(request):
         .exclude(status=Tenant.Status.ARCHIVED)
         .select_related("sync_state")
     )
-    ids = [t.pk for t in tenants]
-    quotas = effective_quotas(ids)
-    usage = usage_by_tenant(ids)
-    lines = pool_summary()
-    by_id = {line.resource_class.pk: line.resource_class for line in lines}
-    teams = []
-    for t in tenants:
-        rows = []
-        for rc_id, granted in sorted(quotas.get(t.pk, {}).items()):
-            rc = by_id.get(rc_id)
-            if rc is None:
-                continue
-            in_use = usage.get(t.pk, {}).get(rc.slug, 0)
-            rows.append(
-                {"rc": rc, "granted": granted, "in_use": in_use, "free": max(0, granted - in_use)}
-            )
-        teams.append({"tenant": t, "rows": rows, "sync": getattr(t, "sync_state", None)})
-    return render(request, "portal/home.html", {"teams": teams, "pools": lines})
+    quota = quota_lines_for([t.pk for t in tenants])
+    teams = [
+        {"tenant": t, "rows": quota[t.pk], "sync": getattr(t, "sync_state", None)} for t in tenants
+    ]
+    return render(request, "portal/home.html", {"teams": teams, "pools": pool_summary()})
 
 
 @login_required

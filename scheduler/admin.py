@@ -1,27 +1,38 @@
 from django.contrib import admin
 
-from portal.admin_base import ReadOnlyAdmin, run_each
-from scheduler.models import (
-    Cluster,
-    Node,
-    Pool,
-    ReconcileRun,
-    ResourceClass,
-    TenantSyncState,
-    Workload,
-    WorkloadEvent,
-)
-from tenants import services
+from core.admin import ReadOnlyAdmin, run_each
+from core.permissions import is_platform_admin
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
+from scheduler.cluster.tasks import reconcile_tenant
+from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.services import cancel_workload
+from tenants import classes, services
 
 
 class PoolInline(admin.StackedInline):
+    """Shown only: a pool is changed on its own admin page, through `set_pool`."""
+
     model = Pool
     can_delete = False
-    readonly_fields = ["capacity", "overcommit_ratio", "source", "updated_at"]
+    fields = readonly_fields = ["capacity", "overcommit_ratio", "source", "updated_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(ResourceClass)
 class ResourceClassAdmin(admin.ModelAdmin):
+    """Price and on/off are the platform team's to change (through `update_resource_class`: one
+    audit event each); everything else is the catalog's, which creates the classes for the GPU
+    models the inventory finds. So: no adding and no deleting here."""
+
     list_display = [
         "slug",
         "gpu_model",
@@ -33,9 +44,35 @@ class ResourceClassAdmin(admin.ModelAdmin):
         "active",
     ]
     list_filter = ["kind", "gpu_model", "active"]
-    list_editable = ["price_per_hour", "active"]
+    list_editable = list(classes.EDITABLE_FIELDS)
     search_fields = ["slug", "gpu_model", "profile"]
     inlines = [PoolInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [
+            f.name
+            for f in ResourceClass._meta.fields
+            if f.editable and f.name not in classes.EDITABLE_FIELDS
+        ]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # Only those the service lets through get a form (others see the class read-only).
+        return super().has_change_permission(request, obj) and is_platform_admin(request.user)
+
+    def save_model(self, request, obj, form, change):
+        edits = {f: getattr(obj, f) for f in classes.EDITABLE_FIELDS if f in form.changed_data}
+        if edits:
+            saved = classes.update_resource_class(
+                actor=request.user, resource_class=obj, **edits
+            )
+            for f in classes.EDITABLE_FIELDS:
+                setattr(obj, f, getattr(saved, f))
 
 
 @admin.register(Pool)
@@ -45,8 +82,18 @@ class PoolAdmin(admin.ModelAdmin):
     list_editable = ["overcommit_ratio"]
     readonly_fields = ["source", "updated_at"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # set_pool keys on the class: re-pointing a pool would change another class's pool.
+        return [*self.readonly_fields, "resource_class"] if obj else self.readonly_fields
+
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and is_platform_admin(request.user)
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and is_platform_admin(request.user)
 
     def save_model(self, request, obj, form, change):
         services.set_pool(
@@ -103,8 +150,6 @@ class TenantSyncStateAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reconcile selected tenants now")
     def reconcile_now(self, request, queryset):
-        from scheduler.tasks import reconcile_tenant
-
         for state in queryset:
             reconcile_tenant.apply_async(kwargs={"tenant_id": state.tenant_id})
         self.message_user(request, f"Queued a reconcile of {queryset.count()} tenants.")
@@ -154,8 +199,6 @@ class WorkloadAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Cancel selected workloads")
     def cancel(self, request, queryset):
-        from scheduler.workloads import cancel_workload
-
         run_each(
             self,
             request,

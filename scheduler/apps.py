@@ -6,4 +6,9 @@ class SchedulerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from scheduler import receivers  # noqa: F401  (connects signal receivers)
+        # Imported here because models are ready only now (Django's rule, not a cycle dodge).
+        from scheduler.cluster import receivers  # noqa: F401  (connects signal receivers)
+        from scheduler.workloads.selectors import usage_by_tenant
+        from tenants.selectors import register_usage_counter
+
+        register_usage_counter(usage_by_tenant)

@@ -5,9 +5,11 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
-from portal.admin_base import ReadOnlyAdmin, run_each
+from core.admin import ReadOnlyAdmin, run_each
 from tenants import services
 from tenants.models import (
     ApiToken,
@@ -22,10 +24,24 @@ from tenants.models import (
 
 
 class MembershipInline(admin.TabularInline):
+    """Shown, never edited here: members are added, re-roled and removed on the team's page or
+    through the API, whose services check the last owner, write the audit event and reconcile
+    the namespace's RoleBindings. An inline would save rows past all three."""
+
     model = Membership
     extra = 0
-    autocomplete_fields = ["user"]
-    readonly_fields = ["created_at"]
+    fields = readonly_fields = ["user", "role", "created_at"]
+    can_delete = False
+    verbose_name_plural = "members (read-only here: manage them on the team's page or the API)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Tenant)
@@ -42,7 +58,7 @@ class TenantAdmin(admin.ModelAdmin):
     list_select_related = ["sync_state"]
     list_filter = ["status"]
     search_fields = ["slug", "name", "cost_centre"]
-    readonly_fields = ["robot", "created_at", "status"]
+    readonly_fields = ["robot", "created_at", "status", "team_page"]
     inlines = [MembershipInline]
     actions = ["suspend", "resume", "archive"]
 
@@ -50,6 +66,15 @@ class TenantAdmin(admin.ModelAdmin):
     def sync(self, obj):
         state = getattr(obj, "sync_state", None)
         return state.summary if state else "not synced yet"
+
+    @admin.display(description="members")
+    def team_page(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return format_html(
+            '<a href="{}">Manage members on the team\'s page</a>',
+            reverse("team_detail", kwargs={"slug": obj.slug}),
+        )
 
     def get_readonly_fields(self, request, obj=None):
         # The slug names the namespace: it never changes once the tenant exists.
@@ -251,6 +276,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             kwargs["form"] = ApiTokenAddForm
         return super().get_form(request, obj, change, **kwargs)
+
+    @admin.display(description="members")
+    def team_page(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return format_html(
+            '<a href="{}">Manage members on the team\'s page</a>',
+            reverse("team_detail", kwargs={"slug": obj.slug}),
+        )
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in ApiToken._meta.fields] if obj else []

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import models
 
-from portal.request_context import get_request_id
+from core.request_context import get_request_id
 from tenants.models import AuditEvent, Tenant
 
 SYSTEM_ACTOR = "system"

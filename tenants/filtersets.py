@@ -1,6 +1,6 @@
 import django_filters
 
-from portal.filters import UTCDateTimeFilter
+from core.filters import UTCDateTimeFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
 
 

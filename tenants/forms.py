@@ -1,7 +1,7 @@
 from django import forms
 from django.utils import timezone
 
-from scheduler.models import ResourceClass
+from scheduler.catalog.models import ResourceClass
 from tenants.models import Membership
 
 
@@ -57,10 +57,6 @@ class MemberForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Membership.Role.choices)
-
-
-class DecisionForm(forms.Form):
-    comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class TokenForm(forms.Form):

@@ -9,32 +9,28 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from tenants.exceptions import InvalidTransition
+from core.errors import InvalidTransition
+from core.names import namespace_name
+from core.permissions import is_platform_admin
+from core.querysets import TenantScopedQuerySet
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
     "Use 1–40 lower-case letters, digits and '-', starting and ending with a letter or digit.",
 )
 
-PRIORITY_CLASSES = ("gpu-critical", "gpu-high", "gpu-low")
+# The priority classes are defined once, in settings.GPU_PRIORITY_CLASSES (name, value and
+# description; the reconciler renders them to the cluster). Everything else reads these names.
+PRIORITY_CLASSES: tuple[str, ...] = tuple(str(pc["name"]) for pc in settings.GPU_PRIORITY_CLASSES)
+_BY_VALUE = sorted(settings.GPU_PRIORITY_CLASSES, key=lambda pc: int(pc["value"]))
+# The highest class may preempt every other, so a tenant runs at most `critical_gpu_quota` units
+# in it; the lowest is best effort, what a new workload is offered first.
+CRITICAL_PRIORITY_CLASS: str = str(_BY_VALUE[-1]["name"])
+DEFAULT_PRIORITY_CLASS: str = str(_BY_VALUE[0]["name"])
 
 
-def is_platform_admin(user) -> bool:
-    if not getattr(user, "is_authenticated", False) or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    return user.is_staff and user.groups.filter(name=settings.PLATFORM_ADMIN_GROUP).exists()
-
-
-class TenantQuerySet(models.QuerySet):
-    def visible_to(self, user) -> TenantQuerySet:
-        """The one way to scope tenants: platform admins see all, others their memberships."""
-        if is_platform_admin(user):
-            return self
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(memberships__user=user).distinct()
+class TenantQuerySet(TenantScopedQuerySet):
+    tenant_path = ""  # a tenant is its own tenant
 
 
 class Tenant(models.Model):
@@ -89,6 +85,11 @@ class Tenant(models.Model):
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
 
+    @property
+    def namespace(self) -> str:
+        """The tenant's namespace on the cluster (DNS-safe, hash-suffixed when shortened)."""
+        return namespace_name(self.slug, settings.TENANT_NAMESPACE_PREFIX)
+
     _transitions = {
         "suspend": ({Status.ACTIVE}, Status.SUSPENDED),
         "resume": ({Status.SUSPENDED}, Status.ACTIVE),
@@ -140,9 +141,8 @@ class AutoApprovalRule(models.Model):
         )
 
 
-class CapacityRequestQuerySet(models.QuerySet):
-    def visible_to(self, user) -> CapacityRequestQuerySet:
-        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+class CapacityRequestQuerySet(TenantScopedQuerySet):
+    pass
 
 
 class CapacityRequest(models.Model):
@@ -236,10 +236,7 @@ class CapacityRequestItem(models.Model):
         return f"{self.amount} × {self.resource_class}"
 
 
-class QuotaGrantQuerySet(models.QuerySet):
-    def visible_to(self, user) -> QuotaGrantQuerySet:
-        return self.filter(tenant__in=Tenant.objects.visible_to(user))
-
+class QuotaGrantQuerySet(TenantScopedQuerySet):
     def holding(self, now=None) -> QuotaGrantQuerySet:
         """Grants that still hold capacity (now or later): what the pool has handed out."""
         now = now or timezone.now()
@@ -296,11 +293,8 @@ class QuotaGrant(models.Model):
         self.ended_at = at
 
 
-class AuditEventQuerySet(models.QuerySet):
-    def visible_to(self, user) -> AuditEventQuerySet:
-        if is_platform_admin(user):
-            return self
-        return self.filter(tenant__in=Tenant.objects.visible_to(user))
+class AuditEventQuerySet(TenantScopedQuerySet):
+    """Events of the caller's tenants; events without a tenant are the platform team's."""
 
 
 class AuditEvent(models.Model):
@@ -345,17 +339,25 @@ class AuditEvent(models.Model):
             raise ValidationError("verb is required")
 
 
-# --- API tokens and idempotency (issue 5) ------------------------------------------------------
+# --- API tokens ------------------------------------------------------
 
 
 class ApiTokenQuerySet(models.QuerySet):
     def visible_to(self, user) -> ApiTokenQuerySet:
-        """Everyone sees their own tokens; platform admins see all."""
+        """The one token-visibility rule, for the tokens page, the API and every revoke path:
+        a user sees their own tokens and those of the CI robot of every tenant they own;
+        platform admins see all; anonymous callers none. It is exactly what `revoke_token`
+        lets the user revoke (own, robot of an owned tenant, anything for platform admins)."""
         if is_platform_admin(user):
             return self
         if not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(user=user)
+        owned_robots = Tenant.objects.filter(
+            robot__isnull=False,
+            memberships__user=user,
+            memberships__role=Membership.Role.OWNER,
+        ).values("robot_id")
+        return self.filter(Q(user=user) | Q(user_id__in=owned_robots))
 
     def usable(self, now=None) -> ApiTokenQuerySet:
         now = now or timezone.now()
@@ -396,30 +398,5 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
 
-    def is_usable(self, now=None) -> bool:
-        now = now or timezone.now()
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
-
     def has_scope(self, scope: str) -> bool:
         return scope in (self.scopes or [])
-
-
-class IdempotencyRecord(models.Model):
-    """The first answer to a creating POST with an Idempotency-Key, replayed on a retry."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=200)
-    method = models.CharField(max_length=10)
-    path = models.CharField(max_length=300)
-    body_hash = models.CharField(max_length=64)
-    status_code = models.PositiveSmallIntegerField()
-    response_body = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="unique_idempotency_key")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.method} {self.path} [{self.key}]"

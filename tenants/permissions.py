@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tenants.exceptions import Forbidden, NotFound
-from tenants.models import Membership, Tenant, is_platform_admin
+from core.errors import Forbidden, NotFound
+from core.permissions import is_platform_admin
+from tenants.models import Membership, Tenant
 
 Role = Membership.Role
 

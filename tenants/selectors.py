@@ -1,27 +1,19 @@
-"""Reusable reads of the governance core."""
+"""Reusable reads of the governance core: the one place each number is computed, so that the
+pages, the API and the CLI show the same quota lines, pools and tokens."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduler.models import Pool, ResourceClass
+from scheduler.catalog.models import Pool, ResourceClass
 from tenants.models import QuotaGrant, Tenant
-
-
-def effective_quota(tenant: Tenant, now: datetime | None = None) -> dict[int, int]:
-    """Resource class id -> units in force now (sum of the tenant's effective grants)."""
-    rows = (
-        QuotaGrant.objects.effective(now)
-        .filter(tenant=tenant)
-        .values("resource_class_id")
-        .annotate(total=Sum("amount"))
-    )
-    return {row["resource_class_id"]: row["total"] for row in rows}
 
 
 def effective_quotas(
@@ -38,6 +30,69 @@ def effective_quotas(
     for row in rows:
         out[row["tenant_id"]][row["resource_class_id"]] = row["total"]
     return out
+
+
+# --- what a tenant holds against its grants ----------------------------------------------------
+# Workloads (a higher layer) know what a tenant's pods hold; the scheduler app registers its
+# counter at start-up (SchedulerConfig.ready), so governance reads it without importing upwards.
+
+UsageCounter = Callable[[list[int]], Mapping[int, Mapping[str, int]]]
+_usage_counter: UsageCounter | None = None
+
+
+def register_usage_counter(counter: UsageCounter) -> None:
+    global _usage_counter
+    _usage_counter = counter
+
+
+def usage_by_tenant(tenant_ids: list[int]) -> Mapping[int, Mapping[str, int]]:
+    """tenant id -> {resource class slug -> units its workloads hold}."""
+    if _usage_counter is None:
+        raise ImproperlyConfigured("no usage counter registered: is the scheduler app installed?")
+    return _usage_counter(tenant_ids)
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    resource_class: ResourceClass
+    granted: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.granted - self.in_use)
+
+
+def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
+    """tenant id -> granted, in use and free per resource class the tenant holds a grant of or
+    uses (a class in use but no longer granted shows with 0 granted), ordered by slug. Three
+    queries for any number of tenants: the one read model of quota lines."""
+    granted = effective_quotas(tenant_ids)
+    used = usage_by_tenant(tenant_ids)
+    wanted_pks = {pk for lines in granted.values() for pk in lines}
+    wanted_slugs = {slug for lines in used.values() for slug in lines}
+    classes = list(
+        (
+            ResourceClass.objects.filter(pk__in=wanted_pks)
+            | ResourceClass.objects.filter(slug__in=wanted_slugs)
+        ).order_by("slug")
+    )
+    out: dict[int, list[QuotaLine]] = {}
+    for tenant_id in tenant_ids:
+        g, u = granted.get(tenant_id, {}), used.get(tenant_id, {})
+        out[tenant_id] = [
+            QuotaLine(rc, g.get(rc.pk, 0), u.get(rc.slug, 0))
+            for rc in classes
+            if rc.pk in g or rc.slug in u
+        ]
+    return out
+
+
+def quota_lines(tenant: Tenant) -> list[QuotaLine]:
+    return quota_lines_for([tenant.pk])[tenant.pk]
+
+
+# --- pools -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

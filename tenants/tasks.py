@@ -1,4 +1,4 @@
-from portal.tasks import portal_task
+from core.tasks import portal_task
 from tenants import services
 
 

@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from scheduler.advice import sharing_advice
+from core.errors import InvalidInput, ServiceError
+from scheduler.catalog.advice import sharing_advice
 from tenants import permissions, selectors, services
-from tenants.exceptions import InvalidInput, ServiceError
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 
@@ -225,8 +225,7 @@ def tokens(request):
             form = TokenForm(owners=owners)
         except ServiceError as exc:
             _apply_error(form, exc)
-    owner_ids = [int(value.split(":")[1]) for value, _ in owners]
-    listed = ApiToken.objects.filter(user_id__in=owner_ids).select_related("user")
+    listed = ApiToken.objects.visible_to(request.user).select_related("user")
     return render(
         request, "tenants/tokens.html", {"form": form, "secret": secret, "tokens": listed}
     )
@@ -235,8 +234,7 @@ def tokens(request):
 @login_required
 @require_POST
 def token_revoke(request, pk):
-    owner_ids = [int(value.split(":")[1]) for value, _ in _token_owners(request.user)]
-    token = get_object_or_404(ApiToken.objects.filter(user_id__in=owner_ids), pk=pk)
+    token = get_object_or_404(ApiToken.objects.visible_to(request.user), pk=pk)
     try:
         services.revoke_token(actor=request.user, token=token)
         messages.success(request, f"Token {token.prefix}… revoked.")

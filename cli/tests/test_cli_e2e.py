@@ -16,9 +16,10 @@ from django.db import connection
 from django.utils import timezone
 
 from cli.main import cli
-from scheduler import reconcile, workloads
-from scheduler.tests.cluster_helpers import h100_h200_team
+from scheduler.cluster import reconcile
+from scheduler.workloads import sync as workload_sync
 from tenants import services
+from tests.scheduler.cluster_helpers import h100_h200_team
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +45,7 @@ class ClusterWorker(threading.Thread):
                                 "status": {"phase": "Succeeded"},
                             }
                         )
-                workloads.sync_live_workloads(self.kube)
+                workload_sync.sync_live_workloads(self.kube)
         finally:
             connection.close()
 
@@ -129,8 +130,8 @@ def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world)
     code, out, err = run(url, token, "submit", *common, "--name", "low", "--gpu", "h200-141gb=8")
     assert code == 0, err
     low = out.strip()
-    from scheduler.models import Workload
-    from scheduler.tests.cluster_helpers import wait_for
+    from scheduler.workloads.models import Workload
+    from tests.scheduler.cluster_helpers import wait_for
 
     wait_for("low running", lambda: Workload.objects.get(pk=low).state == "running", timeout=60)
 
@@ -147,7 +148,8 @@ def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world)
 
 def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
     tenant, token, _, url, _ = portal
-    from scheduler.models import ResourceClass, Workload
+    from scheduler.catalog.models import ResourceClass
+    from scheduler.workloads.models import Workload
 
     mig = ResourceClass.objects.get(slug="h100-80gb-mig-3g.40gb")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)

@@ -13,12 +13,12 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
+from core.errors import InvalidInput, NotFound
 from metering import exports, pricing, selectors, services
 from metering.api import serializers as s
 from metering.models import AllocationInterval, Budget, PriceRule
-from portal.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
-from scheduler.models import ResourceClass
-from tenants.exceptions import InvalidInput, NotFound
+from scheduler.catalog.models import ResourceClass
 from tenants.models import ApiToken, Tenant
 
 MONTH = OpenApiParameter("month", str, description="YYYY-MM (default: this month)")

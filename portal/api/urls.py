@@ -4,13 +4,13 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from portal.api.exceptions import endpoint_not_found
+from core.api.exceptions import endpoint_not_found
 
 app_name = "api"
 
 urlpatterns = [
     path("v1/", include("tenants.api.urls")),
-    path("v1/", include("scheduler.api.urls")),
+    path("v1/", include("scheduler.workloads.api.urls")),
     path("v1/", include("metering.api.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path(

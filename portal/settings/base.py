@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "core",
     "portal",
     "tenants",
     "scheduler",
@@ -162,8 +163,8 @@ LOG_LEVEL = env("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "portal.logging.RequestIdFilter"}},
-    "formatters": {"json": {"()": "portal.logging.JsonFormatter"}},
+    "filters": {"request_id": {"()": "core.logging.RequestIdFilter"}},
+    "formatters": {"json": {"()": "core.logging.JsonFormatter"}},
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
@@ -178,7 +179,8 @@ LOGGING = {
 RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
 # The mig-parted config (what the GPU operator's MIG manager reads) whose names nodes carry.
 MIG_PARTED_CONFIG = env(
-    "MIG_PARTED_CONFIG", default=str(BASE_DIR / "scheduler" / "data" / "mig-parted-config.yaml")
+    "MIG_PARTED_CONFIG",
+    default=str(BASE_DIR / "scheduler" / "catalog" / "data" / "mig-parted-config.yaml"),
 )
 GPU_OPERATOR_NAMESPACE = env("GPU_OPERATOR_NAMESPACE", default="gpu-operator")
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
@@ -213,19 +215,19 @@ GPU_PRIORITY_CLASSES = [
 INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.api.authentication.BearerTokenAuthentication",  # first: 401 says "Bearer"
+        "tenants.api.authentication.BearerTokenAuthentication",  # first: 401 says "Bearer"
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["portal.api.permissions.TokenScopePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.api.permissions.TokenScopePermission"],
     "DEFAULT_FILTER_BACKENDS": [
-        "portal.api.filters.PortalFilterBackend",
+        "core.api.filters.PortalFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PortalPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
-    "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["portal.api.throttling.PerTokenThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.PortalAutoSchema",
+    "EXCEPTION_HANDLER": "core.api.exceptions.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.api.throttling.PerTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": {"per_token": env("API_THROTTLE_RATE", default="600/min")},
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
@@ -246,9 +248,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "CapacityRequestStateEnum": "tenants.models.CapacityRequest.State",
         "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
-        "WorkloadStateEnum": "scheduler.models.workloads.Workload.State",
-        "WorkloadKindEnum": "scheduler.models.workloads.Workload.Kind",
-        "ResourceClassKindEnum": "scheduler.models.catalog.ResourceClass.Kind",
+        "WorkloadStateEnum": "scheduler.workloads.models.Workload.State",
+        "WorkloadKindEnum": "scheduler.workloads.models.Workload.Kind",
+        "ResourceClassKindEnum": "scheduler.catalog.models.ResourceClass.Kind",
         "PriorityClassEnum": "tenants.models.PRIORITY_CLASSES",
     },
 }

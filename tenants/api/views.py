@@ -9,11 +9,11 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
-from portal.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
+from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
+from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
+from core.errors import NotFound
 from tenants import services
 from tenants.api import serializers as s
-from tenants.exceptions import NotFound
 from tenants.filtersets import AuditEventFilter
 from tenants.models import (
     ApiToken,
@@ -235,7 +235,9 @@ class QuotaGrantViewSet(PortalReadOnlyViewSet):
 
 
 class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
-    """Your tokens (platform admins: all). The secret is in the create answer only."""
+    """Your tokens and those of the CI robots of the tenants you own (platform admins: all),
+    by `ApiToken.objects.visible_to`, the rule the tokens page uses too. The secret is in the
+    create answer only."""
 
     queryset = ApiToken.objects.select_related("user")
     serializer_class = s.ApiTokenSerializer

@@ -1,0 +1,94 @@
+"""`Idempotency-Key` on creating POSTs: the same key and body replays the first answer; the same
+key with another body is a 409. Records live in PostgreSQL, written in the same transaction as
+what the call created, so a retry racing the first call waits for it and then replays it."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from core.errors import InvalidInput, ServiceError
+from core.models import IdempotencyRecord
+
+HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    name=HEADER,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="Any unique string (≤200 chars). A retry with the same key and body gets the "
+    "first answer again; the same key with another body is refused with 409 "
+    "`idempotency_key_reused`.",
+)
+
+
+class IdempotencyKeyReused(ServiceError):
+    code = "idempotency_key_reused"
+    status = 409
+
+
+def body_hash(data) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _replay(record: IdempotencyRecord, digest: str, method: str, path: str) -> Response:
+    if record.body_hash != digest or record.path != path or record.method != method:
+        raise IdempotencyKeyReused(
+            f"the Idempotency-Key {record.key!r} was used for another request "
+            f"({record.method} {record.path} with another body); use a new key"
+        )
+    return Response(
+        record.response_body, status=record.status_code, headers={REPLAYED_HEADER: "true"}
+    )
+
+
+def idempotent(method):
+    """Decorate a viewset's creating method (create or a POST action)."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, *args, **kwargs):
+        key = request.headers.get(HEADER, "").strip()
+        if not key:
+            return method(self, request, *args, **kwargs)
+        if len(key) > 200:
+            raise InvalidInput("the Idempotency-Key may be at most 200 characters")
+        digest = body_hash(request.data)
+        user = request.user
+        fresh_after = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS)
+        existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
+        if existing is not None and existing.created_at >= fresh_after:
+            return _replay(existing, digest, request.method, request.path)
+        try:
+            with transaction.atomic():
+                if existing is not None:  # stale: its key may be used again
+                    IdempotencyRecord.objects.filter(pk=existing.pk).delete()
+                response = method(self, request, *args, **kwargs)
+                if 200 <= response.status_code < 300:
+                    IdempotencyRecord.objects.create(
+                        user=user,
+                        key=key,
+                        method=request.method,
+                        path=request.path,
+                        body_hash=digest,
+                        status_code=response.status_code,
+                        response_body=json.loads(JSONRenderer().render(response.data) or b"null"),
+                    )
+        except IntegrityError:
+            # A concurrent call with the same key won the race: answer as it did.
+            winner = IdempotencyRecord.objects.filter(user=user, key=key).first()
+            if winner is None:
+                raise
+            return _replay(winner, digest, request.method, request.path)
+        return response
+
+    return wrapper

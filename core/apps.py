@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    """The ground layer: what every app stands on and which imports no app of the portal."""
+
+    name = "core"
+    default_auto_field = "django.db.models.BigAutoField"

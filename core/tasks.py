@@ -1,0 +1,27 @@
+"""The one decorator for every Celery task of the portal (house style: Celery done carefully)."""
+
+from celery import shared_task
+
+from core.errors import TransientClusterError
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    TimeoutError,
+    TransientClusterError,
+)
+
+
+def portal_task(*args, **kwargs):
+    """`shared_task` with late acks, retry with backoff and jitter on transient errors, and time
+    limits. Tasks take ids by keyword and must be safe to run twice."""
+    options = {
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "autoretry_for": TRANSIENT_ERRORS,
+        "retry_backoff": 2,
+        "retry_backoff_max": 120,
+        "retry_jitter": True,
+        "max_retries": 8,
+    }
+    options.update(kwargs)
+    return shared_task(*args, **options)

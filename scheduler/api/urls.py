@@ -1,9 +1,0 @@
-from rest_framework.routers import SimpleRouter
-
-from scheduler.api import views
-
-router = SimpleRouter()
-router.register("resource-classes", views.ResourceClassViewSet, basename="resourceclass")
-router.register("workloads", views.WorkloadViewSet, basename="workload")
-
-urlpatterns = router.urls

@@ -1,0 +1,248 @@
+"""The one door to the Kubernetes API. Everything else hands it plain manifests (dicts) or asks it
+plain questions; only this module imports the `kubernetes` client.
+
+Writes use server-side apply with one field manager; every call is counted so tests and
+benchmarks can prove that a no-op reconcile writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from core.errors import PermanentClusterError, TransientClusterError
+
+FIELD_MANAGER = "gpu-portal"
+
+
+@dataclass(frozen=True)
+class Kind:
+    api: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool
+
+
+KINDS: dict[str, Kind] = {
+    "Namespace": Kind("/api/v1", "namespaces", False),
+    "Node": Kind("/api/v1", "nodes", False),
+    "Pod": Kind("/api/v1", "pods", True),
+    "Event": Kind("/api/v1", "events", True),
+    "ServiceAccount": Kind("/api/v1", "serviceaccounts", True),
+    "ResourceQuota": Kind("/api/v1", "resourcequotas", True),
+    "LimitRange": Kind("/api/v1", "limitranges", True),
+    "ConfigMap": Kind("/api/v1", "configmaps", True),
+    "RoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "NetworkPolicy": Kind("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    "Job": Kind("/apis/batch/v1", "jobs", True),
+    "Deployment": Kind("/apis/apps/v1", "deployments", True),
+    "HorizontalPodAutoscaler": Kind("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
+}
+
+TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class CallStats:
+    calls: Counter = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def writes(self) -> int:
+        return sum(n for (verb, _), n in self.calls.items() if verb in ("apply", "delete", "patch"))
+
+
+def _path(kind: str, name: str | None = None, namespace: str | None = None, sub: str = "") -> str:
+    k = KINDS[kind]
+    path = k.api
+    if k.namespaced and namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{k.plural}"
+    if name:
+        path += f"/{name}"
+    if sub:
+        path += f"/{sub}"
+    return path
+
+
+def _translate(exc: Exception, what: str) -> Exception:
+    if isinstance(exc, ApiException):
+        detail = exc.reason
+        try:
+            detail = json.loads(exc.body).get("message", detail)
+        except (TypeError, ValueError):
+            pass
+        message = f"{what}: {exc.status} {detail}"
+        if exc.status in TRANSIENT_STATUSES:
+            return TransientClusterError(message)
+        return PermanentClusterError(message)
+    return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
+
+
+class KubeGateway:
+    """A thin, counted REST client over one cluster."""
+
+    def __init__(self, api_client: client.ApiClient):
+        self.api = api_client
+        self.stats = CallStats()
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None) -> KubeGateway:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=path or settings.KUBECONFIG, client_configuration=cfg)
+        cfg.retries = False  # retries are the task layer's job, with backoff and jitter
+        cfg.connection_pool_maxsize = 16
+        return cls(client.ApiClient(cfg))
+
+    def _call(
+        self,
+        verb: str,
+        kind: str,
+        method: str,
+        path: str,
+        *,
+        body=None,
+        query=None,
+        content_type: str = "application/json",
+    ) -> Any:
+        self.stats.calls[(verb, kind)] += 1
+        try:
+            data = self.api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                body=body,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                auth_settings=["BearerToken"],
+                response_type="object",
+                _return_http_data_only=True,
+                _preload_content=True,
+                _request_timeout=(5, 30),
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if isinstance(exc, ApiException) and exc.status == 404 and verb in ("get", "delete"):
+                return None
+            raise _translate(exc, f"{verb} {kind} {path}") from exc
+        return data
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        return self._call("get", kind, "GET", _path(kind, name, namespace))
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> list[dict]:
+        query = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        data = self._call("list", kind, "GET", _path(kind, namespace=namespace), query=query)
+        items = data.get("items", []) if data else []
+        for item in items:  # lists omit kind on items; callers compare by kind
+            item.setdefault("kind", kind)
+        return items
+
+    def pod_log(self, name: str, namespace: str, *, tail_lines: int = 500) -> str:
+        self.stats.calls[("get", "PodLog")] += 1
+        try:
+            return client.CoreV1Api(self.api).read_namespaced_pod_log(
+                name, namespace, tail_lines=tail_lines, _request_timeout=(5, 30)
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc, f"logs of pod {namespace}/{name}") from exc
+
+    def server_version(self) -> str:
+        data = self._call("get", "Version", "GET", "/version")
+        return data.get("gitVersion", "") if data else ""
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def apply(self, manifest: dict) -> dict:
+        """Server-side apply with the portal's field manager; takes over conflicting fields, since
+        the portal is the owner of what it renders."""
+        kind = manifest["kind"]
+        meta = manifest["metadata"]
+        return self._call(
+            "apply",
+            kind,
+            "PATCH",
+            _path(kind, meta["name"], meta.get("namespace")),
+            body=manifest,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+
+    def apply_status(self, manifest: dict) -> dict:
+        kind = manifest["kind"]
+        meta = manifest["metadata"]
+        return self._call(
+            "apply",
+            kind,
+            "PATCH",
+            _path(kind, meta["name"], meta.get("namespace"), "status"),
+            body=manifest,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+
+    def create(self, manifest: dict) -> dict:
+        kind = manifest["kind"]
+        ns = manifest["metadata"].get("namespace")
+        return self._call("apply", kind, "POST", _path(kind, namespace=ns), body=manifest)
+
+    def merge_patch(self, kind: str, name: str, patch: dict, namespace: str | None = None) -> dict:
+        return self._call(
+            "patch",
+            kind,
+            "PATCH",
+            _path(kind, name, namespace),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, *, propagation: str = "Background"
+    ) -> bool:
+        """Delete; True when something was deleted, False when it was already gone."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        return (
+            self._call("delete", kind, "DELETE", _path(kind, name, namespace), body=body)
+            is not None
+        )
+
+
+_gateway: KubeGateway | None = None
+_lock = threading.Lock()
+
+
+def gateway() -> KubeGateway:
+    """The process's gateway for the configured cluster (created on first use)."""
+    global _gateway
+    with _lock:
+        if _gateway is None:
+            _gateway = KubeGateway.from_kubeconfig()
+        return _gateway
+
+
+def reset_gateway() -> None:
+    global _gateway
+    with _lock:
+        _gateway = None

@@ -1,0 +1,147 @@
+"""What the portal knows of the cluster: the cluster, its nodes and the GPU pods on them, and how
+each tenant's namespace stands against what PostgreSQL says it should have."""
+
+from django.db import models
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster the portal manages (one for now: multi-cluster is a later step)."""
+
+    name = models.CharField(max_length=63, unique=True)
+    api_server = models.CharField(max_length=200, blank=True)
+    kubeconfig_path = models.CharField(
+        max_length=500, blank=True, help_text="Empty: the KUBECONFIG setting or in-cluster config"
+    )
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    last_sync_error = models.TextField(blank=True)
+    server_version = models.CharField(max_length=40, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A GPU node as NVIDIA's device plugin and GPU feature discovery describe it."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    gpu_model = models.CharField(max_length=64, blank=True, help_text="Catalog key")
+    gpu_product = models.CharField(max_length=120, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    mig_strategy = models.CharField(max_length=20, blank=True)
+    mig_config = models.CharField(max_length=63, blank=True)
+    mig_config_state = models.CharField(max_length=20, blank=True)
+    sharing_strategy = models.CharField(max_length=20, blank=True)
+    sharing_replicas = models.PositiveIntegerField(default=1)
+    device_plugin_config = models.CharField(max_length=63, blank=True)
+    allocatable = models.JSONField(default=dict, help_text="GPU resource name -> count")
+    labels = models.JSONField(default=dict)
+    schedulable = models.BooleanField(default=True)
+    ready = models.BooleanField(default=False)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PodAllocation(models.Model):
+    """A pod bound to a node that holds GPU devices, as the last inventory sync saw it."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="allocations")
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    pod_name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, db_index=True)
+    tenant = models.ForeignKey(
+        "tenants.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resources = models.JSONField(default=dict, help_text="GPU resource name -> units")
+    phase = models.CharField(max_length=20)
+    priority_class = models.CharField(max_length=63, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node_name", "namespace", "pod_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "uid"], name="unique_pod_allocation")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.pod_name} on {self.node_name}"
+
+
+class TenantSyncState(models.Model):
+    """Where a tenant's namespace stands against what PostgreSQL says it should have."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not synced yet"
+        SYNCING = "syncing", "Syncing"
+        IN_SYNC = "in_sync", "In sync"
+        FAILED = "failed", "Failed"
+
+    tenant = models.OneToOneField(
+        "tenants.Tenant", on_delete=models.CASCADE, related_name="sync_state"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    last_error = models.TextField(blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    # object key "Kind/namespace/name" -> hash of what was last applied: tells a hand edit or a
+    # hand deletion (drift) from a change of what is granted.
+    applied_hashes = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}: {self.get_status_display()}"
+
+    @property
+    def summary(self) -> str:
+        if self.status == self.Status.FAILED:
+            return f"failed: {self.last_error}"
+        return self.get_status_display().lower()
+
+
+class ReconcileRun(models.Model):
+    """One reconcile of one tenant (or of the cluster-wide objects when tenant is empty)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    tenant = models.ForeignKey(
+        "tenants.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="reconcile_runs",
+    )
+    trigger = models.CharField(max_length=40, help_text="tenant change, periodic, manual")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    changes = models.JSONField(default=list, blank=True)
+    drift = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    api_calls = models.PositiveIntegerField(default=0)
+    writes = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"reconcile {self.tenant or 'cluster'} {self.status}"
+
+    @property
+    def objects_changed(self) -> int:
+        return len(self.changes)

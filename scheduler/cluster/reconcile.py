@@ -1,0 +1,443 @@
+"""Make the cluster match what PostgreSQL says each tenant is granted (level-triggered).
+
+Desired state is rendered by `scheduler.render`; this module compares it with what the API
+server has, applies only what differs (a no-op run writes nothing), prunes what the portal
+labelled and no longer wants, tells drift from change, and records each run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from core.errors import ClusterError, PermanentClusterError, TransientClusterError
+from scheduler.catalog.models import ResourceClass
+from scheduler.cluster import render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from tenants.models import CRITICAL_PRIORITY_CLASS, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.selectors import effective_quotas
+from tenants.services import mark_request_provisioned
+
+log = logging.getLogger(__name__)
+
+MANAGED = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+
+
+def managed_selector() -> str:
+    """What this portal instance owns (several may share one cluster)."""
+    return f"{MANAGED},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+
+
+LOCK_NAMESPACE = 0x6770  # "gp": advisory-lock key space of the reconciler
+
+
+class TenantBusy(TransientClusterError):
+    """Another run holds the tenant's lock; retry later."""
+
+
+# --- desired state from the database ---------------------------------------------------------
+
+
+def priority_class_specs() -> list[render.PriorityClassSpec]:
+    return [
+        render.PriorityClassSpec(
+            name=str(pc["name"]),
+            value=int(str(pc["value"])),
+            description=str(pc.get("description", "")),
+        )
+        for pc in settings.GPU_PRIORITY_CLASSES
+    ]
+
+
+def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
+    """TenantSpecs for many tenants in a fixed number of queries."""
+    ids = [t.pk for t in tenants]
+    classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
+    resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
+    quotas = effective_quotas(ids)
+    members: dict[int, list[render.Member]] = defaultdict(list)
+    robots = {t.robot_id for t in tenants if t.robot_id}
+    for m in Membership.objects.filter(tenant_id__in=ids).select_related("user"):
+        members[m.tenant_id].append(
+            render.Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
+        )
+    priority_names = tuple(pc.name for pc in priority_class_specs())
+    specs = {}
+    for t in tenants:
+        by_name: dict[str, int] = defaultdict(int)
+        for rc_id, units in quotas.get(t.pk, {}).items():
+            by_name[classes[rc_id].resource_name] += units
+        specs[t.pk] = render.TenantSpec(
+            slug=t.slug,
+            name=t.name,
+            active=t.status == Tenant.Status.ACTIVE,
+            gpu_quota=dict(by_name),
+            gpu_resource_names=resource_names,
+            members=tuple(members[t.pk]),
+            allowed_priority_classes=tuple(t.allowed_priority_classes or ()),
+            all_priority_classes=priority_names,
+            critical_priority_class=CRITICAL_PRIORITY_CLASS,
+            critical_units=t.critical_gpu_quota,
+            platform_namespace=settings.PLATFORM_NAMESPACE,
+            namespace_prefix=settings.TENANT_NAMESPACE_PREFIX,
+            cpu_quota=settings.TENANT_CPU_QUOTA,
+            memory_quota=settings.TENANT_MEMORY_QUOTA,
+            pod_quota=settings.TENANT_POD_QUOTA,
+            user_prefix=settings.KUBE_USER_PREFIX,
+            instance=settings.PORTAL_INSTANCE,
+        )
+    return specs
+
+
+def tenant_namespace(tenant: Tenant) -> str:
+    return tenant.namespace
+
+
+# --- comparing -------------------------------------------------------------------------------
+
+
+def key_str(manifest: dict) -> str:
+    kind, ns, name = render.object_key(manifest)
+    return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
+
+
+def matches(desired: dict, live: dict) -> bool:
+    """Live has our labels and annotations and exactly our content (the API server's own
+    additions such as status or extra metadata are ignored)."""
+    d_meta, l_meta = desired["metadata"], live.get("metadata", {})
+    for part in ("labels", "annotations"):
+        live_part = l_meta.get(part) or {}
+        if any(live_part.get(k) != v for k, v in (d_meta.get(part) or {}).items()):
+            return False
+    return all(
+        live.get(k) == v for k, v in desired.items() if k not in ("metadata", "kind", "apiVersion")
+    )
+
+
+@dataclass
+class Outcome:
+    changes: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    applied: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ConvergePlan:
+    """What a converge would do, computed without calling the API server (pure)."""
+
+    to_apply: list[dict] = field(default_factory=list)
+    to_delete: list[dict] = field(default_factory=list)
+    outcome: Outcome = field(default_factory=Outcome)
+
+    @property
+    def is_noop(self) -> bool:
+        return not (self.to_apply or self.to_delete)
+
+
+def plan_converge(
+    desired: list[dict],
+    live: Iterable[dict],
+    previously_applied: dict[str, str],
+    *,
+    prune: bool = True,
+) -> ConvergePlan:
+    plan = ConvergePlan()
+    out = plan.outcome
+    live_by_key = {key_str(obj): obj for obj in live}
+    for manifest in desired:
+        key = key_str(manifest)
+        want_hash = manifest["metadata"]["annotations"][render.HASH_ANNOTATION]
+        current = live_by_key.pop(key, None)
+        out.applied[key] = want_hash
+        if current is not None and matches(manifest, current):
+            continue
+        if current is None:
+            if previously_applied.get(key) == want_hash:
+                out.drift.append(f"{key}: deleted outside the portal")
+            out.changes.append(f"{key}: created")
+        else:
+            live_hash = (current["metadata"].get("annotations") or {}).get(render.HASH_ANNOTATION)
+            if live_hash == want_hash:
+                out.drift.append(f"{key}: edited outside the portal")
+            out.changes.append(f"{key}: updated")
+        plan.to_apply.append(manifest)
+    if prune:
+        plan.to_delete = [obj for obj in live_by_key.values() if not _terminating(obj)]
+    return plan
+
+
+def execute(kube: KubeGateway, plan: ConvergePlan) -> Outcome:
+    for manifest in plan.to_apply:
+        kube.apply(manifest)
+    for obj in plan.to_delete:
+        kind, ns, name = render.object_key(obj)
+        if kube.delete(kind, name, ns or None):
+            plan.outcome.changes.append(f"{key_str(obj)}: deleted")
+    return plan.outcome
+
+
+def converge(
+    kube: KubeGateway,
+    desired: list[dict],
+    live: Iterable[dict],
+    previously_applied: dict[str, str],
+    *,
+    prune: bool = True,
+) -> Outcome:
+    """Apply what differs, delete what we own and no longer want, and classify drift."""
+    return execute(kube, plan_converge(desired, live, previously_applied, prune=prune))
+
+
+# --- runs, locks and recording ----------------------------------------------------------------
+
+
+@contextmanager
+def tenant_lock(tenant_id: int):
+    """A session-level advisory lock: a tenant's runs never overlap, across workers."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, tenant_id])
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        raise TenantBusy(f"tenant {tenant_id} is being reconciled by another run")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, tenant_id])
+
+
+def _record(
+    tenant: Tenant | None,
+    trigger: str,
+    started,
+    outcome: Outcome | None,
+    error: Exception | None,
+    calls_before: int,
+    writes_before: int,
+    kube: KubeGateway,
+    *,
+    always: bool,
+) -> ReconcileRun | None:
+    now = timezone.now()
+    changes = outcome.changes if outcome else []
+    drift = outcome.drift if outcome else []
+    with transaction.atomic():
+        if tenant is not None:
+            state, _ = TenantSyncState.objects.select_for_update().get_or_create(tenant=tenant)
+            state.last_run_at = now
+            if error is None:
+                state.status = TenantSyncState.Status.IN_SYNC
+                state.last_success_at = now
+                state.last_error = ""
+                state.applied_hashes = outcome.applied if outcome else {}
+            else:
+                state.status = TenantSyncState.Status.FAILED
+                state.last_error = str(error)[:2000]
+            state.save()
+        if not (always or changes or drift or error):
+            return None
+        return ReconcileRun.objects.create(
+            tenant=tenant,
+            trigger=trigger,
+            started_at=started,
+            finished_at=now,
+            status=ReconcileRun.Status.FAILED if error else ReconcileRun.Status.SUCCEEDED,
+            changes=changes,
+            drift=drift,
+            error=str(error or "")[:4000],
+            api_calls=kube.stats.total - calls_before,
+            writes=kube.stats.writes - writes_before,
+        )
+
+
+def _mark_syncing(tenant: Tenant) -> None:
+    TenantSyncState.objects.update_or_create(
+        tenant=tenant, defaults={"status": TenantSyncState.Status.SYNCING}
+    )
+
+
+def _provision(tenant: Tenant) -> None:
+    """Approved requests whose grants are in force are now on the cluster."""
+    now = timezone.now()
+    due = CapacityRequest.objects.filter(
+        tenant=tenant,
+        state=CapacityRequest.State.APPROVED,
+        starts_at__lte=now,
+        grants__state=QuotaGrant.State.ACTIVE,
+    ).distinct()
+    for request in due:
+        mark_request_provisioned(request=request)
+
+
+def _terminating(obj: dict) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _tenant_desired(tenant: Tenant, spec: render.TenantSpec | None) -> list[dict]:
+    if tenant.status == Tenant.Status.ARCHIVED or spec is None:
+        return []
+    return render.render_tenant(spec)
+
+
+def _sync_one(
+    kube: KubeGateway,
+    tenant: Tenant,
+    spec: render.TenantSpec | None,
+    live: list[dict],
+    previously: dict[str, str],
+) -> Outcome:
+    ns = tenant_namespace(tenant)
+    if tenant.status == Tenant.Status.ARCHIVED:
+        out = Outcome()
+        if any(o["kind"] == "Namespace" and not _terminating(o) for o in live) and kube.delete(
+            "Namespace", ns
+        ):
+            out.changes.append(f"Namespace/{ns}: deleted (tenant archived)")
+        return out
+    if any(o["kind"] == "Namespace" and _terminating(o) for o in live):
+        # Nothing can be created in it until Kubernetes has finished deleting it: try later.
+        raise TransientClusterError(f"namespace {ns} is still being deleted; retrying")
+    return converge(kube, _tenant_desired(tenant, spec), live, previously)
+
+
+def _live_for_tenant(kube: KubeGateway, tenant: Tenant) -> list[dict]:
+    ns = tenant_namespace(tenant)
+    selector = f"{managed_selector()},{render.TENANT_LABEL}={tenant.slug}"
+    live = []
+    namespace = kube.get("Namespace", ns)
+    if namespace is not None:
+        namespace.setdefault("kind", "Namespace")
+        live.append(namespace)
+        for kind in render.NAMESPACED_KINDS:
+            live.extend(kube.list(kind, ns, label_selector=selector))
+    return live
+
+
+def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenant change"):
+    """Reconcile one tenant; returns its ReconcileRun. Raises TransientClusterError for the
+    task layer to retry; permanent errors are recorded and returned, not raised."""
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return None
+    with tenant_lock(tenant.pk):
+        started = timezone.now()
+        calls, writes = kube.stats.total, kube.stats.writes
+        _mark_syncing(tenant)
+        tenant.refresh_from_db()
+        state = TenantSyncState.objects.get(tenant=tenant)
+        try:
+            spec = build_specs([tenant]).get(tenant.pk)
+            live = _live_for_tenant(kube, tenant)
+            outcome = _sync_one(kube, tenant, spec, live, state.applied_hashes)
+        except PermanentClusterError as exc:
+            log.warning("reconcile of %s failed for good: %s", tenant.slug, exc)
+            return _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+        except ClusterError as exc:
+            _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+            raise
+        run = _record(tenant, trigger, started, outcome, None, calls, writes, kube, always=True)
+        if tenant.status == Tenant.Status.ACTIVE:
+            _provision(tenant)
+        return run
+
+
+def reconcile_cluster_objects(kube: KubeGateway) -> Outcome:
+    desired = render.render_priority_classes(priority_class_specs())
+    live = kube.list("PriorityClass", label_selector=MANAGED)
+    previously = {key_str(m): m["metadata"]["annotations"][render.HASH_ANNOTATION] for m in desired}
+    return converge(kube, desired, live, previously)
+
+
+@dataclass
+class Summary:
+    tenants: int = 0
+    changed: int = 0
+    drifted: int = 0
+    failed: list[str] = field(default_factory=list)
+    skipped_busy: int = 0
+    orphans_deleted: int = 0
+
+
+def _unchanged(tenant: Tenant, spec, live: list[dict], state: TenantSyncState | None) -> bool:
+    """The common case of a periodic run: the tenant is in sync and the cluster matches."""
+    if state is None or state.status != TenantSyncState.Status.IN_SYNC:
+        return False
+    if tenant.status == Tenant.Status.ARCHIVED:
+        return False
+    plan = plan_converge(_tenant_desired(tenant, spec), live, state.applied_hashes)
+    return plan.is_noop and plan.outcome.applied == state.applied_hashes
+
+
+def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
+    """Every tenant and the cluster-wide objects, from one listing of each managed kind.
+    A tenant whose own run is in progress is skipped (that run converges it)."""
+    summary = Summary()
+    reconcile_cluster_objects(kube)
+    live_by_tenant: dict[str, list[dict]] = defaultdict(list)
+    for kind in ("Namespace", *render.NAMESPACED_KINDS):
+        for obj in kube.list(kind, label_selector=managed_selector()):
+            slug = (obj["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
+            if slug:
+                live_by_tenant[slug].append(obj)
+    tenants = list(Tenant.objects.all())
+    specs = build_specs([t for t in tenants if t.status != Tenant.Status.ARCHIVED])
+    states = {s.tenant_id: s for s in TenantSyncState.objects.all()}
+    for tenant in tenants:
+        live = live_by_tenant.pop(tenant.slug, [])
+        if tenant.status == Tenant.Status.ARCHIVED and not live:
+            continue
+        summary.tenants += 1
+        state = states.get(tenant.pk)
+        if _unchanged(tenant, specs.get(tenant.pk), live, state):
+            continue  # nothing to write and nothing to record: no lock, no query
+        try:
+            with tenant_lock(tenant.pk):
+                started = timezone.now()
+                calls, writes = kube.stats.total, kube.stats.writes
+                try:
+                    outcome = _sync_one(
+                        kube,
+                        tenant,
+                        specs.get(tenant.pk),
+                        live,
+                        state.applied_hashes if state else {},
+                    )
+                except PermanentClusterError as exc:
+                    summary.failed.append(f"{tenant.slug}: {exc}")
+                    _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+                    continue
+                except TransientClusterError as exc:
+                    _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+                    raise
+                needs_record = (
+                    state is None
+                    or state.status != TenantSyncState.Status.IN_SYNC
+                    or state.applied_hashes != outcome.applied
+                )
+                if outcome.changes or outcome.drift or needs_record:
+                    _record(
+                        tenant, trigger, started, outcome, None, calls, writes, kube, always=False
+                    )
+                summary.changed += bool(outcome.changes)
+                summary.drifted += bool(outcome.drift)
+                if outcome.changes and tenant.status == Tenant.Status.ACTIVE:
+                    _provision(tenant)
+        except TenantBusy:
+            summary.skipped_busy += 1
+    # Objects labelled for tenants the database does not know at all: left over, remove them.
+    for slug, objects in live_by_tenant.items():
+        for obj in objects:
+            if obj["kind"] == "Namespace" and not _terminating(obj):
+                kind, _, name = render.object_key(obj)
+                if kube.delete(kind, name):
+                    summary.orphans_deleted += 1
+                    log.info("deleted orphan namespace %s of unknown tenant %s", name, slug)
+    return summary

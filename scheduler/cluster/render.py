@@ -1,0 +1,313 @@
+"""Desired cluster state as plain manifests: pure functions, no I/O, no Django.
+
+`render_tenant(spec)` returns everything one tenant should have in its namespace;
+`render_cluster(...)` returns the cluster-wide objects (PriorityClasses). Every object carries
+the portal's labels so that prune and drift checks select exactly what the portal owns, and an
+annotation with the hash of its desired content, so a later run can tell a hand edit (hash the
+same, content different) from a change of what is granted (hash different).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from core.names import namespace_name
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpu-portal"
+TENANT_LABEL = "gpu-portal.io/tenant"
+# Several portals (a developer's, the test suite's) may share one cluster: each prunes only
+# what carries its own instance label.
+INSTANCE_LABEL = "gpu-portal.io/instance"
+HASH_ANNOTATION = "gpu-portal.io/desired-hash"
+DISPLAY_NAME_ANNOTATION = "gpu-portal.io/display-name"
+
+ROBOT_SERVICE_ACCOUNT = "ci-robot"
+GPU_QUOTA = "gpu-portal-quota"
+PRIORITY_QUOTA_PREFIX = "gpu-portal-priority-"
+LIMIT_RANGE = "gpu-portal-defaults"
+NETWORK_POLICY = "gpu-portal-isolation"
+ROLE_FOR = {"owner": "admin", "member": "edit", "viewer": "view"}
+ROLE_BINDING_PREFIX = "gpu-portal-"
+
+# Namespaced kinds the portal manages inside a tenant namespace (prune looks at these).
+NAMESPACED_KINDS = ("ServiceAccount", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy")
+
+
+@dataclass(frozen=True)
+class PriorityClassSpec:
+    name: str
+    value: int
+    description: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True)
+class Member:
+    username: str
+    role: str  # owner | member | viewer
+    is_robot: bool = False
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    slug: str
+    name: str
+    active: bool
+    # resource name -> units granted (summed over classes sharing the name)
+    gpu_quota: dict[str, int]
+    # every GPU resource name the portal knows: each gets a quota line, zero when not granted
+    gpu_resource_names: tuple[str, ...]
+    members: tuple[Member, ...] = ()
+    allowed_priority_classes: tuple[str, ...] = ()
+    all_priority_classes: tuple[str, ...] = ()
+    critical_priority_class: str = "gpu-critical"
+    critical_units: int = 0
+    platform_namespace: str = "gpu-portal-system"
+    namespace_prefix: str = "tenant-"
+    cpu_quota: str = "64"
+    memory_quota: str = "256Gi"
+    pod_quota: int = 200
+    container_defaults: dict[str, dict[str, str]] = field(
+        default_factory=lambda: {
+            "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+            "default": {"cpu": "2", "memory": "4Gi"},
+        }
+    )
+    user_prefix: str = ""
+    instance: str = "default"
+
+
+def content_hash(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "metadata"}
+    meta = manifest.get("metadata", {})
+    body["labels"] = meta.get("labels", {})
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _finish(manifest: dict) -> dict:
+    manifest["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = content_hash(manifest)
+    return manifest
+
+
+def _meta(spec: TenantSpec, name: str, namespace: str | None = None, **extra) -> dict:
+    meta: dict = {
+        "name": name,
+        "labels": {
+            MANAGED_BY_LABEL: MANAGED_BY,
+            INSTANCE_LABEL: spec.instance,
+            TENANT_LABEL: spec.slug,
+            **extra.pop("labels", {}),
+        },
+    }
+    if namespace:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def render_namespace(spec: TenantSpec) -> dict:
+    ns = namespace_name(spec.slug, spec.namespace_prefix)
+    return _finish(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": _meta(
+                spec,
+                ns,
+                labels={
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                    "pod-security.kubernetes.io/audit": "restricted",
+                },
+                annotations={DISPLAY_NAME_ANNOTATION: spec.name},
+            ),
+        }
+    )
+
+
+def _gpu_hard(spec: TenantSpec, cap: int | None = None) -> dict[str, str]:
+    """`requests.<name>` for every known GPU resource (zero when nothing is granted, so a
+    tenant cannot use what it was not given). Never `limits.`: quota ignores those lines for
+    extended resources (see the cluster tests)."""
+    hard = {}
+    for name in sorted(set(spec.gpu_resource_names) | set(spec.gpu_quota)):
+        units = spec.gpu_quota.get(name, 0) if spec.active else 0
+        if cap is not None:
+            units = min(units, cap)
+        hard[f"requests.{name}"] = str(units)
+    return hard
+
+
+def render_quotas(spec: TenantSpec, namespace: str) -> list[dict]:
+    hard = {
+        **_gpu_hard(spec),
+        "requests.cpu": spec.cpu_quota if spec.active else "0",
+        "requests.memory": spec.memory_quota if spec.active else "0",
+        "pods": str(spec.pod_quota if spec.active else 0),
+    }
+    quotas = [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta(spec, GPU_QUOTA, namespace),
+            "spec": {"hard": hard},
+        }
+    ]
+    for pc in sorted(spec.all_priority_classes):
+        allowed = spec.active and pc in spec.allowed_priority_classes
+        if pc == spec.critical_priority_class:
+            # Critical work may use GPUs only up to the units granted at that priority.
+            pc_hard = _gpu_hard(spec, cap=spec.critical_units if allowed else 0)
+            if not allowed:
+                pc_hard["pods"] = "0"
+        elif allowed:
+            continue  # the namespace-wide quota already caps it
+        else:
+            pc_hard = {"pods": "0"}
+        quotas.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": _meta(spec, f"{PRIORITY_QUOTA_PREFIX}{pc}", namespace),
+                "spec": {
+                    "hard": pc_hard,
+                    "scopeSelector": {
+                        "matchExpressions": [
+                            {"scopeName": "PriorityClass", "operator": "In", "values": [pc]}
+                        ]
+                    },
+                },
+            }
+        )
+    return [_finish(q) for q in quotas]
+
+
+def render_limit_range(spec: TenantSpec, namespace: str) -> dict:
+    return _finish(
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": _meta(spec, LIMIT_RANGE, namespace),
+            "spec": {"limits": [{"type": "Container", **spec.container_defaults}]},
+        }
+    )
+
+
+def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
+    """The robot's ServiceAccount and one RoleBinding per role that has anyone in it."""
+    objects = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(spec, ROBOT_SERVICE_ACCOUNT, namespace),
+            "automountServiceAccountToken": False,
+        }
+    ]
+    for role, cluster_role in ROLE_FOR.items():
+        subjects = []
+        for m in sorted(spec.members, key=lambda m: (m.is_robot, m.username)):
+            if m.role != role:
+                continue
+            if m.is_robot:
+                subjects.append(
+                    {
+                        "kind": "ServiceAccount",
+                        "name": ROBOT_SERVICE_ACCOUNT,
+                        "namespace": namespace,
+                    }
+                )
+            else:
+                subjects.append(
+                    {
+                        "kind": "User",
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "name": f"{spec.user_prefix}{m.username}",
+                    }
+                )
+        if not subjects or not spec.active:
+            continue
+        objects.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": _meta(spec, f"{ROLE_BINDING_PREFIX}{role}s", namespace),
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": cluster_role,
+                },
+                "subjects": subjects,
+            }
+        )
+    return [_finish(o) for o in objects]
+
+
+def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
+    allowed = sorted({namespace, spec.platform_namespace})
+    return _finish(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(spec, NETWORK_POLICY, namespace),
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/metadata.name",
+                                            "operator": "In",
+                                            "values": allowed,
+                                        }
+                                    ]
+                                }
+                            }
+                        ]
+                    }
+                ],
+            },
+        }
+    )
+
+
+def render_tenant(spec: TenantSpec) -> list[dict]:
+    """Everything one tenant should have: the Namespace first, then what lives in it."""
+    namespace = render_namespace(spec)
+    ns = namespace["metadata"]["name"]
+    return [
+        namespace,
+        *render_quotas(spec, ns),
+        render_limit_range(spec, ns),
+        *render_access(spec, ns),
+        render_network_policy(spec, ns),
+    ]
+
+
+def render_priority_classes(classes: list[PriorityClassSpec]) -> list[dict]:
+    return [
+        _finish(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": pc.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+                "value": pc.value,  # globalDefault stays unset (false): none is the default
+                "preemptionPolicy": pc.preemption_policy,
+                # the API server drops an empty description: rendering one would never match
+                **({"description": pc.description} if pc.description else {}),
+            }
+        )
+        for pc in classes
+    ]
+
+
+def object_key(manifest: dict) -> tuple[str, str, str]:
+    meta = manifest["metadata"]
+    return manifest["kind"], meta.get("namespace", ""), meta["name"]

@@ -1,0 +1,143 @@
+"""Inventory: what the cluster has (nodes, GPUs, the GPU pods on them) read into PostgreSQL, and
+the pools' capacity derived from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from scheduler.catalog.models import Pool
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster import inventory, render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import Cluster, Node, PodAllocation
+from tenants import audit
+from tenants.models import Tenant
+
+
+@dataclass
+class InventorySync:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    pools_changed: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+NODE_FIELDS = [
+    "uid",
+    "gpu_model",
+    "gpu_product",
+    "gpu_count",
+    "gpu_memory_mib",
+    "mig_strategy",
+    "mig_config",
+    "mig_config_state",
+    "sharing_strategy",
+    "sharing_replicas",
+    "device_plugin_config",
+    "allocatable",
+    "labels",
+    "schedulable",
+    "ready",
+]
+
+
+def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
+    """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
+    them. Idempotent; a pool whose capacity changes gets one audit event. Every call to the API
+    server happens before the transaction: approvals never wait on the cluster for a pool lock."""
+    nodes = [inventory.parse_node(n) for n in kube.list("Node")]
+    gpu_nodes = [n for n in nodes if n.gpu_model]
+    pods = [p for p in map(inventory.parse_gpu_pod, kube.list("Pod")) if p is not None]
+    namespaces = {
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
+        for ns in kube.list("Namespace", label_selector=render.TENANT_LABEL)
+    }
+    api_server = kube.api.configuration.host
+    server_version = kube.server_version()
+    result = InventorySync()
+    now = timezone.now()
+    ensure_resource_classes(sorted({n.gpu_model for n in gpu_nodes}))
+    capacities = inventory.pool_capacities(gpu_nodes)
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.select_for_update().get_or_create(name=cluster_name)
+        known = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+        for info in gpu_nodes:
+            values = {f: getattr(info, f) for f in NODE_FIELDS}
+            row = known.pop(info.name, None)
+            if row is None:
+                Node.objects.create(cluster=cluster, name=info.name, last_seen_at=now, **values)
+                result.added.append(info.name)
+                continue
+            if any(getattr(row, f) != v for f, v in values.items()):
+                result.updated.append(info.name)
+            for f, v in values.items():
+                setattr(row, f, v)
+            row.last_seen_at = now
+            row.save()
+        for name, row in known.items():
+            row.delete()
+            result.removed.append(name)
+        # Pools in a fixed order, as approvals lock them: no deadlock with a racing approval.
+        for pool in (
+            Pool.objects.select_for_update()
+            .select_related("resource_class")
+            .order_by("resource_class_id")
+        ):
+            capacity = capacities.get(pool.resource_class.slug, 0)
+            if pool.capacity == capacity and pool.source == Pool.Source.CLUSTER:
+                continue
+            before = {"capacity": pool.capacity, "source": pool.source}
+            result.pools_changed[pool.resource_class.slug] = (pool.capacity, capacity)
+            pool.capacity, pool.source = capacity, Pool.Source.CLUSTER
+            pool.save(update_fields=["capacity", "source", "updated_at"])
+            audit.record(
+                actor=None,
+                verb="pool.synced",
+                obj=pool,
+                tenant=None,
+                before=before,
+                after={"capacity": capacity, "source": pool.source},
+            )
+        _sync_allocations(cluster, pods, namespaces, now)
+        cluster.last_sync_at = now
+        cluster.last_sync_error = ""
+        cluster.api_server = api_server
+        cluster.server_version = server_version
+        cluster.save()
+    return result
+
+
+def _sync_allocations(
+    cluster: Cluster, pods: list[inventory.PodInfo], namespaces: dict[str, str | None], now
+) -> None:
+    """Mirror which pods hold GPUs where (for the capacity map and metering)."""
+    tenants = dict(Tenant.objects.values_list("slug", "pk"))
+    seen = set()
+    for pod in pods:
+        seen.add(pod.uid)
+        PodAllocation.objects.update_or_create(
+            cluster=cluster,
+            uid=pod.uid,
+            defaults={
+                "namespace": pod.namespace,
+                "pod_name": pod.name,
+                "node_name": pod.node_name,
+                "tenant_id": tenants.get(namespaces.get(pod.namespace) or ""),
+                "resources": pod.resources,
+                "phase": pod.phase,
+                "priority_class": pod.priority_class,
+                "started_at": parse_datetime(pod.started_at) if pod.started_at else None,
+                "seen_at": now,
+            },
+        )
+    PodAllocation.objects.filter(cluster=cluster).exclude(uid__in=seen).delete()
+
+
+def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> None:
+    Cluster.objects.update_or_create(
+        name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
+    )

@@ -1,0 +1,154 @@
+"""Per-GPU layouts of nodes, from the mig-parted config their label names (pure), and the
+geometry of the capacity map drawing."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from scheduler.catalog import facts
+
+
+@dataclass(frozen=True)
+class Instance:
+    profile: str  # "" for a whole GPU or a shared replica
+    start: int  # first compute slice it is drawn at
+    compute_slices: int
+    resource_name: str
+
+
+@dataclass
+class Gpu:
+    index: int
+    mode: str  # "mig", "whole" or "shared"
+    instances: list[Instance] = field(default_factory=list)
+
+
+@cache
+def load_mig_configs(path: str) -> dict[str, list[dict]]:
+    return yaml.safe_load(Path(path).read_text())["mig-configs"]
+
+
+def _entry_for_gpu(entries: list[dict], model: facts.GpuModel, index: int) -> dict | None:
+    for entry in entries:
+        devices = entry.get("devices", "all")
+        if devices != "all" and index not in devices:
+            continue
+        filters = entry.get("device-filter")
+        if filters:
+            filters = [filters] if isinstance(filters, str) else filters
+            if not {f.upper() for f in filters} & {p.upper() for p in model.pci_device_ids}:
+                continue
+        return entry
+    return None
+
+
+def gpu_layouts(
+    model_key: str, gpu_count: int, mig_config: str, sharing_replicas: int, configs: dict
+) -> list[Gpu]:
+    """Each GPU of a node: its MIG instances placed by NVIDIA's rules, or one whole GPU, or
+    its shared replicas. Unknown configs read as whole GPUs."""
+    model = facts.get_model(model_key)
+    entries = configs.get(mig_config, []) if model.mig_capable else []
+    gpus = []
+    for index in range(gpu_count):
+        entry = _entry_for_gpu(entries, model, index)
+        devices = (entry or {}).get("mig-devices") or {}
+        if entry and entry.get("mig-enabled") and devices:
+            placement = facts.find_placement(model, devices) or ()
+            x, instances = 0, []
+            for name, _start in placement:
+                profile = model.profile(name)
+                instances.append(Instance(name, x, profile.compute_slices, profile.resource_name))
+                x += profile.compute_slices
+            gpus.append(Gpu(index, "mig", instances))
+        elif sharing_replicas > 1:
+            gpus.append(
+                Gpu(
+                    index,
+                    "shared",
+                    [Instance("", 0, 7, facts.WHOLE_GPU_RESOURCE) for _ in range(sharing_replicas)],
+                )
+            )
+        else:
+            gpus.append(Gpu(index, "whole", [Instance("", 0, 7, facts.WHOLE_GPU_RESOURCE)]))
+    return gpus
+
+
+@dataclass(frozen=True)
+class Block:
+    x: float
+    width: float
+    label: str
+    tenant: str  # "" when free
+
+
+@dataclass
+class GpuDrawing:
+    index: int
+    mode: str
+    blocks: list[Block]
+    free_slices: int
+
+
+def assign_tenants(gpus: list[Gpu], held: dict[str, list[tuple[str, int]]]) -> list[GpuDrawing]:
+    """Colour instances by the tenants whose pods hold them. The device plugin does not publish
+    which device a pod got, so units of a resource are handed out in GPU order."""
+    # resource -> tenants in order, one entry per unit held
+    queue = {name: [t for t, n in holders for _ in range(n)] for name, holders in held.items()}
+
+    def take(resource: str) -> str:
+        units = queue.get(resource)
+        return units.pop(0) if units else ""
+
+    drawings = []
+    for gpu in gpus:
+        blocks = []
+        if gpu.mode == "shared":
+            width = 7 / len(gpu.instances)
+            for i, inst in enumerate(gpu.instances):
+                blocks.append(
+                    Block(
+                        i * width,
+                        width,
+                        "replica",
+                        take(facts.SHARED_GPU_RESOURCE) or take(inst.resource_name),
+                    )
+                )
+            free = 0
+        else:
+            for inst in gpu.instances:
+                blocks.append(
+                    Block(
+                        inst.start,
+                        inst.compute_slices,
+                        inst.profile or "whole GPU",
+                        take(inst.resource_name),
+                    )
+                )
+            free = 7 - sum(i.compute_slices for i in gpu.instances)
+        drawings.append(GpuDrawing(gpu.index, gpu.mode, blocks, free))
+    return drawings
+
+
+def tenant_colours(tenants: list[str]) -> dict[str, str]:
+    """Distinct, colour-blind-friendly colours (Okabe-Ito, then hues) by tenant."""
+    palette = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442"]
+    colours = {}
+    for i, slug in enumerate(sorted(set(tenants))):
+        colours[slug] = palette[i] if i < len(palette) else f"hsl({(i * 47) % 360} 55% 45%)"
+    return colours
+
+
+def group_held(
+    rows: list[tuple[str, str, str, int]],
+) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """(node, tenant, resource, units) rows -> node -> resource -> [(tenant, units)]."""
+    out: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+    for node, tenant, resource, units in rows:
+        out[node][resource].append((tenant, units))
+    return out

@@ -1,0 +1,86 @@
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+
+
+class Plan(models.Model):
+    """A proposed MIG layout and sharing config for some nodes, and how applying it went."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed", "Proposed"
+        APPLYING = "applying", "Applying"
+        APPLIED = "applied", "Applied"
+        FAILED = "failed", "Failed"
+
+    # action -> (states it may start from, state it leads to)
+    TRANSITIONS = {
+        "start": ({Status.PROPOSED, Status.FAILED, Status.APPLIED}, Status.APPLYING),
+        # a rollout whose worker died (see is_stuck) is taken up again where it stopped
+        "resume": ({Status.APPLYING}, Status.APPLYING),
+        "finish": ({Status.APPLYING}, Status.APPLIED),
+        "fail": ({Status.APPLYING}, Status.FAILED),
+    }
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
+    method = models.CharField(max_length=10, default="exact")
+    policy = models.JSONField(default=dict)
+    # demand, served, unserved, supply before/after per class; solve time; counts
+    summary = models.JSONField(default=dict)
+    # one dict per node: current and proposed shapes, labels, changed GPUs, disturbed pods, and
+    # the rollout step's state and message
+    nodes = models.JSONField(default=list)
+    mig_configs = models.JSONField(default=dict, help_text="Generated mig-parted configs")
+    failed_node = models.CharField(max_length=253, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"plan #{self.pk} ({self.status})"
+
+    # Longer than the apply task's hard time limit: no live worker can still be on it.
+    STUCK_AFTER_S = 660
+
+    def is_stuck(self, now=None) -> bool:
+        now = now or timezone.now()
+        return (
+            self.status == self.Status.APPLYING
+            and self.started_at is not None
+            and (now - self.started_at).total_seconds() > self.STUCK_AFTER_S
+        )
+
+    def transition(self, action: str) -> None:
+        allowed, target = self.TRANSITIONS[action]
+        if self.status not in allowed:
+            raise InvalidTransition(f"cannot {action} a plan that is {self.status}")
+        self.status = target
+        now = timezone.now()
+        if action in ("start", "resume"):
+            self.started_at, self.finished_at, self.failed_node, self.error = now, None, "", ""
+        else:
+            self.finished_at = now
+
+    @property
+    def changed_nodes(self) -> list[dict]:
+        return [n for n in self.nodes if n["changed_gpus"]]
+
+
+class MigConfig(models.Model):
+    """A mig-parted config the planner generated and the portal published (content-addressed
+    name), so the capacity map and later plans can read layouts that are not in the file."""
+
+    name = models.CharField(max_length=63, unique=True)
+    entries = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,210 @@
+"""Planning services: read the fleet and the approved demand from the database, run the pure
+planner (scheduler.planner) and keep its proposal as a Plan row."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+
+from core.errors import InvalidInput
+from scheduler.catalog import facts
+from scheduler.cluster.models import Node, PodAllocation
+from scheduler.mig import configs as mig_configs
+from scheduler.mig import layouts
+from scheduler.mig import planner as pl
+from scheduler.mig.models import MigConfig, Plan
+from tenants import audit
+from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant
+from tenants.permissions import require_platform_admin
+
+
+def known_mig_configs() -> dict[str, list[dict]]:
+    """The portal's file of mig-parted configs plus every generated config published so far."""
+    configs = dict(layouts.load_mig_configs(str(settings.MIG_PARTED_CONFIG)))
+    configs.update(MigConfig.objects.values_list("name", "entries"))
+    return configs
+
+
+def shape_to_json(shape: pl.Shape) -> dict:
+    return {"mode": shape.mode, "devices": dict(shape.devices), "replicas": shape.replicas}
+
+
+def shape_from_json(data: dict) -> pl.Shape:
+    devices = tuple(sorted((k, int(v)) for k, v in data.get("devices", {}).items()))
+    return pl.Shape(data["mode"], devices, int(data.get("replicas", 1)))
+
+
+def current_shapes(node: Node, configs: dict[str, list[dict]]) -> list[pl.Shape]:
+    model = facts.get_model(node.gpu_model)
+    if not model.mig_capable:
+        shape = (
+            pl.Shape("shared", (), node.sharing_replicas) if node.sharing_replicas > 1 else pl.WHOLE
+        )
+        return [shape] * node.gpu_count
+    shapes = mig_configs.config_shapes(model, node.gpu_count, configs.get(node.mig_config, []))
+    return shapes or [pl.WHOLE] * node.gpu_count
+
+
+def _class_of(model: facts.GpuModel, resource: str, shared: bool) -> str:
+    if resource.startswith("nvidia.com/mig-"):
+        return facts.class_slug(model, "mig", resource[len("nvidia.com/mig-") :])
+    if resource == facts.SHARED_GPU_RESOURCE or shared:
+        return facts.class_slug(model, "shared")
+    return facts.class_slug(model, "whole")
+
+
+def fleet_from_inventory(
+    configs: dict[str, list[dict]] | None = None,
+) -> tuple[list[pl.GpuState], dict[str, tuple[str, str]]]:
+    """Every GPU of the inventory with its shape and what pods hold on it. Pods take a node's
+    instances of their class in GPU order (the device plugin does not say which GPU)."""
+    configs = configs if configs is not None else known_mig_configs()
+    pods: dict[str, list[PodAllocation]] = defaultdict(list)
+    for alloc in PodAllocation.objects.order_by("started_at", "uid"):
+        pods[alloc.node_name].append(alloc)
+    gpus, labels = [], {}
+    for node in Node.objects.exclude(gpu_model="").filter(gpu_count__gt=0).order_by("name"):
+        model = facts.get_model(node.gpu_model)
+        labels[node.name] = (node.mig_config, node.device_plugin_config)
+        shared = node.sharing_replicas > 1
+        queue: dict[str, list[str]] = defaultdict(list)  # class -> one pod per unit held
+        for alloc in pods.get(node.name, []):
+            for resource, n in alloc.resources.items():
+                queue[_class_of(model, resource, shared)] += [
+                    f"{alloc.namespace}/{alloc.pod_name}"
+                ] * n
+        for index, shape in enumerate(current_shapes(node, configs)):
+            busy: dict[str, int] = defaultdict(int)
+            holders = set()
+            for unit in pl.instance_units(model, shape):
+                if queue[unit]:
+                    holders.add(queue[unit].pop(0))
+                    busy[unit] += 1
+            gpus.append(
+                pl.GpuState(
+                    node.name,
+                    index,
+                    model.key,
+                    shape,
+                    tuple(sorted(busy.items())),
+                    tuple(sorted(holders)),
+                )
+            )
+    return gpus, labels
+
+
+def approved_demand(*, include_pending: bool = False) -> dict[str, int]:
+    """Units per class slug that grants hold (now or later), plus asks still waiting if wanted."""
+    demand: dict[str, int] = defaultdict(int)
+    for slug, total in (
+        QuotaGrant.objects.holding()
+        .values("resource_class__slug")
+        .annotate(total=Sum("amount"))
+        .values_list("resource_class__slug", "total")
+    ):
+        demand[slug] += total
+    if include_pending:
+        for slug, total in (
+            CapacityRequestItem.objects.filter(request__state=CapacityRequest.State.SUBMITTED)
+            .values("resource_class__slug")
+            .annotate(total=Sum("amount"))
+            .values_list("resource_class__slug", "total")
+        ):
+            demand[slug] += total
+    return dict(demand)
+
+
+SHARING_MODES = ("time-slicing", "mps")
+METHODS = ("exact", "greedy")
+
+
+def create_plan(
+    *,
+    actor,
+    allow_draining: bool = False,
+    include_pending: bool = False,
+    nodes: list[str] | None = None,
+    large_shape_weight: float = 0.0,
+    sharing: str = "time-slicing",
+    method: str = "exact",
+    demand: dict[str, int] | None = None,
+) -> Plan:
+    """Propose layouts for the inventory (or only `nodes`) and keep the proposal (platform
+    admins only; one `plan.proposed` event). Applying it is `scheduler.mig.services`' job."""
+    require_platform_admin(actor, "make MIG plans")
+    if sharing not in SHARING_MODES:
+        raise InvalidInput(f"sharing must be one of {', '.join(SHARING_MODES)}", field="sharing")
+    if method not in METHODS:
+        raise InvalidInput(f"method must be one of {', '.join(METHODS)}", field="method")
+    if not large_shape_weight >= 0:  # also refuses NaN
+        raise InvalidInput("the large-shape weight must be ≥ 0", field="large_shape_weight")
+    policy = pl.Policy(
+        allow_draining=allow_draining,
+        large_shape_weight=large_shape_weight,
+        sharing=sharing,
+        nodes=frozenset(nodes) if nodes else None,
+    )
+    configs = known_mig_configs()
+    gpus, labels = fleet_from_inventory(configs)
+    demand = demand if demand is not None else approved_demand(include_pending=include_pending)
+    solve = pl.plan_greedy if method == "greedy" else pl.plan_exact
+    result = solve(gpus, demand, policy)
+    proposals, new_configs = mig_configs.propose_nodes(gpus, result, labels, configs, policy)
+    if policy.nodes is not None:
+        proposals = [p for p in proposals if p.node in policy.nodes]
+    policy_json = {
+        **asdict(policy),
+        "nodes": sorted(policy.nodes or []),
+        "include_pending": include_pending,
+    }
+    with transaction.atomic():
+        plan = Plan.objects.create(
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+            method=result.method,
+            policy=policy_json,
+            summary={
+                "demand": result.demand,
+                "served": result.served,
+                "unserved": result.unserved,
+                "supply_before": result.supply_before,
+                "supply_after": result.supply_after,
+                "served_gpu_eq": round(result.served_weight(), 3),
+                "changed_gpus": len(result.changed),
+                "disturbed_pods": result.disturbed_pods,
+                "solve_seconds": round(result.solve_seconds, 4),
+            },
+            nodes=[
+                {
+                    "node": p.node,
+                    "model": p.model,
+                    "current": [shape_to_json(s) for s in p.current],
+                    "proposed": [shape_to_json(s) for s in p.proposed],
+                    "current_mig_config": labels[p.node][0],
+                    "current_device_plugin_config": labels[p.node][1],
+                    "mig_config": p.mig_config,
+                    "device_plugin_config": p.device_plugin_config,
+                    "changed_gpus": p.changed_gpus,
+                    "disturbed_pods": p.disturbed_pods,
+                    "state": "pending" if p.changed else "unchanged",
+                    "message": "",
+                }
+                for p in proposals
+            ],
+            mig_configs=new_configs,
+        )
+        audit.record(
+            actor=actor,
+            verb="plan.proposed",
+            obj=plan,
+            tenant=None,
+            after={
+                "changed_gpus": len(result.changed),
+                "unserved": result.unserved,
+                "nodes": [p.node for p in proposals if p.changed],
+            },
+        )
+    return plan

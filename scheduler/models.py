@@ -1,0 +1,21 @@
+"""Django finds an app's models here; each lives with its concept (catalog, cluster, mig,
+workloads). Import a model from its own module, not from here: that keeps the layers honest."""
+
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from scheduler.mig.models import MigConfig, Plan
+from scheduler.workloads.models import Workload, WorkloadEvent
+
+__all__ = [
+    "Cluster",
+    "MigConfig",
+    "Node",
+    "Plan",
+    "PodAllocation",
+    "Pool",
+    "ReconcileRun",
+    "ResourceClass",
+    "TenantSyncState",
+    "Workload",
+    "WorkloadEvent",
+]

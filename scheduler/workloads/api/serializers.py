@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from scheduler.catalog.models import ResourceClass
+from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
+from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
+from tenants.models import PRIORITY_CLASSES
+
+
+class ResourceClassSerializer(serializers.ModelSerializer):
+    capacity = serializers.SerializerMethodField()
+    grantable = serializers.SerializerMethodField()
+    granted = serializers.IntegerField(read_only=True, help_text="Units grants hold now or later")
+    free = serializers.SerializerMethodField(help_text="Units approvals may still hand out")
+
+    class Meta:
+        model = ResourceClass
+        fields = [
+            "slug",
+            "display_name",
+            "gpu_model",
+            "kind",
+            "profile",
+            "resource_name",
+            "gpu_fraction",
+            "memory_gb",
+            "price_per_hour",
+            "capacity",
+            "grantable",
+            "granted",
+            "free",
+        ]
+        read_only_fields = fields
+
+    @staticmethod
+    def _pool(rc: ResourceClass):
+        return getattr(rc, "pool", None)
+
+    def get_capacity(self, rc: ResourceClass) -> int:
+        pool = self._pool(rc)
+        return pool.capacity if pool else 0
+
+    def get_grantable(self, rc: ResourceClass) -> int:
+        pool = self._pool(rc)
+        return pool.grantable if pool else 0
+
+    def get_free(self, rc: ResourceClass) -> int:
+        return max(0, self.get_grantable(rc) - (getattr(rc, "granted", 0) or 0))
+
+
+class WorkloadEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["created_at", "state", "reason", "message"]
+        read_only_fields = fields
+
+
+class AutoscalingSerializer(serializers.Serializer):
+    """Elastic scaling of an inference deployment: a HorizontalPodAutoscaler between min and
+    max replicas on pod metrics. Admission reserves quota for max_replicas pods."""
+
+    min_replicas = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        required=False,
+        help_text="pods at least (default: replicas)",
+    )
+    max_replicas = serializers.IntegerField(
+        min_value=1, max_value=MAX_REPLICAS, help_text="pods at most"
+    )
+    target_gpu_util = serializers.IntegerField(
+        min_value=1,
+        max_value=100,
+        required=False,
+        allow_null=True,
+        help_text="average GPU utilisation (%) to hold, from DCGM",
+    )
+    target_latency_ms = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TARGET_LATENCY_MS,
+        required=False,
+        allow_null=True,
+        help_text="average request latency (ms) to hold",
+    )
+
+    def validate(self, attrs):
+        if attrs.get("target_gpu_util") is None and attrs.get("target_latency_ms") is None:
+            raise serializers.ValidationError(
+                "give target_gpu_util and/or target_latency_ms to scale on"
+            )
+        return attrs
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    submitted_by = serializers.CharField(source="submitted_by.username", read_only=True)
+    priority = serializers.CharField(source="priority_class", read_only=True)
+    resources = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+    is_final = serializers.BooleanField(read_only=True)
+    autoscaling = AutoscalingSerializer(
+        read_only=True, allow_null=True, help_text="null: a fixed number of replicas"
+    )
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "tenant",
+            "name",
+            "kind",
+            "image",
+            "command",
+            "args",
+            "env",
+            "labels",
+            "resources",
+            "gpu_model",
+            "priority",
+            "replicas",
+            "autoscaling",
+            "backoff_limit",
+            "state",
+            "is_final",
+            "reason",
+            "message",
+            "namespace",
+            "k8s_name",
+            "k8s_uid",
+            "submitted_by",
+            "created_at",
+            "cluster_created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    events = WorkloadEventSerializer(many=True, read_only=True)
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "events"]
+        read_only_fields = fields
+
+
+class WorkloadCreateSerializer(serializers.Serializer):
+    tenant = serializers.CharField(help_text="tenant slug")
+    name = serializers.CharField(max_length=40, help_text="DNS label, unique among live ones")
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices)
+    image = serializers.CharField(max_length=300)
+    command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    args = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    env = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+    labels = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+    resources = serializers.DictField(
+        child=serializers.IntegerField(min_value=1), help_text="resource class slug -> units/pod"
+    )
+    priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
+    replicas = serializers.IntegerField(min_value=1, required=False, default=DEFAULT_REPLICAS)
+    autoscaling = AutoscalingSerializer(
+        required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
+    )
+    backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
+
+
+class LogsSerializer(serializers.Serializer):
+    pod = serializers.CharField()
+    log = serializers.CharField()

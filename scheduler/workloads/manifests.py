@@ -1,0 +1,278 @@
+"""Pure workload manifests and observation: typed input in, dicts out, no I/O.
+
+- `render_job` / `render_deployment` / `render_hpa` build the Kubernetes objects of a workload
+  from a `WorkloadSpec` (kubespawner style: tests compare them to expected dicts).
+- `observe` turns a live object, its pods and events into a state.
+
+The services that admit workloads and drive the cluster are in `scheduler.workloads`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.cluster import render
+from scheduler.workloads.models import Workload
+
+WORKLOAD_LABEL = "gpu-portal.io/workload"
+GPU_MODEL_LABEL = "gpu-portal/gpu-model"
+CONTAINER_NAME = "main"
+PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AutoscalingSpec:
+    """An inference deployment's elastic range and the pod metrics it follows. The metric names
+    are those a Prometheus adapter serves on the custom metrics API (settings
+    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`)."""
+
+    min_replicas: int
+    max_replicas: int
+    target_gpu_util: int | None = None  # percent, averaged over the pods
+    target_latency_ms: int | None = None  # averaged over the pods
+    gpu_util_metric: str = "DCGM_FI_DEV_GPU_UTIL"
+    latency_metric: str = "http_request_duration_seconds_p95"
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Everything a manifest is made from (no Django, no I/O)."""
+
+    name: str  # the Kubernetes object's name
+    namespace: str
+    tenant: str
+    workload_id: int
+    kind: str  # job | deployment
+    image: str
+    gpu_model: str
+    priority_class: str
+    gpus: dict[str, int]  # Kubernetes resource name -> units per pod
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    replicas: int = 1
+    backoff_limit: int = 0
+    instance: str = "default"
+    autoscaling: AutoscalingSpec | None = None
+
+
+def _labels(spec: WorkloadSpec) -> dict[str, str]:
+    return {
+        **spec.labels,
+        render.MANAGED_BY_LABEL: render.MANAGED_BY,
+        render.INSTANCE_LABEL: spec.instance,
+        render.TENANT_LABEL: spec.tenant,
+        WORKLOAD_LABEL: str(spec.workload_id),
+    }
+
+
+def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
+    """A pod that Pod Security `restricted` admits, holding its GPUs as requests = limits, on a
+    node of its GPU model, at its priority."""
+    gpus = {name: str(units) for name, units in sorted(spec.gpus.items())}
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    return {
+        "metadata": {"labels": _labels(spec)},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "priorityClassName": spec.priority_class,
+            "nodeSelector": {GPU_MODEL_LABEL: spec.gpu_model},
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "runAsGroup": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [container],
+        },
+    }
+
+
+def _object_meta(spec: WorkloadSpec) -> dict:
+    return {"name": spec.name, "namespace": spec.namespace, "labels": _labels(spec)}
+
+
+def render_job(spec: WorkloadSpec) -> dict:
+    """A batch/v1 Job. A pod disrupted by preemption fails the Job at once (no silent retry that
+    waits for room): the portal reports it as `preempted`."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _object_meta(spec),
+        "spec": {
+            "backoffLimit": spec.backoff_limit,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
+            "template": render_pod_template(spec, "Never"),
+        },
+    }
+
+
+def render_deployment(spec: WorkloadSpec) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _object_meta(spec),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": {WORKLOAD_LABEL: str(spec.workload_id)}},
+            "template": render_pod_template(spec, "Always"),
+        },
+    }
+
+
+def _pods_metric(name: str, average_value: str) -> dict:
+    return {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": name},
+            "target": {"type": "AverageValue", "averageValue": average_value},
+        },
+    }
+
+
+def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
+    """An autoscaling/v2 HorizontalPodAutoscaler of the workload's Deployment on pod metrics:
+    GPU utilisation in percent (DCGM's gauge, 0–100) and request latency in seconds (a latency
+    of 200 ms is the quantity `200m`). With `owner_uid` (the Deployment's), the garbage collector
+    deletes it with the Deployment as well."""
+    scaling = spec.autoscaling
+    if scaling is None:
+        raise ValueError(f"workload {spec.workload_id} does not autoscale")
+    metrics = []
+    if scaling.target_gpu_util is not None:
+        metrics.append(_pods_metric(scaling.gpu_util_metric, str(scaling.target_gpu_util)))
+    if scaling.target_latency_ms is not None:
+        metrics.append(_pods_metric(scaling.latency_metric, f"{scaling.target_latency_ms}m"))
+    metadata = _object_meta(spec)
+    if owner_uid:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": spec.name,
+                "uid": owner_uid,
+            }
+        ]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": metadata,
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
+            "minReplicas": scaling.min_replicas,
+            "maxReplicas": scaling.max_replicas,
+            "metrics": metrics,
+        },
+    }
+
+
+def render_workload(spec: WorkloadSpec) -> dict:
+    return render_job(spec) if spec.kind == Workload.Kind.JOB else render_deployment(spec)
+
+
+# --- observation -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: str
+    reason: str = ""
+    message: str = ""
+
+
+def _conditions(obj: dict) -> dict[str, dict]:
+    return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def preemption_of(pods: list[dict], events: list[dict]) -> str:
+    """A message when a pod of the workload was preempted (pod condition, pod reason or a
+    `Preempted` event), else ''."""
+    for pod in pods:
+        target = _conditions(pod).get("DisruptionTarget")
+        if (
+            target
+            and target.get("status") == "True"
+            and target.get("reason") in (PREEMPTION_REASONS)
+        ):
+            return target.get("message") or "preempted by a higher-priority pod"
+        if (pod.get("status") or {}).get("reason") in PREEMPTION_REASONS:
+            return (pod.get("status") or {}).get("message") or "preempted"
+    for event in events:
+        if event.get("reason") in PREEMPTION_REASONS:
+            return event.get("message") or "preempted by a higher-priority pod"
+    return ""
+
+
+def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
+    if not pods:
+        for event in events:
+            if event.get("reason") == "FailedCreate":  # e.g. refused by the ResourceQuota
+                return Observation(Workload.State.PENDING, "FailedCreate", event.get("message", ""))
+    for pod in pods:
+        scheduled = _conditions(pod).get("PodScheduled")
+        if scheduled and scheduled.get("status") == "False":
+            return Observation(
+                Workload.State.PENDING, scheduled.get("reason", ""), scheduled.get("message", "")
+            )
+    return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
+
+
+def observe(kind: str, obj: dict | None, pods: list[dict], events: list[dict]) -> Observation:
+    """The workload's state from its live object, its pods and preemption events (pure)."""
+    if obj is None:
+        return Observation(Workload.State.FAILED, "Deleted", "the object is gone from the cluster")
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    preempted = preemption_of(pods, events)
+    if kind == Workload.Kind.JOB:
+        conditions = _conditions(obj)
+        complete = conditions.get("Complete")
+        if complete and complete.get("status") == "True":
+            return Observation(Workload.State.SUCCEEDED, "Completed", complete.get("message", ""))
+        if preempted and not running:
+            return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
+        failed = conditions.get("Failed")
+        if failed and failed.get("status") == "True":
+            return Observation(
+                Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
+            )
+        if running:
+            return Observation(Workload.State.RUNNING, "Running")
+        return _pending_reason(pods, events)
+    wanted = int((obj.get("spec") or {}).get("replicas", 1))
+    if len(running) >= wanted:
+        return Observation(Workload.State.RUNNING, "Running", f"{len(running)}/{wanted} running")
+    if preempted:
+        return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
+    if running:
+        return Observation(Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted}")
+    return _pending_reason(pods, events)

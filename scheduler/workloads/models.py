@@ -1,0 +1,195 @@
+"""Workloads that tenants run on the cluster: Jobs (training, batch) and Deployments (inference)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+from core.querysets import TenantScopedQuerySet
+
+# Pods of a workload unless it says otherwise (a job always runs one). The one definition: the
+# model, the service, the API, the form and the autoscaling check read it from here.
+DEFAULT_REPLICAS = 1
+
+
+class WorkloadQuerySet(TenantScopedQuerySet):
+    def live(self) -> WorkloadQuerySet:
+        """Workloads that are pending or running."""
+        return self.filter(state__in=Workload.LIVE_STATES)
+
+    def holding(self) -> WorkloadQuerySet:
+        """Workloads that hold quota: live ones, and preempted deployments (their ReplicaSet
+        brings the pods back as soon as there is room)."""
+        return self.filter(
+            Q(state__in=Workload.LIVE_STATES)
+            | Q(state=Workload.State.PREEMPTED, kind=Workload.Kind.DEPLOYMENT)
+        )
+
+
+class Workload(models.Model):
+    class Kind(models.TextChoices):
+        JOB = "job", "Job (training, batch)"
+        DEPLOYMENT = "deployment", "Deployment (inference)"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        PREEMPTED = "preempted", "Preempted"
+        CANCELLED = "cancelled", "Cancelled"
+
+    LIVE_STATES = (State.PENDING, State.RUNNING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED)
+    # Where each state may go next; a deployment that was preempted comes back when its pods
+    # are rescheduled, a job that was preempted is over (the portal deletes it).
+    TRANSITIONS: dict[str, frozenset[str]] = {
+        State.PENDING: frozenset(
+            {State.RUNNING, State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED}
+        ),
+        State.RUNNING: frozenset(
+            {State.PENDING, State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED}
+        ),
+        State.PREEMPTED: frozenset({State.RUNNING, State.PENDING, State.CANCELLED}),
+        State.SUCCEEDED: frozenset(),
+        State.FAILED: frozenset(),
+        State.CANCELLED: frozenset(),
+    }
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="workloads")
+    name = models.CharField(max_length=40)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    image = models.CharField(max_length=300)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    resources = models.JSONField(help_text="resource class slug -> units per pod")
+    gpu_model = models.CharField(max_length=64, help_text="Catalog key of the GPU model")
+    priority_class = models.CharField(max_length=40)
+    replicas = models.PositiveIntegerField(
+        default=DEFAULT_REPLICAS, validators=[MinValueValidator(1)]
+    )
+    backoff_limit = models.PositiveIntegerField(default=0)
+    # Elastic scaling of a deployment: `replicas` is then the minimum, and admission reserves
+    # quota for `max_replicas` pods (the HorizontalPodAutoscaler may scale up to it).
+    max_replicas = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Autoscaling: the most replicas (empty: fixed replicas)"
+    )
+    target_gpu_util = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Autoscaling: average GPU utilisation (%) the pods should run at",
+    )
+    target_latency_ms = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Autoscaling: average request latency (ms) the pods should answer in",
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=120, blank=True)
+    message = models.TextField(blank=True)
+    namespace = models.CharField(max_length=63)
+    k8s_name = models.CharField(max_length=63)
+    k8s_uid = models.CharField(max_length=64, blank=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cluster_created_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "state"]), models.Index(fields=["state"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"],
+                condition=Q(state__in=["pending", "running"]),
+                name="unique_live_workload_name",
+            ),
+            models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),
+            models.CheckConstraint(
+                condition=Q(max_replicas__isnull=True)
+                | (
+                    Q(kind="deployment", max_replicas__gte=F("replicas"))
+                    & (Q(target_gpu_util__isnull=False) | Q(target_latency_ms__isnull=False))
+                ),
+                name="workload_autoscaling_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} of tenant #{self.tenant_id}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    @property
+    def autoscaling(self) -> dict | None:
+        """The elastic range and targets of an autoscaled deployment, else None."""
+        if self.max_replicas is None:
+            return None
+        return {
+            "min_replicas": self.replicas,
+            "max_replicas": self.max_replicas,
+            "target_gpu_util": self.target_gpu_util,
+            "target_latency_ms": self.target_latency_ms,
+        }
+
+    @property
+    def max_pods(self) -> int:
+        """The most pods this workload may run: 1 for a job, max replicas when autoscaled."""
+        if self.kind != self.Kind.DEPLOYMENT:
+            return 1
+        return self.max_replicas or self.replicas
+
+    def units_held(self) -> dict[str, int]:
+        """resource class slug -> units all of this workload's pods may hold (an autoscaled
+        deployment reserves its max replicas)."""
+        pods = self.max_pods
+        return {slug: int(n) * pods for slug, n in (self.resources or {}).items()}
+
+    def can_move_to(self, state: str) -> bool:
+        return state in self.TRANSITIONS[self.state]
+
+    def move_to(self, state: str, *, reason: str = "", message: str = "", at=None) -> None:
+        if not self.can_move_to(state):
+            raise InvalidTransition(
+                f"workload {self.name} is {self.state}; it cannot become {state}"
+            )
+        at = at or timezone.now()
+        self.state = state
+        self.reason = reason
+        self.message = message
+        if state == self.State.RUNNING and self.started_at is None:
+            self.started_at = at
+        if state in self.FINAL_STATES:
+            self.finished_at = at
+
+
+class WorkloadEvent(models.Model):
+    """What happened to a workload, as the portal saw it (state changes, cluster events)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=10, choices=Workload.State.choices, blank=True)
+    reason = models.CharField(max_length=120, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.state} {self.reason}"

@@ -1,0 +1,259 @@
+"""Workloads: what a team asks to run, admitted in the portal.
+
+- `submit_workload` checks everything the cluster cannot see (the per-model split of a tenant's
+  grants, the image allow-list, priority classes, the admission checks other apps register, such
+  as budgets) under a lock of the tenant row, writes the workload and its audit event, and on
+  commit queues its creation in a worker.
+- `cancel_workload` moves the workload to cancelled in one transaction and queues the deletion
+  of its cluster object only when that transaction commits.
+- Following the cluster (create, sync, delete, logs) is `scheduler.workloads.sync`; the pure
+  manifests are `scheduler.workloads.manifests`; the database-free checks of the submitted fields
+  are `scheduler.workloads.input`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
+from scheduler.catalog.models import ResourceClass
+from scheduler.workloads import admission, tasks
+from scheduler.workloads.input import (
+    MAX_BACKOFF_LIMIT,
+    MAX_REPLICAS,
+    check_autoscaling,
+    check_env,
+    check_image,
+    check_labels,
+    check_strings,
+)
+from scheduler.workloads.manifests import Observation
+from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
+from scheduler.workloads.sync import change_state
+from tenants import audit
+from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES, Tenant, dns_label
+from tenants.permissions import WRITE_ROLES, require_role
+from tenants.selectors import quota_lines
+
+log = logging.getLogger(__name__)
+
+
+# --- admission (portal side) -----------------------------------------------------------------
+
+
+def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
+    if not isinstance(resources, dict) or not resources:
+        raise InvalidInput(
+            "ask for at least one resource class, e.g. {'a100-80gb-mig-3g.40gb': 1}",
+            field="resources",
+        )
+    known = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(resources))}
+    out = []
+    for slug, units in resources.items():
+        rc = known.get(slug)
+        if rc is None or not rc.active:
+            raise InvalidInput(
+                f"unknown resource class {slug!r}; see /api/v1/resource-classes/",
+                field="resources",
+            )
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise InvalidInput(f"{slug}: units must be a whole number ≥ 1", field="resources")
+        out.append((rc, units))
+    models = {rc.gpu_model for rc, _ in out}
+    if len(models) > 1:
+        raise InvalidInput(
+            f"one workload runs on one GPU model; this asks for {sorted(models)}",
+            field="resources",
+        )
+    names = [rc.resource_name for rc, _ in out]
+    if len(set(names)) != len(names):
+        raise InvalidInput("two classes here share one Kubernetes resource", field="resources")
+    return out
+
+
+def _check_fits(
+    tenant: Tenant,
+    asked: list[tuple[ResourceClass, int]],
+    pods: int,
+    priority: str,
+    *,
+    autoscaled: bool = False,
+) -> None:
+    lines = {line.resource_class.pk: line for line in quota_lines(tenant)}
+    short = []
+    for rc, units in asked:
+        need = units * pods
+        line = lines.get(rc.pk)
+        free, granted = (line.free, line.granted) if line else (0, 0)
+        if need > free:
+            short.append((rc.slug, need, free, granted))
+    if short:
+        parts = [
+            f"{slug}: needs {need}, free {free} of {total} granted; ask for {need - free} more"
+            for slug, need, free, total in short
+        ]
+        at = f" ({pods} pods at max replicas)" if autoscaled else ""
+        raise QuotaExceeded(
+            f"{tenant.slug} cannot run this now{at}: " + "; ".join(parts),
+            field="autoscaling" if autoscaled else "resources",
+        )
+    if priority == CRITICAL_PRIORITY_CLASS:
+        held = sum(
+            sum(w.units_held().values())
+            for w in Workload.objects.holding().filter(tenant=tenant, priority_class=priority)
+        )
+        need = sum(units * pods for _, units in asked)
+        if held + need > tenant.critical_gpu_quota:
+            raise QuotaExceeded(
+                f"{tenant.slug} may run {tenant.critical_gpu_quota} units at {priority}; "
+                f"{held} are in use and this needs {need}",
+                field="priority",
+            )
+
+
+def _enqueue_create(workload_id: int) -> None:
+    try:
+        tasks.create_workload.delay(workload_id=workload_id)
+    except Exception:  # the periodic sync creates what a lost message left behind
+        log.exception("could not queue the creation of workload %s", workload_id)
+
+
+def submit_workload(
+    *,
+    actor,
+    tenant: Tenant,
+    name: str,
+    kind: str,
+    image: str,
+    resources: dict,
+    priority: str,
+    command: list | None = None,
+    args: list | None = None,
+    env: dict | None = None,
+    labels: dict | None = None,
+    replicas: int = DEFAULT_REPLICAS,
+    backoff_limit: int = 0,
+    autoscaling: dict | None = None,
+) -> Workload:
+    """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
+    deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit."""
+    require_role(actor, tenant, WRITE_ROLES, "submit workloads")
+    try:
+        dns_label(name or "")
+    except ValidationError as exc:
+        raise InvalidInput(f"name {name!r}: {exc.messages[0]}", field="name") from None
+    if kind not in Workload.Kind.values:
+        raise InvalidInput(f"kind must be one of {Workload.Kind.values}", field="kind")
+    check_image(image)
+    command = check_strings(command, "command")
+    args = check_strings(args, "args")
+    env = check_env(env)
+    labels = check_labels(labels)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise InvalidInput("replicas must be a whole number ≥ 1", field="replicas")
+    if kind == Workload.Kind.JOB and replicas != 1:
+        raise InvalidInput("a job runs one pod: leave replicas at 1", field="replicas")
+    if replicas > MAX_REPLICAS:
+        raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
+    scaling = check_autoscaling(autoscaling, kind, replicas)
+    if scaling is not None:
+        replicas = scaling["min_replicas"]
+    if not isinstance(backoff_limit, int) or not 0 <= backoff_limit <= MAX_BACKOFF_LIMIT:
+        raise InvalidInput(f"backoff_limit must be 0–{MAX_BACKOFF_LIMIT}", field="backoff_limit")
+    if priority not in PRIORITY_CLASSES:
+        raise InvalidInput(f"priority must be one of {list(PRIORITY_CLASSES)}", field="priority")
+    asked = _resolve_resources(resources)
+    with transaction.atomic():
+        # The tenant row serialises admissions of one tenant: two submits cannot both take
+        # the last free unit.
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if not tenant.is_active:
+            raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
+        admission.run_checks(tenant)  # e.g. metering's budget: refuse over budget
+        if priority not in (tenant.allowed_priority_classes or []):
+            raise InvalidInput(
+                f"{tenant.slug} may use the priority classes "
+                f"{sorted(tenant.allowed_priority_classes or [])}, not {priority}",
+                field="priority",
+                code="priority_not_allowed",
+            )
+        if Workload.objects.live().filter(tenant=tenant, name=name).exists():
+            raise InvalidInput(
+                f"{tenant.slug} already runs a workload named {name!r}", field="name"
+            )
+        pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
+        if scaling is not None:
+            pods = scaling["max_replicas"]
+        _check_fits(tenant, asked, pods, priority, autoscaled=scaling is not None)
+        workload = Workload.objects.create(
+            tenant=tenant,
+            name=name,
+            kind=kind,
+            image=image,
+            command=command,
+            args=args,
+            env=env,
+            labels=labels,
+            resources={rc.slug: units for rc, units in asked},
+            gpu_model=asked[0][0].gpu_model,
+            priority_class=priority,
+            replicas=replicas,
+            backoff_limit=backoff_limit,
+            max_replicas=scaling["max_replicas"] if scaling else None,
+            target_gpu_util=scaling["target_gpu_util"] if scaling else None,
+            target_latency_ms=scaling["target_latency_ms"] if scaling else None,
+            namespace=tenant.namespace,
+            submitted_by=actor,
+        )
+        workload.k8s_name = f"{name}-{workload.pk}"
+        workload.save(update_fields=["k8s_name"])
+        WorkloadEvent.objects.create(
+            workload=workload, state=workload.state, reason="Submitted", message=f"by {actor}"
+        )
+        audit.record(
+            actor=actor,
+            verb="workload.submitted",
+            obj=workload,
+            tenant=tenant,
+            after={
+                **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
+                "resources": workload.resources,
+                "replicas": replicas,
+                "autoscaling": workload.autoscaling,
+            },
+        )
+        workload_id = workload.pk
+        transaction.on_commit(lambda: _enqueue_create(workload_id))
+    return workload
+
+
+def cancel_workload(*, actor, workload: Workload) -> Workload:
+    """Cancel in one transaction: check, change state, audit; the cluster object is deleted by
+    a task queued only when that transaction commits (a refused cancel queues nothing)."""
+    require_role(actor, workload.tenant, WRITE_ROLES, "cancel workloads")
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        if not locked.can_move_to(Workload.State.CANCELLED):
+            raise InvalidTransition(
+                f"workload {locked.name} is {locked.state}: only pending, running or preempted "
+                "workloads can be cancelled"
+            )
+        change_state(
+            locked.pk,
+            Observation(Workload.State.CANCELLED, "Cancelled", f"by {actor}"),
+            actor=actor,
+        )
+        workload_id = locked.pk
+        transaction.on_commit(lambda: _enqueue_delete(workload_id))
+    return Workload.objects.get(pk=workload.pk)
+
+
+def _enqueue_delete(workload_id: int) -> None:
+    try:
+        tasks.delete_workload.delay(workload_id=workload_id)
+    except Exception:
+        log.exception("could not queue the deletion of workload %s", workload_id)

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from scheduler.workloads import views
+
+app_name = "scheduler"
+
+urlpatterns = [
+    path("teams/<slug:slug>/workloads/", views.workload_list, name="workload_list"),
+    path("teams/<slug:slug>/workloads/new/", views.workload_create, name="workload_create"),
+    path("workloads/<int:pk>/", views.workload_detail, name="workload_detail"),
+    path("workloads/<int:pk>/logs/", views.workload_logs, name="workload_logs"),
+    path("workloads/<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
+]

@@ -1,1 +1,0 @@
-from portal.api.tests.conftest import api  # noqa: F401 - the populated API world

@@ -1,0 +1,112 @@
+"""Every write of the governance core: one function per use case, each under one transaction
+that checks permission, locks rows in a fixed order (pools, then tenant, then request, then
+grants: see `tenants.services.locks`), changes state, writes exactly one audit event per state
+change and queues follow-up work on commit.
+
+The modules, by concept: `tenants` (tenants and members), `requests` (capacity requests and
+the capacity check), `grants` (quota grants and their expiry), `pools` (pools and policy),
+`tokens` (API tokens), `locks` (the one lock helper). Callers use this package:
+`from tenants import services; services.approve_capacity_request(...)`."""
+
+from tenants.services._common import (
+    GRANT_FIELDS,
+    REQUEST_FIELDS,
+    TENANT_FIELDS,
+    User,
+    _notify_desired_state_changed,
+)
+from tenants.services.grants import (
+    expire_grants,
+    grant_quota,
+    revoke_grant,
+    warn_expiring_grants,
+)
+from tenants.services.locks import LOCK_ORDER, LockedRows, lock_rows
+from tenants.services.pools import set_auto_approval_rule, set_pool
+from tenants.services.requests import (
+    _approve,
+    _check_capacity,
+    _check_ceiling,
+    _check_dates,
+    _decide,
+    _granted,
+    _policy_decision,
+    _resolve_items,
+    _system_transition,
+    _tenant_gpu_equivalents,
+    approve_capacity_request,
+    cancel_capacity_request,
+    free_capacity,
+    mark_request_provisioned,
+    preview_capacity_request,
+    reject_capacity_request,
+    submit_capacity_request,
+)
+from tenants.services.tenants import (
+    EDITABLE_TENANT_FIELDS,
+    _check_role,
+    _refuse_last_owner,
+    add_member,
+    change_member_role,
+    change_tenant_status,
+    create_tenant,
+    remove_member,
+    update_tenant,
+)
+from tenants.services.tokens import (
+    TOKEN_FIELDS,
+    TOKEN_PREFIX,
+    authenticate_token,
+    hash_token,
+    issue_token,
+    revoke_token,
+)
+
+__all__ = [
+    "EDITABLE_TENANT_FIELDS",
+    "GRANT_FIELDS",
+    "LOCK_ORDER",
+    "REQUEST_FIELDS",
+    "TENANT_FIELDS",
+    "TOKEN_FIELDS",
+    "TOKEN_PREFIX",
+    "LockedRows",
+    "User",
+    "_approve",
+    "_check_capacity",
+    "_check_ceiling",
+    "_check_dates",
+    "_check_role",
+    "_decide",
+    "_granted",
+    "_notify_desired_state_changed",
+    "_policy_decision",
+    "_refuse_last_owner",
+    "_resolve_items",
+    "_system_transition",
+    "_tenant_gpu_equivalents",
+    "add_member",
+    "approve_capacity_request",
+    "authenticate_token",
+    "cancel_capacity_request",
+    "change_member_role",
+    "change_tenant_status",
+    "create_tenant",
+    "expire_grants",
+    "free_capacity",
+    "grant_quota",
+    "hash_token",
+    "issue_token",
+    "lock_rows",
+    "mark_request_provisioned",
+    "preview_capacity_request",
+    "reject_capacity_request",
+    "remove_member",
+    "revoke_grant",
+    "revoke_token",
+    "set_auto_approval_rule",
+    "set_pool",
+    "submit_capacity_request",
+    "update_tenant",
+    "warn_expiring_grants",
+]

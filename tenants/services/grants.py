@@ -1,0 +1,179 @@
+"""Quota grants: granted directly by the platform team, revoked, expired when their end has
+passed, and announced to the owners before that."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+from scheduler.catalog.models import ResourceClass
+from tenants import audit
+from tenants.models import Membership, QuotaGrant, Tenant
+from tenants.permissions import require_platform_admin
+from tenants.services._common import GRANT_FIELDS, User, _notify_desired_state_changed
+from tenants.services.locks import lock_rows
+from tenants.services.requests import (
+    _check_capacity,
+    _check_ceiling,
+    _check_dates,
+    _resolve_items,
+    _system_transition_locked,
+)
+
+
+def grant_quota(
+    *,
+    actor,
+    tenant: Tenant,
+    resource_class: ResourceClass,
+    amount: int,
+    ends_at: datetime | None = None,
+    comment: str = "",
+) -> QuotaGrant:
+    """A platform admin grants quota directly (no request), under the same capacity check."""
+    require_platform_admin(actor, "grant quota directly")
+    now = timezone.now()
+    resolved = _resolve_items({resource_class.slug: amount})
+    if ends_at is not None:
+        _check_dates(now, ends_at, now)
+    with transaction.atomic():
+        locked = lock_rows(pools=[resource_class.pk], tenant=tenant)
+        _check_capacity(resolved, now, pools=locked.pools)
+        tenant = locked.tenant
+        if not tenant.is_active:
+            raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be granted")
+        _check_ceiling(tenant, resolved, now)
+        grant = QuotaGrant.objects.create(
+            tenant=tenant,
+            resource_class=resource_class,
+            amount=amount,
+            starts_at=now,
+            ends_at=ends_at,
+            created_by=actor,
+        )
+        audit.record(
+            actor=actor,
+            verb="quota_grant.created",
+            obj=grant,
+            tenant=tenant,
+            after={**audit.snapshot(grant, GRANT_FIELDS), "comment": comment},
+        )
+        _notify_desired_state_changed(tenant)
+    return grant
+
+
+def revoke_grant(*, actor, grant: QuotaGrant, comment: str) -> QuotaGrant:
+    require_platform_admin(actor, "revoke grants")
+    with transaction.atomic():
+        grant = QuotaGrant.objects.select_for_update().get(pk=grant.pk)
+        before = audit.snapshot(grant, GRANT_FIELDS)
+        grant.end(QuotaGrant.State.REVOKED, timezone.now())
+        grant.save(update_fields=["state", "ended_at"])
+        audit.record(
+            actor=actor,
+            verb="quota_grant.revoked",
+            obj=grant,
+            tenant=grant.tenant,
+            before=before,
+            after={**audit.snapshot(grant, GRANT_FIELDS), "comment": comment},
+        )
+        _notify_desired_state_changed(grant.tenant)
+    return grant
+
+
+def expire_grants(*, now: datetime | None = None) -> int:
+    """End every grant whose end has passed, and requests all of whose grants ended.
+    Idempotent: a second run finds nothing to do. Returns the number of grants ended."""
+    now = now or timezone.now()
+    ended = 0
+    # Find the due grants without a lock; then lock each in the order of `lock_rows` (its
+    # tenant, its request, the grant), as a cancel does, and look again under the locks.
+    due = list(
+        QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE, ends_at__lte=now).values_list(
+            "pk", "tenant_id", "request_id"
+        )
+    )
+    for pk, tenant_id, request_id in due:
+        with transaction.atomic():
+            locked = lock_rows(tenant=tenant_id, request=request_id, grants=[pk])
+            if not locked.grants or locked.grants[0].state != QuotaGrant.State.ACTIVE:
+                continue
+            grant, request = locked.grants[0], locked.request
+            grant.tenant = locked.tenant
+            grant.request = request
+            before = audit.snapshot(grant, GRANT_FIELDS)
+            grant.end(QuotaGrant.State.EXPIRED, now)
+            grant.save(update_fields=["state", "ended_at"])
+            audit.record(
+                actor=None,
+                verb="quota_grant.expired",
+                obj=grant,
+                tenant=grant.tenant,
+                before=before,
+                after=audit.snapshot(grant, GRANT_FIELDS),
+            )
+            if (
+                request is not None
+                and request.can("expire")
+                and not request.grants.filter(state=QuotaGrant.State.ACTIVE).exists()
+            ):
+                _system_transition_locked(request, "expire")
+            _notify_desired_state_changed(grant.tenant)
+            ended += 1
+    return ended
+
+
+def warn_expiring_grants(*, now: datetime | None = None) -> int:
+    """Mail the owners of each grant that ends within the warning window, once per grant."""
+    now = now or timezone.now()
+    horizon = now + timedelta(hours=settings.GRANT_EXPIRY_WARNING_HOURS)
+    warned = 0
+    due = QuotaGrant.objects.filter(
+        state=QuotaGrant.State.ACTIVE,
+        ends_at__gt=now,
+        ends_at__lte=horizon,
+        expiry_warned_at__isnull=True,
+    ).values_list("pk", flat=True)
+    for pk in list(due):
+        with transaction.atomic():
+            grant = (
+                QuotaGrant.objects.select_for_update(of=("self",))
+                .select_related("tenant", "resource_class")
+                .get(pk=pk)
+            )
+            if grant.expiry_warned_at is not None or grant.state != QuotaGrant.State.ACTIVE:
+                continue
+            owners = list(
+                User.objects.filter(
+                    memberships__tenant=grant.tenant, memberships__role=Membership.Role.OWNER
+                )
+                .exclude(email="")
+                .values_list("email", flat=True)
+            )
+            grant.expiry_warned_at = now
+            grant.save(update_fields=["expiry_warned_at"])
+            audit.record(
+                actor=None,
+                verb="quota_grant.expiry_warned",
+                obj=grant,
+                tenant=grant.tenant,
+                after={"ends_at": str(grant.ends_at), "recipients": owners},
+            )
+            if owners:
+                message = (
+                    f"The grant of {grant.amount} × {grant.resource_class.slug} for "
+                    f"{grant.tenant.slug} ends at {grant.ends_at:%Y-%m-%d %H:%M %Z}. Ask for an "
+                    f"extension at {settings.PORTAL_BASE_URL} before then if you still need it."
+                )
+                subject = f"[GPU Portal] {grant.tenant.slug}: quota ends soon"
+                transaction.on_commit(
+                    partial(send_mail, subject, message, settings.DEFAULT_FROM_EMAIL, owners)
+                )
+            warned += 1
+    return warned

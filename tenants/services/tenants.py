@@ -1,0 +1,215 @@
+"""Tenants and their members: create, edit, suspend, resume and archive tenants; add members,
+change their roles and remove them, never the last owner."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidInput
+from tenants import audit
+from tenants.models import PRIORITY_CLASSES, Membership, QuotaGrant, Tenant, dns_label
+from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
+from tenants.services._common import TENANT_FIELDS, User, _notify_desired_state_changed
+from tenants.services.locks import lock_rows
+
+
+def create_tenant(
+    *,
+    actor,
+    slug: str,
+    name: str,
+    cost_centre: str = "",
+    gpu_ceiling: Decimal | None = None,
+    monthly_budget: Decimal | None = None,
+    allowed_priority_classes: list[str] | None = None,
+) -> Tenant:
+    require_platform_admin(actor, "create tenants")
+    slug = (slug or "").strip()
+    try:
+        dns_label(slug)
+    except ValidationError as exc:
+        raise InvalidInput(f"slug {slug!r}: {exc.messages[0]}", field="slug") from None
+    if not name.strip():
+        raise InvalidInput("name must not be empty", field="name")
+    allowed = allowed_priority_classes or ["gpu-high", "gpu-low"]
+    unknown = set(allowed) - set(PRIORITY_CLASSES)
+    if unknown:
+        raise InvalidInput(
+            f"unknown priority classes {sorted(unknown)}; choose from {list(PRIORITY_CLASSES)}",
+            field="allowed_priority_classes",
+        )
+    with transaction.atomic():
+        if Tenant.objects.filter(slug=slug).exists():
+            raise InvalidInput(f"a tenant {slug!r} exists already", field="slug")
+        robot = User.objects.create_user(username=f"robot-{slug}", is_active=True)
+        robot.set_unusable_password()
+        robot.save(update_fields=["password"])
+        tenant = Tenant.objects.create(
+            slug=slug,
+            name=name.strip(),
+            cost_centre=cost_centre,
+            gpu_ceiling=gpu_ceiling,
+            monthly_budget=monthly_budget,
+            allowed_priority_classes=allowed,
+            robot=robot,
+        )
+        Membership.objects.create(tenant=tenant, user=robot, role=Membership.Role.MEMBER)
+        audit.record(
+            actor=actor,
+            verb="tenant.created",
+            obj=tenant,
+            tenant=tenant,
+            after=audit.snapshot(tenant, TENANT_FIELDS),
+        )
+        _notify_desired_state_changed(tenant)
+    return tenant
+
+
+EDITABLE_TENANT_FIELDS = {
+    "name",
+    "cost_centre",
+    "gpu_ceiling",
+    "monthly_budget",
+    "allowed_priority_classes",
+    "critical_gpu_quota",
+}
+
+
+def update_tenant(*, actor, tenant: Tenant, **changes) -> Tenant:
+    require_platform_admin(actor, "edit tenants")
+    unknown = set(changes) - EDITABLE_TENANT_FIELDS
+    if unknown:
+        raise InvalidInput(f"cannot change {sorted(unknown)} here")
+    bad = set(changes.get("allowed_priority_classes") or []) - set(PRIORITY_CLASSES)
+    if bad:
+        raise InvalidInput(
+            f"unknown priority classes {sorted(bad)}", field="allowed_priority_classes"
+        )
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = audit.snapshot(tenant, sorted(changes))
+        for name, value in changes.items():
+            setattr(tenant, name, value)
+        tenant.save(update_fields=sorted(changes))
+        audit.record(
+            actor=actor,
+            verb="tenant.edited",
+            obj=tenant,
+            tenant=tenant,
+            before=before,
+            after=audit.snapshot(tenant, sorted(changes)),
+        )
+        _notify_desired_state_changed(tenant)
+    return tenant
+
+
+def change_tenant_status(*, actor, tenant: Tenant, action: str) -> Tenant:
+    """`suspend`, `resume` or `archive` a tenant."""
+    require_platform_admin(actor, f"{action} tenants")
+    if action not in Tenant._transitions:
+        raise InvalidInput(f"unknown action {action!r}; use suspend, resume or archive")
+    now = timezone.now()
+    with transaction.atomic():
+        # An archived tenant holds nothing: its grants end with it (locked after the tenant).
+        holding = QuotaGrant.objects.holding(now).filter(tenant_id=tenant.pk)
+        locked = lock_rows(tenant=tenant, grants=holding if action == "archive" else None)
+        tenant = locked.tenant
+        before = audit.snapshot(tenant, ["status"])
+        tenant.transition(action)
+        tenant.save(update_fields=["status"])
+        for grant in locked.grants:
+            grant.end(QuotaGrant.State.REVOKED, now)
+            grant.save(update_fields=["state", "ended_at"])
+        audit.record(
+            actor=actor,
+            verb=f"tenant.{tenant.status}",
+            obj=tenant,
+            tenant=tenant,
+            before=before,
+            after=audit.snapshot(tenant, ["status"]),
+        )
+        _notify_desired_state_changed(tenant)
+    return tenant
+
+
+def _check_role(role: str) -> None:
+    if role not in Membership.Role.values:
+        raise InvalidInput(
+            f"unknown role {role!r}; choose from {', '.join(Membership.Role.values)}",
+            field="role",
+        )
+
+
+def add_member(*, actor, tenant: Tenant, username: str, role: str) -> Membership:
+    require_role(actor, tenant, OWNER_ROLES, "add members")
+    _check_role(role)
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise InvalidInput(f"no user {username!r}", field="username")
+    with transaction.atomic():
+        if Membership.objects.filter(tenant=tenant, user=user).exists():
+            raise InvalidInput(f"{username} is already in {tenant.slug}", field="username")
+        membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+        audit.record(
+            actor=actor,
+            verb="membership.added",
+            obj=membership,
+            tenant=tenant,
+            after={"user": username, "role": role},
+        )
+        _notify_desired_state_changed(tenant)
+    return membership
+
+
+def _refuse_last_owner(membership: Membership, new_role: str | None) -> None:
+    if membership.role != Membership.Role.OWNER or new_role == Membership.Role.OWNER:
+        return
+    owners = Membership.objects.filter(tenant=membership.tenant, role=Membership.Role.OWNER)
+    if owners.count() <= 1:
+        raise InvalidInput(
+            f"{membership.user.get_username()} is the last owner of {membership.tenant.slug}; "
+            "make someone else owner first",
+            field="role",
+        )
+
+
+def change_member_role(*, actor, membership: Membership, role: str) -> Membership:
+    require_role(actor, membership.tenant, OWNER_ROLES, "change roles")
+    _check_role(role)
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().get(pk=membership.pk)
+        _refuse_last_owner(membership, role)
+        before = {"role": membership.role}
+        membership.role = role
+        membership.save(update_fields=["role"])
+        audit.record(
+            actor=actor,
+            verb="membership.changed",
+            obj=membership,
+            tenant=membership.tenant,
+            before=before,
+            after={"role": role},
+        )
+        _notify_desired_state_changed(membership.tenant)
+    return membership
+
+
+def remove_member(*, actor, membership: Membership) -> None:
+    require_role(actor, membership.tenant, OWNER_ROLES, "remove members")
+    with transaction.atomic():
+        membership = Membership.objects.select_for_update().get(pk=membership.pk)
+        _refuse_last_owner(membership, None)
+        tenant = membership.tenant
+        audit.record(
+            actor=actor,
+            verb="membership.removed",
+            obj=membership,
+            tenant=tenant,
+            before={"user": membership.user.get_username(), "role": membership.role},
+        )
+        membership.delete()
+        _notify_desired_state_changed(tenant)

@@ -1,0 +1,126 @@
+"""API tokens: issued with their secret shown once (only its sha256 is stored), revoked, and
+checked on each call."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import Forbidden, InvalidInput, InvalidTransition
+from core.permissions import is_platform_admin
+from tenants import audit
+from tenants.models import ApiToken, Tenant
+from tenants.permissions import OWNER_ROLES, require_role
+
+TOKEN_PREFIX = "gpp_"
+TOKEN_FIELDS = ["name", "prefix", "scopes", "expires_at", "revoked_at"]
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def issue_token(
+    *,
+    actor,
+    user,
+    name: str,
+    scopes: list[str],
+    expires_at: datetime | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token for `user` and return it with its secret, which is never stored (only its
+    sha256 is) and so is shown once. People issue tokens for themselves; owners of a tenant for
+    its CI robot; platform admins and the system (actor None) for anyone. Only platform admins'
+    tokens may carry `approve`."""
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("give the token a name", field="name")
+    scopes = sorted(set(scopes or []))
+    if not scopes:
+        raise InvalidInput("a token needs at least one scope", field="scopes")
+    unknown = set(scopes) - set(ApiToken.Scope.values)
+    if unknown:
+        raise InvalidInput(
+            f"unknown scopes {sorted(unknown)}; choose from {ApiToken.Scope.values}",
+            field="scopes",
+        )
+    if ApiToken.Scope.APPROVE in scopes and not is_platform_admin(user):
+        raise InvalidInput(
+            "only platform admins' tokens may carry the approve scope", field="scopes"
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput("the expiry must be in the future", field="expires_at")
+    # actor None: the system (manage.py issue_token), with the platform's authority.
+    if actor is not None and user.pk != actor.pk and not is_platform_admin(actor):
+        robot_of = Tenant.objects.filter(robot=user).first()
+        if robot_of is None:
+            raise Forbidden("you may issue tokens only for yourself or your tenant's CI robot")
+        require_role(actor, robot_of, OWNER_ROLES, "issue tokens for the CI robot")
+    raw = f"{TOKEN_PREFIX}{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=raw[:12],
+            token_hash=hash_token(raw),
+            scopes=scopes,
+            expires_at=expires_at,
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        robot_tenant = Tenant.objects.filter(robot=user).first()
+        audit.record(
+            actor=actor,
+            verb="api_token.issued",
+            obj=token,
+            tenant=robot_tenant,
+            after={**audit.snapshot(token, TOKEN_FIELDS), "user": user.get_username()},
+        )
+    return token, raw
+
+
+def revoke_token(*, actor, token: ApiToken) -> ApiToken:
+    if token.user_id != getattr(actor, "pk", None) and not is_platform_admin(actor):
+        robot_of = Tenant.objects.filter(robot_id=token.user_id).first()
+        if robot_of is None:
+            raise Forbidden("you may revoke only your own tokens")
+        require_role(actor, robot_of, OWNER_ROLES, "revoke the CI robot's tokens")
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update().get(pk=token.pk)
+        if token.revoked_at is not None:
+            raise InvalidTransition(f"token {token.prefix}… is already revoked")
+        before = audit.snapshot(token, TOKEN_FIELDS)
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit.record(
+            actor=actor,
+            verb="api_token.revoked",
+            obj=token,
+            tenant=Tenant.objects.filter(robot_id=token.user_id).first(),
+            before=before,
+            after=audit.snapshot(token, TOKEN_FIELDS),
+        )
+    return token
+
+
+def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | None:
+    """The usable token with this secret, or None; records its last use (at most once a
+    minute, so a busy CI job does not write on every call)."""
+    if not raw.startswith(TOKEN_PREFIX):
+        return None
+    now = now or timezone.now()
+    token = (
+        ApiToken.objects.usable(now)
+        .select_related("user")
+        .filter(token_hash=hash_token(raw))
+        .first()
+    )
+    if token is None or not token.user.is_active:
+        return None
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token

@@ -1,0 +1,27 @@
+"""Fixtures of the metering tests: a real Prometheus scraping a DCGM stand-in."""
+
+import pytest
+
+from tests.metering.standins.dcgm_standin import DcgmStandin
+from tests.metering.standins.prometheus_server import PrometheusServer
+
+
+@pytest.fixture
+def dcgm(kube):
+    """A DCGM exporter stand-in for the test's namespaces (add them to `.namespaces`)."""
+    standin = DcgmStandin(kube)
+    port = standin.start()
+    standin.target = f"127.0.0.1:{port}"
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def prometheus_server(dcgm):
+    """Debian's prometheus on 127.0.0.1, scraping the stand-in every second."""
+    if PrometheusServer.binary() is None:
+        pytest.fail("Debian's prometheus package is missing: run scripts/bootstrap.sh")
+    server = PrometheusServer([dcgm.target])
+    server.start()
+    yield server
+    server.stop()

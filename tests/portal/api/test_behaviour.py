@@ -1,0 +1,216 @@
+"""Idempotency, error format, query counts, throttling and the schema."""
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from core.models import IdempotencyRecord
+from scheduler.workloads import services as workloads
+from scheduler.workloads.models import Workload
+from tenants import services
+from tenants.api.throttling import PerTokenThrottle
+from tenants.models import AuditEvent
+from tests.portal.api.conftest import bearer, session
+from tests.tenants.factories import MembershipFactory, TenantFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def job(world, name="idem-1", **extra):
+    return {
+        "tenant": world.tenant.slug,
+        "name": name,
+        "kind": "job",
+        "image": "busybox:1.36",
+        "resources": {world.rc.slug: 1},
+        "priority": "gpu-low",
+        **extra,
+    }
+
+
+def test_same_key_and_body_replays_the_first_answer(api, world):
+    client = bearer(api.raw["all"])
+    first = client.post("/api/v1/workloads/", job(world), format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    again = client.post("/api/v1/workloads/", job(world), format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert Workload.objects.filter(name="idem-1").count() == 1
+    assert AuditEvent.objects.filter(verb="workload.submitted", object_id=str(first.data["id"]))
+
+
+def test_same_key_with_another_body_is_409(api, world):
+    client = bearer(api.raw["all"])
+    client.post("/api/v1/workloads/", job(world), format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    other = client.post(
+        "/api/v1/workloads/", job(world, "idem-2"), format="json", HTTP_IDEMPOTENCY_KEY="k2"
+    )
+    assert other.status_code == 409
+    assert other.data["code"] == "idempotency_key_reused"
+    assert not Workload.objects.filter(name="idem-2").exists()
+
+
+def test_a_refused_create_is_not_remembered(api, world):
+    client = bearer(api.raw["all"])
+    body = job(world, resources={world.rc.slug: 99})
+    refused = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k3")
+    assert refused.status_code == 409
+    assert not IdempotencyRecord.objects.filter(key="k3").exists()
+
+
+def test_keys_are_per_user(api, world):
+    body = job(world)
+    bearer(api.raw["all"]).post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="x")
+    owner = session(world.owner).post(
+        "/api/v1/workloads/", job(world, "idem-own"), format="json", HTTP_IDEMPOTENCY_KEY="x"
+    )
+    assert owner.status_code == 201
+
+
+def test_over_quota_is_a_clear_409_with_what_is_free(api, world):
+    response = bearer(api.raw["all"]).post(
+        "/api/v1/workloads/", job(world, resources={world.rc.slug: 9}), format="json"
+    )
+    assert response.status_code == 409
+    assert response.data["code"] == "quota_exceeded"
+    # 4 granted, 1 held by the fixture's workload
+    assert "needs 9, free 3 of 4 granted; ask for 6 more" in response.data["detail"]
+    assert response.data["errors"] == {"resources": [response.data["detail"]]}
+
+
+def test_field_errors_have_code_detail_and_errors(api, world):
+    response = bearer(api.raw["all"]).post(
+        "/api/v1/workloads/", {"tenant": "team-a"}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.data["code"] == "invalid"
+    assert {"name", "kind", "image", "resources", "priority"} <= set(response.data["errors"])
+
+
+def test_a_priority_class_the_tenant_may_not_use_is_refused(api, world):
+    response = bearer(api.raw["all"]).post(
+        "/api/v1/workloads/", job(world, priority="gpu-critical"), format="json"
+    )
+    assert response.status_code == 400
+    assert response.data["code"] == "priority_not_allowed"
+
+
+def test_viewers_cannot_submit(api, world):
+    response = session(world.viewer).post("/api/v1/workloads/", job(world), format="json")
+    assert response.status_code == 403
+    assert response.data["code"] == "forbidden"
+
+
+def _more_of_everything(world, n):
+    for i in range(n):
+        tenant = TenantFactory(slug=f"extra-{i}")
+        MembershipFactory(tenant=tenant, user=world.admin, role="owner")
+        services.grant_quota(actor=world.admin, tenant=tenant, resource_class=world.rc, amount=1)
+        workloads.submit_workload(
+            actor=world.admin,
+            tenant=tenant,
+            name=f"w{i}",
+            kind="deployment",
+            image="busybox:1.36",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+        )
+        services.submit_capacity_request(
+            actor=world.admin,
+            tenant=tenant,
+            items={world.rc.slug: 1},
+            ends_at=None,
+            justification="more",
+        )
+
+
+LISTS = [
+    "/api/v1/tenants/",
+    "/api/v1/members/",
+    "/api/v1/capacity-requests/",
+    "/api/v1/grants/",
+    "/api/v1/workloads/",
+    "/api/v1/audit-events/",
+    "/api/v1/resource-classes/",
+    "/api/v1/tokens/",
+]
+
+
+@pytest.mark.parametrize("url", LISTS)
+def test_list_endpoints_use_a_constant_number_of_queries(
+    api, world, url, django_assert_num_queries
+):
+    client = session(world.admin)
+    client.get(url)  # warm: session, content types
+    with CaptureQueriesContext(connection) as few:
+        small = client.get(url)
+    _more_of_everything(world, 3)
+    with django_assert_num_queries(len(few)):
+        large = client.get(url)
+    assert small.status_code == large.status_code == 200
+    if url not in ("/api/v1/resource-classes/", "/api/v1/tokens/"):
+        assert large.data["count"] > small.data["count"]
+
+
+def test_throttled_per_token(api, monkeypatch):
+    cache.clear()
+    monkeypatch.setattr(PerTokenThrottle, "THROTTLE_RATES", {"per_token": "3/min"})
+    client = bearer(api.raw["read"])
+    codes = [client.get("/api/v1/tenants/").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    assert bearer(api.raw["all"]).get("/api/v1/tenants/").status_code == 200  # its own budget
+    cache.clear()
+
+
+def test_schema_and_docs_are_served_without_a_cdn(client, db):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    for path in (
+        "/api/v1/workloads/",
+        "/api/v1/workloads/{id}/cancel/",
+        "/api/v1/workloads/{id}/logs/",
+        "/api/v1/capacity-requests/{id}/approve/",
+        "/api/v1/tokens/",
+        "/api/v1/resource-classes/",
+        "/api/v1/audit-events/",
+        "/api/v1/members/",
+    ):
+        assert path in paths
+    assert "bearerAuth" in schema.json()["components"]["securitySchemes"]
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    html = docs.content.decode()
+    assert "cdn.jsdelivr" not in html and "unpkg" not in html
+    assert "drf_spectacular_sidecar" in html
+
+
+def test_cancel_by_token_then_again_is_409(api, world):
+    client = bearer(api.raw["all"])
+    url = f"/api/v1/workloads/{api.workload.pk}/cancel/"
+    response = client.post(url, format="json")
+    assert response.status_code == 200 and response.data["state"] == "cancelled"
+    again = client.post(url, format="json")
+    assert again.status_code == 409 and again.data["code"] == "invalid_transition"
+    detail = client.get(f"/api/v1/workloads/{api.workload.pk}/")
+    assert [e["reason"] for e in detail.data["events"]] == ["Submitted", "Cancelled"]
+    # a read-only token may not cancel
+    assert bearer(api.raw["read"]).post(url).status_code == 403
+
+
+def test_logs_before_the_cluster_has_it_are_a_409_not_a_500(api):
+    response = bearer(api.raw["read"]).get(f"/api/v1/workloads/{api.workload.pk}/logs/")
+    assert response.status_code == 409
+    assert response.data["code"] == "logs_unavailable"
+
+
+def test_tenant_shows_namespace_quota_in_use_and_free(api, world, settings):
+    data = bearer(api.raw["read"]).get(f"/api/v1/tenants/{world.tenant.slug}/").data
+    assert data["namespace"] == f"{settings.TENANT_NAMESPACE_PREFIX}team-a"
+    assert data["quota"] == [
+        {"resource_class": world.rc.slug, "granted": 4, "in_use": 1, "free": 3}
+    ]
+    assert data["reconcile_status"] == "pending"
+    rc = bearer(api.raw["read"]).get(f"/api/v1/resource-classes/{world.rc.slug}/").data
+    assert (rc["capacity"], rc["granted"], rc["free"]) == (10, 4, 6)

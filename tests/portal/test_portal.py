@@ -1,0 +1,59 @@
+import json
+import logging
+
+import pytest
+from django.urls import reverse
+
+from core.logging import JsonFormatter, RequestIdFilter
+from core.request_context import set_request_id
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_response_carries_a_request_id(client):
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+    assert len(response["X-Request-ID"]) == 32
+
+
+def test_a_callers_request_id_is_kept_when_it_is_safe(client):
+    response = client.get(reverse("healthz"), HTTP_X_REQUEST_ID="ci-job-42-abcdef")
+    assert response["X-Request-ID"] == "ci-job-42-abcdef"
+    bad = client.get(reverse("healthz"), HTTP_X_REQUEST_ID="<script>")
+    assert bad["X-Request-ID"] != "<script>"
+
+
+def test_log_lines_are_json_with_the_request_id():
+    record = logging.makeLogRecord(
+        {
+            "msg": "approved %s",
+            "args": ("#1",),
+            "levelname": "INFO",
+            "name": "tenants",
+            "tenant": "team-a",
+        }
+    )
+    set_request_id("abc12345")
+    try:
+        RequestIdFilter().filter(record)
+    finally:
+        set_request_id(None)
+    line = json.loads(JsonFormatter().format(record))
+    assert line["request_id"] == "abc12345"
+    assert line["msg"] == "approved #1" and line["tenant"] == "team-a"
+
+
+def test_home_needs_sign_in(client):
+    response = client.get(reverse("home"))
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+
+
+def test_home_shows_only_my_teams(client, world):
+    client.force_login(world.member)
+    body = client.get(reverse("home")).content.decode()
+    assert "team-a" in body and "team-b" not in body
+
+
+def test_sign_in_page_has_labelled_fields(client):
+    body = client.get(reverse("login")).content.decode()
+    assert '<label for="id_username">' in body and '<label for="id_password">' in body

@@ -1,0 +1,154 @@
+"""Workload and token pages: the same services as the API, tenant-scoped, errors by the field."""
+
+import pytest
+from django.urls import reverse
+
+from scheduler.workloads.models import Workload
+from tenants.models import ApiToken
+from tests.tenants.factories import QuotaGrantFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def granted(world):
+    world.rc.gpu_model = "A100-80GB"
+    world.rc.save()
+    QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, amount=2)
+    return world
+
+
+def submit(client, **overrides):
+    data = {
+        "name": "train-7",
+        "kind": "job",
+        "image": "pytorch/pytorch:2.4-cuda12.4",
+        "command": "python train.py --epochs 3",
+        "resource_class": "a100-80gb-mig-3g.40gb",
+        "units": 1,
+        "priority": "gpu-low",
+        "replicas": 1,
+        "backoff_limit": 0,
+        "env": "SEED=1",
+    }
+    data.update(overrides)
+    return client.post(reverse("scheduler:workload_create", args=["team-a"]), data, follow=True)
+
+
+def test_submit_form_mirrors_the_api(client, granted):
+    client.force_login(granted.member)
+    response = submit(client)
+    w = Workload.objects.get()
+    assert response.redirect_chain[-1][0] == reverse("scheduler:workload_detail", args=[w.pk])
+    assert (w.command, w.env, w.resources) == (
+        ["python", "train.py", "--epochs", "3"],
+        {"SEED": "1"},
+        {"a100-80gb-mig-3g.40gb": 1},
+    )
+    assert "train-7 submitted" in response.content.decode()
+
+
+def test_over_quota_submit_keeps_the_form_and_says_what_is_free(client, granted):
+    client.force_login(granted.member)
+    response = submit(client, units=3)
+    body = response.content.decode()
+    assert "free" in body and 'value="train-7"' in body
+    assert not Workload.objects.exists()
+    bad_env = submit(client, env="NOEQUALS")
+    assert "line 1: write KEY=value" in bad_env.content.decode()
+
+
+def test_viewer_and_outsider(client, granted):
+    client.force_login(granted.member)
+    submit(client)
+    w = Workload.objects.get()
+    client.force_login(granted.viewer)
+    assert "you need the role" in submit(client, name="other").content.decode()
+    assert client.get(reverse("scheduler:workload_detail", args=[w.pk])).status_code == 200
+    client.force_login(granted.outsider)
+    for url in (
+        reverse("scheduler:workload_detail", args=[w.pk]),
+        reverse("scheduler:workload_list", args=["team-a"]),
+        reverse("scheduler:workload_create", args=["team-a"]),
+    ):
+        assert client.get(url).status_code == 404
+    assert client.post(reverse("scheduler:workload_cancel", args=[w.pk])).status_code == 404
+
+
+def test_list_filters_and_cancel(client, granted, django_assert_max_num_queries):
+    client.force_login(granted.member)
+    submit(client)
+    submit(client, name="serve", kind="deployment")
+    url = reverse("scheduler:workload_list", args=["team-a"])
+    with django_assert_max_num_queries(12):
+        body = client.get(url, {"kind": "deployment"}).content.decode()
+    assert "serve" in body and "train-7" not in body
+    w = Workload.objects.get(name="train-7")
+    response = client.post(reverse("scheduler:workload_cancel", args=[w.pk]), follow=True)
+    assert "train-7 cancelled" in response.content.decode()
+    w.refresh_from_db()
+    assert w.state == "cancelled"
+
+
+@pytest.mark.cluster
+def test_logs_panel_says_why_there_are_none(client, granted, kube):
+    client.force_login(granted.member)
+    submit(client)
+    w = Workload.objects.get()
+    body = client.get(reverse("scheduler:workload_logs", args=[w.pk])).content.decode()
+    assert "No logs:" in body
+
+
+def test_tokens_for_me_and_my_teams_robot(client, world):
+    from tenants import services
+
+    robot_tenant = services.create_tenant(actor=world.admin, slug="robots", name="R")
+    from tenants.models import Membership
+
+    Membership.objects.create(tenant=robot_tenant, user=world.owner, role="owner")
+    client.force_login(world.owner)
+    page = client.get(reverse("tenants:tokens")).content.decode()
+    assert "CI robot of robots" in page and "CI robot of team-a" not in page  # factory: no robot
+    response = client.post(
+        reverse("tenants:tokens"),
+        {
+            "name": "gitlab",
+            "owner": f"user:{robot_tenant.robot_id}",
+            "scopes": ["read", "submit"],
+            "expires_in_days": 30,
+        },
+    )
+    body = response.content.decode()
+    token = ApiToken.objects.get()
+    assert token.user == robot_tenant.robot and token.scopes == ["read", "submit"]
+    assert "gpp_" in body and "shown only once" in body
+    client.post(reverse("tenants:token_revoke", args=[token.pk]))
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    client.force_login(world.member)
+    assert client.post(reverse("tenants:token_revoke", args=[token.pk])).status_code == 404
+
+
+def test_approve_scope_refused_for_non_admins_with_the_reason(client, world):
+    client.force_login(world.member)
+    body = client.post(
+        reverse("tenants:tokens"),
+        {
+            "name": "x",
+            "owner": f"user:{world.member.pk}",
+            "scopes": ["approve"],
+            "expires_in_days": 1,
+        },
+    ).content.decode()
+    assert "only platform admins" in body and not ApiToken.objects.exists()
+
+
+def test_autoscaled_deployment_from_the_form_is_admitted_at_max_replicas(client, granted):
+    client.force_login(granted.member)
+    refused = submit(
+        client, name="serve", kind="deployment", max_replicas=3, target_gpu_util=70
+    ).content.decode()
+    assert "at max replicas" in refused and not Workload.objects.exists()
+    submit(client, name="serve", kind="deployment", max_replicas=2, target_gpu_util=70)
+    w = Workload.objects.get()
+    assert (w.replicas, w.max_replicas, w.target_gpu_util) == (1, 2, 70)

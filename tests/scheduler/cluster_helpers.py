@@ -1,0 +1,94 @@
+"""Helpers for tests against the local cluster."""
+
+import uuid
+
+import pytest
+
+from localcluster.pytest_plugin import wait_for  # noqa: F401 - re-exported for the tests
+from scheduler.cluster import kube as kube_module
+from scheduler.cluster.kube import KubeGateway
+
+
+def unique_slug(prefix="rt") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def restricted_pod(name: str, resources: dict[str, int], priority_class: str | None = None) -> dict:
+    """A pod that the `restricted` Pod Security level admits."""
+    limits = {k: str(v) for k, v in resources.items()}
+    spec = {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"limits": limits, "requests": dict(limits)},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.fixture
+def kube(kube_cluster, settings) -> KubeGateway:
+    """A fresh, counted gateway to the local cluster; the process-wide one points there too."""
+    settings.KUBECONFIG = str(kube_cluster.kubeconfig)
+    kube_module.reset_gateway()
+    gateway = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
+    yield gateway
+    kube_module.reset_gateway()
+
+
+@pytest.fixture
+def tenant_namespaces(kube):
+    """Namespaces a test's tenants got; deleted afterwards whatever the test did."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        kube.delete("Namespace", name)
+
+
+def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
+    """A fresh tenant allowed gpu-critical (one unit) and gpu-low, whose namespace is registered
+    for clean-up, with pools of H100 3g.40gb slices and whole H200s; returns (tenant, mig, h200).
+    Grants, reconciling the namespace and waiting for its quota are the caller's."""
+    from scheduler.cluster import reconcile
+    from tenants import services
+    from tests.tenants.factories import PoolFactory, ResourceClassFactory
+
+    tenant = services.create_tenant(
+        actor=world.admin,
+        slug=unique_slug(prefix),
+        name=name,
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+    )
+    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    mig = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
+    )
+    h200 = ResourceClassFactory(
+        slug="h200-141gb",
+        gpu_model="H200-141GB",
+        kind="whole",
+        profile="",
+        resource_name="nvidia.com/gpu",
+        gpu_fraction=1,
+        memory_gb=141,
+    )
+    PoolFactory(resource_class=mig, capacity=16)
+    PoolFactory(resource_class=h200, capacity=16)
+    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    reconcile.reconcile_cluster_objects(kube)
+    return tenant, mig, h200

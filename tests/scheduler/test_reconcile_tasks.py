@@ -1,0 +1,110 @@
+"""Reconcile tasks through Redis and a real Celery worker, across an API server outage."""
+
+from datetime import timedelta
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.utils import timezone
+
+from localcluster import build, cluster
+from portal.celery import app
+from scheduler.cluster import reconcile
+from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from tenants import services
+from tenants.models import CapacityRequest
+from tests.scheduler.cluster_helpers import unique_slug, wait_for
+from tests.tenants.factories import (
+    PlatformAdminFactory,
+    PoolFactory,
+    ResourceClassFactory,
+    UserFactory,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.celery, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def reconcile_worker(kube, settings):
+    settings.RECONCILE_ON_COMMIT = True
+    app.control.purge()
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=2,
+        perform_ping_check=False,
+        shutdown_timeout=30,
+        queues=["reconcile"],
+    ) as worker:
+        yield worker
+
+
+def _apiserver():
+    return next(c for c in cluster.component_specs(build.binaries()) if c.name == "kube-apiserver")
+
+
+def test_approval_during_an_api_server_outage_converges_when_it_is_back(
+    kube, tenant_namespaces, reconcile_worker
+):
+    admin = PlatformAdminFactory()
+    rc = ResourceClassFactory(
+        slug="h200-141gb",
+        gpu_model="H200-141GB",
+        kind="whole",
+        profile="",
+        resource_name="nvidia.com/gpu",
+        gpu_fraction=1,
+    )
+    PoolFactory(resource_class=rc, capacity=8)
+    tenant = services.create_tenant(actor=admin, slug=unique_slug("outage"), name="Outage")
+    ns = reconcile.tenant_namespace(tenant)
+    tenant_namespaces.append(ns)
+    wait_for("first reconcile", lambda: kube.get("Namespace", ns), timeout=60)
+
+    cluster.stop(_apiserver())
+    try:
+        request = services.submit_capacity_request(
+            actor=admin,
+            tenant=tenant,
+            items={rc.slug: 3},
+            ends_at=timezone.now() + timedelta(days=1),
+            justification="outage test",
+        )
+        services.approve_capacity_request(actor=admin, request=request)  # queues a reconcile
+        wait_for(
+            "a failed, recorded attempt",
+            lambda: ReconcileRun.objects.filter(
+                tenant=tenant, status="failed", error__contains="cannot reach"
+            ).exists(),
+            timeout=60,
+        )
+        assert TenantSyncState.objects.get(tenant=tenant).summary.startswith("failed: ")
+    finally:
+        cluster.up()  # starts the API server again
+
+    def quota_is_three():
+        quota = kube.get("ResourceQuota", "gpu-portal-quota", ns)
+        return quota and quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "3"
+
+    wait_for("the retried task to converge", quota_is_three, timeout=120, interval=0.5)
+    wait_for("in sync", lambda: TenantSyncState.objects.get(tenant=tenant).status == "in_sync")
+    request.refresh_from_db()
+    assert request.state == CapacityRequest.State.PROVISIONED
+
+
+def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, reconcile_worker):
+    admin = PlatformAdminFactory()
+    tenant = services.create_tenant(actor=admin, slug=unique_slug("members"), name="Members")
+    ns = reconcile.tenant_namespace(tenant)
+    tenant_namespaces.append(ns)
+    user = UserFactory()
+    services.add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
+    wait_for(
+        "viewer binding",
+        lambda: (
+            (kube.get("RoleBinding", "gpu-portal-viewers", ns) or {})
+            .get("subjects", [{}])[0]
+            .get("name")
+            == user.username
+        ),
+        timeout=60,
+    )

@@ -1,0 +1,277 @@
+"""Rendering is pure: compare manifests to expected dicts, many cases, fast."""
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core import names
+from scheduler.cluster import render
+from scheduler.cluster.render import Member, TenantSpec
+
+NAMES = ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb")
+PCS = ("gpu-critical", "gpu-high", "gpu-low")
+DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def spec(**kw):
+    base = dict(
+        slug="team-a",
+        name="Team A",
+        active=True,
+        gpu_quota={"nvidia.com/gpu": 8, "nvidia.com/mig-3g.40gb": 4},
+        gpu_resource_names=NAMES,
+        members=(
+            Member("alice", "owner"),
+            Member("bob", "member"),
+            Member("dave", "viewer"),
+            Member("robot-team-a", "member", is_robot=True),
+        ),
+        allowed_priority_classes=("gpu-high", "gpu-low"),
+        all_priority_classes=PCS,
+    )
+    base.update(kw)
+    return TenantSpec(**base)
+
+
+def by_key(manifests):
+    return {(m["kind"], m["metadata"]["name"]): m for m in manifests}
+
+
+def strip_hash(m):
+    m = {**m, "metadata": {**m["metadata"]}}
+    ann = {
+        k: v for k, v in m["metadata"].get("annotations", {}).items() if k != render.HASH_ANNOTATION
+    }
+    m["metadata"]["annotations"] = ann
+    if not ann:
+        del m["metadata"]["annotations"]
+    return m
+
+
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpu-portal",
+    "gpu-portal.io/instance": "default",
+    "gpu-portal.io/tenant": "team-a",
+}
+
+
+def test_namespace():
+    ns = render.render_namespace(spec())
+    assert strip_hash(ns) == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "tenant-team-a",
+            "labels": {
+                **LABELS,
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+                "pod-security.kubernetes.io/warn": "restricted",
+                "pod-security.kubernetes.io/audit": "restricted",
+            },
+            "annotations": {"gpu-portal.io/display-name": "Team A"},
+        },
+    }
+
+
+def test_gpu_quota_counts_requests_only_with_zero_lines_for_the_rest():
+    quota = by_key(render.render_tenant(spec()))[("ResourceQuota", "gpu-portal-quota")]
+    assert strip_hash(quota) == {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-portal-quota", "namespace": "tenant-team-a", "labels": LABELS},
+        "spec": {
+            "hard": {
+                "requests.nvidia.com/gpu": "8",
+                "requests.nvidia.com/mig-1g.10gb": "0",
+                "requests.nvidia.com/mig-3g.40gb": "4",
+                "requests.cpu": "64",
+                "requests.memory": "256Gi",
+                "pods": "200",
+            }
+        },
+    }
+    for m in render.render_tenant(spec()):
+        if m["kind"] == "ResourceQuota":
+            assert not any(k.startswith("limits.nvidia") for k in m["spec"]["hard"])
+
+
+def test_priority_quotas():
+    objs = by_key(render.render_tenant(spec()))
+    critical = objs[("ResourceQuota", "gpu-portal-priority-gpu-critical")]
+    assert critical["spec"]["scopeSelector"] == {
+        "matchExpressions": [
+            {"scopeName": "PriorityClass", "operator": "In", "values": ["gpu-critical"]}
+        ]
+    }
+    # not allowed at gpu-critical: zero GPUs and zero pods there
+    assert critical["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "0",
+        "requests.nvidia.com/mig-1g.10gb": "0",
+        "requests.nvidia.com/mig-3g.40gb": "0",
+        "pods": "0",
+    }
+    assert ("ResourceQuota", "gpu-portal-priority-gpu-high") not in objs
+
+
+def test_critical_units_cap_each_resource_at_what_was_granted():
+    s = spec(allowed_priority_classes=PCS, critical_units=2)
+    critical = by_key(render.render_tenant(s))[
+        ("ResourceQuota", "gpu-portal-priority-gpu-critical")
+    ]
+    assert critical["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "2",
+        "requests.nvidia.com/mig-1g.10gb": "0",
+        "requests.nvidia.com/mig-3g.40gb": "2",
+    }
+
+
+def test_a_forbidden_priority_class_gets_a_zero_pod_quota():
+    objs = by_key(render.render_tenant(spec(allowed_priority_classes=("gpu-low",))))
+    high = objs[("ResourceQuota", "gpu-portal-priority-gpu-high")]
+    assert high["spec"]["hard"] == {"pods": "0"}
+
+
+def test_role_bindings_per_role_with_the_robot_as_service_account():
+    objs = by_key(render.render_tenant(spec()))
+    owners = objs[("RoleBinding", "gpu-portal-owners")]
+    assert owners["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "admin",
+    }
+    assert owners["subjects"] == [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
+    ]
+    members = objs[("RoleBinding", "gpu-portal-members")]
+    assert members["roleRef"]["name"] == "edit"
+    assert members["subjects"] == [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"},
+        {"kind": "ServiceAccount", "name": "ci-robot", "namespace": "tenant-team-a"},
+    ]
+    assert objs[("RoleBinding", "gpu-portal-viewers")]["roleRef"]["name"] == "view"
+    assert objs[("ServiceAccount", "ci-robot")]["automountServiceAccountToken"] is False
+
+
+def test_roles_without_people_get_no_binding_and_user_prefix_applies():
+    objs = by_key(
+        render.render_tenant(spec(members=(Member("alice", "owner"),), user_prefix="oidc:"))
+    )
+    assert [k for k in objs if k[0] == "RoleBinding"] == [("RoleBinding", "gpu-portal-owners")]
+    assert objs[("RoleBinding", "gpu-portal-owners")]["subjects"][0]["name"] == "oidc:alice"
+
+
+def test_network_policy_admits_own_and_platform_namespace_only():
+    np = by_key(render.render_tenant(spec()))[("NetworkPolicy", "gpu-portal-isolation")]
+    assert np["spec"] == {
+        "podSelector": {},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [
+                    {
+                        "namespaceSelector": {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/metadata.name",
+                                    "operator": "In",
+                                    "values": ["gpu-portal-system", "tenant-team-a"],
+                                }
+                            ]
+                        }
+                    }
+                ]
+            }
+        ],
+    }
+
+
+def test_limit_range_defaults():
+    lr = by_key(render.render_tenant(spec()))[("LimitRange", "gpu-portal-defaults")]
+    assert lr["spec"]["limits"] == [
+        {
+            "type": "Container",
+            "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+            "default": {"cpu": "2", "memory": "4Gi"},
+        }
+    ]
+
+
+def test_suspended_tenant_keeps_its_namespace_but_may_run_nothing():
+    objs = by_key(render.render_tenant(spec(active=False)))
+    hard = objs[("ResourceQuota", "gpu-portal-quota")]["spec"]["hard"]
+    assert set(hard.values()) == {"0"}
+    assert not [k for k in objs if k[0] == "RoleBinding"]
+
+
+def test_zero_grants_means_zero_on_every_gpu_line():
+    hard = by_key(render.render_tenant(spec(gpu_quota={})))[("ResourceQuota", "gpu-portal-quota")][
+        "spec"
+    ]["hard"]
+    assert {k: v for k, v in hard.items() if "nvidia" in k} == {f"requests.{n}": "0" for n in NAMES}
+
+
+def test_many_classes():
+    names = tuple(f"nvidia.com/mig-{i}g.{i}0gb" for i in range(1, 60))
+    hard = by_key(render.render_tenant(spec(gpu_resource_names=names, gpu_quota={names[5]: 3})))[
+        ("ResourceQuota", "gpu-portal-quota")
+    ]["spec"]["hard"]
+    assert len([k for k in hard if "nvidia" in k]) == 59 and hard[f"requests.{names[5]}"] == "3"
+
+
+def test_every_object_is_labelled_and_hashed_and_the_hash_follows_content():
+    a = render.render_tenant(spec())
+    b = render.render_tenant(spec(gpu_quota={"nvidia.com/gpu": 7}))
+    for m in a:
+        assert m["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpu-portal"
+        assert m["metadata"]["labels"]["gpu-portal.io/tenant"] == "team-a"
+        assert len(m["metadata"]["annotations"][render.HASH_ANNOTATION]) == 16
+    ha, hb = by_key(a), by_key(b)
+    key = ("ResourceQuota", "gpu-portal-quota")
+    assert ha[key]["metadata"]["annotations"] != hb[key]["metadata"]["annotations"]
+    same = ("LimitRange", "gpu-portal-defaults")
+    assert ha[same] == hb[same]
+    assert render.render_tenant(spec()) == a  # deterministic
+
+
+def test_unicode_display_names_stay_in_annotations():
+    ns = render.render_namespace(spec(name="Équipe Vision 視覚"))
+    assert ns["metadata"]["annotations"]["gpu-portal.io/display-name"] == "Équipe Vision 視覚"
+    assert ns["metadata"]["name"] == "tenant-team-a"
+
+
+@given(st.text(min_size=0, max_size=120))
+def test_names_are_always_dns_labels_and_distinct_inputs_stay_distinct(value):
+    name = names.dns_label(value)
+    assert DNS.match(name) and len(name) <= 63
+    if names.dns_label(value + "x") == name:
+        pytest.fail("two inputs, one name")
+
+
+def test_long_slug_is_truncated_with_a_hash():
+    long = "a" * 40
+    ns = names.namespace_name(long, prefix="a-very-long-platform-prefix-")
+    assert len(ns) <= 63 and DNS.match(ns)
+    assert ns != names.namespace_name(long[:-1] + "b", prefix="a-very-long-platform-prefix-")
+    assert names.namespace_name("team-a") == "tenant-team-a"
+
+
+def test_priority_classes():
+    pcs = render.render_priority_classes(
+        [
+            render.PriorityClassSpec("gpu-critical", 1_000_000),
+            render.PriorityClassSpec("gpu-low", 100_000),
+        ]
+    )
+    assert strip_hash(pcs[0]) == {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": "gpu-critical",
+            "labels": {"app.kubernetes.io/managed-by": "gpu-portal"},
+        },
+        "value": 1_000_000,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }

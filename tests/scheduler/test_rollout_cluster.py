@@ -1,0 +1,203 @@
+"""Plan and apply against the local cluster: on fresh KWOK nodes only (never the seed nodes).
+
+The demand is chosen so the proposed layout is `all-balanced` from the portal's file: the
+simulator started with the cluster may predate reading published (generated) configs.
+"""
+
+import uuid
+
+import pytest
+from django.db.models import F
+
+from localcluster.fleet import node_manifest
+from scheduler.catalog.models import Pool
+from scheduler.cluster import services
+from scheduler.cluster.models import Node
+from scheduler.mig import planner, rollout
+from scheduler.mig import plans as planning
+from scheduler.mig.models import Plan
+from tenants import services as tenant_services
+from tenants.models import AuditEvent
+from tests.scheduler.cluster_helpers import wait_for
+from tests.tenants.factories import (
+    CapacityRequestFactory,
+    CapacityRequestItemFactory,
+    PlatformAdminFactory,
+    TenantFactory,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+TWO_G, THREE_G, ONE_G = (
+    "a100-80gb-mig-2g.20gb",
+    "a100-80gb-mig-3g.40gb",
+    "a100-80gb-mig-1g.10gb",
+)
+
+
+def _ready(kube, name):
+    conditions = (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture
+def plan_nodes(kube):
+    """Two fresh one-GPU A100 nodes in all-1g.10gb; deleted afterwards, with the ConfigMaps."""
+    tag = uuid.uuid4().hex[:6]
+    names = [f"plan-a-{tag}", f"plan-b-{tag}"]
+    for name in names:
+        kube.create(
+            node_manifest(
+                {
+                    "name": name,
+                    "model": "A100-80GB",
+                    "gpus": 1,
+                    "migConfig": "all-1g.10gb",
+                    "devicePluginConfig": "default",
+                }
+            )
+        )
+    for name in names:
+        wait_for(f"{name} Ready", lambda n=name: _ready(kube, n))
+    yield names
+    for name in names:
+        kube.delete("Node", name)
+    for kind in ("mig-parted", "device-plugin"):
+        kube.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
+
+
+def _approve(admin, items: dict[str, int]) -> None:
+    """Approve asks the current layout cannot serve: the platform team counts on the re-layout
+    for the capacity, so the pools are raised first (the next inventory sync resets them)."""
+    Pool.objects.filter(resource_class__slug__in=items).update(capacity=F("capacity") + 10)
+    request = CapacityRequestFactory(tenant=TenantFactory())
+    for slug, amount in items.items():
+        CapacityRequestItemFactory(
+            request=request,
+            resource_class_id=Pool.objects.get(resource_class__slug=slug).resource_class_id,
+            amount=amount,
+        )
+    tenant_services.approve_capacity_request(actor=admin, request=request, comment="re-layout")
+
+
+def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:
+    """Demand that only my nodes can serve: what other A100s offer of each profile, plus more."""
+    gpus, _ = planning.fleet_from_inventory()
+    elsewhere = planner.supply([g for g in gpus if g.node not in mine])
+    return {slug: elsewhere.get(slug, 0) + n for slug, n in wanted.items()}
+
+
+def _pending_pod(kube, namespace, node):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "wants-2g", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {
+                        "limits": {"nvidia.com/mig-2g.20gb": "1"},
+                        "requests": {"nvidia.com/mig-2g.20gb": "1"},
+                    },
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    kube.create(pod)
+
+
+def _plain_pod(kube, namespace, node):
+    """A pod without GPUs: the node has pods, so the rollout cordons it while it changes."""
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bystander", "namespace": namespace},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }
+    )
+
+
+def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_namespace, plan_nodes):
+    node = plan_nodes[0]
+    admin = PlatformAdminFactory()
+    services.sync_inventory(kube)
+    _pending_pod(kube, kube_namespace, node)
+    _plain_pod(kube, kube_namespace, node)
+    wait_for(
+        "bystander running",
+        lambda: (
+            (kube.get("Pod", "bystander", kube_namespace) or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+    )
+    pod = kube.get("Pod", "wants-2g", kube_namespace)
+    assert not pod["spec"].get("nodeName")  # nothing offers nvidia.com/mig-2g.20gb there
+
+    # Demand: one 2g and one 3g, and two more 1g than the other A100s offer.
+    _approve(admin, _beyond_the_rest([node], {TWO_G: 1, THREE_G: 1, ONE_G: 2}))
+    plan = planning.create_plan(actor=admin, nodes=[node])
+    entry = plan.nodes[0]
+    assert entry["node"] == node and entry["changed_gpus"] == [0]
+    assert entry["mig_config"] == "all-balanced"
+    assert TWO_G not in plan.summary["unserved"] and THREE_G not in plan.summary["unserved"]
+
+    plan = rollout.apply_plan(kube, plan.pk, actor=admin)
+    assert plan.status == Plan.Status.APPLIED, plan.error
+    labels = kube.get("Node", node)["metadata"]["labels"]
+    assert labels["nvidia.com/mig.config"] == "all-balanced"
+    assert labels["nvidia.com/mig.config.state"] == "success"
+    assert not kube.get("Node", node)["spec"].get("unschedulable")  # uncordoned again
+    wait_for(
+        "the 2g pod scheduled",
+        lambda: (
+            (kube.get("Pod", "wants-2g", kube_namespace) or {}).get("spec", {}).get("nodeName")
+            == node
+        ),
+    )
+    # The inventory followed, and every step was audited.
+    assert Node.objects.get(name=node).mig_config == "all-balanced"
+    verbs = list(
+        AuditEvent.objects.filter(object_id=str(plan.pk), verb__startswith=("node.")).values_list(
+            "verb", flat=True
+        )
+    )
+    assert {"node.cordoned", "node.relabelled", "node.uncordoned", "node.config_applied"} <= set(
+        verbs
+    )
+    cms = kube.list("ConfigMap", rollout.operator_namespace())
+    assert rollout.config_map_name("mig-parted") in {c["metadata"]["name"] for c in cms}
+
+
+def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, plan_nodes, client):
+    admin = PlatformAdminFactory()
+    services.sync_inventory(kube)
+    _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
+    plan = planning.create_plan(actor=admin, nodes=plan_nodes)
+    assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
+    # Sabotage the first node's config: the MIG manager cannot pack it and reports failed.
+    plan.nodes[0]["mig_config"] = "invalid-3g-3g-1g"
+    plan.save()
+
+    plan = rollout.apply_plan(kube, plan.pk, actor=admin)
+    assert plan.status == Plan.Status.FAILED
+    assert plan.failed_node == plan_nodes[0]
+    assert "invalid-3g-3g-1g" in plan.error
+    assert [e["state"] for e in plan.nodes] == ["failed", "pending"]
+    # The second node was not touched.
+    second = kube.get("Node", plan_nodes[1])["metadata"]["labels"]
+    assert second["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert AuditEvent.objects.filter(verb="plan.failed", object_id=str(plan.pk)).exists()
+
+    client.force_login(admin)
+    page = client.get(f"/console/plans/{plan.pk}/").content.decode()
+    assert f"Rollout stopped at node <strong>{plan_nodes[0]}</strong>" in page
+    assert "cannot be placed" in page or "invalid-3g-3g-1g" in page

@@ -1,0 +1,348 @@
+"""Workloads without the cluster: pure manifests, pure observation, admission in the portal."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
+from scheduler.workloads import manifests
+from scheduler.workloads import services as workloads
+from scheduler.workloads.manifests import Observation, WorkloadSpec, observe, render_job
+from scheduler.workloads.models import Workload, WorkloadEvent
+from tenants import selectors as tenant_selectors
+from tenants import services
+from tenants.models import AuditEvent
+from tests.tenants.factories import PoolFactory, ResourceClassFactory
+
+SPEC = WorkloadSpec(
+    name="train-7-12",
+    namespace="tenant-team-a",
+    tenant="team-a",
+    workload_id=12,
+    kind="job",
+    image="pytorch/pytorch:2.4-cuda12.4",
+    gpu_model="A100-80GB",
+    priority_class="gpu-low",
+    gpus={"nvidia.com/mig-3g.40gb": 1},
+    command=("python", "train.py"),
+    env={"EPOCHS": "3"},
+    backoff_limit=2,
+    instance="test",
+)
+
+
+def test_a_job_manifest_is_restricted_gpu_exact_and_pinned_to_its_model():
+    labels = {
+        "app.kubernetes.io/managed-by": "gpu-portal",
+        "gpu-portal.io/instance": "test",
+        "gpu-portal.io/tenant": "team-a",
+        "gpu-portal.io/workload": "12",
+    }
+    assert render_job(SPEC) == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train-7-12", "namespace": "tenant-team-a", "labels": labels},
+        "spec": {
+            "backoffLimit": 2,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": "gpu-low",
+                    "nodeSelector": {"gpu-portal/gpu-model": "A100-80GB"},
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "runAsGroup": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "pytorch/pytorch:2.4-cuda12.4",
+                            "command": ["python", "train.py"],
+                            "env": [{"name": "EPOCHS", "value": "3"}],
+                            "resources": {
+                                "requests": {"nvidia.com/mig-3g.40gb": "1"},
+                                "limits": {"nvidia.com/mig-3g.40gb": "1"},
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                                "runAsNonRoot": True,
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def test_a_deployment_manifest_has_replicas_and_a_selector():
+    from dataclasses import replace
+
+    manifest = manifests.render_deployment(replace(SPEC, kind="deployment", replicas=3))
+    assert manifest["kind"] == "Deployment" and manifest["apiVersion"] == "apps/v1"
+    assert manifest["spec"]["replicas"] == 3
+    assert manifest["spec"]["selector"] == {"matchLabels": {"gpu-portal.io/workload": "12"}}
+    assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "Always"
+
+
+def pod(phase="Running", conditions=(), reason=None):
+    status = {"phase": phase, "conditions": list(conditions)}
+    if reason:
+        status["reason"] = reason
+    return {"metadata": {"name": "p"}, "status": status}
+
+
+JOB = {"spec": {}, "status": {}}
+PREEMPTED = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "PreemptionByScheduler",
+    "message": "preempted by pod x",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "pods", "events", "expected"),
+    [
+        ("job", None, [], [], "failed"),
+        ("job", JOB, [], [], "pending"),
+        ("job", JOB, [pod("Pending")], [], "pending"),
+        ("job", JOB, [pod()], [], "running"),
+        (
+            "job",
+            {"status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+            [],
+            [],
+            "succeeded",
+        ),
+        (
+            "job",
+            {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "X"}]}},
+            [pod("Failed")],
+            [],
+            "failed",
+        ),
+        ("job", JOB, [pod("Failed", [PREEMPTED])], [], "preempted"),
+        ("job", JOB, [pod("Pending")], [{"reason": "Preempted", "message": "m"}], "preempted"),
+        ("job", JOB, [pod("Failed", reason="Preempted")], [], "preempted"),
+        ("deployment", {"spec": {"replicas": 2}}, [pod(), pod()], [], "running"),
+        ("deployment", {"spec": {"replicas": 2}}, [pod(), pod("Pending")], [], "running"),
+        (
+            "deployment",
+            {"spec": {"replicas": 2}},
+            [pod(), pod("Pending")],
+            [{"reason": "Preempted"}],
+            "preempted",
+        ),
+        ("deployment", {"spec": {"replicas": 1}}, [pod("Pending")], [], "pending"),
+    ],
+)
+def test_observe(kind, obj, pods, events, expected):
+    assert observe(kind, obj, pods, events).state == expected
+
+
+def test_pending_says_why_the_scheduler_waits():
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/5 nodes are available",
+    }
+    assert observe("job", JOB, [pod("Pending", [unschedulable])], []) == Observation(
+        "pending", "Unschedulable", "0/5 nodes are available"
+    )
+
+
+# --- admission --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def granted(world):
+    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3)
+    return world
+
+
+def submit(world, actor=None, **kw):
+    args = dict(
+        actor=actor or world.member,
+        tenant=world.tenant,
+        name="w",
+        kind="job",
+        image="busybox:1.36",
+        resources={world.rc.slug: 1},
+        priority="gpu-low",
+    )
+    args.update(kw)
+    return workloads.submit_workload(**args)
+
+
+@pytest.mark.django_db
+def test_submit_writes_the_workload_an_event_and_one_audit_row(granted, settings):
+    world = granted
+    before = AuditEvent.objects.count()
+    w = submit(world)
+    assert (w.state, w.k8s_name, w.namespace) == (
+        "pending",
+        f"w-{w.pk}",
+        f"{settings.TENANT_NAMESPACE_PREFIX}team-a",
+    )
+    assert w.gpu_model == "A100-80GB"
+    assert AuditEvent.objects.count() == before + 1
+    assert AuditEvent.objects.first().verb == "workload.submitted"
+    assert WorkloadEvent.objects.filter(workload=w, reason="Submitted").exists()
+
+
+@pytest.mark.django_db
+def test_free_quota_is_grants_minus_live_workloads_per_class(granted):
+    world = granted
+    submit(world, name="a", kind="deployment", replicas=2)
+    with pytest.raises(QuotaExceeded, match="needs 2, free 1 of 3 granted; ask for 1 more"):
+        submit(world, name="b", resources={world.rc.slug: 2})
+    submit(world, name="c")  # the last unit fits
+    lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
+    assert (lines[world.rc.slug].granted, lines[world.rc.slug].in_use) == (3, 3)
+
+
+@pytest.mark.django_db
+def test_the_per_model_split_that_a_resource_quota_cannot_see(granted):
+    world = granted
+    other_model = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
+    )
+    PoolFactory(resource_class=other_model, capacity=4)
+    # Same Kubernetes resource name, another GPU model: the A100 grant does not cover it.
+    with pytest.raises(QuotaExceeded, match="h100-80gb-mig-3g.40gb: needs 1, free 0 of 0"):
+        submit(world, resources={other_model.slug: 1})
+
+
+@pytest.mark.django_db
+def test_finished_workloads_free_their_quota(granted):
+    world = granted
+    w = submit(world, name="a", resources={world.rc.slug: 3})
+    with pytest.raises(QuotaExceeded):
+        submit(world, name="b")
+    workloads.cancel_workload(actor=world.member, workload=w)
+    submit(world, name="b")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": "Not_A_Label"}, "name"),
+        ({"kind": "cronjob"}, "kind"),
+        ({"image": "has space"}, "image"),
+        ({"resources": {}}, "resources"),
+        ({"resources": {"nope": 1}}, "resources"),
+        ({"resources": {"SLUG": 0}}, "resources"),
+        ({"priority": "gpu-critical"}, "priority"),
+        ({"replicas": 2}, "replicas"),
+        ({"backoff_limit": 99}, "backoff_limit"),
+        ({"env": {"1BAD": "x"}}, "env"),
+        ({"labels": {"gpu-portal.io/workload": "1"}}, "labels"),
+    ],
+)
+def test_bad_submissions_are_refused_with_the_field(granted, changes, field):
+    world = granted
+    if changes.get("resources") == {"SLUG": 0}:
+        changes = {"resources": {world.rc.slug: 0}}
+    with pytest.raises(InvalidInput) as exc:
+        submit(world, **changes)
+    assert exc.value.field == field
+
+
+@pytest.mark.django_db
+def test_image_allow_list(granted, settings):
+    settings.WORKLOAD_IMAGE_ALLOWLIST = ["registry.example.com/*"]
+    with pytest.raises(InvalidInput, match="allow-list") as exc:
+        submit(granted)
+    assert exc.value.code == "image_not_allowed"
+    assert submit(granted, image="registry.example.com/ml/train:1").pk
+
+
+@pytest.mark.django_db
+def test_a_live_name_is_unique_per_tenant(granted):
+    submit(granted)
+    with pytest.raises(InvalidInput, match="already runs"):
+        submit(granted)
+
+
+@pytest.mark.django_db
+def test_suspended_tenants_run_nothing_and_outsiders_see_nothing(granted):
+    world = granted
+    with pytest.raises(NotFound):
+        submit(world, actor=world.outsider)
+    services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
+    with pytest.raises(InvalidTransition, match="suspended"):
+        submit(world)
+
+
+@pytest.mark.django_db
+def test_gpu_critical_is_capped_by_the_critical_quota(granted):
+    world = granted
+    services.update_tenant(
+        actor=world.admin,
+        tenant=world.tenant,
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+        critical_gpu_quota=1,
+    )
+    submit(world, name="a", priority="gpu-critical")
+    with pytest.raises(QuotaExceeded, match="gpu-critical"):
+        submit(world, name="b", priority="gpu-critical")
+
+
+@pytest.mark.django_db
+def test_cancel_is_one_audit_row_and_refused_twice(granted):
+    world = granted
+    w = submit(world)
+    before = AuditEvent.objects.count()
+    w = workloads.cancel_workload(actor=world.member, workload=w)
+    assert w.state == Workload.State.CANCELLED and w.finished_at is not None
+    assert AuditEvent.objects.count() == before + 1
+    with pytest.raises(InvalidTransition):
+        workloads.cancel_workload(actor=world.member, workload=w)
+
+
+@pytest.mark.django_db
+def test_grants_that_end_do_not_count(granted):
+    world = granted
+    services.grant_quota(
+        actor=world.admin,
+        tenant=world.tenant,
+        resource_class=world.rc,
+        amount=2,
+        ends_at=timezone.now() + timedelta(hours=1),
+    )
+    submit(world, name="a", resources={world.rc.slug: 5})
+    services.expire_grants(now=timezone.now() + timedelta(hours=2))
+    with pytest.raises(QuotaExceeded):
+        submit(world, name="b")
+
+
+@pytest.mark.django_db
+def test_a_preempted_deployment_still_holds_its_quota_a_preempted_job_does_not(granted):
+    world = granted
+    serve = submit(world, name="serve", kind="deployment", replicas=2)
+    train = submit(world, name="train")
+    for w in (serve, train):
+        Workload.objects.filter(pk=w.pk).update(state=Workload.State.PREEMPTED)
+    # 3 granted: the deployment's 2 come back when there is room, the job's 1 is free again
+    submit(world, name="next")
+    with pytest.raises(QuotaExceeded):
+        submit(world, name="more")

@@ -1,0 +1,243 @@
+"""Elastic scaling of inference deployments: the pure HorizontalPodAutoscaler, admission at max
+replicas, and the API and its schema. The cluster side is in test_workloads_cluster.py."""
+
+from dataclasses import replace
+
+import pytest
+
+from core.errors import InvalidInput, QuotaExceeded
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.manifests import AutoscalingSpec, render_deployment, render_hpa
+from tenants import selectors as tenant_selectors
+from tenants import services
+from tenants.models import AuditEvent
+from tests.portal.api.conftest import session
+from tests.scheduler.test_workloads import SPEC, submit
+
+SCALED = replace(
+    SPEC,
+    kind="deployment",
+    replicas=2,
+    autoscaling=AutoscalingSpec(
+        min_replicas=2,
+        max_replicas=5,
+        target_gpu_util=70,
+        target_latency_ms=250,
+        gpu_util_metric="DCGM_FI_DEV_GPU_UTIL",
+        latency_metric="http_request_duration_seconds_p95",
+    ),
+)
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpu-portal",
+    "gpu-portal.io/instance": "test",
+    "gpu-portal.io/tenant": "team-a",
+    "gpu-portal.io/workload": "12",
+}
+
+
+def test_the_hpa_scales_the_deployment_on_pod_metrics_with_the_workloads_labels():
+    assert render_hpa(SCALED, owner_uid="u-1") == {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {
+            "name": "train-7-12",
+            "namespace": "tenant-team-a",
+            "labels": LABELS,
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train-7-12", "uid": "u-1"}
+            ],
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "train-7-12"},
+            "minReplicas": 2,
+            "maxReplicas": 5,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": "DCGM_FI_DEV_GPU_UTIL"},
+                        "target": {"type": "AverageValue", "averageValue": "70"},
+                    },
+                },
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": "http_request_duration_seconds_p95"},
+                        "target": {"type": "AverageValue", "averageValue": "250m"},
+                    },
+                },
+            ],
+        },
+    }
+    # The Deployment starts at the minimum; the HPA takes it from there.
+    assert render_deployment(SCALED)["spec"]["replicas"] == 2
+
+
+def test_one_target_gives_one_metric_and_no_owner_without_a_uid():
+    spec = replace(SCALED, autoscaling=replace(SCALED.autoscaling, target_gpu_util=None))
+    hpa = render_hpa(spec)
+    assert "ownerReferences" not in hpa["metadata"]
+    assert [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]] == [
+        "http_request_duration_seconds_p95"
+    ]
+    with pytest.raises(ValueError, match="does not autoscale"):
+        render_hpa(SPEC)
+
+
+@pytest.mark.django_db
+def test_spec_for_takes_the_metric_names_from_settings(granted, settings):
+    settings.AUTOSCALING_GPU_UTIL_METRIC = "gpu_util_custom"
+    w = submit(
+        granted,
+        kind="deployment",
+        autoscaling={"min_replicas": 1, "max_replicas": 3, "target_gpu_util": 60},
+    )
+    spec = workload_sync.spec_for(w)
+    assert spec.autoscaling == AutoscalingSpec(
+        min_replicas=1,
+        max_replicas=3,
+        target_gpu_util=60,
+        target_latency_ms=None,
+        gpu_util_metric="gpu_util_custom",
+        latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+    )
+
+
+# --- admission --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def granted(world):
+    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
+    return world
+
+
+@pytest.mark.django_db
+def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
+    world = granted
+    submit(world, name="one")  # 1 of 4 in use
+    with pytest.raises(QuotaExceeded) as exc:
+        submit(
+            world,
+            name="serve",
+            kind="deployment",
+            autoscaling={"min_replicas": 1, "max_replicas": 4, "target_gpu_util": 70},
+        )
+    assert exc.value.field == "autoscaling"
+    assert "4 pods at max replicas" in exc.value.detail
+    assert "needs 4, free 3 of 4 granted; ask for 1 more" in exc.value.detail
+
+    w = submit(
+        world,
+        name="serve",
+        kind="deployment",
+        autoscaling={"min_replicas": 1, "max_replicas": 3, "target_latency_ms": 200},
+    )
+    assert (w.replicas, w.max_replicas, w.target_gpu_util, w.target_latency_ms) == (1, 3, None, 200)
+    assert w.units_held() == {world.rc.slug: 3}
+    lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
+    assert lines[world.rc.slug].free == 0
+    audit = AuditEvent.objects.filter(verb="workload.submitted", object_id=str(w.pk)).get()
+    assert audit.after["autoscaling"]["max_replicas"] == 3
+
+
+@pytest.mark.django_db
+def test_min_replicas_defaults_to_replicas(granted):
+    w = submit(
+        granted,
+        kind="deployment",
+        replicas=2,
+        autoscaling={"max_replicas": 3, "target_gpu_util": 50},
+    )
+    assert w.autoscaling == {
+        "min_replicas": 2,
+        "max_replicas": 3,
+        "target_gpu_util": 50,
+        "target_latency_ms": None,
+    }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"kind": "job", "autoscaling": {"max_replicas": 2, "target_gpu_util": 50}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2}}, "autoscaling"),
+        (
+            {"autoscaling": {"min_replicas": 3, "max_replicas": 2, "target_gpu_util": 5}},
+            "autoscaling",
+        ),
+        ({"autoscaling": {"max_replicas": 65, "target_gpu_util": 50}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_gpu_util": 101}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_latency_ms": 0}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_gpu_util": 50, "cpu": 1}}, "autoscaling"),
+        ({"autoscaling": "yes"}, "autoscaling"),
+        (
+            {
+                "replicas": 2,
+                "autoscaling": {"min_replicas": 1, "max_replicas": 3, "target_gpu_util": 5},
+            },
+            "replicas",
+        ),
+    ],
+)
+def test_bad_autoscaling_is_refused_with_the_field(granted, changes, field):
+    with pytest.raises(InvalidInput) as exc:
+        submit(granted, **{"kind": "deployment", **changes})
+    assert exc.value.field == field
+
+
+# --- API -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_api_takes_and_shows_autoscaling(granted):
+    client = session(granted.member)
+    body = {
+        "tenant": "team-a",
+        "name": "serve",
+        "kind": "deployment",
+        "image": "vllm/vllm-openai:v0.6.3",
+        "resources": {granted.rc.slug: 1},
+        "priority": "gpu-low",
+        "autoscaling": {"min_replicas": 1, "max_replicas": 3, "target_gpu_util": 70},
+    }
+    created = client.post("/api/v1/workloads/", body, format="json")
+    assert created.status_code == 201, created.data
+    assert created.data["autoscaling"] == {
+        "min_replicas": 1,
+        "max_replicas": 3,
+        "target_gpu_util": 70,
+        "target_latency_ms": None,
+    }
+    too_big = client.post(
+        "/api/v1/workloads/",
+        {**body, "name": "serve-2", "autoscaling": {"max_replicas": 2, "target_gpu_util": 70}},
+        format="json",
+    )
+    assert too_big.status_code == 409
+    assert too_big.data["code"] == "quota_exceeded"
+    assert "ask for 1 more" in too_big.data["detail"]
+    no_target = client.post(
+        "/api/v1/workloads/", {**body, "autoscaling": {"max_replicas": 2}}, format="json"
+    )
+    assert no_target.status_code == 400
+    assert "autoscaling" in no_target.data["errors"]
+    fixed = client.get("/api/v1/workloads/?name=serve&kind=deployment").data["results"][0]
+    assert fixed["autoscaling"]["max_replicas"] == 3
+
+
+@pytest.mark.django_db
+def test_the_schema_documents_autoscaling_with_an_example(granted):
+    schema = session(granted.member).get("/api/schema/?format=json").json()
+    request = schema["components"]["schemas"]["AutoscalingRequest"]
+    assert set(request["properties"]) == {
+        "min_replicas",
+        "max_replicas",
+        "target_gpu_util",
+        "target_latency_ms",
+    }
+    examples = schema["paths"]["/api/v1/workloads/"]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["examples"]
+    assert any("autoscaling" in e["value"] for e in examples.values())

@@ -1,0 +1,179 @@
+"""Workloads on the real local cluster (KWOK nodes): create, follow, logs, cancel, preemption."""
+
+import pytest
+
+from scheduler.cluster import reconcile
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.models import Workload
+from tenants import services
+from tenants.models import AuditEvent
+from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+
+@pytest.fixture
+def team(kube, tenant_namespaces, world):
+    """A fresh tenant, reconciled, with MIG slices of the H100 and whole H200s granted."""
+    tenant, mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "wl", "Workloads")
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    wait_for(
+        "quota status",
+        lambda: (
+            (kube.get("ResourceQuota", "gpu-portal-quota", tenant_namespaces[-1]) or {})
+            .get("status", {})
+            .get("hard")
+        ),
+    )
+    tenant.refresh_from_db()
+    return tenant, mig, h200
+
+
+def submit(world, tenant, rc, units=1, **kw):
+    args = dict(
+        actor=world.admin,
+        tenant=tenant,
+        name="train",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={rc.slug: units},
+        priority="gpu-low",
+    )
+    args.update(kw)
+    return workloads.submit_workload(**args)
+
+
+def wait_state(kube, workload, state, timeout=60):
+    def check():
+        w = workload_sync.sync_workload(kube, workload.pk)
+        return w if w.state == state else None
+
+    return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+
+
+def test_a_mig_job_is_created_runs_on_its_model_and_is_cancelled(kube, team, world):
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig)
+
+    w = workload_sync.create_in_cluster(kube, w.pk)
+    assert w.k8s_uid and w.cluster_created_at
+    job = kube.get("Job", w.k8s_name, w.namespace)
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"gpu-portal/gpu-model": "H100-80GB"}
+    # safe to run twice: nothing new
+    writes = kube.stats.writes
+    workload_sync.create_in_cluster(kube, w.pk)
+    assert kube.stats.writes == writes
+
+    w = wait_state(kube, w, "running")
+    pods = kube.list("Pod", w.namespace, label_selector=f"gpu-portal.io/workload={w.pk}")
+    assert pods[0]["spec"]["nodeName"] == "gpu-h100-0"
+    assert AuditEvent.objects.filter(verb="workload.running", object_id=str(w.pk)).count() == 1
+    assert [e.reason for e in w.events.all()] == ["Submitted", "Created", "Running"]
+
+    # KWOK pods have no container and so no log: a clear refusal, not a 500.
+    with pytest.raises(workload_sync.LogsUnavailable, match="does not serve the logs"):
+        workload_sync.workload_logs(kube, actor=world.admin, workload=w)
+
+    w = workloads.cancel_workload(actor=world.admin, workload=w)
+    assert w.state == "cancelled"
+    assert workload_sync.delete_from_cluster(kube, w.pk) is True
+    wait_for("job gone", lambda: kube.get("Job", w.k8s_name, w.namespace) is None)
+
+
+def test_a_deployment_runs_its_replicas(kube, team, world):
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig, kind="deployment", replicas=2, name="serve")
+    workload_sync.create_in_cluster(kube, w.pk)
+    w = wait_state(kube, w, "running")
+    assert w.message == "2/2 running"
+    workloads.cancel_workload(actor=world.admin, workload=w)
+    workload_sync.delete_from_cluster(kube, w.pk)
+
+
+def test_an_autoscaled_deployment_gets_an_hpa_that_the_api_server_accepts_and_cancel_deletes(
+    kube, team, world
+):
+    tenant, mig, _ = team
+    w = submit(
+        world,
+        tenant,
+        mig,
+        kind="deployment",
+        name="serve-hpa",
+        autoscaling={"min_replicas": 1, "max_replicas": 2, "target_gpu_util": 70,
+                     "target_latency_ms": 250},
+    )  # fmt: skip
+    w = workload_sync.create_in_cluster(kube, w.pk)
+    hpa = kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace)
+    assert hpa is not None
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": w.k8s_name,
+    }
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
+    assert [m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]] == [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "http_request_duration_seconds_p95",
+    ]
+    assert hpa["metadata"]["labels"]["gpu-portal.io/workload"] == str(w.pk)
+    assert hpa["metadata"]["ownerReferences"][0]["uid"] == w.k8s_uid
+    assert [e.reason for e in w.events.all()][-1] == "Created"
+    w = wait_state(kube, w, "running")
+
+    w = workloads.cancel_workload(actor=world.admin, workload=w)
+    assert workload_sync.delete_from_cluster(kube, w.pk) is True
+    assert kube.get("HorizontalPodAutoscaler", w.k8s_name, w.namespace) is None
+    wait_for("deployment gone", lambda: kube.get("Deployment", w.k8s_name, w.namespace) is None)
+
+
+def test_a_pod_the_api_server_refuses_keeps_the_workload_pending_with_the_reason(kube, team, world):
+    """Quota on the cluster is the second line: a workload admitted by the portal whose pods the
+    API server refuses (its ResourceQuota was set to zero behind the portal's back) says why."""
+    tenant, mig, _ = team
+    w = submit(world, tenant, mig)
+    kube.merge_patch(
+        "ResourceQuota",
+        "gpu-portal-quota",
+        {"spec": {"hard": {"requests.nvidia.com/mig-3g.40gb": "0"}}},
+        w.namespace,
+    )
+    wait_for(
+        "quota lowered",
+        lambda: (
+            kube.get("ResourceQuota", "gpu-portal-quota", w.namespace)["status"]["hard"][
+                "requests.nvidia.com/mig-3g.40gb"
+            ]
+            == "0"
+        ),
+    )
+    workload_sync.create_in_cluster(kube, w.pk)
+
+    def refused():
+        current = workload_sync.sync_workload(kube, w.pk)
+        return current if current.reason == "FailedCreate" else None
+
+    w = wait_for("FailedCreate", refused, timeout=60)
+    assert w.state == "pending"
+    assert "exceeded quota" in w.message
+
+
+def test_a_critical_job_preempts_a_low_one(kube, team, world):
+    tenant, _, h200 = team
+    low = submit(world, tenant, h200, units=8, name="low")
+    workload_sync.create_in_cluster(kube, low.pk)
+    low = wait_state(kube, low, "running")
+
+    high = submit(world, tenant, h200, units=1, name="high", priority="gpu-critical")
+    workload_sync.create_in_cluster(kube, high.pk)
+
+    low = wait_state(kube, low, "preempted", timeout=90)
+    assert low.reason == "Preempted" and low.message
+    assert low.finished_at is not None
+    wait_state(kube, high, "running", timeout=90)
+    # the preempted job is deleted, so it does not wait for room in the background
+    wait_for("low job gone", lambda: kube.get("Job", low.k8s_name, low.namespace) is None)
+    assert Workload.objects.get(pk=low.pk).state == "preempted"

@@ -1,0 +1,95 @@
+"""Approvals racing for the last capacity, on real PostgreSQL row locks."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from core.errors import CapacityExceeded, InvalidTransition
+from tenants import services
+from tenants.models import AuditEvent, CapacityRequest, QuotaGrant
+from tests.tenants.factories import (
+    CapacityRequestFactory,
+    CapacityRequestItemFactory,
+    PlatformAdminFactory,
+    PoolFactory,
+    QuotaGrantFactory,
+    ResourceClassFactory,
+    TenantFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def race(targets):
+    """Run each callable in its own thread and connection, all released at once."""
+    barrier = threading.Barrier(len(targets))
+    results: list = [None] * len(targets)
+
+    def run(i, fn):
+        try:
+            barrier.wait(timeout=30)
+            results[i] = fn()
+        except Exception as exc:  # noqa: BLE001 - the outcome is what we assert on
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_twenty_approvals_racing_for_the_last_five_units_grant_exactly_five():
+    admin = PlatformAdminFactory()
+    rc = ResourceClassFactory(slug="h100-80gb-mig-3g.40gb")
+    PoolFactory(resource_class=rc, capacity=16)
+    QuotaGrantFactory(resource_class=rc, amount=11)  # 5 units left
+    ends = timezone.now() + timedelta(days=3)
+    requests = [
+        CapacityRequestItemFactory(
+            request=CapacityRequestFactory(tenant=TenantFactory(), ends_at=ends),
+            resource_class=rc,
+            amount=1,
+        ).request
+        for _ in range(20)
+    ]
+    events_before = AuditEvent.objects.count()
+
+    results = race(
+        [
+            (lambda r=r: services.approve_capacity_request(actor=admin, request=r, comment="race"))
+            for r in requests
+        ]
+    )
+
+    approved = [r for r in results if isinstance(r, CapacityRequest)]
+    refused = [r for r in results if isinstance(r, CapacityExceeded)]
+    assert len(approved) == 5, results
+    assert len(refused) == 15
+    assert all("only 0 of 16 can still be granted" in e.detail for e in refused)
+    assert QuotaGrant.objects.holding().filter(resource_class=rc).count() == 6
+    assert sum(QuotaGrant.objects.holding().values_list("amount", flat=True)) == 16
+    states = sorted(CapacityRequest.objects.values_list("state", flat=True))
+    assert states == ["approved"] * 5 + ["submitted"] * 15
+    assert AuditEvent.objects.count() == events_before + 5
+
+
+def test_the_same_request_approved_by_two_admins_at_once_is_approved_once():
+    admins = [PlatformAdminFactory(), PlatformAdminFactory()]
+    rc = ResourceClassFactory(slug="a100-80gb")
+    PoolFactory(resource_class=rc, capacity=10)
+    request = CapacityRequestItemFactory(resource_class=rc, amount=2).request
+
+    results = race(
+        [(lambda a=a: services.approve_capacity_request(actor=a, request=request)) for a in admins]
+    )
+
+    assert sum(isinstance(r, CapacityRequest) for r in results) == 1
+    assert sum(isinstance(r, InvalidTransition) for r in results) == 1
+    assert QuotaGrant.objects.filter(request=request).count() == 1

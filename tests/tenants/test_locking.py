@@ -1,0 +1,303 @@
+"""Row locks of the governance core: one order (pools, tenant, request, grants) everywhere.
+
+The races run on real PostgreSQL row locks, in threads with a connection each; a deadlock
+shows up as an OperationalError in one of them. The order tests read the SQL each service
+sends and check that its FOR UPDATE statements follow the documented order."""
+
+import re
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError, connection, transaction
+from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from core.errors import InvalidTransition
+from tenants import services
+from tenants.models import AuditEvent, CapacityRequest, QuotaGrant, Tenant
+from tenants.services.locks import LOCK_ORDER, lock_rows
+from tests.tenants.factories import (
+    CapacityRequestFactory,
+    CapacityRequestItemFactory,
+    PlatformAdminFactory,
+    PoolFactory,
+    QuotaGrantFactory,
+    ResourceClassFactory,
+    TenantFactory,
+)
+
+ROUNDS = 20
+TABLES = {
+    "scheduler_pool": "pools",
+    "tenants_tenant": "tenant",
+    "tenants_capacityrequest": "request",
+    "tenants_quotagrant": "grants",
+}
+
+
+def race(targets):
+    """Run each callable in its own thread and connection, all released at once."""
+    barrier = threading.Barrier(len(targets))
+    results: list = [None] * len(targets)
+
+    def run(i, fn):
+        try:
+            barrier.wait(timeout=30)
+            results[i] = fn()
+        except Exception as exc:  # noqa: BLE001 - the outcome is what we assert on
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a racer hung"
+    return results
+
+
+def approved_request_with_expired_grant(rc, grants=1):
+    """An approved request whose grants ended a minute ago: due for expiry, still cancellable."""
+    now = timezone.now()
+    request = CapacityRequestFactory(
+        tenant=TenantFactory(),
+        state=CapacityRequest.State.APPROVED,
+        starts_at=now - timedelta(hours=2),
+        ends_at=now - timedelta(minutes=1),
+    )
+    CapacityRequestItemFactory(request=request, resource_class=rc, amount=grants)
+    for _ in range(grants):
+        QuotaGrantFactory(
+            tenant=request.tenant,
+            resource_class=rc,
+            request=request,
+            starts_at=request.starts_at,
+            ends_at=request.ends_at,
+        )
+    return request
+
+
+def verbs(tenant):
+    return sorted(AuditEvent.objects.filter(tenant=tenant).values_list("verb", flat=True))
+
+
+def unexpected(results, allowed=(InvalidTransition,)):
+    return [r for r in results if isinstance(r, Exception) and not isinstance(r, allowed)]
+
+
+# --- races ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("grants", [1, 2])
+def test_cancel_racing_expiry_never_deadlocks_and_ends_each_grant_once(grants):
+    rc = ResourceClassFactory(slug="a100-80gb")
+    PoolFactory(resource_class=rc, capacity=100)
+    outcomes = {"cancelled": 0, "expired": 0}
+    for _ in range(ROUNDS):
+        request = approved_request_with_expired_grant(rc, grants=grants)
+
+        cancel, expired = race(
+            [
+                lambda r=request: services.cancel_capacity_request(
+                    actor=r.requester, request=r, comment="done early"
+                ),
+                services.expire_grants,
+            ]
+        )
+
+        assert not unexpected([cancel, expired]), [cancel, expired]
+        assert not isinstance(expired, OperationalError)
+        request.refresh_from_db()
+        ended = list(QuotaGrant.objects.filter(request=request))
+        assert all(g.ended_at is not None for g in ended)
+        n_expired = sum(g.state == QuotaGrant.State.EXPIRED for g in ended)
+        n_revoked = sum(g.state == QuotaGrant.State.REVOKED for g in ended)
+        assert n_expired + n_revoked == grants  # each grant ended exactly once
+        assert expired == n_expired
+        if isinstance(cancel, CapacityRequest):
+            # The cancel came first, or between two grants' expiries: it revoked what was left.
+            outcomes["cancelled"] += 1
+            assert request.state == CapacityRequest.State.CANCELLED
+            assert n_revoked >= 1
+            assert verbs(request.tenant) == sorted(
+                ["capacity_request.cancelled"] + ["quota_grant.expired"] * n_expired
+            )
+        else:
+            # The expiry came first: the request ended with its grants; too late to cancel.
+            outcomes["expired"] += 1
+            assert isinstance(cancel, InvalidTransition), cancel
+            assert request.state == CapacityRequest.State.EXPIRED
+            assert n_expired == grants
+            assert verbs(request.tenant) == sorted(
+                ["capacity_request.expired"] + ["quota_grant.expired"] * grants
+            )
+    assert sum(outcomes.values()) == ROUNDS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reject_racing_expiry_never_deadlocks_and_the_expiry_wins():
+    admin = PlatformAdminFactory()
+    rc = ResourceClassFactory(slug="a100-80gb")
+    PoolFactory(resource_class=rc, capacity=100)
+    for _ in range(ROUNDS):
+        request = approved_request_with_expired_grant(rc)
+
+        rejected, expired = race(
+            [
+                lambda r=request: services.reject_capacity_request(
+                    actor=admin, request=r, comment="too late"
+                ),
+                services.expire_grants,
+            ]
+        )
+
+        assert not unexpected([rejected, expired]), [rejected, expired]
+        # An approved request cannot be rejected, before or after its expiry.
+        assert isinstance(rejected, InvalidTransition), rejected
+        assert expired == 1
+        request.refresh_from_db()
+        assert request.state == CapacityRequest.State.EXPIRED
+        grant = QuotaGrant.objects.get(request=request)
+        assert grant.state == QuotaGrant.State.EXPIRED and grant.ended_at is not None
+        assert verbs(request.tenant) == ["capacity_request.expired", "quota_grant.expired"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_archive_cancel_and_expiry_racing_on_one_tenant_never_deadlock():
+    """Archive locks tenant then grants; cancel and expiry tenant, request, grants."""
+    rc = ResourceClassFactory(slug="a100-80gb")
+    PoolFactory(resource_class=rc, capacity=100)
+    admin = PlatformAdminFactory()
+    for _ in range(ROUNDS):
+        request = approved_request_with_expired_grant(rc, grants=2)
+        tenant = request.tenant
+        holding = QuotaGrantFactory(
+            tenant=tenant, resource_class=rc, ends_at=timezone.now() + timedelta(days=1)
+        )
+
+        results = race(
+            [
+                lambda t=tenant: services.change_tenant_status(
+                    actor=admin, tenant=t, action="archive"
+                ),
+                lambda r=request: services.cancel_capacity_request(actor=r.requester, request=r),
+                services.expire_grants,
+            ]
+        )
+
+        assert not unexpected(results), results
+        tenant.refresh_from_db()
+        holding.refresh_from_db()
+        assert tenant.status == Tenant.Status.ARCHIVED
+        assert holding.state == QuotaGrant.State.REVOKED
+        assert not QuotaGrant.objects.filter(tenant=tenant, state="active").exists()
+        assert AuditEvent.objects.filter(tenant=tenant, verb="tenant.archived").count() == 1
+
+
+# --- the order itself -----------------------------------------------------------------------
+
+
+def locked_tables(queries) -> list[str]:
+    """The concept each FOR UPDATE statement locks, in the order they were sent."""
+    out = []
+    for q in queries:
+        sql = q["sql"]
+        if "FOR UPDATE" not in sql:
+            continue
+        table = re.search(r'\bFROM "(\w+)"', sql).group(1)
+        out.append(TABLES.get(table, table))
+    return out
+
+
+def assert_in_documented_order(concepts):
+    ranks = [LOCK_ORDER.index(c) for c in concepts]
+    assert ranks == sorted(ranks), concepts
+
+
+@pytest.mark.django_db
+def test_lock_rows_locks_pools_tenant_request_grants_in_that_order():
+    rcs = [ResourceClassFactory(slug=s) for s in ("a100-80gb", "h100-80gb", "l4-24gb")]
+    pools = [PoolFactory(resource_class=rc) for rc in rcs]
+    request = CapacityRequestFactory()
+    grants = [QuotaGrantFactory(tenant=request.tenant, request=request) for _ in range(3)]
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as ctx:
+        locked = lock_rows(
+            grants=[g.pk for g in reversed(grants)],
+            request=request,
+            tenant=request.tenant_id,
+            pools=[rc.pk for rc in reversed(rcs)],
+        )
+
+    assert locked_tables(ctx.captured_queries) == ["pools", "tenant", "request", "grants"]
+    assert list(locked.pools) == sorted(p.resource_class_id for p in pools)
+    assert [g.pk for g in locked.grants] == sorted(g.pk for g in grants)
+    assert locked.tenant.pk == request.tenant_id and locked.request.pk == request.pk
+    pool_sql, grant_sql = ctx.captured_queries[0]["sql"], ctx.captured_queries[-1]["sql"]
+    assert 'ORDER BY "scheduler_pool"."resource_class_id" ASC' in pool_sql
+    assert 'ORDER BY "tenants_quotagrant"."id" ASC' in grant_sql
+
+
+@pytest.mark.django_db
+def test_lock_rows_takes_only_what_it_is_given_and_grants_as_a_queryset():
+    request = CapacityRequestFactory()
+    QuotaGrantFactory(tenant=request.tenant, request=request)
+    QuotaGrantFactory(tenant=request.tenant, request=request, state=QuotaGrant.State.EXPIRED)
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as ctx:
+        locked = lock_rows(request=request.pk, grants=request.grants.filter(state="active"))
+
+    assert locked_tables(ctx.captured_queries) == ["request", "grants"]
+    assert locked.pools == {} and locked.tenant is None
+    assert [g.state for g in locked.grants] == ["active"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lock_rows_outside_a_transaction_is_refused():
+    with pytest.raises(TransactionManagementError):
+        lock_rows(tenant=TenantFactory())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("approve", ["pools", "tenant", "request"]),
+        ("grant", ["pools", "tenant"]),
+        ("cancel", ["tenant", "request", "grants"]),
+        ("expire", ["tenant", "request", "grants"]),
+        ("archive", ["tenant", "grants"]),
+    ],
+)
+def test_every_service_locks_in_the_documented_order(world, name, expected):
+    rc = world.rc
+    request = CapacityRequestItemFactory(
+        request=CapacityRequestFactory(tenant=world.tenant, requester=world.member),
+        resource_class=rc,
+        amount=2,
+    ).request
+    if name != "approve":
+        services.approve_capacity_request(actor=world.admin, request=request)
+    calls = {
+        "approve": lambda: services.approve_capacity_request(actor=world.admin, request=request),
+        "grant": lambda: services.grant_quota(
+            actor=world.admin, tenant=world.tenant, resource_class=rc, amount=1
+        ),
+        "cancel": lambda: services.cancel_capacity_request(actor=world.member, request=request),
+        "expire": lambda: services.expire_grants(now=request.ends_at + timedelta(seconds=1)),
+        "archive": lambda: services.change_tenant_status(
+            actor=world.admin, tenant=world.tenant, action="archive"
+        ),
+    }
+
+    with CaptureQueriesContext(connection) as ctx:
+        calls[name]()
+
+    concepts = locked_tables(ctx.captured_queries)
+    assert concepts == expected
+    assert_in_documented_order(concepts)
