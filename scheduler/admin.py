@@ -15,7 +15,7 @@ class PoolInline(admin.StackedInline):
 
     model = Pool
     can_delete = False
-    fields = readonly_fields = ["capacity", "overcommit_ratio", "source", "updated_at"]
+    fields = readonly_fields = ("capacity", "overcommit_ratio", "source", "updated_at")
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -68,9 +68,7 @@ class ResourceClassAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         edits = {f: getattr(obj, f) for f in classes.EDITABLE_FIELDS if f in form.changed_data}
         if edits:
-            saved = classes.update_resource_class(
-                actor=request.user, resource_class=obj, **edits
-            )
+            saved = classes.update_resource_class(actor=request.user, resource_class=obj, **edits)
             for f in classes.EDITABLE_FIELDS:
                 setattr(obj, f, getattr(saved, f))
 

@@ -30,7 +30,7 @@ class MembershipInline(admin.TabularInline):
 
     model = Membership
     extra = 0
-    fields = readonly_fields = ["user", "role", "created_at"]
+    fields = readonly_fields = ("user", "role", "created_at")
     can_delete = False
     verbose_name_plural = "members (read-only here: manage them on the team's page or the API)"
 
@@ -276,15 +276,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             kwargs["form"] = ApiTokenAddForm
         return super().get_form(request, obj, change, **kwargs)
-
-    @admin.display(description="members")
-    def team_page(self, obj):
-        if obj is None or obj.pk is None:
-            return "—"
-        return format_html(
-            '<a href="{}">Manage members on the team\'s page</a>',
-            reverse("team_detail", kwargs={"slug": obj.slug}),
-        )
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in ApiToken._meta.fields] if obj else []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
@@ -19,14 +20,28 @@ dns_label = RegexValidator(
     "Use 1–40 lower-case letters, digits and '-', starting and ending with a letter or digit.",
 )
 
-# The priority classes are defined once, in settings.GPU_PRIORITY_CLASSES (name, value and
-# description; the reconciler renders them to the cluster). Everything else reads these names.
-PRIORITY_CLASSES: tuple[str, ...] = tuple(str(pc["name"]) for pc in settings.GPU_PRIORITY_CLASSES)
-_BY_VALUE = sorted(settings.GPU_PRIORITY_CLASSES, key=lambda pc: int(pc["value"]))
+
+@dataclass(frozen=True)
+class PriorityClassDef:
+    name: str
+    value: int
+    description: str
+
+
+# The portal's priority classes, defined once: tenants are allowed some of them, workloads run
+# at one, the reconciler renders them as cluster PriorityClasses.
+PRIORITY_CLASS_DEFS: tuple[PriorityClassDef, ...] = (
+    PriorityClassDef(
+        "gpu-critical", 1_000_000, "Production inference; may preempt gpu-high and gpu-low"
+    ),
+    PriorityClassDef("gpu-high", 900_000, "Important training; may preempt gpu-low"),
+    PriorityClassDef("gpu-low", 100_000, "Best effort and experiments; preempted first"),
+)
+PRIORITY_CLASSES: tuple[str, ...] = tuple(pc.name for pc in PRIORITY_CLASS_DEFS)
 # The highest class may preempt every other, so a tenant runs at most `critical_gpu_quota` units
 # in it; the lowest is best effort, what a new workload is offered first.
-CRITICAL_PRIORITY_CLASS: str = str(_BY_VALUE[-1]["name"])
-DEFAULT_PRIORITY_CLASS: str = str(_BY_VALUE[0]["name"])
+CRITICAL_PRIORITY_CLASS: str = max(PRIORITY_CLASS_DEFS, key=lambda pc: pc.value).name
+DEFAULT_PRIORITY_CLASS: str = min(PRIORITY_CLASS_DEFS, key=lambda pc: pc.value).name
 
 
 class TenantQuerySet(TenantScopedQuerySet):

@@ -193,23 +193,6 @@ TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
-GPU_PRIORITY_CLASSES = [
-    {
-        "name": "gpu-critical",
-        "value": 1_000_000,
-        "description": "Production inference; may preempt gpu-high and gpu-low",
-    },
-    {
-        "name": "gpu-high",
-        "value": 900_000,
-        "description": "Important training; may preempt gpu-low",
-    },
-    {
-        "name": "gpu-low",
-        "value": 100_000,
-        "description": "Best effort and experiments; preempted first",
-    },
-]
 
 # --- REST API (issue 5) ---------------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN

@@ -22,7 +22,14 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
-from tenants.models import CRITICAL_PRIORITY_CLASS, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.models import (
+    CRITICAL_PRIORITY_CLASS,
+    PRIORITY_CLASS_DEFS,
+    CapacityRequest,
+    Membership,
+    QuotaGrant,
+    Tenant,
+)
 from tenants.selectors import effective_quotas
 from tenants.services import mark_request_provisioned
 
@@ -48,12 +55,8 @@ class TenantBusy(TransientClusterError):
 
 def priority_class_specs() -> list[render.PriorityClassSpec]:
     return [
-        render.PriorityClassSpec(
-            name=str(pc["name"]),
-            value=int(str(pc["value"])),
-            description=str(pc.get("description", "")),
-        )
-        for pc in settings.GPU_PRIORITY_CLASSES
+        render.PriorityClassSpec(name=pc.name, value=pc.value, description=pc.description)
+        for pc in PRIORITY_CLASS_DEFS
     ]
 
 

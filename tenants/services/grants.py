@@ -104,7 +104,7 @@ def expire_grants(*, now: datetime | None = None) -> int:
             locked = lock_rows(tenant=tenant_id, request=request_id, grants=[pk])
             if not locked.grants or locked.grants[0].state != QuotaGrant.State.ACTIVE:
                 continue
-            grant, request = locked.grants[0], locked.request
+            grant, request = locked.grants[0], locked.request_row
             grant.tenant = locked.tenant
             grant.request = request
             before = audit.snapshot(grant, GRANT_FIELDS)

@@ -37,9 +37,23 @@ class LockedRows:
     """The rows `lock_rows` locked, fresh from the database; held until the commit."""
 
     pools: dict[int, Pool] = field(default_factory=dict)  # by resource class id, in that order
-    tenant: Tenant | None = None
-    request: CapacityRequest | None = None
+    tenant_row: Tenant | None = None
+    request_row: CapacityRequest | None = None
     grants: list[QuotaGrant] = field(default_factory=list)  # by primary key
+
+    @property
+    def tenant(self) -> Tenant:
+        """The locked tenant (LookupError when none was asked for)."""
+        if self.tenant_row is None:
+            raise LookupError("lock_rows() was not given a tenant")
+        return self.tenant_row
+
+    @property
+    def request(self) -> CapacityRequest:
+        """The locked request (LookupError when none was asked for; see `request_row`)."""
+        if self.request_row is None:
+            raise LookupError("lock_rows() was not given a request")
+        return self.request_row
 
 
 def _pk(obj) -> int:
@@ -92,5 +106,8 @@ def lock_rows(
         if locked_request.tenant_id == locked_tenant.pk:
             locked_request.tenant = locked_tenant
     return LockedRows(
-        pools=locked_pools, tenant=locked_tenant, request=locked_request, grants=locked_grants
+        pools=locked_pools,
+        tenant_row=locked_tenant,
+        request_row=locked_request,
+        grants=locked_grants,
     )

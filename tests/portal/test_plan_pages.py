@@ -224,3 +224,18 @@ def test_the_rollout_refuses_whoever_is_not_a_platform_admin(fleet):
     plan.refresh_from_db()
     assert plan.status == Plan.Status.PROPOSED
     assert list(AuditEvent.objects.values_list("verb", flat=True)) == ["plan.proposed"]
+
+
+def test_a_stuck_rollout_offers_to_resume_and_a_running_one_does_not(client, fleet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    plan = planning.create_plan(actor=fleet.admin)
+    client.force_login(fleet.admin)
+    Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
+    body = client.get(f"/console/plans/{plan.pk}/").content.decode()
+    assert "Rollout in progress" in body and "Apply all changed nodes" not in body
+    Plan.objects.filter(pk=plan.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    body = client.get(f"/console/plans/{plan.pk}/").content.decode()
+    assert "Apply again to resume" in body and "Apply all changed nodes" in body

@@ -140,7 +140,12 @@ def test_sync_follows_the_fleet(kube, extra_node):
     assert capacity("h100-80gb-mig-3g.40gb") == 16
     assert capacity("h200-141gb") == 8
     assert ResourceClass.objects.filter(slug="l40s-48gb-shared").exists()
-    assert Cluster.objects.get(name="local").last_sync_at is not None
+    cluster = Cluster.objects.get(name="local")
+    assert cluster.last_sync_at is not None
+    # The API server's version, read before the transaction like everything else.
+    assert cluster.server_version.startswith("v1.") and cluster.server_version == (
+        kube.server_version()
+    )
     assert services.sync_inventory(kube).pools_changed == {}  # idempotent
 
     # Relabel: the simulated MIG manager repartitions; one sync later the pools follow.

@@ -194,7 +194,9 @@ def test_memberships_are_shown_but_never_edited_in_the_tenant_admin(admin_client
     data["name"] = "Team A renamed"
     owner = Membership.objects.get(tenant=world.tenant, user=world.owner)
     member = Membership.objects.get(tenant=world.tenant, user=world.member)
-    rows = {m.pk: i for i, m in enumerate(page.context["inline_admin_formsets"][0].formset.queryset)}
+    rows = {
+        m.pk: i for i, m in enumerate(page.context["inline_admin_formsets"][0].formset.queryset)
+    }
     data |= {
         # demote the only owner, delete a member, and add an outsider as owner
         f"memberships-{rows[owner.pk]}-role": Membership.Role.VIEWER,

@@ -253,7 +253,9 @@ def test_lock_rows_takes_only_what_it_is_given_and_grants_as_a_queryset():
         locked = lock_rows(request=request.pk, grants=request.grants.filter(state="active"))
 
     assert locked_tables(ctx.captured_queries) == ["request", "grants"]
-    assert locked.pools == {} and locked.tenant is None
+    assert locked.pools == {} and locked.tenant_row is None
+    with pytest.raises(LookupError):
+        locked.tenant  # noqa: B018 - not locked: no silent None
     assert [g.state for g in locked.grants] == ["active"]
 
 
