@@ -2,8 +2,29 @@
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.http import HttpResponseRedirect
 
 from core.errors import ServiceError
+
+
+class ServiceAdmin(admin.ModelAdmin):
+    """A model admin whose saves call services. A refusal (`ServiceError`: forbidden, invalid,
+    over capacity) is shown as a message on the same page, never a 500; the admin's own
+    transaction rolls back, so nothing is half-written."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ServiceError as exc:
+            self.message_user(request, f"Refused: {exc.detail}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def changelist_view(self, request, extra_context=None):
+        try:
+            return super().changelist_view(request, extra_context)
+        except ServiceError as exc:  # a list_editable save
+            self.message_user(request, f"Refused: {exc.detail}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin, run_each
+from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
@@ -28,7 +28,7 @@ class PoolInline(admin.StackedInline):
 
 
 @admin.register(ResourceClass)
-class ResourceClassAdmin(admin.ModelAdmin):
+class ResourceClassAdmin(ServiceAdmin):
     """Price and on/off are the platform team's to change (through `update_resource_class`: one
     audit event each); everything else is the catalog's, which creates the classes for the GPU
     models the inventory finds. So: no adding and no deleting here."""
@@ -74,7 +74,7 @@ class ResourceClassAdmin(admin.ModelAdmin):
 
 
 @admin.register(Pool)
-class PoolAdmin(admin.ModelAdmin):
+class PoolAdmin(ServiceAdmin):
     list_display = ["resource_class", "capacity", "overcommit_ratio", "source", "updated_at"]
     list_filter = ["source"]
     list_editable = ["overcommit_ratio"]
@@ -103,7 +103,7 @@ class PoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(ServiceAdmin):
     list_display = ["name", "api_server", "server_version", "last_sync_at", "last_sync_error"]
     readonly_fields = ["last_sync_at", "last_sync_error", "server_version"]
 
@@ -136,7 +136,7 @@ class NodeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(TenantSyncState)
-class TenantSyncStateAdmin(admin.ModelAdmin):
+class TenantSyncStateAdmin(ServiceAdmin):
     list_display = ["tenant", "status", "last_run_at", "last_success_at", "last_error"]
     list_filter = ["status"]
     readonly_fields = ["tenant", "status", "last_run_at", "last_success_at", "last_error"]

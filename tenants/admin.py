@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdmin, run_each
+from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
 from tenants import services
 from tenants.models import (
     ApiToken,
@@ -45,7 +45,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(ServiceAdmin):
     list_display = [
         "slug",
         "name",
@@ -142,7 +142,7 @@ class CapacityRequestItemInline(admin.TabularInline):
 
 
 @admin.register(CapacityRequest)
-class CapacityRequestAdmin(admin.ModelAdmin):
+class CapacityRequestAdmin(ServiceAdmin):
     """The approval queue: filter by state 'submitted', select, approve or reject."""
 
     list_display = [
@@ -202,7 +202,7 @@ class CapacityRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuotaGrant)
-class QuotaGrantAdmin(admin.ModelAdmin):
+class QuotaGrantAdmin(ServiceAdmin):
     list_display = ["id", "tenant", "resource_class", "amount", "state", "starts_at", "ends_at"]
     list_filter = ["state", "resource_class", "tenant"]
     readonly_fields = [f.name for f in QuotaGrant._meta.fields]
@@ -229,7 +229,7 @@ class QuotaGrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(AutoApprovalRule)
-class AutoApprovalRuleAdmin(admin.ModelAdmin):
+class AutoApprovalRuleAdmin(ServiceAdmin):
     list_display = ["resource_class", "max_amount", "max_duration_hours"]
 
     def save_model(self, request, obj, form, change):
@@ -265,7 +265,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ServiceAdmin):
     list_display = ["prefix", "name", "user", "scopes", "expires_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["prefix", "name", "user__username"]

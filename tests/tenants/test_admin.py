@@ -211,3 +211,30 @@ def test_memberships_are_shown_but_never_edited_in_the_tenant_admin(admin_client
     assert world.tenant.name == "Team A renamed"  # the tenant's own fields still save
     assert set(Membership.objects.values_list("tenant_id", "user_id", "role")) == before
     assert not AuditEvent.objects.filter(verb__startswith="member").exists()
+
+
+def test_a_service_refusal_in_the_admin_is_a_message_not_a_500(client, world):
+    """Staff with the model's permissions but not a platform admin: the service says no, the
+    admin shows it on the page, and nothing is written."""
+    from django.contrib.auth.models import Permission
+
+    from tenants.models import AutoApprovalRule
+    from tests.tenants.factories import UserFactory
+
+    staff = UserFactory(username="staff-rules", is_staff=True)
+    staff.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="tenants", content_type__model="autoapprovalrule"
+        )
+    )
+    client.force_login(staff)
+    events_before = AuditEvent.objects.count()
+    response = client.post(
+        "/admin/tenants/autoapprovalrule/add/",
+        {"resource_class": world.rc.pk, "max_amount": 2, "max_duration_hours": 24},
+    )
+    assert response.status_code == 302
+    assert not AutoApprovalRule.objects.exists()
+    page = client.get(response["Location"])
+    assert "Refused:" in page.content.decode()
+    assert AuditEvent.objects.count() == events_before
