@@ -3,10 +3,12 @@
 import uuid
 
 import pytest
+from django.db import connection
 
 from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory, services
+from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
 from tenants.models import AuditEvent
 from tests.scheduler.cluster_helpers import wait_for
@@ -220,3 +222,29 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, tenant_namespaces, world
     wait_for("pod gone", lambda: kube.get("Pod", "holder", ns) is None, timeout=30)
     services.sync_inventory(kube)
     assert not PodAllocation.objects.filter(namespace=ns).exists()
+
+
+class _TransactionWatchingGateway(KubeGateway):
+    """The real gateway to the local cluster, noting whether each call to the API server was
+    made inside a transaction the code under test opened."""
+
+    def __init__(self, api_client, baseline: int):
+        super().__init__(api_client)
+        self.baseline = baseline
+        self.calls_in_transaction: list[str] = []
+
+    def _call(self, verb, kind, method, path, **kwargs):
+        if len(connection.savepoint_ids) > self.baseline:
+            self.calls_in_transaction.append(f"{verb} {kind}")
+        return super()._call(verb, kind, method, path, **kwargs)
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_sync_calls_the_api_server_outside_its_transaction(kube):
+    """Approvals lock pools; the sync must not hold those locks while it waits on the cluster."""
+    watching = _TransactionWatchingGateway(kube.api, baseline=len(connection.savepoint_ids))
+    result = services.sync_inventory(watching)
+    assert sum(watching.stats.calls.values()) >= 3  # nodes, pods, namespaces (and the version)
+    assert watching.calls_in_transaction == []
+    assert Node.objects.exists() and result is not None

@@ -320,6 +320,26 @@ def test_cancel_is_one_audit_row_and_refused_twice(granted):
 
 
 @pytest.mark.django_db
+def test_cancel_queues_the_cluster_delete_on_commit_and_a_refused_cancel_queues_nothing(
+    granted, django_capture_on_commit_callbacks, monkeypatch
+):
+    world = granted
+    w = submit(world)
+    deletes = []
+    monkeypatch.setattr(workloads, "_enqueue_delete", deletes.append)
+    with django_capture_on_commit_callbacks() as callbacks:
+        w = workloads.cancel_workload(actor=world.member, workload=w)
+    assert deletes == []  # nothing before the commit
+    for callback in callbacks:
+        callback()
+    assert deletes == [w.pk] and w.state == Workload.State.CANCELLED
+    with django_capture_on_commit_callbacks() as callbacks:
+        with pytest.raises(InvalidTransition):
+            workloads.cancel_workload(actor=world.member, workload=w)
+    assert callbacks == []  # refused: no delete queued
+
+
+@pytest.mark.django_db
 def test_grants_that_end_do_not_count(granted):
     world = granted
     services.grant_quota(

@@ -1,15 +1,14 @@
 """Approvals racing for the last capacity, on real PostgreSQL row locks."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from core.errors import CapacityExceeded, InvalidTransition
 from tenants import services
 from tenants.models import AuditEvent, CapacityRequest, QuotaGrant
+from tests.race import race
 from tests.tenants.factories import (
     CapacityRequestFactory,
     CapacityRequestItemFactory,
@@ -21,28 +20,6 @@ from tests.tenants.factories import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def race(targets):
-    """Run each callable in its own thread and connection, all released at once."""
-    barrier = threading.Barrier(len(targets))
-    results: list = [None] * len(targets)
-
-    def run(i, fn):
-        try:
-            barrier.wait(timeout=30)
-            results[i] = fn()
-        except Exception as exc:  # noqa: BLE001 - the outcome is what we assert on
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(targets)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return results
 
 
 def test_twenty_approvals_racing_for_the_last_five_units_grant_exactly_five():

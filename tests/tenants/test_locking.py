@@ -5,7 +5,6 @@ shows up as an OperationalError in one of them. The order tests read the SQL eac
 sends and check that its FOR UPDATE statements follow the documented order."""
 
 import re
-import threading
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from core.errors import InvalidTransition
 from tenants import services
 from tenants.models import AuditEvent, CapacityRequest, QuotaGrant, Tenant
 from tenants.services.locks import LOCK_ORDER, lock_rows
+from tests.race import race
 from tests.tenants.factories import (
     CapacityRequestFactory,
     CapacityRequestItemFactory,
@@ -35,29 +35,6 @@ TABLES = {
     "tenants_capacityrequest": "request",
     "tenants_quotagrant": "grants",
 }
-
-
-def race(targets):
-    """Run each callable in its own thread and connection, all released at once."""
-    barrier = threading.Barrier(len(targets))
-    results: list = [None] * len(targets)
-
-    def run(i, fn):
-        try:
-            barrier.wait(timeout=30)
-            results[i] = fn()
-        except Exception as exc:  # noqa: BLE001 - the outcome is what we assert on
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(targets)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads), "a racer hung"
-    return results
 
 
 def approved_request_with_expired_grant(rc, grants=1):
