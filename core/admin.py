@@ -27,8 +27,8 @@ class ServiceAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(request.get_full_path())
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """For what the portal records (audit, runs, inventory, usage): shown, never edited here."""
+class ReadOnlyMixin:
+    """Shown, never added, changed or deleted here (for a model admin or an inline)."""
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -38,6 +38,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """For what the portal records (audit, runs, inventory, usage): shown, never edited here."""
 
 
 def run_each(modeladmin, request, queryset: QuerySet, verb: str, call) -> None:

@@ -11,8 +11,7 @@ from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.mig import configs as mig_configs
-from scheduler.mig import layouts, planner
-from scheduler.mig import plans as planning
+from scheduler.mig import layouts, planner, plans
 from scheduler.mig import services as mig_services
 from scheduler.mig.models import Plan
 from tenants import services
@@ -112,7 +111,7 @@ def capacity_map_data():
     """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (4 queries)."""
     nodes = list(Node.objects.order_by("gpu_model", "name"))
     held = held_by_node()
-    configs = planning.known_mig_configs()
+    configs = plans.known_mig_configs()
     per_node = []
     for node in nodes:
         gpus = layouts.gpu_layouts(
@@ -208,7 +207,7 @@ def _plan_drawings(plan: Plan) -> list[dict]:
     for entry in plan.nodes:
         node = nodes.get(entry["node"])
         for shapes, out in (("current", today), ("proposed", proposed)):
-            gpus = _gpus_of(entry["model"], [planning.shape_from_json(s) for s in entry[shapes]])
+            gpus = _gpus_of(entry["model"], [plans.shape_from_json(s) for s in entry[shapes]])
             out.append(
                 (node or entry["node"], layouts.assign_tenants(gpus, held.get(entry["node"], {})))
             )
@@ -251,7 +250,7 @@ def plan_create(request):
     except ValueError:
         weight = 0.0
     try:
-        plan = planning.create_plan(
+        plan = plans.create_plan(
             actor=request.user,
             allow_draining=request.POST.get("allow_draining") == "on",
             include_pending=request.POST.get("include_pending") == "on",

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
+from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
@@ -10,21 +10,12 @@ from scheduler.workloads.services import cancel_workload
 from tenants import classes, services
 
 
-class PoolInline(admin.StackedInline):
+class PoolInline(ReadOnlyMixin, admin.StackedInline):
     """Shown only: a pool is changed on its own admin page, through `set_pool`."""
 
     model = Pool
     can_delete = False
     fields = readonly_fields = ("capacity", "overcommit_ratio", "source", "updated_at")
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ResourceClass)
@@ -103,9 +94,10 @@ class PoolAdmin(ServiceAdmin):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ServiceAdmin):
+class ClusterAdmin(ReadOnlyAdmin):
+    """Written by the inventory sync only (and never deleted here: usage points at it)."""
+
     list_display = ["name", "api_server", "server_version", "last_sync_at", "last_sync_error"]
-    readonly_fields = ["last_sync_at", "last_sync_error", "server_version"]
 
 
 @admin.register(Node)

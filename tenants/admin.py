@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
+from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
 from tenants import services
 from tenants.models import (
     ApiToken,
@@ -23,7 +23,7 @@ from tenants.models import (
 )
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyMixin, admin.TabularInline):
     """Shown, never edited here: members are added, re-roled and removed on the team's page or
     through the API, whose services check the last owner, write the audit event and reconcile
     the namespace's RoleBindings. An inline would save rows past all three."""
@@ -33,15 +33,6 @@ class MembershipInline(admin.TabularInline):
     fields = readonly_fields = ("user", "role", "created_at")
     can_delete = False
     verbose_name_plural = "members (read-only here: manage them on the team's page or the API)"
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Tenant)

@@ -354,7 +354,7 @@ class AuditEvent(models.Model):
             raise ValidationError("verb is required")
 
 
-# --- API tokens ------------------------------------------------------
+# --- API tokens --------------------------------------------------------------------------------
 
 
 class ApiTokenQuerySet(models.QuerySet):

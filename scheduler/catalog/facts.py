@@ -254,6 +254,10 @@ def maximal_multisets(model: GpuModel, profiles: Iterable[str] | None = None) ->
     return {s for s in sets if not any(t != s and contains(t, s) for t in sets)}
 
 
+# A shared class's unit is one replica of a time-sliced or MPS GPU: 1/4 GPU by default.
+SHARED_REPLICAS = 4
+
+
 def class_slug(model: GpuModel, kind: str, profile: str = "") -> str:
     """The one spelling of a resource class slug: `a100-80gb` (whole), `a100-80gb-shared`,
     `a100-80gb-mig-1g.10gb` (MIG; a `+me` profile is spelled `.me`). Kinds as ResourceClass.Kind."""

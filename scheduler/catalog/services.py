@@ -9,11 +9,9 @@ from django.db import transaction
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
 
-DEFAULT_SHARED_REPLICAS = 4
-
 
 def catalog_resource_classes(
-    model: facts.GpuModel, shared_replicas: int = DEFAULT_SHARED_REPLICAS
+    model: facts.GpuModel, shared_replicas: int = facts.SHARED_REPLICAS
 ) -> list[dict]:
     """The resource classes a GPU model offers, as field dicts (pure)."""
     price = model.default_price_per_hour or Decimal(0)

@@ -1,6 +1,6 @@
 """Make the cluster match what PostgreSQL says each tenant is granted (level-triggered).
 
-Desired state is rendered by `scheduler.render`; this module compares it with what the API
+Desired state is rendered by `scheduler.cluster.render`; this module compares it with what the API
 server has, applies only what differs (a no-op run writes nothing), prunes what the portal
 labelled and no longer wants, tells drift from change, and records each run.
 """

@@ -48,7 +48,7 @@ def mig_entries(shapes: list[Shape]) -> list[dict]:
 
 def config_shapes(model: facts.GpuModel, gpu_count: int, entries: list[dict]) -> list[Shape]:
     """Per-GPU shapes a mig-parted config gives a node of this model (device filters and
-    per-index entries as scheduler.layouts reads them)."""
+    per-index entries as scheduler.mig.layouts reads them)."""
     shapes = []
     for index in range(gpu_count):
         entry = _entry_for_gpu(entries, model, index)

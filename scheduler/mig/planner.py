@@ -17,7 +17,7 @@ layout. GPUs that may not change (busy, or outside the chosen nodes) are constan
 is the baseline a person would follow: fix the largest shortfall first, one GPU at a time.
 
 Which instances are busy: the device plugin does not say which GPU a pod got, so a node's busy
-units of a resource occupy its instances in GPU order (as `scheduler.layouts.assign_tenants`
+units of a resource occupy its instances in GPU order (as `scheduler.mig.layouts.assign_tenants`
 draws them). Every candidate layout is a packable multiset from `scheduler.catalog`.
 
 MIG-capable models decide per GPU (mig-parted takes per-GPU entries); non-MIG models decide per
@@ -35,7 +35,6 @@ from typing import NamedTuple
 from scheduler.catalog import facts
 from scheduler.catalog.facts import class_slug
 
-SHARED_CLASS_REPLICAS = 4  # a shared class unit is 1/4 GPU (scheduler.services default)
 WEIGHT_SCALE = 28  # weights in 28ths of a GPU: 1g = 4, whole = 28, shared replica = 7
 
 
@@ -77,7 +76,7 @@ class Policy:
     large_shape_weight: float = 0.0  # bonus per GPU-equivalent of surplus in big shapes
     sharing: str = "time-slicing"  # or "mps": how non-MIG GPUs are shared
     # Replicas per shared GPU: a shared class unit is 1/4 GPU, so 4 unless asked otherwise.
-    replica_options: tuple[int, ...] = (SHARED_CLASS_REPLICAS,)
+    replica_options: tuple[int, ...] = (facts.SHARED_REPLICAS,)
     nodes: frozenset[str] | None = None  # plan only these nodes; None: all
     # Serve at least this much (GPU-equivalents) instead of the most: for comparisons.
     serve_at_least: float | None = None
@@ -110,7 +109,7 @@ def _class_weights() -> dict[str, int]:
     weights = {}
     for model in facts.load_catalog().values():
         weights[class_slug(model, "whole")] = WEIGHT_SCALE
-        weights[class_slug(model, "shared")] = WEIGHT_SCALE // SHARED_CLASS_REPLICAS
+        weights[class_slug(model, "shared")] = WEIGHT_SCALE // facts.SHARED_REPLICAS
         for p in model.profiles.values():
             weights[class_slug(model, "mig", p.name)] = (
                 WEIGHT_SCALE * p.compute_slices // model.compute_slices

@@ -1,5 +1,5 @@
 """Planning services: read the fleet and the approved demand from the database, run the pure
-planner (scheduler.planner) and keep its proposal as a Plan row."""
+planner (scheduler.mig.planner) and keep its proposal as a Plan row."""
 
 from __future__ import annotations
 

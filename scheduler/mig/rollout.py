@@ -20,7 +20,7 @@ from scheduler.catalog import facts
 from scheduler.cluster import services
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render import MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.mig import plans as planning
+from scheduler.mig import plans
 from scheduler.mig.models import MigConfig, Plan
 from tenants import audit
 from tenants.permissions import require_platform_admin
@@ -79,7 +79,7 @@ def config_manifests(
 def publish_configs(kube: KubeGateway, plan: Plan, actor=None) -> None:
     for name, entries in plan.mig_configs.items():
         MigConfig.objects.get_or_create(name=name, defaults={"entries": entries})
-    for manifest in config_manifests(planning.known_mig_configs(), device_plugin_configs()):
+    for manifest in config_manifests(plans.known_mig_configs(), device_plugin_configs()):
         kube.apply(manifest)
     audit.record(
         actor=actor,

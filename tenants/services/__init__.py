@@ -8,32 +8,22 @@ the capacity check), `grants` (quota grants and their expiry), `pools` (pools an
 `tokens` (API tokens), `locks` (the one lock helper). Callers use this package:
 `from tenants import services; services.approve_capacity_request(...)`."""
 
-from tenants.services._common import (
-    GRANT_FIELDS,
-    REQUEST_FIELDS,
-    TENANT_FIELDS,
-    User,
-    _notify_desired_state_changed,
-)
 from tenants.services.grants import (
     expire_grants,
     grant_quota,
     revoke_grant,
     warn_expiring_grants,
 )
-from tenants.services.locks import LOCK_ORDER, LockedRows, lock_rows
-from tenants.services.pools import set_auto_approval_rule, set_pool
+from tenants.services.locks import (
+    LOCK_ORDER,
+    LockedRows,
+    lock_rows,
+)
+from tenants.services.pools import (
+    set_auto_approval_rule,
+    set_pool,
+)
 from tenants.services.requests import (
-    _approve,
-    _check_capacity,
-    _check_ceiling,
-    _check_dates,
-    _decide,
-    _granted,
-    _policy_decision,
-    _resolve_items,
-    _system_transition,
-    _tenant_gpu_equivalents,
     approve_capacity_request,
     cancel_capacity_request,
     free_capacity,
@@ -44,8 +34,6 @@ from tenants.services.requests import (
 )
 from tenants.services.tenants import (
     EDITABLE_TENANT_FIELDS,
-    _check_role,
-    _refuse_last_owner,
     add_member,
     change_member_role,
     change_tenant_status,
@@ -54,7 +42,6 @@ from tenants.services.tenants import (
     update_tenant,
 )
 from tenants.services.tokens import (
-    TOKEN_FIELDS,
     TOKEN_PREFIX,
     authenticate_token,
     hash_token,
@@ -64,27 +51,9 @@ from tenants.services.tokens import (
 
 __all__ = [
     "EDITABLE_TENANT_FIELDS",
-    "GRANT_FIELDS",
     "LOCK_ORDER",
-    "REQUEST_FIELDS",
-    "TENANT_FIELDS",
-    "TOKEN_FIELDS",
     "TOKEN_PREFIX",
     "LockedRows",
-    "User",
-    "_approve",
-    "_check_capacity",
-    "_check_ceiling",
-    "_check_dates",
-    "_check_role",
-    "_decide",
-    "_granted",
-    "_notify_desired_state_changed",
-    "_policy_decision",
-    "_refuse_last_owner",
-    "_resolve_items",
-    "_system_transition",
-    "_tenant_gpu_equivalents",
     "add_member",
     "approve_capacity_request",
     "authenticate_token",

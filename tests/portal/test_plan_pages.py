@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
-from scheduler.mig import plans as planning
+from scheduler.mig import plans
 from scheduler.mig.models import MigConfig, Plan
 from tenants.models import AuditEvent
 from tests.scheduler.factories import NodeFactory, PodAllocationFactory
@@ -63,7 +63,7 @@ def test_make_a_plan_and_see_today_next_to_proposed(client, fleet):
 
 
 def test_apply_queues_the_rollout_for_one_node(client, fleet, django_capture_on_commit_callbacks):
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     client.force_login(fleet.admin)
     with mock.patch("scheduler.tasks.apply_plan.delay") as delay:
         with django_capture_on_commit_callbacks(execute=True):
@@ -73,7 +73,7 @@ def test_apply_queues_the_rollout_for_one_node(client, fleet, django_capture_on_
 
 
 def test_failed_rollout_says_where(client, fleet):
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     plan.status, plan.failed_node, plan.error = (
         Plan.Status.FAILED,
         "node-b",
@@ -132,9 +132,9 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
     staff = UserFactory(username="staff", is_staff=True)  # staff, not in the admins' group
     for someone in (fleet.member, fleet.owner, staff, None):
         with pytest.raises(Forbidden):
-            planning.create_plan(actor=someone)
+            plans.create_plan(actor=someone)
     assert not Plan.objects.exists() and not AuditEvent.objects.exists()
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     for someone in (fleet.member, staff, None):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(Forbidden):
@@ -151,7 +151,7 @@ def test_an_admins_apply_writes_one_event_and_queues_one_task_on_commit(
 ):
     from scheduler.mig import services as mig_services
 
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         mig_services.request_plan_apply(actor=fleet.admin, plan=plan)
         assert queued == []  # nothing leaves before the commit
@@ -173,7 +173,7 @@ def test_apply_is_refused_while_applying_for_unknown_nodes_and_when_done(
     from core.errors import InvalidInput, InvalidTransition
     from scheduler.mig import services as mig_services
 
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     refusals = [
         (InvalidInput, ["node-a"]),  # in the plan, but unchanged
         (InvalidInput, ["node-z"]),
@@ -199,7 +199,7 @@ def test_apply_is_refused_while_applying_for_unknown_nodes_and_when_done(
 
 
 def test_the_console_says_why_an_apply_was_refused(client, fleet, queued):
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING)
     client.force_login(fleet.admin)
     response = client.post(f"/console/plans/{plan.pk}/apply/", follow=True)
@@ -216,7 +216,7 @@ def test_the_rollout_refuses_whoever_is_not_a_platform_admin(fleet):
     from core.errors import Forbidden
     from scheduler.mig import rollout, tasks
 
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     for kwargs in ({"plan_id": plan.pk}, {"plan_id": plan.pk, "actor_id": fleet.member.pk}):
         assert tasks.apply_plan.apply(kwargs=kwargs).get().startswith("refused")
     with pytest.raises(Forbidden):
@@ -231,7 +231,7 @@ def test_a_stuck_rollout_offers_to_resume_and_a_running_one_does_not(client, fle
 
     from django.utils import timezone
 
-    plan = planning.create_plan(actor=fleet.admin)
+    plan = plans.create_plan(actor=fleet.admin)
     client.force_login(fleet.admin)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
     body = client.get(f"/console/plans/{plan.pk}/").content.decode()

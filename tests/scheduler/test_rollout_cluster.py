@@ -13,8 +13,7 @@ from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool
 from scheduler.cluster import services
 from scheduler.cluster.models import Node
-from scheduler.mig import planner, rollout
-from scheduler.mig import plans as planning
+from scheduler.mig import planner, plans, rollout
 from scheduler.mig.models import Plan
 from tenants import services as tenant_services
 from tenants.models import AuditEvent
@@ -82,7 +81,7 @@ def _approve(admin, items: dict[str, int]) -> None:
 
 def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:
     """Demand that only my nodes can serve: what other A100s offer of each profile, plus more."""
-    gpus, _ = planning.fleet_from_inventory()
+    gpus, _ = plans.fleet_from_inventory()
     elsewhere = planner.supply([g for g in gpus if g.node not in mine])
     return {slug: elsewhere.get(slug, 0) + n for slug, n in wanted.items()}
 
@@ -144,7 +143,7 @@ def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_namespace, plan_nodes
 
     # Demand: one 2g and one 3g, and two more 1g than the other A100s offer.
     _approve(admin, _beyond_the_rest([node], {TWO_G: 1, THREE_G: 1, ONE_G: 2}))
-    plan = planning.create_plan(actor=admin, nodes=[node])
+    plan = plans.create_plan(actor=admin, nodes=[node])
     entry = plan.nodes[0]
     assert entry["node"] == node and entry["changed_gpus"] == [0]
     assert entry["mig_config"] == "all-balanced"
@@ -181,7 +180,7 @@ def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, pla
     admin = PlatformAdminFactory()
     services.sync_inventory(kube)
     _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
-    plan = planning.create_plan(actor=admin, nodes=plan_nodes)
+    plan = plans.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
     # Sabotage the first node's config: the MIG manager cannot pack it and reports failed.
     plan.nodes[0]["mig_config"] = "invalid-3g-3g-1g"
