@@ -174,6 +174,20 @@ def warn_budget(
     return alert
 
 
+def over_budget_tenants(tenant_ids: list[int], *, now: datetime | None = None) -> set[int]:
+    """Of these tenants, those whose cost this month has reached their budget while
+    BUDGET_ENFORCE is on: the reconciler holds their Kueue LocalQueue, so new work waits
+    whoever submits it (kubectl included) and running work goes on."""
+    if not settings.BUDGET_ENFORCE:
+        return set()
+    held = set()
+    for tenant in Tenant.objects.filter(pk__in=tenant_ids, monthly_budget__isnull=False):
+        state = selectors.budget_state(tenant, now)
+        if state.budget is not None and state.cost >= state.budget:
+            held.add(tenant.pk)
+    return held
+
+
 def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
     """Admission: with BUDGET_ENFORCE on, refuse a tenant whose cost this month has reached its
     budget. Registered as an admission check of workloads (MeteringConfig.ready)."""

@@ -15,7 +15,14 @@ class PoolInline(ReadOnlyMixin, admin.StackedInline):
 
     model = Pool
     can_delete = False
-    fields = readonly_fields = ("capacity", "overcommit_ratio", "source", "updated_at")
+    fields = readonly_fields = (
+        "capacity",
+        "overcommit_ratio",
+        "borrowing_limit",
+        "lend_idle",
+        "source",
+        "updated_at",
+    )
 
 
 @admin.register(ResourceClass)
@@ -66,9 +73,17 @@ class ResourceClassAdmin(ServiceAdmin):
 
 @admin.register(Pool)
 class PoolAdmin(ServiceAdmin):
-    list_display = ["resource_class", "capacity", "overcommit_ratio", "source", "updated_at"]
-    list_filter = ["source"]
-    list_editable = ["overcommit_ratio"]
+    list_display = [
+        "resource_class",
+        "capacity",
+        "overcommit_ratio",
+        "borrowing_limit",
+        "lend_idle",
+        "source",
+        "updated_at",
+    ]
+    list_filter = ["source", "lend_idle"]
+    list_editable = ["overcommit_ratio", "borrowing_limit", "lend_idle"]
     readonly_fields = ["source", "updated_at"]
 
     def get_readonly_fields(self, request, obj=None):
@@ -90,6 +105,8 @@ class PoolAdmin(ServiceAdmin):
             resource_class=obj.resource_class,
             capacity=obj.capacity if "capacity" in form.changed_data else None,
             overcommit_ratio=obj.overcommit_ratio,
+            borrowing_limit=obj.borrowing_limit,
+            lend_idle=obj.lend_idle,
         )
 
 

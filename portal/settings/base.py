@@ -193,6 +193,12 @@ TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
+# Kueue ResourceFlavors add these tolerations to admitted GPU pods: GPU nodes are commonly
+# tainted `nvidia.com/gpu:NoSchedule` so that nothing else lands on them. JSON list.
+GPU_NODE_TOLERATIONS = env.json(
+    "GPU_NODE_TOLERATIONS",
+    default=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+)
 
 # --- REST API (issue 5) ---------------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN

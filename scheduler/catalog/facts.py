@@ -126,6 +126,15 @@ def get_model(key: str) -> GpuModel:
     raise UnknownModel(f"unknown GPU model {key!r}; known models: {', '.join(catalog)}")
 
 
+def product_label(key: str) -> str:
+    """GPU feature discovery's `nvidia.com/gpu.product` for a model (catalog key or slug); a
+    model the catalog does not know gets GFD's usual form `NVIDIA-<model>`."""
+    try:
+        return get_model(key).product_label
+    except UnknownModel:
+        return f"NVIDIA-{key}"
+
+
 def model_for_product_label(product: str) -> GpuModel | None:
     """Map GPU feature discovery's `nvidia.com/gpu.product` (maybe with `-MIG-<profile>`)."""
     base = product.split("-MIG-")[0]

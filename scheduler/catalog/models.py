@@ -70,6 +70,18 @@ class Pool(models.Model):
         help_text="Approvals may grant up to capacity × ratio",
     )
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    # Kueue cohort policy: what one team may borrow of what others leave idle, and whether
+    # teams lend their own idle units (taken back by preemption when the lender needs them).
+    borrowing_limit = models.PositiveIntegerField(
+        default=0,
+        help_text="Units of this class one team may borrow beyond its grant while other teams "
+        "leave them idle (0: no borrowing)",
+    )
+    lend_idle = models.BooleanField(
+        default=True,
+        help_text="Teams lend their idle granted units of this class to borrowers; the lender "
+        "takes them back by preemption when it needs them",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

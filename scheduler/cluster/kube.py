@@ -45,6 +45,12 @@ KINDS: dict[str, Kind] = {
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
     "HorizontalPodAutoscaler": Kind("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
+    # Kueue (v1beta2 is its storage version)
+    "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "LocalQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "WorkloadPriorityClass": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
+    "KueueWorkload": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
 }
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
@@ -96,6 +102,7 @@ class KubeGateway:
     def __init__(self, api_client: client.ApiClient):
         self.api = api_client
         self.stats = CallStats()
+        self.cluster_objects_at = float("-inf")  # when cluster-wide objects were last converged
 
     @classmethod
     def from_kubeconfig(cls, path: str | None = None) -> KubeGateway:

@@ -8,6 +8,7 @@ labelled and no longer wants, tells drift from change, and records each run.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -18,7 +19,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
-from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.facts import product_label
+from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
@@ -60,12 +62,61 @@ def priority_class_specs() -> list[render.PriorityClassSpec]:
     ]
 
 
+def flavor_name(gpu_model: str) -> str:
+    """The Kueue ResourceFlavor of a GPU model (catalog key A100-80GB -> a100-80gb)."""
+    return gpu_model.lower()
+
+
+def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[render.FlavorSpec]:
+    """One flavor per GPU model that has an active class; the product label GFD sets comes from
+    the catalog (a model the catalog does not know gets GFD's usual `NVIDIA-<model>`)."""
+    if classes is None:
+        classes = ResourceClass.objects.filter(active=True)
+    models = sorted({rc.gpu_model for rc in classes if rc.active})
+    tolerations = tuple(settings.GPU_NODE_TOLERATIONS)
+    return [
+        render.FlavorSpec(
+            name=flavor_name(model),
+            product_label=product_label(model),
+            tolerations=tolerations,
+        )
+        for model in models
+    ]
+
+
+def queue_lines(
+    classes: dict[int, ResourceClass], pools: dict[int, Pool], granted: dict[int, int]
+) -> tuple[render.QueueLine, ...]:
+    """Every (flavor, resource) a tenant's ClusterQueue lists: nominal = its grants, borrowing
+    and lending from the pool's policy; the other resource names of a flavor are left to
+    render (zero: Kueue wants each flavor to list every resource of its group)."""
+    lines: dict[tuple[str, str], render.QueueLine] = {}
+    for rc in classes.values():
+        if not rc.active:
+            continue
+        pool = pools.get(rc.pk)
+        key = (flavor_name(rc.gpu_model), rc.resource_name)
+        previous = lines.get(key)
+        lines[key] = render.QueueLine(
+            flavor=key[0],
+            resource_name=key[1],
+            nominal=granted.get(rc.pk, 0) + (previous.nominal if previous else 0),
+            borrowing_limit=max(
+                pool.borrowing_limit if pool else 0, previous.borrowing_limit if previous else 0
+            ),
+            lend=(pool.lend_idle if pool else True) and (previous.lend if previous else True),
+        )
+    return tuple(lines[k] for k in sorted(lines))
+
+
 def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
     """TenantSpecs for many tenants in a fixed number of queries."""
     ids = [t.pk for t in tenants]
     classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
+    pools = {p.resource_class_id: p for p in Pool.objects.all()}
     resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
     quotas = effective_quotas(ids)
+    held = queue_holds(ids)
     members: dict[int, list[render.Member]] = defaultdict(list)
     robots = {t.robot_id for t in tenants if t.robot_id}
     for m in Membership.objects.filter(tenant_id__in=ids).select_related("user"):
@@ -75,9 +126,13 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
     priority_names = tuple(pc.name for pc in priority_class_specs())
     specs = {}
     for t in tenants:
+        lines = queue_lines(classes, pools, quotas.get(t.pk, {}))
+        # The ResourceQuota is a backstop under Kueue: per resource name it allows what the
+        # queue may admit at most (grants plus what may be borrowed), on any model.
         by_name: dict[str, int] = defaultdict(int)
-        for rc_id, units in quotas.get(t.pk, {}).items():
-            by_name[classes[rc_id].resource_name] += units
+        for line in lines:
+            if line.nominal or line.borrowing_limit:
+                by_name[line.resource_name] += line.nominal + line.borrowing_limit
         specs[t.pk] = render.TenantSpec(
             slug=t.slug,
             name=t.name,
@@ -96,8 +151,33 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
             pod_quota=settings.TENANT_POD_QUOTA,
             user_prefix=settings.KUBE_USER_PREFIX,
             instance=settings.PORTAL_INSTANCE,
+            queue_lines=lines,
+            cohort=cohort_name(),
+            queue_held=t.pk in held,
         )
     return specs
+
+
+def cohort_name() -> str:
+    """One cohort per portal instance: its teams lend to and borrow from each other only."""
+    return f"gpu-portal-{settings.PORTAL_INSTANCE}"
+
+
+# Other apps (metering's budget) register `tenant ids -> ids whose new work must wait`; the
+# LocalQueue of those tenants is held, so work submitted with kubectl waits too.
+_queue_hold_checks: list = []
+
+
+def register_queue_hold(check) -> None:
+    if check not in _queue_hold_checks:
+        _queue_hold_checks.append(check)
+
+
+def queue_holds(tenant_ids: list[int]) -> set[int]:
+    held: set[int] = set()
+    for check in _queue_hold_checks:
+        held |= set(check(tenant_ids))
+    return held
 
 
 def tenant_namespace(tenant: Tenant) -> str:
@@ -120,9 +200,32 @@ def matches(desired: dict, live: dict) -> bool:
         live_part = l_meta.get(part) or {}
         if any(live_part.get(k) != v for k, v in (d_meta.get(part) or {}).items()):
             return False
+    same = _contained if desired.get("apiVersion", "").startswith("kueue.") else _equal
     return all(
-        live.get(k) == v for k, v in desired.items() if k not in ("metadata", "kind", "apiVersion")
+        same(v, live.get(k))
+        for k, v in desired.items()
+        if k not in ("metadata", "kind", "apiVersion")
     )
+
+
+def _equal(desired, live) -> bool:
+    return desired == live
+
+
+def _contained(desired, live) -> bool:
+    """Desired is live less what the API server defaulted: Kueue's CRDs and webhooks fill in
+    fields we leave out (flavorFungibility, preemption defaults…), which is not drift."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            _contained(v, live.get(k)) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(desired) == len(live)
+            and all(_contained(d, v) for d, v in zip(desired, live, strict=True))
+        )
+    return desired == live
 
 
 @dataclass
@@ -304,6 +407,11 @@ def _sync_one(
             "Namespace", ns
         ):
             out.changes.append(f"Namespace/{ns}: deleted (tenant archived)")
+        for obj in live:  # cluster-scoped objects of the tenant do not go with its namespace
+            if obj["kind"] in render.TENANT_CLUSTER_KINDS and not _terminating(obj):
+                kind, _, name = render.object_key(obj)
+                if kube.delete(kind, name):
+                    out.changes.append(f"{kind}/{name}: deleted (tenant archived)")
         return out
     if any(o["kind"] == "Namespace" and _terminating(o) for o in live):
         # Nothing can be created in it until Kubernetes has finished deleting it: try later.
@@ -321,6 +429,8 @@ def _live_for_tenant(kube: KubeGateway, tenant: Tenant) -> list[dict]:
         live.append(namespace)
         for kind in render.NAMESPACED_KINDS:
             live.extend(kube.list(kind, ns, label_selector=selector))
+    for kind in render.TENANT_CLUSTER_KINDS:
+        live.extend(kube.list(kind, label_selector=selector))
     return live
 
 
@@ -337,6 +447,7 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
         tenant.refresh_from_db()
         state = TenantSyncState.objects.get(tenant=tenant)
         try:
+            ensure_cluster_objects(kube)
             spec = build_specs([tenant]).get(tenant.pk)
             live = _live_for_tenant(kube, tenant)
             outcome = _sync_one(kube, tenant, spec, live, state.applied_hashes)
@@ -352,11 +463,38 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
         return run
 
 
+CLUSTER_KINDS = ("PriorityClass", "ResourceFlavor", "WorkloadPriorityClass")
+
+
+def cluster_desired() -> list[dict]:
+    return [
+        *render.render_priority_classes(priority_class_specs()),
+        *render.render_flavors(flavor_specs()),
+        *render.render_workload_priority_classes(priority_class_specs()),
+    ]
+
+
+CLUSTER_OBJECTS_TTL = 300.0  # seconds a tenant's run trusts an earlier cluster-wide converge
+
+
+def ensure_cluster_objects(kube: KubeGateway) -> None:
+    """A tenant's ClusterQueue needs the flavors it names: a tenant's own run converges the
+    cluster-wide objects first unless this gateway did so recently (the periodic run always
+    does)."""
+    if time.monotonic() - kube.cluster_objects_at > CLUSTER_OBJECTS_TTL:
+        reconcile_cluster_objects(kube)
+
+
 def reconcile_cluster_objects(kube: KubeGateway) -> Outcome:
-    desired = render.render_priority_classes(priority_class_specs())
-    live = kube.list("PriorityClass", label_selector=MANAGED)
+    """PriorityClasses, ResourceFlavors and WorkloadPriorityClasses: shared by every instance
+    of the portal on the cluster (same names and content), so listed by the managed label
+    alone."""
+    desired = cluster_desired()
+    live = [obj for kind in CLUSTER_KINDS for obj in kube.list(kind, label_selector=MANAGED)]
     previously = {key_str(m): m["metadata"]["annotations"][render.HASH_ANNOTATION] for m in desired}
-    return converge(kube, desired, live, previously)
+    outcome = converge(kube, desired, live, previously)
+    kube.cluster_objects_at = time.monotonic()
+    return outcome
 
 
 @dataclass
@@ -385,7 +523,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     summary = Summary()
     reconcile_cluster_objects(kube)
     live_by_tenant: dict[str, list[dict]] = defaultdict(list)
-    for kind in ("Namespace", *render.NAMESPACED_KINDS):
+    for kind in ("Namespace", *render.NAMESPACED_KINDS, *render.TENANT_CLUSTER_KINDS):
         for obj in kube.list(kind, label_selector=managed_selector()):
             slug = (obj["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
             if slug:
@@ -438,7 +576,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     # Objects labelled for tenants the database does not know at all: left over, remove them.
     for slug, objects in live_by_tenant.items():
         for obj in objects:
-            if obj["kind"] == "Namespace" and not _terminating(obj):
+            if obj["kind"] in ("Namespace", *render.TENANT_CLUSTER_KINDS) and not _terminating(obj):
                 kind, _, name = render.object_key(obj)
                 if kube.delete(kind, name):
                     summary.orphans_deleted += 1

@@ -32,8 +32,28 @@ NETWORK_POLICY = "gpu-portal-isolation"
 ROLE_FOR = {"owner": "admin", "member": "edit", "viewer": "view"}
 ROLE_BINDING_PREFIX = "gpu-portal-"
 
+# Kueue (kueue.x-k8s.io/v1beta2): Kueue enforces and queues what the portal grants. Tenant
+# namespaces carry QUEUE_ENFORCED_LABEL: Kueue manages every Job and Pod there (with or without a
+# queue label) and its webhooks select them by it. A team cannot edit its namespace's labels.
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
+LOCAL_QUEUE = "default"  # the name also makes Kueue label unlabelled jobs and pods with it
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+QUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+DEFAULT_FLAVOR = "gpu-portal-default"  # cpu and memory: no node labels
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
+
 # Namespaced kinds the portal manages inside a tenant namespace (prune looks at these).
-NAMESPACED_KINDS = ("ServiceAccount", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy")
+NAMESPACED_KINDS = (
+    "ServiceAccount",
+    "ResourceQuota",
+    "LimitRange",
+    "RoleBinding",
+    "NetworkPolicy",
+    "LocalQueue",
+)
+# Cluster-scoped kinds that belong to one tenant (labelled with it, pruned with it).
+TENANT_CLUSTER_KINDS = ("ClusterQueue",)
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,28 @@ class PriorityClassSpec:
     value: int
     description: str = ""
     preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True)
+class FlavorSpec:
+    """A Kueue ResourceFlavor: one GPU model, found on nodes by the label GFD sets."""
+
+    name: str
+    product_label: str
+    tolerations: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    """One (flavor, resource) quota of a tenant's ClusterQueue: `nominal` is what its active
+    grants give; it may borrow up to `borrowing_limit` idle units of others in the cohort, and
+    lends its own idle units when `lend` (reclaimed by preemption when it needs them)."""
+
+    flavor: str
+    resource_name: str
+    nominal: int
+    borrowing_limit: int = 0
+    lend: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,6 +120,11 @@ class TenantSpec:
     )
     user_prefix: str = ""
     instance: str = "default"
+    # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
+    # whether new work is held (e.g. over budget); empty lines render no queue.
+    queue_lines: tuple[QueueLine, ...] = ()
+    cohort: str = "gpu-portal"
+    queue_held: bool = False
 
 
 def content_hash(manifest: dict) -> str:
@@ -118,6 +165,7 @@ def render_namespace(spec: TenantSpec) -> dict:
                 spec,
                 ns,
                 labels={
+                    QUEUE_ENFORCED_LABEL: "true",
                     "pod-security.kubernetes.io/enforce": "restricted",
                     "pod-security.kubernetes.io/enforce-version": "latest",
                     "pod-security.kubernetes.io/warn": "restricted",
@@ -278,6 +326,101 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
     )
 
 
+def _quantity(units: int) -> str:
+    return str(units)
+
+
+def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
+    """The tenant's ClusterQueue: nominal quota per (GPU model flavor, resource) from its grants,
+    cpu and memory on the default flavor (never borrowed), in the portal's cohort. A suspended
+    tenant's queue is drained: nominal zero and `HoldAndDrain` evicts what runs."""
+    gpu_names = sorted({line.resource_name for line in spec.queue_lines})
+    by_flavor: dict[str, dict[str, QueueLine]] = {}
+    for line in spec.queue_lines:
+        by_flavor.setdefault(line.flavor, {})[line.resource_name] = line
+    gpu_flavors = []
+    for flavor in sorted(by_flavor):
+        resources = []
+        for name in gpu_names:
+            line = by_flavor[flavor].get(name) or QueueLine(flavor, name, 0)
+            quota: dict = {
+                "name": name,
+                "nominalQuota": _quantity(line.nominal if spec.active else 0),
+                "borrowingLimit": _quantity(line.borrowing_limit if spec.active else 0),
+            }
+            if not line.lend:
+                quota["lendingLimit"] = "0"
+            resources.append(quota)
+        gpu_flavors.append({"name": flavor, "resources": resources})
+    cpu_memory = {
+        "coveredResources": ["cpu", "memory"],
+        "flavors": [
+            {
+                "name": DEFAULT_FLAVOR,
+                "resources": [
+                    {
+                        "name": "cpu",
+                        "nominalQuota": spec.cpu_quota if spec.active else "0",
+                        "borrowingLimit": "0",
+                        "lendingLimit": "0",
+                    },
+                    {
+                        "name": "memory",
+                        "nominalQuota": spec.memory_quota if spec.active else "0",
+                        "borrowingLimit": "0",
+                        "lendingLimit": "0",
+                    },
+                ],
+            }
+        ],
+    }
+    groups = [cpu_memory]
+    if gpu_flavors:
+        groups.append({"coveredResources": gpu_names, "flavors": gpu_flavors})
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": _meta(spec, namespace),
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "cohortName": spec.cohort,
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": groups,
+            # A lender takes its units back by preempting borrowers; within the team, higher
+            # priority work may preempt lower (gpu-high over gpu-low).
+            "preemption": {
+                "reclaimWithinCohort": "Any",
+                "withinClusterQueue": "LowerPriority",
+                "borrowWithinCohort": {"policy": "Never"},
+            },
+            "stopPolicy": "None" if spec.active else "HoldAndDrain",
+        },
+    }
+
+
+def render_local_queue(spec: TenantSpec, namespace: str) -> dict:
+    """The queue the team submits to; `Hold` stops new admissions (work already running goes
+    on), e.g. while the team is over budget."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": _meta(spec, LOCAL_QUEUE, namespace),
+        "spec": {
+            "clusterQueue": namespace,
+            "stopPolicy": "Hold" if spec.queue_held else "None",
+        },
+    }
+
+
+def render_queues(spec: TenantSpec, namespace: str) -> list[dict]:
+    if not spec.queue_lines:
+        return []
+    return [
+        _finish(render_cluster_queue(spec, namespace)),
+        _finish(render_local_queue(spec, namespace)),
+    ]
+
+
 def render_tenant(spec: TenantSpec) -> list[dict]:
     """Everything one tenant should have: the Namespace first, then what lives in it."""
     namespace = render_namespace(spec)
@@ -288,6 +431,49 @@ def render_tenant(spec: TenantSpec) -> list[dict]:
         render_limit_range(spec, ns),
         *render_access(spec, ns),
         render_network_policy(spec, ns),
+        *render_queues(spec, ns),
+    ]
+
+
+def render_flavors(flavors: list[FlavorSpec]) -> list[dict]:
+    """One ResourceFlavor per GPU model (pods are placed by GFD's product label; the flavor's
+    tolerations are added to admitted pods) and a label-less one for cpu and memory."""
+    out = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": DEFAULT_FLAVOR, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+            "spec": {},
+        }
+    ]
+    for flavor in sorted(flavors, key=lambda f: f.name):
+        body: dict = {"nodeLabels": {GPU_PRODUCT_LABEL: flavor.product_label}}
+        if flavor.tolerations:
+            body["tolerations"] = [dict(t) for t in flavor.tolerations]
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": flavor.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+                "spec": body,
+            }
+        )
+    return [_finish(o) for o in out]
+
+
+def render_workload_priority_classes(classes: list[PriorityClassSpec]) -> list[dict]:
+    """Kueue's queue order and preemption follow these (same names and values as the pods')."""
+    return [
+        _finish(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": pc.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+                "value": pc.value,
+                **({"description": pc.description} if pc.description else {}),
+            }
+        )
+        for pc in classes
     ]
 
 

@@ -16,9 +16,12 @@ from scheduler.cluster import render
 from scheduler.workloads.models import Workload
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"
-GPU_MODEL_LABEL = "gpu-portal/gpu-model"
 CONTAINER_NAME = "main"
 PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
+# Kueue: the scheduling gate it puts on pods it has not admitted yet, and the label that ties a
+# Kueue Workload to its Job.
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -49,6 +52,7 @@ class WorkloadSpec:
     kind: str  # job | deployment
     image: str
     gpu_model: str
+    gpu_product: str  # the model's `nvidia.com/gpu.product` label (GPU feature discovery)
     priority_class: str
     gpus: dict[str, int]  # Kubernetes resource name -> units per pod
     command: tuple[str, ...] = ()
@@ -68,12 +72,16 @@ def _labels(spec: WorkloadSpec) -> dict[str, str]:
         render.INSTANCE_LABEL: spec.instance,
         render.TENANT_LABEL: spec.tenant,
         WORKLOAD_LABEL: str(spec.workload_id),
+        # Through the team's Kueue queue, ordered and preempted by the workload's priority.
+        render.QUEUE_NAME_LABEL: render.LOCAL_QUEUE,
+        render.QUEUE_PRIORITY_LABEL: spec.priority_class,
     }
 
 
 def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     """A pod that Pod Security `restricted` admits, holding its GPUs as requests = limits, on a
-    node of its GPU model, at its priority."""
+    node of its GPU model (GPU feature discovery's product label, which is also what Kueue's
+    flavor for the model selects), at its priority."""
     gpus = {name: str(units) for name, units in sorted(spec.gpus.items())}
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
@@ -97,7 +105,7 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
         "spec": {
             "restartPolicy": restart_policy,
             "priorityClassName": spec.priority_class,
-            "nodeSelector": {GPU_MODEL_LABEL: spec.gpu_model},
+            "nodeSelector": {render.GPU_PRODUCT_LABEL: spec.gpu_product},
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "securityContext": {
@@ -116,18 +124,20 @@ def _object_meta(spec: WorkloadSpec) -> dict:
 
 
 def render_job(spec: WorkloadSpec) -> dict:
-    """A batch/v1 Job. A pod disrupted by preemption fails the Job at once (no silent retry that
-    waits for room): the portal reports it as `preempted`."""
+    """A batch/v1 Job, created suspended: Kueue starts it when the team's queue admits it, and
+    suspends and requeues it when it is preempted. A pod disrupted otherwise (a node drained)
+    is replaced without counting against the backoff limit."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _object_meta(spec),
         "spec": {
+            "suspend": True,
             "backoffLimit": spec.backoff_limit,
             "podFailurePolicy": {
                 "rules": [
                     {
-                        "action": "FailJob",
+                        "action": "Ignore",
                         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
                     }
                 ]
@@ -247,8 +257,57 @@ def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
     return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
 
 
-def observe(kind: str, obj: dict | None, pods: list[dict], events: list[dict]) -> Observation:
-    """The workload's state from its live object, its pods and preemption events (pure)."""
+def _true(conditions: dict[str, dict], kind: str) -> dict | None:
+    cond = conditions.get(kind)
+    return cond if cond and cond.get("status") == "True" else None
+
+
+def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observation:
+    """Why Kueue has not admitted (or has evicted) a workload: `queued` with Kueue's own words,
+    reason `Preempted` when it was evicted to make room (pure)."""
+    if queue_workload is None:
+        return Observation(
+            Workload.State.QUEUED,
+            "WaitingForQueue",
+            "waiting for the team's queue (Kueue) to take the workload in",
+        )
+    conditions = _conditions(queue_workload)
+    taken = _true(conditions, "Preempted") or (
+        (evicted := _true(conditions, "Evicted")) and evicted.get("reason") == "Preempted"
+    )
+    if taken or preempted:
+        message = (taken or {}).get("message") or preempted
+        return Observation(Workload.State.QUEUED, "Preempted", f"{message}; queued again")
+    reserved = conditions.get("QuotaReserved")
+    if reserved and reserved.get("status") == "True":
+        return Observation(
+            Workload.State.QUEUED, "AdmissionChecks", "quota reserved; waiting for admission checks"
+        )
+    if reserved:
+        return Observation(
+            Workload.State.QUEUED, reserved.get("reason") or "Pending", reserved.get("message", "")
+        )
+    return Observation(Workload.State.QUEUED, "Pending", "waiting in the team's queue")
+
+
+def _owner_uids(obj: dict) -> set[str]:
+    return {o.get("uid", "") for o in (obj.get("metadata") or {}).get("ownerReferences") or []}
+
+
+def _gated(pod: dict) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(g.get("name") == KUEUE_GATE for g in gates)
+
+
+def observe(
+    kind: str,
+    obj: dict | None,
+    pods: list[dict],
+    events: list[dict],
+    queue_workloads: list[dict] | None = None,
+) -> Observation:
+    """The workload's state from its live object, its pods, preemption events and Kueue's
+    Workloads for it (pure). `queue_workloads` is None where Kueue does not manage it."""
     if obj is None:
         return Observation(Workload.State.FAILED, "Deleted", "the object is gone from the cluster")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
@@ -258,21 +317,61 @@ def observe(kind: str, obj: dict | None, pods: list[dict], events: list[dict]) -
         complete = conditions.get("Complete")
         if complete and complete.get("status") == "True":
             return Observation(Workload.State.SUCCEEDED, "Completed", complete.get("message", ""))
-        if preempted and not running:
-            return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
         failed = conditions.get("Failed")
         if failed and failed.get("status") == "True":
+            if preempted and not running:  # outside Kueue: the scheduler's preemption ended it
+                return Observation(Workload.State.FAILED, "Preempted", preempted)
             return Observation(
                 Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
             )
+        if (obj.get("spec") or {}).get("suspend"):
+            newest = (queue_workloads or [None])[0]
+            return queue_wait(newest)
         if running:
             return Observation(Workload.State.RUNNING, "Running")
         return _pending_reason(pods, events)
     wanted = int((obj.get("spec") or {}).get("replicas", 1))
     if len(running) >= wanted:
         return Observation(Workload.State.RUNNING, "Running", f"{len(running)}/{wanted} running")
+    gated = [p for p in pods if _gated(p)]
+    if running:
+        waiting = f"; {len(gated)} waiting in the queue" if gated else ""
+        return Observation(
+            Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted} running{waiting}"
+        )
+    if gated:
+        uids = {(p.get("metadata") or {}).get("uid") for p in gated}
+        mine = [w for w in queue_workloads or [] if _owner_uids(w) & uids]
+        return queue_wait(mine[0] if mine else None, preempted=preempted)
     if preempted:
         return Observation(Workload.State.PREEMPTED, "Preempted", preempted)
-    if running:
-        return Observation(Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted}")
     return _pending_reason(pods, events)
+
+
+def queue_position(queue_workload: dict, pending: list[dict]) -> int | None:
+    """1-based place of a Kueue Workload among the pending ones of its queue, in Kueue's order:
+    priority (highest first), then the time it joined the queue (pure)."""
+
+    def key(w: dict) -> tuple:
+        meta = w.get("metadata") or {}
+        evicted = _conditions(w).get("Evicted")
+        joined = (
+            evicted.get("lastTransitionTime")
+            if evicted and evicted.get("status") == "True"
+            else meta.get("creationTimestamp")
+        )
+        return (-int((w.get("spec") or {}).get("priority") or 0), joined or "", meta.get("name"))
+
+    waiting = sorted(
+        (
+            w
+            for w in pending
+            if not _true(_conditions(w), "QuotaReserved") and not _true(_conditions(w), "Finished")
+        ),
+        key=key,
+    )
+    name = (queue_workload.get("metadata") or {}).get("name")
+    for i, w in enumerate(waiting, start=1):
+        if (w.get("metadata") or {}).get("name") == name:
+            return i
+    return None

@@ -18,16 +18,13 @@ DEFAULT_REPLICAS = 1
 
 class WorkloadQuerySet(TenantScopedQuerySet):
     def live(self) -> WorkloadQuerySet:
-        """Workloads that are pending or running."""
+        """Workloads that are not over: pending, queued, running or preempted (and waiting)."""
         return self.filter(state__in=Workload.LIVE_STATES)
 
     def holding(self) -> WorkloadQuerySet:
-        """Workloads that hold quota: live ones, and preempted deployments (their ReplicaSet
-        brings the pods back as soon as there is room)."""
-        return self.filter(
-            Q(state__in=Workload.LIVE_STATES)
-            | Q(state=Workload.State.PREEMPTED, kind=Workload.Kind.DEPLOYMENT)
-        )
+        """Workloads that hold quota: running ones, and pending ones (on their way to the
+        cluster, counted until Kueue says they wait). Queued and preempted work holds none."""
+        return self.filter(state__in=Workload.HOLDING_STATES)
 
 
 class Workload(models.Model):
@@ -37,24 +34,53 @@ class Workload(models.Model):
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"
+        QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         PREEMPTED = "preempted", "Preempted"
         CANCELLED = "cancelled", "Cancelled"
 
-    LIVE_STATES = (State.PENDING, State.RUNNING)
-    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED)
-    # Where each state may go next; a deployment that was preempted comes back when its pods
-    # are rescheduled, a job that was preempted is over (the portal deletes it).
+    LIVE_STATES = (State.PENDING, State.QUEUED, State.RUNNING, State.PREEMPTED)
+    HOLDING_STATES = (State.PENDING, State.RUNNING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    # Where each state may go next. Kueue queues what does not fit yet (`queued`); work it
+    # evicts (a lender reclaiming, higher priority) is `preempted` and waits in the queue again:
+    # a job is suspended and requeued, a deployment's pods are recreated and gated.
     TRANSITIONS: dict[str, frozenset[str]] = {
         State.PENDING: frozenset(
-            {State.RUNNING, State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED}
+            {
+                State.QUEUED,
+                State.RUNNING,
+                State.SUCCEEDED,
+                State.FAILED,
+                State.PREEMPTED,
+                State.CANCELLED,
+            }
+        ),
+        State.QUEUED: frozenset(
+            {
+                State.PENDING,
+                State.RUNNING,
+                State.SUCCEEDED,
+                State.FAILED,
+                State.PREEMPTED,
+                State.CANCELLED,
+            }
         ),
         State.RUNNING: frozenset(
-            {State.PENDING, State.SUCCEEDED, State.FAILED, State.PREEMPTED, State.CANCELLED}
+            {
+                State.PENDING,
+                State.QUEUED,
+                State.SUCCEEDED,
+                State.FAILED,
+                State.PREEMPTED,
+                State.CANCELLED,
+            }
         ),
-        State.PREEMPTED: frozenset({State.RUNNING, State.PENDING, State.CANCELLED}),
+        State.PREEMPTED: frozenset(
+            {State.RUNNING, State.PENDING, State.QUEUED, State.FAILED, State.CANCELLED}
+        ),
         State.SUCCEEDED: frozenset(),
         State.FAILED: frozenset(),
         State.CANCELLED: frozenset(),
@@ -106,6 +132,8 @@ class Workload(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cluster_created_at = models.DateTimeField(null=True, blank=True)
+    # Where Kueue has it in the team's queue while queued (1 = next), by priority then age.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
@@ -115,7 +143,7 @@ class Workload(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "name"],
-                condition=Q(state__in=["pending", "running"]),
+                condition=Q(state__in=["pending", "queued", "running", "preempted"]),
                 name="unique_live_workload_name",
             ),
             models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),

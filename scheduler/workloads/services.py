@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
-from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.workloads import admission, tasks
 from scheduler.workloads.input import (
     MAX_BACKOFF_LIMIT,
@@ -83,22 +83,32 @@ def _check_fits(
     *,
     autoscaled: bool = False,
 ) -> None:
+    """Refuse only what can never run: more than the team's grant plus what its pool lets it
+    borrow. What fits that but not the free grant is admitted and waits in the team's Kueue
+    queue until the capacity is there (its own work finishing, or idle units of other teams)."""
     lines = {line.resource_class.pk: line for line in quota_lines(tenant)}
+    pools = {
+        p.resource_class_id: p
+        for p in Pool.objects.filter(resource_class__in=[rc for rc, _ in asked])
+    }
     short = []
     for rc, units in asked:
         need = units * pods
         line = lines.get(rc.pk)
-        free, granted = (line.free, line.granted) if line else (0, 0)
-        if need > free:
-            short.append((rc.slug, need, free, granted))
+        granted = line.granted if line else 0
+        borrow = pools[rc.pk].borrowing_limit if rc.pk in pools else 0
+        if need > granted + borrow:
+            short.append((rc.slug, need, granted, borrow))
     if short:
         parts = [
-            f"{slug}: needs {need}, free {free} of {total} granted; ask for {need - free} more"
-            for slug, need, free, total in short
+            f"{slug}: needs {need}, the grant is {granted}"
+            + (f" and {borrow} may be borrowed" if borrow else "")
+            + f"; ask for {need - granted - borrow} more"
+            for slug, need, granted, borrow in short
         ]
         at = f" ({pods} pods at max replicas)" if autoscaled else ""
         raise QuotaExceeded(
-            f"{tenant.slug} cannot run this now{at}: " + "; ".join(parts),
+            f"{tenant.slug} can never run this{at}: " + "; ".join(parts),
             field="autoscaling" if autoscaled else "resources",
         )
     if priority == CRITICAL_PRIORITY_CLASS:

@@ -10,16 +10,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import ClusterError, PermanentClusterError, ServiceError
+from core.errors import ClusterError, PermanentClusterError, ServiceError, TransientClusterError
+from scheduler.catalog.facts import product_label
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads.manifests import (
+    KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,
     WORKLOAD_LABEL,
     AutoscalingSpec,
     Observation,
     WorkloadSpec,
     observe,
+    queue_position,
     render_hpa,
     render_workload,
 )
@@ -49,6 +52,7 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         kind=workload.kind,
         image=workload.image,
         gpu_model=workload.gpu_model,
+        gpu_product=product_label(workload.gpu_model),
         priority_class=workload.priority_class,
         gpus={classes[s].resource_name: int(n) for s, n in workload.resources.items()},
         command=tuple(workload.command or ()),
@@ -75,20 +79,27 @@ def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
     )
 
 
-def change_state(workload_id: int, obs: Observation, *, actor=None) -> Workload | None:
+def change_state(
+    workload_id: int, obs: Observation, *, actor=None, position: int | None = None
+) -> Workload | None:
     """Move a workload to an observed state: one WorkloadEvent and one AuditEvent, under a row
-    lock; nothing when the state is the same or the move is not allowed (already final)."""
+    lock; nothing when the state is the same or the move is not allowed (already final). A
+    queued workload's place in its queue is kept up to date without an event."""
     with transaction.atomic():
         workload = Workload.objects.select_for_update().select_related("tenant").get(pk=workload_id)
+        if obs.state != Workload.State.QUEUED:
+            position = None
         if workload.state == obs.state:
-            if (workload.reason, workload.message) != (obs.reason, obs.message):
-                workload.reason, workload.message = obs.reason, obs.message
-                workload.save(update_fields=["reason", "message", "updated_at"])
+            now = (obs.reason, obs.message, position)
+            if (workload.reason, workload.message, workload.queue_position) != now:
+                workload.reason, workload.message, workload.queue_position = now
+                workload.save(update_fields=["reason", "message", "queue_position", "updated_at"])
             return None
         if not workload.can_move_to(obs.state):
             return None
         before = audit.snapshot(workload, WORKLOAD_FIELDS)
         workload.move_to(obs.state, reason=obs.reason, message=obs.message)
+        workload.queue_position = position
         workload.save()
         WorkloadEvent.objects.create(
             workload=workload, state=obs.state, reason=obs.reason, message=obs.message
@@ -107,9 +118,10 @@ def change_state(workload_id: int, obs: Observation, *, actor=None) -> Workload 
 def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
     """Apply the workload's Job or Deployment (server-side apply: safe to run twice). A
     permanent refusal by the API server (quota, Pod Security) fails the workload with its
-    reason; transient errors propagate for the task to retry."""
+    reason; while the cluster cannot take it (API server or Kueue's webhook down) it waits as
+    `queued` and the error propagates for the task to retry."""
     workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
-    if workload is None or workload.state != Workload.State.PENDING:
+    if workload is None or workload.state not in (Workload.State.PENDING, Workload.State.QUEUED):
         return workload
     if workload.cluster_created_at is not None:
         return workload
@@ -123,6 +135,16 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
     except PermanentClusterError as exc:
         change_state(workload.pk, Observation(Workload.State.FAILED, "Rejected", str(exc)))
         return Workload.objects.get(pk=workload.pk)
+    except TransientClusterError as exc:
+        change_state(
+            workload.pk,
+            Observation(
+                Workload.State.QUEUED,
+                "WaitingForCluster",
+                f"the cluster cannot take the workload yet; the portal keeps trying ({exc})",
+            ),
+        )
+        raise
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
         workload.k8s_uid = uid
@@ -147,9 +169,41 @@ def _pods(kube: KubeGateway, workload: Workload) -> list[dict]:
     return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
 
 
+def _queue_workloads(kube: KubeGateway, workload: Workload) -> list[dict] | None:
+    """Kueue's Workloads in the workload's namespace (None where Kueue is not installed)."""
+    try:
+        return kube.list("KueueWorkload", workload.namespace)
+    except PermanentClusterError:
+        return None
+
+
+def _mine(workload: Workload, queue_workloads: list[dict]) -> list[dict]:
+    """Kueue's Workloads for this workload's Job (newest first); for a Deployment all of the
+    namespace's (`observe` picks those its pods own)."""
+    if workload.kind != Workload.Kind.JOB:
+        return queue_workloads
+    mine = [
+        w
+        for w in queue_workloads
+        if (w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID_LABEL) == workload.k8s_uid
+    ]
+    return sorted(mine, key=lambda w: w["metadata"].get("creationTimestamp") or "", reverse=True)
+
+
+def _involves(event: dict, workload: Workload) -> bool:
+    """An event of the workload's Job or Deployment, its pods or ReplicaSets, or of Kueue's
+    Workloads for them (named job-<name>-<hash> and pod-<pod name>-<hash>)."""
+    name = (event.get("involvedObject") or {}).get("name", "")
+    base = workload.k8s_name
+    return name == base or any(
+        name.startswith(f"{prefix}{base}-") for prefix in ("", "job-", "pod-")
+    )
+
+
 def sync_workload(kube: KubeGateway, workload_id: int) -> Workload | None:
-    """Read the workload's object, pods and preemption events; record a change of state. A
-    preempted Job is deleted so that it does not wait for room in the background."""
+    """Read the workload's object, pods, events and Kueue's Workloads; record a change of
+    state. Work that Kueue evicted is recorded as preempted and then queued again, with what
+    Kueue said took its place."""
     workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
@@ -157,34 +211,30 @@ def sync_workload(kube: KubeGateway, workload_id: int) -> Workload | None:
         return create_in_cluster(kube, workload.pk)
     obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
     pods = _pods(kube, workload)
-    # Events of the workload's pods (preemption) and of its Job or ReplicaSet (FailedCreate).
     events = [
         e
         for e in kube.list("Event", workload.namespace)
-        if e.get("reason") in (*PREEMPTION_REASONS, "FailedCreate")
-        and (
-            (name := (e.get("involvedObject") or {}).get("name", "")) == workload.k8s_name
-            or name.startswith(f"{workload.k8s_name}-")
-        )
+        if e.get("reason") in (*PREEMPTION_REASONS, "FailedCreate") and _involves(e, workload)
     ]
-    obs = observe(workload.kind, obj, pods, events)
-    changed = change_state(workload.pk, obs)
+    queue_workloads = _queue_workloads(kube, workload)
+    mine = _mine(workload, queue_workloads) if queue_workloads is not None else None
+    obs = observe(workload.kind, obj, pods, events, mine)
+    position = None
+    if obs.state == Workload.State.QUEUED and mine:
+        position = queue_position(mine[0], queue_workloads or [])
     if (
-        changed is not None
-        and changed.state == Workload.State.PREEMPTED
-        and workload.kind == Workload.Kind.JOB
+        obs.state == Workload.State.QUEUED
+        and obs.reason == "Preempted"
+        and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
     ):
-        kube.delete("Job", workload.k8s_name, workload.namespace)
+        change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
+    change_state(workload.pk, obs, position=position)
     return Workload.objects.get(pk=workload.pk)
 
 
 def sync_live_workloads(kube: KubeGateway) -> int:
     """Sync every workload that is not over yet; returns how many were looked at."""
-    ids = list(
-        Workload.objects.filter(
-            state__in=(*Workload.LIVE_STATES, Workload.State.PREEMPTED)
-        ).values_list("pk", flat=True)
-    )
+    ids = list(Workload.objects.live().values_list("pk", flat=True))
     for pk in ids:
         try:
             sync_workload(kube, pk)

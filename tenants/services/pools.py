@@ -12,6 +12,9 @@ from scheduler.catalog.models import Pool, ResourceClass
 from tenants import audit
 from tenants.models import AutoApprovalRule
 from tenants.permissions import require_platform_admin
+from tenants.signals import fleet_policy_changed
+
+POOL_FIELDS = ["capacity", "overcommit_ratio", "source", "borrowing_limit", "lend_idle"]
 
 
 def set_pool(
@@ -20,28 +23,49 @@ def set_pool(
     resource_class: ResourceClass,
     capacity: int | None = None,
     overcommit_ratio: Decimal | None = None,
+    borrowing_limit: int | None = None,
+    lend_idle: bool | None = None,
 ) -> Pool:
+    """Change a pool's capacity, overcommit or cohort policy (borrowing, lending): one audit
+    event; the reconciler then writes the new limits into every team's ClusterQueue."""
     require_platform_admin(actor, "change pools")
     if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
         raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
     if overcommit_ratio is not None and overcommit_ratio < 0:
         raise InvalidInput("overcommit ratio must be ≥ 0", field="overcommit_ratio")
+    if borrowing_limit is not None and (
+        isinstance(borrowing_limit, bool)
+        or not isinstance(borrowing_limit, int)
+        or borrowing_limit < 0
+    ):
+        raise InvalidInput("borrowing limit must be a whole number ≥ 0", field="borrowing_limit")
+    if lend_idle is not None and not isinstance(lend_idle, bool):
+        raise InvalidInput("lend_idle must be true or false", field="lend_idle")
     with transaction.atomic():
         pool, _ = Pool.objects.select_for_update().get_or_create(resource_class=resource_class)
-        before = audit.snapshot(pool, ["capacity", "overcommit_ratio", "source"])
+        before = audit.snapshot(pool, POOL_FIELDS)
         if capacity is not None:
             pool.capacity = capacity
             pool.source = Pool.Source.MANUAL
         if overcommit_ratio is not None:
             pool.overcommit_ratio = overcommit_ratio
+        if borrowing_limit is not None:
+            pool.borrowing_limit = borrowing_limit
+        if lend_idle is not None:
+            pool.lend_idle = lend_idle
         pool.save()
+        if (before["borrowing_limit"], before["lend_idle"]) != (
+            pool.borrowing_limit,
+            pool.lend_idle,
+        ):
+            transaction.on_commit(lambda: fleet_policy_changed.send(Pool))
         audit.record(
             actor=actor,
             verb="pool.changed",
             obj=pool,
             tenant=None,
             before=before,
-            after=audit.snapshot(pool, ["capacity", "overcommit_ratio", "source"]),
+            after=audit.snapshot(pool, POOL_FIELDS),
         )
     return pool
 

@@ -66,6 +66,7 @@ def test_namespace():
             "name": "tenant-team-a",
             "labels": {
                 **LABELS,
+                "gpu-portal.io/queue-enforced": "true",
                 "pod-security.kubernetes.io/enforce": "restricted",
                 "pod-security.kubernetes.io/enforce-version": "latest",
                 "pod-security.kubernetes.io/warn": "restricted",
@@ -274,4 +275,117 @@ def test_priority_classes():
         },
         "value": 1_000_000,
         "preemptionPolicy": "PreemptLowerPriority",
+    }
+
+
+# --- Kueue ------------------------------------------------------------------------------------
+
+from scheduler.cluster.render import FlavorSpec, QueueLine  # noqa: E402
+
+LINES = (
+    QueueLine("a100-80gb", "nvidia.com/gpu", 2, borrowing_limit=1),
+    QueueLine("a100-80gb", "nvidia.com/mig-3g.40gb", 0),
+    QueueLine("h100-80gb", "nvidia.com/mig-3g.40gb", 4, borrowing_limit=2, lend=False),
+)
+
+
+def test_a_tenant_with_queue_lines_gets_a_cluster_queue_in_the_cohort_and_a_local_queue():
+    objs = by_key(render.render_tenant(spec(queue_lines=LINES, cohort="gpu-portal-test")))
+    cq = strip_hash(objs[("ClusterQueue", "tenant-team-a")])
+    assert cq["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert "namespace" not in cq["metadata"] and cq["metadata"]["labels"] == LABELS
+    assert cq["spec"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "tenant-team-a"}
+    }
+    assert cq["spec"]["cohortName"] == "gpu-portal-test"
+    assert cq["spec"]["stopPolicy"] == "None"
+    assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert cq["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+    cpu_memory, gpus = cq["spec"]["resourceGroups"]
+    assert cpu_memory["coveredResources"] == ["cpu", "memory"]
+    assert cpu_memory["flavors"][0]["resources"][0] == {
+        "name": "cpu",
+        "nominalQuota": "64",
+        "borrowingLimit": "0",
+        "lendingLimit": "0",
+    }
+    # Kueue wants every flavor of a group to list every covered resource, in order
+    assert gpus["coveredResources"] == ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb"]
+    assert gpus["flavors"] == [
+        {
+            "name": "a100-80gb",
+            "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "1"},
+                {"name": "nvidia.com/mig-3g.40gb", "nominalQuota": "0", "borrowingLimit": "0"},
+            ],
+        },
+        {
+            "name": "h100-80gb",
+            "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "0"},
+                {
+                    "name": "nvidia.com/mig-3g.40gb",
+                    "nominalQuota": "4",
+                    "borrowingLimit": "2",
+                    "lendingLimit": "0",
+                },
+            ],
+        },
+    ]
+    lq = strip_hash(objs[("LocalQueue", "default")])
+    assert lq["metadata"]["namespace"] == "tenant-team-a"
+    assert lq["spec"] == {"clusterQueue": "tenant-team-a", "stopPolicy": "None"}
+
+
+def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new():
+    objs = by_key(render.render_tenant(spec(queue_lines=LINES, active=False)))
+    cq = objs[("ClusterQueue", "tenant-team-a")]
+    assert cq["spec"]["stopPolicy"] == "HoldAndDrain"
+    quotas = [
+        r["nominalQuota"]
+        for g in cq["spec"]["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+    ]
+    assert set(quotas) == {"0"}
+    held = by_key(render.render_tenant(spec(queue_lines=LINES, queue_held=True)))
+    assert held[("LocalQueue", "default")]["spec"]["stopPolicy"] == "Hold"
+    assert held[("ClusterQueue", "tenant-team-a")]["spec"]["stopPolicy"] == "None"
+
+
+def test_no_queue_lines_no_queues():
+    kinds = {m["kind"] for m in render.render_tenant(spec())}
+    assert not kinds & {"ClusterQueue", "LocalQueue"}
+
+
+def test_flavors_select_the_product_label_and_carry_tolerations():
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    flavors = render.render_flavors(
+        [
+            FlavorSpec("h100-80gb", "NVIDIA-H100-80GB-HBM3", (toleration,)),
+            FlavorSpec("a100-80gb", "X"),
+        ]
+    )
+    assert [f["metadata"]["name"] for f in flavors] == [
+        "gpu-portal-default",
+        "a100-80gb",
+        "h100-80gb",
+    ]
+    assert flavors[0]["spec"] == {}
+    assert strip_hash(flavors[2])["spec"] == {
+        "nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        "tolerations": [toleration],
+    }
+
+
+def test_workload_priority_classes_mirror_the_pod_priority_classes():
+    wpcs = render.render_workload_priority_classes(
+        [render.PriorityClassSpec("gpu-high", 500_000, "d")]
+    )
+    assert strip_hash(wpcs[0]) == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "gpu-high", "labels": {"app.kubernetes.io/managed-by": "gpu-portal"}},
+        "value": 500_000,
+        "description": "d",
     }

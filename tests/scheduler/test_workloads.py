@@ -23,6 +23,7 @@ SPEC = WorkloadSpec(
     kind="job",
     image="pytorch/pytorch:2.4-cuda12.4",
     gpu_model="A100-80GB",
+    gpu_product="NVIDIA-A100-SXM4-80GB",
     priority_class="gpu-low",
     gpus={"nvidia.com/mig-3g.40gb": 1},
     command=("python", "train.py"),
@@ -32,23 +33,26 @@ SPEC = WorkloadSpec(
 )
 
 
-def test_a_job_manifest_is_restricted_gpu_exact_and_pinned_to_its_model():
+def test_a_job_manifest_is_restricted_gpu_exact_queued_and_pinned_to_its_model():
     labels = {
         "app.kubernetes.io/managed-by": "gpu-portal",
         "gpu-portal.io/instance": "test",
         "gpu-portal.io/tenant": "team-a",
         "gpu-portal.io/workload": "12",
+        "kueue.x-k8s.io/queue-name": "default",
+        "kueue.x-k8s.io/priority-class": "gpu-low",
     }
     assert render_job(SPEC) == {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "train-7-12", "namespace": "tenant-team-a", "labels": labels},
         "spec": {
+            "suspend": True,
             "backoffLimit": 2,
             "podFailurePolicy": {
                 "rules": [
                     {
-                        "action": "FailJob",
+                        "action": "Ignore",
                         "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
                     }
                 ]
@@ -58,7 +62,7 @@ def test_a_job_manifest_is_restricted_gpu_exact_and_pinned_to_its_model():
                 "spec": {
                     "restartPolicy": "Never",
                     "priorityClassName": "gpu-low",
-                    "nodeSelector": {"gpu-portal/gpu-model": "A100-80GB"},
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": {
@@ -108,7 +112,33 @@ def pod(phase="Running", conditions=(), reason=None):
     return {"metadata": {"name": "p"}, "status": status}
 
 
+def gated_pod(uid="u1"):
+    p = pod("Pending")
+    p["metadata"]["uid"] = uid
+    p["spec"] = {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}
+    return p
+
+
 JOB = {"spec": {}, "status": {}}
+SUSPENDED_JOB = {"spec": {"suspend": True}, "status": {}}
+FAILED_JOB = {"spec": {}, "status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+
+
+def queue_workload(*conditions, name="job-w-1-abc", priority=0, created="2026-01-01T00:00:00Z"):
+    return {
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"priority": priority},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+PENDING_QUOTA = {
+    "type": "QuotaReserved",
+    "status": "False",
+    "reason": "Pending",
+    "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
+    "nvidia.com/mig-3g.40gb in flavor h100-80gb, 1 more needed",
+}
 PREEMPTED = {
     "type": "DisruptionTarget",
     "status": "True",
@@ -138,9 +168,10 @@ PREEMPTED = {
             [],
             "failed",
         ),
-        ("job", JOB, [pod("Failed", [PREEMPTED])], [], "preempted"),
-        ("job", JOB, [pod("Pending")], [{"reason": "Preempted", "message": "m"}], "preempted"),
-        ("job", JOB, [pod("Failed", reason="Preempted")], [], "preempted"),
+        # a pod disrupted outside Kueue is replaced (the Job's pod failure policy ignores it)
+        ("job", JOB, [pod("Failed", [PREEMPTED])], [], "pending"),
+        ("job", JOB, [pod("Pending")], [{"reason": "Preempted", "message": "m"}], "pending"),
+        ("job", FAILED_JOB, [pod("Failed", reason="Preempted")], [], "failed"),
         ("deployment", {"spec": {"replicas": 2}}, [pod(), pod()], [], "running"),
         ("deployment", {"spec": {"replicas": 2}}, [pod(), pod("Pending")], [], "running"),
         (
@@ -148,13 +179,59 @@ PREEMPTED = {
             {"spec": {"replicas": 2}},
             [pod(), pod("Pending")],
             [{"reason": "Preempted"}],
+            "running",
+        ),
+        (
+            "deployment",
+            {"spec": {"replicas": 1}},
+            [pod("Pending")],
+            [{"reason": "Preempted"}],
             "preempted",
         ),
         ("deployment", {"spec": {"replicas": 1}}, [pod("Pending")], [], "pending"),
+        ("deployment", {"spec": {"replicas": 1}}, [gated_pod()], [], "queued"),
     ],
 )
 def test_observe(kind, obj, pods, events, expected):
     assert observe(kind, obj, pods, events).state == expected
+
+
+def test_a_suspended_job_is_queued_with_kueues_reason():
+    obs = observe("job", SUSPENDED_JOB, [], [], [queue_workload(PENDING_QUOTA)])
+    assert obs == Observation("queued", "Pending", PENDING_QUOTA["message"])
+    # Kueue has not made its Workload yet (or is down): queued, saying so
+    assert observe("job", SUSPENDED_JOB, [], [], []).reason == "WaitingForQueue"
+
+
+def test_a_job_kueue_evicted_is_queued_again_with_who_took_its_place():
+    taken = {
+        "type": "Preempted",
+        "status": "True",
+        "reason": "InCohortReclamation",
+        "message": "Preempted to accommodate a workload (UID: x) due to reclamation within "
+        "the cohort",
+    }
+    obs = observe("job", SUSPENDED_JOB, [], [], [queue_workload(taken, PENDING_QUOTA)])
+    assert (obs.state, obs.reason) == ("queued", "Preempted")
+    assert "reclamation within the cohort" in obs.message and "queued again" in obs.message
+
+
+def test_a_gated_deployment_pod_is_queued_with_its_own_workloads_reason():
+    mine = queue_workload(PENDING_QUOTA, name="pod-serve-1-abc")
+    mine["metadata"]["ownerReferences"] = [{"uid": "u1", "kind": "Pod"}]
+    other = queue_workload(name="pod-other-abc")
+    other["metadata"]["ownerReferences"] = [{"uid": "u2", "kind": "Pod"}]
+    obs = observe("deployment", {"spec": {"replicas": 1}}, [gated_pod("u1")], [], [other, mine])
+    assert obs == Observation("queued", "Pending", PENDING_QUOTA["message"])
+
+
+def test_queue_position_follows_kueues_order_priority_then_age():
+    old_low = queue_workload(PENDING_QUOTA, name="a", priority=100, created="2026-01-01T00:00:00Z")
+    new_low = queue_workload(PENDING_QUOTA, name="b", priority=100, created="2026-01-02T00:00:00Z")
+    new_high = queue_workload(PENDING_QUOTA, name="c", priority=500, created="2026-01-03T00:00:00Z")
+    admitted = queue_workload({"type": "QuotaReserved", "status": "True"}, name="d", priority=900)
+    pending = [old_low, new_low, new_high, admitted]
+    assert [manifests.queue_position(w, pending) for w in pending] == [2, 3, 1, None]
 
 
 def test_pending_says_why_the_scheduler_waits():
@@ -209,14 +286,24 @@ def test_submit_writes_the_workload_an_event_and_one_audit_row(granted, settings
 
 
 @pytest.mark.django_db
-def test_free_quota_is_grants_minus_live_workloads_per_class(granted):
+def test_what_fits_the_grant_is_admitted_to_wait_and_only_what_never_fits_is_refused(granted):
     world = granted
     submit(world, name="a", kind="deployment", replicas=2)
-    with pytest.raises(QuotaExceeded, match="needs 2, free 1 of 3 granted; ask for 1 more"):
-        submit(world, name="b", resources={world.rc.slug: 2})
-    submit(world, name="c")  # the last unit fits
+    # 2 of 3 in use: asking for 2 more fits the grant, so it is admitted and waits in the queue
+    submit(world, name="b", resources={world.rc.slug: 2})
+    with pytest.raises(QuotaExceeded, match="needs 4, the grant is 3; ask for 1 more"):
+        submit(world, name="c", resources={world.rc.slug: 4})
     lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
-    assert (lines[world.rc.slug].granted, lines[world.rc.slug].in_use) == (3, 3)
+    assert (lines[world.rc.slug].granted, lines[world.rc.slug].in_use) == (3, 4)
+
+
+@pytest.mark.django_db
+def test_the_pools_borrowing_limit_lets_a_team_ask_beyond_its_grant(granted):
+    world = granted
+    services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
+    submit(world, name="a", resources={world.rc.slug: 5})  # 3 granted + 2 borrowable
+    with pytest.raises(QuotaExceeded, match="the grant is 3 and 2 may be borrowed; ask for 1"):
+        submit(world, name="b", resources={world.rc.slug: 6})
 
 
 @pytest.mark.django_db
@@ -227,18 +314,8 @@ def test_the_per_model_split_that_a_resource_quota_cannot_see(granted):
     )
     PoolFactory(resource_class=other_model, capacity=4)
     # Same Kubernetes resource name, another GPU model: the A100 grant does not cover it.
-    with pytest.raises(QuotaExceeded, match="h100-80gb-mig-3g.40gb: needs 1, free 0 of 0"):
+    with pytest.raises(QuotaExceeded, match="h100-80gb-mig-3g.40gb: needs 1, the grant is 0"):
         submit(world, resources={other_model.slug: 1})
-
-
-@pytest.mark.django_db
-def test_finished_workloads_free_their_quota(granted):
-    world = granted
-    w = submit(world, name="a", resources={world.rc.slug: 3})
-    with pytest.raises(QuotaExceeded):
-        submit(world, name="b")
-    workloads.cancel_workload(actor=world.member, workload=w)
-    submit(world, name="b")
 
 
 @pytest.mark.django_db
@@ -351,18 +428,29 @@ def test_grants_that_end_do_not_count(granted):
     )
     submit(world, name="a", resources={world.rc.slug: 5})
     services.expire_grants(now=timezone.now() + timedelta(hours=2))
-    with pytest.raises(QuotaExceeded):
-        submit(world, name="b")
+    with pytest.raises(QuotaExceeded, match="needs 5, the grant is 3"):
+        submit(world, name="b", resources={world.rc.slug: 5})
 
 
 @pytest.mark.django_db
-def test_a_preempted_deployment_still_holds_its_quota_a_preempted_job_does_not(granted):
+def test_queued_and_preempted_workloads_hold_no_quota_and_keep_their_name(granted):
     world = granted
     serve = submit(world, name="serve", kind="deployment", replicas=2)
     train = submit(world, name="train")
-    for w in (serve, train):
-        Workload.objects.filter(pk=w.pk).update(state=Workload.State.PREEMPTED)
-    # 3 granted: the deployment's 2 come back when there is room, the job's 1 is free again
-    submit(world, name="next")
-    with pytest.raises(QuotaExceeded):
-        submit(world, name="more")
+    Workload.objects.filter(pk=serve.pk).update(state=Workload.State.QUEUED)
+    Workload.objects.filter(pk=train.pk).update(state=Workload.State.PREEMPTED)
+    lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
+    assert lines[world.rc.slug].in_use == 0
+    with pytest.raises(InvalidInput, match="already runs"):
+        submit(world, name="train")  # a preempted job waits to run again: still live
+
+
+@pytest.mark.django_db
+def test_a_preempted_workload_can_run_again_or_be_cancelled(granted):
+    world = granted
+    w = submit(world, name="serve", kind="deployment")
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.PREEMPTED)
+    w.refresh_from_db()
+    assert not w.is_final and w.can_move_to(Workload.State.RUNNING)
+    assert w.can_move_to(Workload.State.QUEUED)
+    assert workloads.cancel_workload(actor=world.member, workload=w).state == "cancelled"
