@@ -1,8 +1,9 @@
 """`gpu-portal` (or `python -m cli`): quota, request, submit --wait, status, cancel, logs.
 
 Configured by GPU_PORTAL_URL and GPU_PORTAL_TOKEN. Exit status of `submit --wait` and `wait`:
-0 succeeded (a deployment: running), 1 failed, 2 preempted, 3 cancelled, 4 timed out; 5 the
-API refused the call (the reason is printed).
+0 succeeded (a deployment: running), 1 failed, 3 cancelled, 4 timed out; 5 the API refused the
+call (the reason is printed). Work waiting in the team's queue (`queued`, with its position) or
+preempted and queued again is followed until it ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 
 from cli.client import ApiError, Client
 
-EXIT = {"succeeded": 0, "failed": 1, "preempted": 2, "cancelled": 3}
+EXIT = {"succeeded": 0, "failed": 1, "cancelled": 3}
 EXIT_TIMEOUT = 4
 EXIT_API = 5
 
@@ -108,7 +109,10 @@ def _status_line(w: dict) -> str:
     reason = f" ({w['reason']}: {w['message']})" if w.get("message") else ""
     if not reason and w.get("reason"):
         reason = f" ({w['reason']})"
-    return f"workload {w['id']} {w['name']}: {w['state']}{reason}"
+    state = w["state"]
+    if state == "queued" and w.get("queue_position"):
+        state = f"queued, position {w['queue_position']}"
+    return f"workload {w['id']} {w['name']}: {state}{reason}"
 
 
 def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> None:

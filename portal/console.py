@@ -164,6 +164,18 @@ def tenants_overview(request):
 
 
 @platform_admin_required
+def queues(request):
+    """Every team's Kueue queue as last read: own, used, borrowed and lent, waiting, admitted."""
+    rows = [
+        {"tenant": t, "queue": getattr(t, "sync_state", None) and t.sync_state.queue_status}
+        for t in Tenant.objects.exclude(status=Tenant.Status.ARCHIVED)
+        .select_related("sync_state")
+        .order_by("slug")
+    ]
+    return render(request, "console/queues.html", {"rows": rows})
+
+
+@platform_admin_required
 def health(request):
     return render(
         request,

@@ -9,6 +9,7 @@ urlpatterns = [
     path("decide/", console.decide, name="decide"),
     path("capacity/", console.capacity, name="capacity"),
     path("tenants/", console.tenants_overview, name="tenants"),
+    path("queues/", console.queues, name="queues"),
     path("health/", console.health, name="health"),
     path("audit/", console.audit, name="audit"),
     path("plans/", console.plan_list, name="plan_list"),

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
+from django.db.models import F
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -48,7 +49,11 @@ def team_detail(request, slug):
         "can_manage": permissions.can_manage_members(request.user, tenant),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
         "lines": [{"line": line, **_bars(line.granted, line.in_use, scale)} for line in lines],
-        "sync": TenantSyncState.objects.filter(tenant=tenant).first(),
+        "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),
+        "queue": sync.queue_status if sync else {},
+        "waiting": Workload.objects.filter(
+            tenant=tenant, state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED]
+        ).order_by(F("queue_position").asc(nulls_last=True), "created_at")[:20],
         "requests": CapacityRequest.objects.filter(tenant=tenant)
         .select_related("requester")
         .prefetch_related("items__resource_class")[:20],

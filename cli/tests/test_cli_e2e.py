@@ -118,12 +118,16 @@ def test_ci_pipeline_through_the_cli(kube, portal, world):
         "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=5",
     )  # fmt: skip
     assert code == 5
-    assert "quota_exceeded" in err and "needs 5, free 2 of 2 granted; ask for 3 more" in err
+    assert "quota_exceeded" in err and "needs 5, the grant is 2; ask for 3 more" in err
 
 
-def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world):
+def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_queue(
+    kube, portal, world
+):
     tenant, token, _, url, h200 = portal
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
+    # 8 granted: the critical job does not fit beside the low one, so Kueue preempts the low
+    # one (lower priority in the same queue) and requeues it.
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=8)
     reconcile.reconcile_tenant(kube, tenant.pk)
     common = ["--tenant", tenant.slug, "--image", "registry.k8s.io/pause:3.10"]
 
@@ -141,9 +145,9 @@ def test_a_critical_job_preempts_a_low_one_and_wait_says_so(kube, portal, world)
     )  # fmt: skip
     assert code == 0, err
 
-    code, out, err = run(url, token, "wait", low, "--timeout", "90", "--interval", "0.5")
-    assert code == 2, err
-    assert "preempted" in err
+    code, out, err = run(url, token, "wait", low, "--timeout", "20", "--interval", "0.5")
+    assert code == 4, err  # it waits behind the critical job: --wait keeps following it
+    assert "preempted" in err and "queued" in err
 
 
 def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):

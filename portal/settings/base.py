@@ -193,6 +193,11 @@ TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
+# Who may lift Kueue's gate or unsuspend a Job in a team namespace (the queue guard policy):
+# Kueue's own identity. Cluster admins (system:masters) are trusted anyway.
+KUEUE_USERNAMES = env.list(
+    "KUEUE_USERNAMES", default=["system:serviceaccount:kueue-system:kueue-controller-manager"]
+)
 # Kueue ResourceFlavors add these tolerations to admitted GPU pods: GPU nodes are commonly
 # tainted `nvidia.com/gpu:NoSchedule` so that nothing else lands on them. JSON list.
 GPU_NODE_TOLERATIONS = env.json(
@@ -252,6 +257,11 @@ AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_F
 AUTOSCALING_LATENCY_METRIC = env(
     "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
 )
+CELERY_BEAT_SCHEDULE["sync-queues"] = {
+    "task": "scheduler.tasks.sync_queues",
+    "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),
+    "options": {"expires": 14},
+}
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",
     "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),

@@ -45,6 +45,12 @@ KINDS: dict[str, Kind] = {
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
     "HorizontalPodAutoscaler": Kind("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
+    "ValidatingAdmissionPolicy": Kind(
+        "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": Kind(
+        "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
     # Kueue (v1beta2 is its storage version)
     "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),

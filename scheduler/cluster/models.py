@@ -99,6 +99,9 @@ class TenantSyncState(models.Model):
     # object key "Kind/namespace/name" -> hash of what was last applied: tells a hand edit or a
     # hand deletion (drift) from a change of what is granted.
     applied_hashes = models.JSONField(default=dict, blank=True)
+    # The team's Kueue queue as last read (scheduler.cluster.queues): nominal, used, borrowed
+    # and lent per (flavor, resource), pending and admitted counts.
+    queue_status = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.get_status_display()}"

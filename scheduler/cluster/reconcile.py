@@ -200,12 +200,16 @@ def matches(desired: dict, live: dict) -> bool:
         live_part = l_meta.get(part) or {}
         if any(live_part.get(k) != v for k, v in (d_meta.get(part) or {}).items()):
             return False
-    same = _contained if desired.get("apiVersion", "").startswith("kueue.") else _equal
+    same = _contained if desired.get("apiVersion", "").startswith(DEFAULTED_GROUPS) else _equal
     return all(
         same(v, live.get(k))
         for k, v in desired.items()
         if k not in ("metadata", "kind", "apiVersion")
     )
+
+
+# API groups whose objects the API server (or Kueue's webhooks) fill with defaults.
+DEFAULTED_GROUPS = ("kueue.x-k8s.io/", "admissionregistration.k8s.io/")
 
 
 def _equal(desired, live) -> bool:
@@ -214,7 +218,8 @@ def _equal(desired, live) -> bool:
 
 def _contained(desired, live) -> bool:
     """Desired is live less what the API server defaulted: Kueue's CRDs and webhooks fill in
-    fields we leave out (flavorFungibility, preemption defaults…), which is not drift."""
+    fields we leave out (flavorFungibility, preemption defaults…), admission policies get a
+    matchPolicy and empty selectors; none of that is drift."""
     if isinstance(desired, dict):
         return isinstance(live, dict) and all(
             _contained(v, live.get(k)) for k, v in desired.items()
@@ -463,7 +468,13 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
         return run
 
 
-CLUSTER_KINDS = ("PriorityClass", "ResourceFlavor", "WorkloadPriorityClass")
+CLUSTER_KINDS = (
+    "PriorityClass",
+    "ResourceFlavor",
+    "WorkloadPriorityClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 
 def cluster_desired() -> list[dict]:
@@ -471,6 +482,7 @@ def cluster_desired() -> list[dict]:
         *render.render_priority_classes(priority_class_specs()),
         *render.render_flavors(flavor_specs()),
         *render.render_workload_priority_classes(priority_class_specs()),
+        *render.render_queue_guard(tuple(settings.KUEUE_USERNAMES)),
     ]
 
 

@@ -497,3 +497,93 @@ def render_priority_classes(classes: list[PriorityClassSpec]) -> list[dict]:
 def object_key(manifest: dict) -> tuple[str, str, str]:
     meta = manifest["metadata"]
     return manifest["kind"], meta.get("namespace", ""), meta["name"]
+
+
+QUEUE_GUARD = "gpu-portal-queue-guard"
+
+
+def render_queue_guard(trusted_users: tuple[str, ...]) -> list[dict]:
+    """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
+    Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
+    (`nodeName` skips both the scheduler and Kueue's flavors), lifting Kueue's scheduling gate
+    from a pod, and unsuspending a Job Kueue has not admitted. Kueue and cluster admins
+    (`trusted_users`, `system:masters`) do these things legitimately."""
+    trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
+    gate = "'kueue.x-k8s.io/admission'"
+    template = "object.spec.template.spec"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}},
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods"],
+                    },
+                    {
+                        "apiGroups": ["batch", "apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [
+                            "jobs",
+                            "cronjobs",
+                            "deployments",
+                            "replicasets",
+                            "statefulsets",
+                        ],
+                    },
+                ],
+            },
+            "matchConditions": [
+                {
+                    "name": "not-trusted",
+                    "expression": "!('system:masters' in request.userInfo.groups)"
+                    + (f" && !(request.userInfo.username in [{trusted}])" if trusted else ""),
+                }
+            ],
+            "validations": [
+                {
+                    "expression": "request.kind.kind != 'Pod' || !has(object.spec.nodeName) "
+                    "|| object.spec.nodeName == ''",
+                    "message": "pods in team namespaces may not name a node: submit through "
+                    "the team's queue (the portal, or a Job with kueue.x-k8s.io/queue-name: "
+                    f"{LOCAL_QUEUE}) and pick the GPU model with nvidia.com/gpu.product",
+                },
+                {
+                    "expression": "request.kind.kind == 'Pod' || request.kind.kind == 'CronJob' "
+                    f"|| !has({template}.nodeName) || {template}.nodeName == ''",
+                    "message": "pod templates in team namespaces may not name a node: pick the "
+                    "GPU model with nvidia.com/gpu.product and let the team's queue admit it",
+                },
+                {
+                    "expression": "request.kind.kind != 'Pod' || request.operation != 'UPDATE' "
+                    "|| !has(oldObject.spec.schedulingGates) "
+                    f"|| !oldObject.spec.schedulingGates.exists(g, g.name == {gate}) "
+                    "|| (has(object.spec.schedulingGates) "
+                    f"&& object.spec.schedulingGates.exists(g, g.name == {gate}))",
+                    "message": "only Kueue lifts its scheduling gate: the pod runs when the "
+                    "team's queue admits it",
+                },
+                {
+                    "expression": "request.kind.kind != 'Job' || request.operation != 'UPDATE' "
+                    "|| !has(oldObject.spec.suspend) || !oldObject.spec.suspend "
+                    "|| (has(object.spec.suspend) && object.spec.suspend)",
+                    "message": "only Kueue starts a suspended Job: it runs when the team's "
+                    "queue admits it",
+                },
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"policyName": QUEUE_GUARD, "validationActions": ["Deny"]},
+    }
+    return [_finish(policy), _finish(binding)]

@@ -4,7 +4,7 @@ schedule keep working across the move."""
 
 from core.errors import ClusterError
 from core.tasks import portal_task
-from scheduler.cluster import kube, reconcile, services
+from scheduler.cluster import kube, queues, reconcile, services
 
 
 @portal_task(name="scheduler.tasks.reconcile_tenant")
@@ -38,3 +38,8 @@ def sync_inventory() -> dict:
         "updated": result.updated,
         "pools_changed": {k: list(v) for k, v in result.pools_changed.items()},
     }
+
+
+@portal_task(name="scheduler.tasks.sync_queues")
+def sync_queues() -> int:
+    return queues.sync_queue_status(kube.gateway(), reconcile.managed_selector())

@@ -9,6 +9,14 @@ from scheduler.cluster import kube as kube_module
 from scheduler.cluster.kube import KubeGateway
 
 
+def as_user(kube_cluster, username: str) -> KubeGateway:
+    """A gateway that acts as `username` (impersonated by the local admin): what a team member
+    can do with the kubectl access the portal binds for them."""
+    gateway = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
+    gateway.api.set_default_header("Impersonate-User", username)
+    return gateway
+
+
 def unique_slug(prefix="rt") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -58,6 +66,9 @@ def tenant_namespaces(kube):
     yield names
     for name in names:
         kube.delete("Namespace", name)
+        # a team's Kueue ClusterQueue is cluster-scoped and named like its namespace: left
+        # behind, its quota would stay in the cohort for other tests to borrow
+        kube.delete("ClusterQueue", name)
 
 
 def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):

@@ -122,6 +122,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "backoff_limit",
             "state",
             "is_final",
+            "queue_position",
             "reason",
             "message",
             "namespace",

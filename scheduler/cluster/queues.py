@@ -1,0 +1,139 @@
+"""What Kueue says about each team's queue, kept in PostgreSQL for the pages.
+
+`summarise` is pure: from the ClusterQueues of this portal instance it derives, per team and per
+(GPU model flavor, resource), the nominal quota, what the team's admitted work uses, how much of
+that is borrowed from others and how much of its own idle quota others are using (lent), plus
+the pending and admitted workload counts. `sync_queue_status` reads the queues with one list call
+and stores each team's summary on its TenantSyncState (pages never call the API server).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.cluster import render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import TenantSyncState
+from tenants.models import Tenant
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    flavor: str
+    resource: str
+    nominal: int
+    used: int  # by the team's admitted work, borrowed units included
+    borrowed: int  # of `used`, what is above its own nominal (others' idle units)
+    lent: int  # of its own idle nominal, what borrowers use now (shared out pro rata)
+
+
+def _units(quantity) -> int:
+    """Kueue quantities of GPUs are whole numbers ("2"); cpu/memory are not shown."""
+    try:
+        return int(str(quantity or "0"))
+    except ValueError:
+        return 0
+
+
+def _nominal(cq: dict) -> dict[tuple[str, str], int]:
+    out = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if res["name"] in ("cpu", "memory"):
+                    continue
+                out[(flavor["name"], res["name"])] = _units(res.get("nominalQuota"))
+    return out
+
+
+def _usage(cq: dict) -> dict[tuple[str, str], tuple[int, int]]:
+    out = {}
+    for flavor in (cq.get("status") or {}).get("flavorsUsage") or []:
+        for res in flavor.get("resources") or []:
+            if res["name"] in ("cpu", "memory"):
+                continue
+            out[(flavor["name"], res["name"])] = (
+                _units(res.get("total")),
+                _units(res.get("borrowed")),
+            )
+    return out
+
+
+def summarise(cluster_queues: list[dict]) -> dict[str, dict]:
+    """tenant slug -> {"lines": [...], "pending": n, "admitted": n, "active": bool, "reason"}.
+    Kueue counts what each queue borrows, not whom from: a lender's `lent` is the cohort's
+    borrowed units of that (flavor, resource) shared out over the lenders by their idle units
+    (exact when one team lends)."""
+    nominal = {}
+    usage = {}
+    slugs = {}
+    for cq in cluster_queues:
+        name = cq["metadata"]["name"]
+        slugs[name] = (cq["metadata"].get("labels") or {}).get(render.TENANT_LABEL, name)
+        nominal[name] = _nominal(cq)
+        usage[name] = _usage(cq)
+    borrowed_total: dict[tuple[str, str], int] = defaultdict(int)
+    lendable: dict[str, dict[tuple[str, str], int]] = {}  # idle own units a team lends
+    for cq in cluster_queues:
+        name = cq["metadata"]["name"]
+        for key, (_total, borrowed) in usage[name].items():
+            borrowed_total[key] += borrowed
+        lends = {
+            (flavor["name"], res["name"]): res.get("lendingLimit") != "0"
+            for group in (cq.get("spec") or {}).get("resourceGroups") or []
+            for flavor in group.get("flavors") or []
+            for res in flavor.get("resources") or []
+        }
+        lendable[name] = {}
+        for key, units in nominal[name].items():
+            total, borrowed = usage[name].get(key, (0, 0))
+            lendable[name][key] = max(0, units - (total - borrowed)) if lends.get(key) else 0
+    idle_total: dict[tuple[str, str], int] = defaultdict(int)
+    for per_key in lendable.values():
+        for key, units in per_key.items():
+            idle_total[key] += units
+    out = {}
+    for cq in cluster_queues:
+        name = cq["metadata"]["name"]
+        lines = []
+        for key in sorted(set(nominal[name]) | set(usage[name])):
+            total, borrowed = usage[name].get(key, (0, 0))
+            mine = lendable[name].get(key, 0)
+            lent = min(mine, borrowed_total[key] * mine // idle_total[key]) if mine else 0
+            if nominal[name].get(key, 0) or total or lent:
+                lines.append(
+                    QueueLine(key[0], key[1], nominal[name].get(key, 0), total, borrowed, lent)
+                )
+        status = cq.get("status") or {}
+        active = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Active"), None
+        )
+        out[slugs[name]] = {
+            "queue": name,
+            "lines": [asdict(line) for line in lines],
+            "pending": int(status.get("pendingWorkloads") or 0),
+            "admitted": int(status.get("admittedWorkloads") or 0),
+            "active": bool(active and active.get("status") == "True"),
+            "reason": (active or {}).get("message", "") if active else "Kueue has not seen it",
+        }
+    return out
+
+
+def sync_queue_status(kube: KubeGateway, selector: str) -> int:
+    """Store every team's queue summary (one list call); returns how many teams were seen."""
+    summaries = summarise(kube.list("ClusterQueue", label_selector=selector))
+    now = timezone.now()
+    tenants = dict(Tenant.objects.filter(slug__in=list(summaries)).values_list("slug", "pk"))
+    with transaction.atomic():
+        for slug, summary in summaries.items():
+            if slug not in tenants:
+                continue
+            TenantSyncState.objects.update_or_create(
+                tenant_id=tenants[slug],
+                defaults={"queue_status": {**summary, "at": now.isoformat()}},
+            )
+    return len(summaries)

@@ -1,0 +1,270 @@
+"""Kueue enforces and queues what the portal grants, on the real local cluster: whoever
+submits (the portal or a member with kubectl), per GPU model, with borrowing and reclaim in the
+cohort, priority within a team, and a grant's end lowering the queue."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from core.errors import ClusterError
+from scheduler.cluster import reconcile
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.models import Workload, WorkloadEvent
+from tenants import services
+from tests.scheduler.cluster_helpers import as_user, restricted_pod, unique_slug, wait_for
+from tests.tenants.factories import PoolFactory, ResourceClassFactory
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+MIG = "nvidia.com/mig-3g.40gb"
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture
+def h100_mig(world):
+    rc = ResourceClassFactory(
+        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name=MIG
+    )
+    PoolFactory(resource_class=rc, capacity=16)
+    return rc
+
+
+def team(world, kube, tenant_namespaces, rc, units, *, prefix="kq", classes=("gpu-low",)):
+    tenant = services.create_tenant(
+        actor=world.admin,
+        slug=unique_slug(prefix),
+        name=prefix,
+        allowed_priority_classes=list(classes),
+    )
+    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    services.add_member(
+        actor=world.admin, tenant=tenant, username=world.member.username, role="member"
+    )
+    if units:
+        services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
+    reconcile.reconcile_cluster_objects(kube)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    tenant.refresh_from_db()
+    wait_for("queue active", lambda: queue_active(kube, tenant.namespace), timeout=30)
+    return tenant
+
+
+def queue_active(kube, name):
+    cq = kube.get("ClusterQueue", name) or {}
+    return any(
+        c["type"] == "Active" and c["status"] == "True"
+        for c in (cq.get("status") or {}).get("conditions") or []
+    )
+
+
+def submit(world, tenant, rc, units=1, name="train", priority="gpu-low"):
+    w = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name=name,
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={rc.slug: units},
+        priority=priority,
+    )
+    workload_sync.create_in_cluster(_kube(), w.pk)
+    return w
+
+
+_gateway = {}
+
+
+def _kube():
+    return _gateway["kube"]
+
+
+@pytest.fixture(autouse=True)
+def _remember(kube):
+    _gateway["kube"] = kube
+
+
+def wait_state(kube, workload, state, timeout=60):
+    def check():
+        w = workload_sync.sync_workload(kube, workload.pk)
+        return w if w.state == state else None
+
+    return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+
+
+def member_job(name, resources, node_selector=None, node_name=None):
+    pod = restricted_pod(name, resources)
+    if node_selector:
+        pod["spec"]["nodeSelector"] = node_selector
+    if node_name:
+        pod["spec"]["nodeName"] = node_name
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": 0, "template": {"spec": pod["spec"]}},
+    }
+
+
+def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
+    kube, kube_cluster, tenant_namespaces, world, h100_mig
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1)
+    ns = tenant.namespace
+    member = as_user(kube_cluster, world.member.username)
+
+    # A Job with no queue label, pinned to the A100 node's model: Kueue takes it in anyway and
+    # holds it, since the team's quota is on the H100 flavor only.
+    job = member_job("pinned", {MIG: 1}, node_selector={"nvidia.com/gpu.product": A100})
+    job["metadata"]["namespace"] = ns
+    created = member.create(job)
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+
+    def held():
+        uid = created["metadata"]["uid"]
+        queued = kube.list("KueueWorkload", ns, label_selector=f"kueue.x-k8s.io/job-uid={uid}")
+        for w in queued:
+            for c in w.get("status", {}).get("conditions") or []:
+                if c["type"] == "QuotaReserved" and c["status"] == "False":
+                    return c["message"]
+        return None
+
+    message = wait_for("the pinned job held by Kueue", held, timeout=30)
+    assert "a100-80gb" in message
+    # a bare pod pinned the same way waits behind Kueue's gate and is never bound
+    pod = restricted_pod("bare", {MIG: 1})
+    pod["metadata"]["namespace"] = ns
+    pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": A100}
+    bare = member.create(pod)
+    gates = [g["name"] for g in bare["spec"].get("schedulingGates") or []]
+    assert gates == ["kueue.x-k8s.io/admission"]
+    # what Kueue alone would leave open is refused by the portal's admission policy
+    with pytest.raises(ClusterError, match="only Kueue lifts its scheduling gate"):
+        member.merge_patch("Pod", "bare", {"spec": {"schedulingGates": None}}, ns)
+    with pytest.raises(ClusterError, match="only Kueue starts a suspended Job"):
+        member.merge_patch("Job", "pinned", {"spec": {"suspend": False}}, ns)
+    named = member_job("by-name", {MIG: 1}, node_name="gpu-a100-0")
+    named["metadata"]["namespace"] = ns
+    with pytest.raises(ClusterError, match="may not name a node"):
+        member.create(named)
+    naked = restricted_pod("naked", {MIG: 1})
+    naked["metadata"]["namespace"] = ns
+    naked["spec"]["nodeName"] = "gpu-a100-0"
+    with pytest.raises(ClusterError):
+        member.create(naked)
+    # after all that: no pod of the team was ever bound to a node
+    pods = kube.list("Pod", ns)
+    assert [p["metadata"]["name"] for p in pods] == ["bare"]
+    assert not pods[0]["spec"].get("nodeName")
+    assert held()  # still held
+
+
+def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
+    kube, tenant_namespaces, world, h100_mig
+):
+    services.set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4)
+    lender = team(world, kube, tenant_namespaces, h100_mig, 4, prefix="lend")
+    borrower = team(world, kube, tenant_namespaces, h100_mig, 0, prefix="borrow")
+
+    # the borrower has no grant of its own but may borrow 4: its job runs on the lender's
+    # idle slices
+    borrowed = submit(world, borrower, h100_mig, units=3, name="borrowed")
+    wait_state(kube, borrowed, "running")
+    cq = kube.get("ClusterQueue", borrower.namespace)
+    usage = {
+        (f["name"], r["name"]): r for f in cq["status"]["flavorsUsage"] for r in f["resources"]
+    }
+    assert usage[("h100-80gb", MIG)]["borrowed"] == "3"
+
+    # the lender needs them back: Kueue preempts the borrower, whose job waits again
+    own = submit(world, lender, h100_mig, units=4, name="own")
+    wait_state(kube, own, "running", timeout=90)
+    borrowed = wait_state(kube, borrowed, "queued", timeout=90)
+    assert borrowed.reason == "Preempted" and "queued again" in borrowed.message
+    states = list(WorkloadEvent.objects.filter(workload=borrowed).values_list("state", flat=True))
+    assert states[-3:] == ["running", "preempted", "queued"]
+    job = kube.get("Job", borrowed.k8s_name, borrowed.namespace)
+    assert job["spec"]["suspend"] is True  # requeued, not lost
+
+
+def test_within_a_team_high_priority_is_admitted_before_older_low_priority(
+    kube, tenant_namespaces, world, h100_mig
+):
+    tenant = team(
+        world, kube, tenant_namespaces, h100_mig, 1, prefix="prio", classes=("gpu-high", "gpu-low")
+    )
+    first = submit(world, tenant, h100_mig, name="first")
+    wait_state(kube, first, "running")
+    older = submit(world, tenant, h100_mig, name="older-low")
+    older = wait_state(kube, older, "queued")
+    assert "insufficient" in older.message and older.queue_position == 1
+    urgent = submit(world, tenant, h100_mig, name="urgent", priority="gpu-high")
+    wait_state(kube, urgent, "running", timeout=90)  # it preempts the running low one
+    assert wait_state(kube, older, "queued").state == "queued"
+    first = wait_state(kube, first, "queued")
+    assert first.reason == "Preempted"
+
+
+def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
+    kube, tenant_namespaces, world, h100_mig
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="exp")
+    services.grant_quota(
+        actor=world.admin,
+        tenant=tenant,
+        resource_class=h100_mig,
+        amount=2,
+        ends_at=timezone.now() + timedelta(hours=1),
+    )
+    reconcile.reconcile_tenant(kube, tenant.pk)
+
+    def nominal():
+        cq = kube.get("ClusterQueue", tenant.namespace)
+        gpus = cq["spec"]["resourceGroups"][1]
+        h100 = next(f for f in gpus["flavors"] if f["name"] == "h100-80gb")
+        return next(r for r in h100["resources"] if r["name"] == MIG)["nominalQuota"]
+
+    assert nominal() == "3"
+    running = submit(world, tenant, h100_mig, units=3, name="big")
+    wait_state(kube, running, "running")
+    services.expire_grants(now=timezone.now() + timedelta(hours=2))
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    assert nominal() == "1"
+    # Kueue leaves admitted work running above a lowered quota (it never evicts for that);
+    # new work waits until the team is back under it.
+    assert wait_state(kube, running, "running").state == "running"
+    late = submit(world, tenant, h100_mig, name="late")
+    assert wait_state(kube, late, "queued").reason == "Pending"
+
+
+def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
+    kube, tenant_namespaces, world, h100_mig
+):
+    from localcluster import build, cluster
+
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="down")
+    kueue = next(c for c in cluster.component_specs(build.binaries()) if c.name == "kueue")
+    cluster.stop(kueue)
+    try:
+        w = workloads.submit_workload(
+            actor=world.admin,
+            tenant=tenant,
+            name="during",
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={h100_mig.slug: 1},
+            priority="gpu-low",
+        )
+        # its webhook is down: the API server refuses the Job for now; the workload waits
+        with pytest.raises(ClusterError):
+            workload_sync.create_in_cluster(kube, w.pk)
+        w.refresh_from_db()
+        assert (w.state, w.reason) == ("queued", "WaitingForCluster")
+        assert kube.get("Job", w.k8s_name, w.namespace) is None
+    finally:
+        cluster.up()
+    wait_for("created", lambda: workload_sync.create_in_cluster(kube, w.pk).cluster_created_at)
+    wait_state(kube, w, "running", timeout=90)
+    assert Workload.objects.filter(tenant=tenant).count() == 1  # nothing lost, nothing doubled
