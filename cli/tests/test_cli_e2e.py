@@ -147,7 +147,7 @@ def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_que
 
     code, out, err = run(url, token, "wait", low, "--timeout", "20", "--interval", "0.5")
     assert code == 4, err  # it waits behind the critical job: --wait keeps following it
-    assert "preempted" in err and "queued" in err
+    assert "queued, position 1 (Preempted: Preempted to accommodate" in err
 
 
 def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):

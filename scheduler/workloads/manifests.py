@@ -72,7 +72,14 @@ def _labels(spec: WorkloadSpec) -> dict[str, str]:
         render.INSTANCE_LABEL: spec.instance,
         render.TENANT_LABEL: spec.tenant,
         WORKLOAD_LABEL: str(spec.workload_id),
-        # Through the team's Kueue queue, ordered and preempted by the workload's priority.
+    }
+
+
+def _queued_labels(spec: WorkloadSpec) -> dict[str, str]:
+    """Labels of what runs (Job, Deployment, pods): through the team's Kueue queue, ordered and
+    preempted by the workload's priority."""
+    return {
+        **_labels(spec),
         render.QUEUE_NAME_LABEL: render.LOCAL_QUEUE,
         render.QUEUE_PRIORITY_LABEL: spec.priority_class,
     }
@@ -101,7 +108,7 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     if spec.env:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     return {
-        "metadata": {"labels": _labels(spec)},
+        "metadata": {"labels": _queued_labels(spec)},
         "spec": {
             "restartPolicy": restart_policy,
             "priorityClassName": spec.priority_class,
@@ -119,8 +126,9 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     }
 
 
-def _object_meta(spec: WorkloadSpec) -> dict:
-    return {"name": spec.name, "namespace": spec.namespace, "labels": _labels(spec)}
+def _object_meta(spec: WorkloadSpec, *, queued: bool = True) -> dict:
+    labels = _queued_labels(spec) if queued else _labels(spec)
+    return {"name": spec.name, "namespace": spec.namespace, "labels": labels}
 
 
 def render_job(spec: WorkloadSpec) -> dict:
@@ -183,7 +191,7 @@ def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
         metrics.append(_pods_metric(scaling.gpu_util_metric, str(scaling.target_gpu_util)))
     if scaling.target_latency_ms is not None:
         metrics.append(_pods_metric(scaling.latency_metric, f"{scaling.target_latency_ms}m"))
-    metadata = _object_meta(spec)
+    metadata = _object_meta(spec, queued=False)
     if owner_uid:
         metadata["ownerReferences"] = [
             {
@@ -272,6 +280,8 @@ def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observati
             "waiting for the team's queue (Kueue) to take the workload in",
         )
     conditions = _conditions(queue_workload)
+    if _true(conditions, "Admitted"):  # Kueue is about to unsuspend it
+        return Observation(Workload.State.PENDING, "Admitted", "admitted by the team's queue")
     taken = _true(conditions, "Preempted") or (
         (evicted := _true(conditions, "Evicted")) and evicted.get("reason") == "Preempted"
     )

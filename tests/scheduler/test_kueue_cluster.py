@@ -172,11 +172,17 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
     # idle slices
     borrowed = submit(world, borrower, h100_mig, units=3, name="borrowed")
     wait_state(kube, borrowed, "running")
-    cq = kube.get("ClusterQueue", borrower.namespace)
-    usage = {
-        (f["name"], r["name"]): r for f in cq["status"]["flavorsUsage"] for r in f["resources"]
-    }
-    assert usage[("h100-80gb", MIG)]["borrowed"] == "3"
+
+    def borrowed_units():  # Kueue updates the queue's status a moment after admitting
+        cq = kube.get("ClusterQueue", borrower.namespace)
+        usage = {
+            (f["name"], r["name"]): r
+            for f in cq["status"].get("flavorsUsage") or []
+            for r in f["resources"]
+        }
+        return usage.get(("h100-80gb", MIG), {}).get("borrowed") == "3"
+
+    wait_for("3 units borrowed in the borrower's queue", borrowed_units, timeout=30)
 
     # the lender needs them back: Kueue preempts the borrower, whose job waits again
     own = submit(world, lender, h100_mig, units=4, name="own")

@@ -115,7 +115,9 @@ def test_a_second_reconcile_of_an_unchanged_tenant_writes_nothing(kube, setup, w
 
     assert kube.stats.writes == writes
     assert (run.writes, run.changes, run.drift) == (0, [], [])
-    assert run.api_calls == 1 + 5  # one GET of the namespace, one LIST per managed kind
+    # one GET of the namespace, one LIST per managed kind: 6 namespaced (with the LocalQueue)
+    # and the ClusterQueue; the cluster-wide objects were converged by the first run just now
+    assert run.api_calls == 1 + 6 + 1
 
 
 def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
@@ -132,7 +134,11 @@ def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
     services.expire_grants(now=timezone.now() + timedelta(days=2))
     run = reconcile.reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "0"
-    assert run.changes == [f"ResourceQuota/{ns}/gpu-portal-quota: updated"]
+    # the backstop quota and the team's Kueue queue both go down
+    assert run.changes == [
+        f"ResourceQuota/{ns}/gpu-portal-quota: updated",
+        f"ClusterQueue/{ns}: updated",
+    ]
 
 
 def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
@@ -186,7 +192,13 @@ def test_archiving_deletes_the_namespace(kube, setup, world):
     reconcile.reconcile_tenant(kube, tenant.pk)
     services.change_tenant_status(actor=world.admin, tenant=tenant, action="archive")
     run = reconcile.reconcile_tenant(kube, tenant.pk)
-    assert run.changes == [f"Namespace/{ns}: deleted (tenant archived)"]
+    assert run.changes == [
+        f"Namespace/{ns}: deleted (tenant archived)",
+        f"ClusterQueue/{ns}: deleted (tenant archived)",  # cluster-scoped: not in the namespace
+    ]
+    assert kube.get("ClusterQueue", ns) is None or kube.get("ClusterQueue", ns)["metadata"].get(
+        "deletionTimestamp"
+    )
     wait_for(
         "namespace gone or terminating",
         lambda: (

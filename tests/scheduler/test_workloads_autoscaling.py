@@ -121,11 +121,11 @@ def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
             world,
             name="serve",
             kind="deployment",
-            autoscaling={"min_replicas": 1, "max_replicas": 4, "target_gpu_util": 70},
+            autoscaling={"min_replicas": 1, "max_replicas": 5, "target_gpu_util": 70},
         )
     assert exc.value.field == "autoscaling"
-    assert "4 pods at max replicas" in exc.value.detail
-    assert "needs 4, free 3 of 4 granted; ask for 1 more" in exc.value.detail
+    assert "5 pods at max replicas" in exc.value.detail
+    assert "needs 5, the grant is 4; ask for 1 more" in exc.value.detail
 
     w = submit(
         world,
@@ -136,7 +136,7 @@ def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
     assert (w.replicas, w.max_replicas, w.target_gpu_util, w.target_latency_ms) == (1, 3, None, 200)
     assert w.units_held() == {world.rc.slug: 3}
     lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
-    assert lines[world.rc.slug].free == 0
+    assert lines[world.rc.slug].free == 0  # 1 + 3 at max replicas: the rest waits in the queue
     audit = AuditEvent.objects.filter(verb="workload.submitted", object_id=str(w.pk)).get()
     assert audit.after["autoscaling"]["max_replicas"] == 3
 
@@ -212,7 +212,7 @@ def test_the_api_takes_and_shows_autoscaling(granted):
     }
     too_big = client.post(
         "/api/v1/workloads/",
-        {**body, "name": "serve-2", "autoscaling": {"max_replicas": 2, "target_gpu_util": 70}},
+        {**body, "name": "serve-2", "autoscaling": {"max_replicas": 5, "target_gpu_util": 70}},
         format="json",
     )
     assert too_big.status_code == 409
