@@ -216,6 +216,7 @@ CONSOLE = [
     "console:queue",
     "console:capacity",
     "console:tenants",
+    "console:queues",
     "console:health",
     "console:audit",
 ]
@@ -225,6 +226,47 @@ CONSOLE = [
 def test_console_is_for_platform_admins_only(client, world, name):
     assert login(client, world.owner).get(reverse(name)).status_code == 403
     assert login(client, world.admin).get(reverse(name)).status_code == 200
+
+
+QUEUE = {
+    "queue": "tenant-team-a",
+    "lines": [
+        {
+            "flavor": "h100-80gb",
+            "resource": "nvidia.com/mig-3g.40gb",
+            "nominal": 4,
+            "used": 6,
+            "borrowed": 2,
+            "lent": 0,
+        }
+    ],
+    "pending": 3,
+    "admitted": 2,
+    "active": True,
+    "reason": "Can admit new workloads",
+}
+
+
+def test_the_team_page_and_the_console_show_own_borrowed_and_lent_and_the_queue(client, world):
+    from scheduler.cluster.models import TenantSyncState
+    from scheduler.workloads.models import Workload
+    from tests.scheduler.factories import WorkloadFactory
+
+    TenantSyncState.objects.create(tenant=world.tenant, queue_status=QUEUE)
+    WorkloadFactory(
+        tenant=world.tenant,
+        name="waits",
+        state=Workload.State.QUEUED,
+        queue_position=2,
+        message="insufficient unused quota",
+    )
+    body = login(client, world.member).get(reverse("team_detail", args=["team-a"])).content.decode()
+    assert "3 waiting, 2 admitted" in body
+    assert "<td>h100-80gb</td><td>nvidia.com/mig-3g.40gb</td>" in body
+    assert '<td class="num">4</td><td class="num">6</td><td class="num">2</td>' in body
+    assert "waits</a> · gpu-low · position 2 — insufficient unused quota" in body
+    console = login(client, world.admin).get(reverse("console:queues")).content.decode()
+    assert "3 waiting · 2 admitted" in console and "Not read from the cluster yet" in console
 
 
 def test_approve_several_at_once_with_a_comment(client, world):

@@ -48,11 +48,11 @@ def test_submit_form_mirrors_the_api(client, granted):
     assert "train-7 submitted" in response.content.decode()
 
 
-def test_over_quota_submit_keeps_the_form_and_says_what_is_free(client, granted):
+def test_more_than_the_grant_keeps_the_form_and_says_what_to_ask_for(client, granted):
     client.force_login(granted.member)
     response = submit(client, units=3)
     body = response.content.decode()
-    assert "free" in body and 'value="train-7"' in body
+    assert "the grant is 2; ask for 1 more" in body and 'value="train-7"' in body
     assert not Workload.objects.exists()
     bad_env = submit(client, env="NOEQUALS")
     assert "line 1: write KEY=value" in bad_env.content.decode()

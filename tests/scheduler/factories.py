@@ -2,6 +2,7 @@ import factory
 from django.utils import timezone
 
 from scheduler.cluster.models import Cluster, Node, PodAllocation
+from tests.tenants.factories import TenantFactory, UserFactory
 
 
 class ClusterFactory(factory.django.DjangoModelFactory):
@@ -45,3 +46,19 @@ class PodAllocationFactory(factory.django.DjangoModelFactory):
     resources = factory.LazyFunction(lambda: {"nvidia.com/mig-1g.10gb": 1})
     phase = "Running"
     seen_at = factory.LazyFunction(timezone.now)
+
+
+class WorkloadFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "scheduler.Workload"
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = factory.Sequence(lambda n: f"w-{n}")
+    kind = "job"
+    image = "busybox:1.36"
+    resources = factory.LazyFunction(lambda: {"a100-80gb-mig-3g.40gb": 1})
+    gpu_model = "A100-80GB"
+    priority_class = "gpu-low"
+    namespace = factory.LazyAttribute(lambda o: o.tenant.namespace)
+    k8s_name = factory.LazyAttribute(lambda o: o.name)
+    submitted_by = factory.SubFactory(UserFactory)

@@ -167,9 +167,7 @@ def test_a_pod_the_api_server_refuses_keeps_the_workload_pending_with_the_reason
     assert "exceeded quota" in w.message
 
 
-def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(
-    kube, team, world
-):
+def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(kube, team, world):
     """9 H200s granted on an 8-GPU node: Kueue admits both, the scheduler preempts the low pod
     for the critical one, and the low job's pod is replaced (not failed) and waits for room."""
     tenant, _, h200 = team
@@ -181,6 +179,7 @@ def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(
     workload_sync.create_in_cluster(kube, high.pk)
 
     wait_state(kube, high, "running", timeout=90)
+
     def replaced_and_waiting():
         w = workload_sync.sync_workload(kube, low.pk)
         return w if (w.state, w.reason) == ("pending", "Unschedulable") else None

@@ -99,12 +99,22 @@ def test_audit_log_is_read_only_and_filterable(admin_client, world):
 def test_pool_edit_goes_through_the_service(admin_client, world):
     url = reverse("admin:scheduler_pool_change", args=[world.pool.pk])
     response = admin_client.post(
-        url, {"resource_class": world.rc.pk, "capacity": 14, "overcommit_ratio": "1.50"}
+        url,
+        {
+            "resource_class": world.rc.pk,
+            "capacity": 14,
+            "overcommit_ratio": "1.50",
+            "borrowing_limit": 3,
+            # lend_idle left out: an unchecked box, so this pool's idle units are not lent
+        },
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     world.pool.refresh_from_db()
     assert (world.pool.capacity, str(world.pool.overcommit_ratio)) == (14, "1.50")
-    assert AuditEvent.objects.get().verb == "pool.changed"
+    assert (world.pool.borrowing_limit, world.pool.lend_idle) == (3, False)
+    event = AuditEvent.objects.get()
+    assert event.verb == "pool.changed"
+    assert (event.before["borrowing_limit"], event.after["borrowing_limit"]) == (0, 3)
 
 
 def test_tenant_created_in_the_admin_gets_a_robot_and_an_event(admin_client, world):

@@ -68,14 +68,14 @@ def test_keys_are_per_user(api, world):
     assert owner.status_code == 201
 
 
-def test_over_quota_is_a_clear_409_with_what_is_free(api, world):
+def test_more_than_the_grant_is_a_clear_409_with_what_to_ask_for(api, world):
     response = bearer(api.raw["all"]).post(
         "/api/v1/workloads/", job(world, resources={world.rc.slug: 9}), format="json"
     )
     assert response.status_code == 409
     assert response.data["code"] == "quota_exceeded"
-    # 4 granted, 1 held by the fixture's workload
-    assert "needs 9, free 3 of 4 granted; ask for 6 more" in response.data["detail"]
+    # 4 granted (1 held by the fixture's workload: what fits the grant would wait queued)
+    assert "needs 9, the grant is 4; ask for 5 more" in response.data["detail"]
     assert response.data["errors"] == {"resources": [response.data["detail"]]}
 
 
