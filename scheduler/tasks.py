@@ -1,7 +1,8 @@
 """Celery finds an app's tasks here; each lives with its concept."""
 
-from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory
+from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory, sync_queues
 from scheduler.mig.tasks import apply_plan
+from scheduler.workloads.overquota import stop_work_over_quota_task
 from scheduler.workloads.tasks import create_workload, delete_workload, sync_workloads
 
 __all__ = [
@@ -10,6 +11,8 @@ __all__ = [
     "delete_workload",
     "reconcile_all",
     "reconcile_tenant",
+    "stop_work_over_quota_task",
     "sync_inventory",
+    "sync_queues",
     "sync_workloads",
 ]

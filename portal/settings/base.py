@@ -262,6 +262,14 @@ CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),
     "options": {"expires": 14},
 }
+# A team running above its grant + borrowing (a grant ended under running work) has its
+# lowest-priority, newest work stopped after this long; < 0 turns the policy off.
+OVER_QUOTA_GRACE_S = env.int("OVER_QUOTA_GRACE_S", default=900)
+CELERY_BEAT_SCHEDULE["stop-work-over-quota"] = {
+    "task": "scheduler.tasks.stop_work_over_quota",
+    "schedule": env.float("OVER_QUOTA_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",
     "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),

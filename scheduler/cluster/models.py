@@ -102,6 +102,9 @@ class TenantSyncState(models.Model):
     # The team's Kueue queue as last read (scheduler.cluster.queues): nominal, used, borrowed
     # and lent per (flavor, resource), pending and admitted counts.
     queue_status = models.JSONField(default=dict, blank=True)
+    # Since when the team has run more than its grant plus borrowing (ISO time; empty: not over):
+    # the over-quota policy stops work after a grace period (scheduler.workloads.overquota).
+    over_quota_since = models.CharField(max_length=40, blank=True)
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.get_status_display()}"

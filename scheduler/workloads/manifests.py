@@ -282,8 +282,9 @@ def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observati
     conditions = _conditions(queue_workload)
     if _true(conditions, "Admitted"):  # Kueue is about to unsuspend it
         return Observation(Workload.State.PENDING, "Admitted", "admitted by the team's queue")
+    evicted = _true(conditions, "Evicted")
     taken = _true(conditions, "Preempted") or (
-        (evicted := _true(conditions, "Evicted")) and evicted.get("reason") == "Preempted"
+        evicted if evicted and evicted.get("reason") == "Preempted" else None
     )
     if taken or preempted:
         message = (taken or {}).get("message") or preempted
@@ -335,8 +336,7 @@ def observe(
                 Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
             )
         if (obj.get("spec") or {}).get("suspend"):
-            newest = (queue_workloads or [None])[0]
-            return queue_wait(newest)
+            return queue_wait(queue_workloads[0] if queue_workloads else None)
         if running:
             return Observation(Workload.State.RUNNING, "Running")
         return _pending_reason(pods, events)

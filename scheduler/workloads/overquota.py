@@ -1,0 +1,162 @@
+"""Work left running above a lowered quota, stopped by policy.
+
+When a grant ends, is revoked or shrinks, the reconciler lowers the team's Kueue ClusterQueue
+within one run, and new work waits. Kueue does not evict admitted work for that (seen on the
+local cluster: `tests/scheduler/test_kueue_cluster.py`), so a team could keep what it no longer
+holds for as long as its jobs run. The portal's policy: once a team has run above its grant plus
+what its pool lets it borrow for `OVER_QUOTA_GRACE_S`, it stops the team's lowest-priority,
+newest running work first until the rest fits; each stop is audited and mailed to the owners.
+`OVER_QUOTA_GRACE_S` < 0 turns the policy off.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from core.tasks import portal_task
+from scheduler.catalog.models import Pool
+from scheduler.cluster.models import TenantSyncState
+from scheduler.workloads import tasks
+from scheduler.workloads.manifests import Observation
+from scheduler.workloads.models import Workload
+from scheduler.workloads.sync import change_state
+from tenants.models import PRIORITY_CLASS_DEFS, Membership, Tenant
+from tenants.selectors import effective_quotas
+
+log = logging.getLogger(__name__)
+
+PRIORITY_VALUE = {pc.name: pc.value for pc in PRIORITY_CLASS_DEFS}
+
+
+def overage(running: list[Workload], allowed: dict[str, int]) -> dict[str, int]:
+    """class slug -> units running beyond what is allowed (pure)."""
+    used: dict[str, int] = defaultdict(int)
+    for w in running:
+        for slug, units in w.units_held().items():
+            used[slug] += units
+    return {slug: n - allowed.get(slug, 0) for slug, n in used.items() if n > allowed.get(slug, 0)}
+
+
+def to_stop(running: list[Workload], allowed: dict[str, int]) -> list[Workload]:
+    """Which running workloads to stop so that the rest fits: lowest priority first, newest
+    first within a priority, and only those that hold an over-used class (pure)."""
+    over = overage(running, allowed)
+    chosen = []
+    order = sorted(
+        running, key=lambda w: (PRIORITY_VALUE.get(w.priority_class, 0), -w.created_at.timestamp())
+    )
+    for w in order:
+        if not over:
+            break
+        held = w.units_held()
+        if not any(slug in over for slug in held):
+            continue
+        chosen.append(w)
+        for slug, units in held.items():
+            if slug in over:
+                over[slug] -= units
+                if over[slug] <= 0:
+                    del over[slug]
+    return chosen
+
+
+def _allowed(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+    quotas = effective_quotas(tenant_ids)
+    pools = {p.resource_class_id: p for p in Pool.objects.select_related("resource_class")}
+    slugs = {p.resource_class_id: p.resource_class.slug for p in pools.values()}
+    out: dict[int, dict[str, int]] = {}
+    for tenant_id in tenant_ids:
+        allowed = {slug: pools[rc].borrowing_limit for rc, slug in slugs.items()}
+        for rc_id, units in quotas.get(tenant_id, {}).items():
+            if rc_id in slugs:
+                allowed[slugs[rc_id]] = allowed.get(slugs[rc_id], 0) + units
+        out[tenant_id] = allowed
+    return out
+
+
+def stop_work_over_quota(*, now: datetime | None = None) -> list[int]:
+    """Apply the policy to every active team; returns the ids of the workloads stopped."""
+    grace = settings.OVER_QUOTA_GRACE_S
+    if grace < 0:
+        return []
+    now = now or timezone.now()
+    running: dict[int, list[Workload]] = defaultdict(list)
+    for w in Workload.objects.filter(
+        state=Workload.State.RUNNING, tenant__status=Tenant.Status.ACTIVE
+    ).select_related("tenant"):
+        running[w.tenant_id].append(w)
+    allowed = _allowed(list(running))
+    states = {s.tenant_id: s for s in TenantSyncState.objects.filter(tenant_id__in=list(running))}
+    stopped: list[int] = []
+    for tenant_id in set(running) | {t for t, s in states.items() if s.over_quota_since}:
+        over = overage(running.get(tenant_id, []), allowed.get(tenant_id, {}))
+        state = states.get(tenant_id) or TenantSyncState.objects.create(tenant_id=tenant_id)
+        since = parse_datetime(state.over_quota_since) if state.over_quota_since else None
+        if not over:
+            if since:
+                state.over_quota_since = ""
+                state.save(update_fields=["over_quota_since"])
+            continue
+        if since is None:
+            state.over_quota_since = now.isoformat()
+            state.save(update_fields=["over_quota_since"])
+            continue
+        if now - since < timedelta(seconds=grace):
+            continue
+        victims = to_stop(running[tenant_id], allowed[tenant_id])
+        stopped += _stop(victims, over, since)
+        state.over_quota_since = ""
+        state.save(update_fields=["over_quota_since"])
+    return stopped
+
+
+def _stop(victims: list[Workload], over: dict[str, int], since: datetime) -> list[int]:
+    if not victims:
+        return []
+    tenant = victims[0].tenant
+    what = ", ".join(f"{n} × {slug}" for slug, n in sorted(over.items()))
+    message = (
+        f"stopped by policy: {tenant.slug} has run {what} beyond its grant since "
+        f"{since:%Y-%m-%d %H:%M %Z} (grace {settings.OVER_QUOTA_GRACE_S} s); lowest priority, "
+        "newest first"
+    )
+    stopped = []
+    with transaction.atomic():
+        for w in victims:
+            if change_state(w.pk, Observation(Workload.State.CANCELLED, "OverQuota", message)):
+                stopped.append(w.pk)
+                transaction.on_commit(partial(tasks.delete_workload.delay, workload_id=w.pk))
+        owners = list(
+            get_user_model()
+            .objects.filter(memberships__tenant=tenant, memberships__role=Membership.Role.OWNER)
+            .exclude(email="")
+            .values_list("email", flat=True)
+        )
+        if stopped and owners:
+            names = ", ".join(w.name for w in victims if w.pk in stopped)
+            transaction.on_commit(
+                lambda: send_mail(
+                    f"[GPU Portal] {tenant.slug}: work stopped above the grant",
+                    f"{message}.\nStopped: {names}.\nAsk for more capacity at "
+                    f"{settings.PORTAL_BASE_URL} if the team still needs it.",
+                    settings.DEFAULT_FROM_EMAIL,
+                    owners,
+                )
+            )
+    log.info("stopped %s of %s over quota", stopped, tenant.slug)
+    return stopped
+
+
+@portal_task(name="scheduler.tasks.stop_work_over_quota")
+def stop_work_over_quota_task() -> list[int]:
+    return stop_work_over_quota()
