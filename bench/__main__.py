@@ -12,7 +12,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
     parser.add_argument(
         "--only",
-        choices=["reconcile", "api", "metering", "planner"],
+        choices=["reconcile", "api", "metering", "planner", "queue"],
         help="run one benchmark (default: all, in order)",
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
@@ -38,6 +38,10 @@ def main() -> int:
         rc |= api_bench.run(clients=args.clients, seconds=args.seconds)
     if args.only in (None, "metering"):
         rc |= metering_bench.run(pods=args.pods, tenants=args.meter_tenants)
+    if args.only in (None, "queue"):
+        from bench import queue_bench
+
+        rc |= queue_bench.run()
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     return rc

@@ -1,7 +1,8 @@
 """Reconcile N tenants onto the local cluster from empty, then again with nothing changed, next
 to `kubectl apply --server-side` of the same rendered manifests (the floor) in the same run.
 
-Goals (issue 4): cold ≤ 1.5 × floor; no-op run: 0 writes and ≤ 0.2 × the cold time.
+Goals (issues 4 and 12): cold ≤ 1.5 × floor; no-op run: 0 writes and ≤ 0.2 × the cold time.
+Each tenant's objects include its Kueue ClusterQueue and LocalQueue.
 Runs in a throwaway database and its own instance label and namespace prefixes, and deletes
 every namespace it made at the end.
 """
@@ -103,6 +104,8 @@ def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
     for selector in SELECTORS:
         for ns in kube.list("Namespace", label_selector=selector):
             kube.delete("Namespace", ns["metadata"]["name"])
+        for queue in kube.list("ClusterQueue", label_selector=selector):  # cluster-scoped
+            kube.delete("ClusterQueue", queue["metadata"]["name"])
     deadline = time.monotonic() + 600
     while wait and time.monotonic() < deadline:
         left = sum(len(kube.list("Namespace", label_selector=s)) for s in SELECTORS)

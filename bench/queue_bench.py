@@ -1,0 +1,165 @@
+"""Submit → admitted by Kueue → pod Running, through the portal's service path and the team's
+queue, next to a bare Job created straight in a namespace Kueue does not manage (the floor), in
+the same run, with a backlog of 200 workloads already queued in another team's queue.
+
+Goal (issue 12): portal + Kueue p50 ≤ direct p50 + 1 s. Runs in a throwaway database with its
+own instance label and namespace prefix, and deletes what it made at the end.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from localcluster import cluster
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster import reconcile
+from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync
+from scheduler.workloads.models import Workload
+from tenants import services
+from tenants.models import Tenant
+
+BACKLOG = 200
+SAMPLES = 20
+SLUG = "h100-80gb-mig-3g.40gb"
+POLL_S = 0.05
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def _wait_running(kube: KubeGateway, namespace: str, selector: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = kube.list("Pod", namespace, label_selector=selector)
+        if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+            return
+        time.sleep(POLL_S)
+    raise TimeoutError(f"no Running pod for {selector} in {namespace} after {timeout} s")
+
+
+def _direct_job(name: str, namespace: str) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"bench": name}},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"bench": name}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "requests": {"nvidia.com/mig-3g.40gb": "1"},
+                                "limits": {"nvidia.com/mig-3g.40gb": "1"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def run() -> int:
+    cluster.up()
+    settings.PORTAL_INSTANCE = "qbench"
+    settings.TENANT_NAMESPACE_PREFIX = "qbench-"
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_queue_bench"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
+    direct_ns = f"qbench-direct-{uuid.uuid4().hex[:6]}"
+    tenants: list[Tenant] = []
+    try:
+        ensure_resource_classes(["H100-80GB"])
+        rc = ResourceClass.objects.get(slug=SLUG)
+        Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
+        admin = get_user_model().objects.create_superuser("qbench-admin", "", None)
+        from django.contrib.auth.models import Group
+
+        group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
+        admin.groups.add(group)
+        for slug, units in (("measured", 1), ("backlog", 1)):
+            tenant = services.create_tenant(
+                actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
+            )
+            services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
+            tenants.append(tenant)
+        reconcile.reconcile_all(kube, trigger="benchmark")
+        measured, backlog = tenants
+        print(f"queueing a backlog of {BACKLOG} workloads in another team's queue ...", flush=True)
+        for i in range(BACKLOG + 1):  # the first runs, the rest wait
+            w = workloads.submit_workload(
+                actor=admin, tenant=backlog, name=f"b{i}", kind="job",
+                image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
+            )  # fmt: skip
+            sync.create_in_cluster(kube, w.pk)
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": direct_ns}})
+        portal, direct = [], []
+        print(f"measuring {SAMPLES} submits each way ...", flush=True)
+        for i in range(SAMPLES):
+            t0 = time.perf_counter()
+            w = workloads.submit_workload(
+                actor=admin, tenant=measured, name=f"m{i}", kind="job",
+                image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
+            )  # fmt: skip
+            sync.create_in_cluster(kube, w.pk)
+            _wait_running(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
+            portal.append(time.perf_counter() - t0)
+            workloads.cancel_workload(actor=admin, workload=w)
+            sync.delete_from_cluster(kube, w.pk)
+            _gone(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
+
+            t0 = time.perf_counter()
+            kube.create(_direct_job(f"d{i}", direct_ns))
+            _wait_running(kube, direct_ns, f"bench=d{i}")
+            direct.append(time.perf_counter() - t0)
+            kube.delete("Job", f"d{i}", direct_ns, propagation="Foreground")
+            _gone(kube, direct_ns, f"bench=d{i}")
+        queued = Workload.objects.filter(tenant=backlog).count() - 1
+    finally:
+        kube.delete("Namespace", direct_ns)
+        for tenant in tenants:
+            kube.delete("Namespace", tenant.namespace)
+            kube.delete("ClusterQueue", tenant.namespace)
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    p50_portal, p50_direct = statistics.median(portal), statistics.median(direct)
+    print()
+    print(f"Submit to pod Running, {SAMPLES} each, {queued} workloads queued in another queue")
+    print(f"{'path':<34} {'p50 s':>8} {'p95 s':>8}")
+    print(
+        f"{'portal service + Kueue queue':<34} {p50_portal:>8.3f} {_percentile(portal, 95):>8.3f}"
+    )
+    print(
+        f"{'direct Job, no Kueue (floor)':<34} {p50_direct:>8.3f} {_percentile(direct, 95):>8.3f}"
+    )
+    print()
+    gap = p50_portal - p50_direct
+    print(f"{'ratio':<34} {'value':>8} {'goal':>10} {'met':>6}")
+    met = "yes" if gap <= 1 else "NO"
+    print(f"{'p50 portal − direct (s)':<34} {gap:>8.3f} {'≤ 1.000':>10} {met:>6}")
+    print(f"{'p50 portal / direct':<34} {p50_portal / p50_direct:>8.2f} {'—':>10} {'':>6}")
+    return 0
+
+
+def _gone(kube: KubeGateway, namespace: str, selector: str, timeout: float = 60) -> None:
+    """Wait until the pods are gone, so the next sample starts from a free slice."""
+    deadline = time.monotonic() + timeout
+    while kube.list("Pod", namespace, label_selector=selector) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
