@@ -13,7 +13,7 @@ from . import build, cluster
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build (or find cached) etcd, kube-*, kubectl and kwok")
+    sub.add_parser("build", help="build (or find cached) etcd, kube-*, kubectl, kwok and kueue")
     p_up = sub.add_parser("up", help="start the cluster (building first if needed)")
     p_up.add_argument(
         "--large",

@@ -2,12 +2,15 @@
 
 Nothing is downloaded but Go modules (through the Go module proxy). Binaries are cached by
 version under ${XDG_CACHE_HOME:-~/.cache}/gpu-portal/bin/<tag>/, so only the first run pays the
-cold build (7.5 minutes measured on 2 cores); later runs find the finished directory at once.
+cold build (measured on 2 cores: 7.5 minutes for etcd, kwok and Kubernetes, 4 more for Kueue);
+later runs find the finished directory at once. Kueue's CRDs and webhook manifest are copied
+next to its binary, so starting the cluster needs neither Go nor the module cache.
 """
 
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
 import re
 import shutil
@@ -20,7 +23,22 @@ from pathlib import Path
 KUBERNETES_VERSION = "v1.33.5"
 ETCD_VERSION = "v3.5.24"
 KWOK_VERSION = "v0.7.0"
-MIN_GO = (1, 24)  # Kubernetes 1.33's go.mod says go 1.24.0
+KUEUE_VERSION = "v0.17.0"
+# Kubernetes 1.33's go.mod says go 1.24.0, Kueue v0.17's go 1.25.0; GOTOOLCHAIN=local cannot
+# switch toolchains, so the local Go must satisfy the newest of them.
+MIN_GO = (1, 25)
+
+# Kueue's main.go reads the metrics serving cert from a hard-coded /etc/kueue/metrics/certs when
+# its internal cert management is off (and exits if absent, even with metrics disabled); no flag
+# or config field moves it. This edit (to a copy of the main package in the wrapper module; the
+# module itself stays as published) makes the directory settable through the environment.
+KUEUE_METRICS_CERT_EDIT = (
+    'metricsCertPath := "/etc/kueue/metrics/certs"',
+    'metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR") // gpu-portal localcluster\n'
+    '\t\tif metricsCertPath == "" {\n'
+    '\t\t\tmetricsCertPath = "/etc/kueue/metrics/certs"\n'
+    "\t\t}",
+)
 
 # Staging modules of Kubernetes 1.33: k8s.io/kubernetes' go.mod replaces each with ./staging/...,
 # which only works inside its own repository, so our wrapper module pins them to v0.33.x.
@@ -45,9 +63,17 @@ class Component:
     replaces: dict[str, str] = field(default_factory=dict)
     ldflags: str = "-s -w"
     tags: str = ""
+    go_version: str = "1.24.0"  # the wrapper's `go` line: at least what the module's go.mod says
+    # Module files copied next to the binaries: glob relative to the module dir -> folder in the
+    # bin dir (the built component must run without Go or the module cache).
+    assets: dict[str, str] = field(default_factory=dict)
+    # Edits to a binary's main package, built from a copy in the wrapper module: file relative
+    # to the module dir -> (exact text, replacement); the text must occur exactly once, so a new
+    # version fails loudly instead of building unedited.
+    source_edits: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def go_mod(self) -> str:
-        lines = [f"module gpu-portal.local/{self.tag}-build", "", "go 1.24.0", ""]
+        lines = [f"module gpu-portal.local/{self.tag}-build", "", f"go {self.go_version}", ""]
         lines.append(f"require {self.module} {self.version}")
         if self.replaces:
             lines += ["", "replace ("]
@@ -96,6 +122,22 @@ def components() -> list[Component]:
             ldflags=_k8s_ldflags(),
             tags="grpcnotrace",
         ),
+        Component(
+            tag=f"kueue-{KUEUE_VERSION}",
+            module="sigs.k8s.io/kueue",
+            version=KUEUE_VERSION,
+            packages={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+            ldflags=f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",
+            go_version="1.25.0",
+            assets={
+                "config/components/crd/bases/*.yaml": "crds",
+                # The kustomization says which CRDs get a conversion webhook (the patches).
+                "config/components/crd/kustomization.yaml": "crds",
+                "config/components/crd/patches/webhook_in_*.yaml": "crds/patches",
+                "config/components/webhook/manifests.yaml": "webhook",
+            },
+            source_edits={"cmd/kueue/main.go": KUEUE_METRICS_CERT_EDIT},
+        ),
     ]
 
 
@@ -115,7 +157,11 @@ def binaries() -> dict[str, Path]:
 
 def is_built(comp: Component) -> bool:
     d = bin_dir(comp)
-    return (d / ".complete").is_file() and all((d / n).is_file() for n in comp.packages)
+    return (
+        (d / ".complete").is_file()
+        and all((d / n).is_file() for n in comp.packages)
+        and all((d / dest).is_dir() for dest in comp.assets.values())
+    )
 
 
 def all_built() -> bool:
@@ -137,10 +183,11 @@ def _go_env() -> dict[str, str]:
 
 def _check_go() -> str:
     go = shutil.which("go")
+    need = ".".join(map(str, MIN_GO))
     if not go:
         raise BuildError(
-            "the Go toolchain ('go') is not on PATH; Go >= 1.24 is needed to build "
-            "kube-apiserver, etcd and kwok"
+            f"the Go toolchain ('go') is not on PATH; Go >= {need} is needed to build "
+            "kube-apiserver, etcd, kwok and Kueue"
         )
     out = subprocess.run(
         [go, "env", "GOVERSION"], capture_output=True, text=True, env=_go_env(), check=False
@@ -150,7 +197,10 @@ def _check_go() -> str:
     except ValueError as exc:
         raise BuildError(f"cannot read the Go version from 'go env GOVERSION': {out!r}") from exc
     if (major, minor) < MIN_GO:
-        raise BuildError(f"{out} is too old: Kubernetes {KUBERNETES_VERSION} needs Go >= 1.24")
+        raise BuildError(
+            f"{out} is too old: Kubernetes {KUBERNETES_VERSION} and Kueue {KUEUE_VERSION} "
+            f"need Go >= {need}"
+        )
     return go
 
 
@@ -216,6 +266,63 @@ def _run_logged(
         )
 
 
+def _module_dir(go: str, comp: Component, src: Path) -> Path:
+    """Where the wrapper module's copy of comp.module lies (in the module cache, read-only)."""
+    res = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", comp.module],
+        cwd=src,
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    path = Path(res.stdout.strip())
+    if res.returncode != 0 or not res.stdout.strip() or not path.is_dir():
+        raise BuildError(f"cannot find the module dir of {comp.module}: {res.stderr.strip()}")
+    return path
+
+
+def _edit_packages(comp: Component, module_dir: Path, src: Path) -> dict[str, str]:
+    """Copy each main package with a source edit into the wrapper module, apply the edits and
+    return {package path: local package to build instead}. (`go build -overlay` would be simpler
+    but refuses to replace files in the module cache.)"""
+    local: dict[str, str] = {}
+    for rel, (old, new) in comp.source_edits.items():
+        pkg_dir = Path(rel).parent
+        pkg = f"{comp.module}/{pkg_dir}"
+        if pkg not in comp.packages.values():
+            raise BuildError(f"{rel}: only files of the binaries' main packages can be edited")
+        if pkg not in local:
+            shutil.rmtree(src / pkg_dir, ignore_errors=True)
+            (src / pkg_dir).mkdir(parents=True)
+            for go_file in (module_dir / pkg_dir).glob("*.go"):
+                if not go_file.name.endswith("_test.go"):
+                    (src / pkg_dir / go_file.name).write_text(go_file.read_text())
+            local[pkg] = f"./{pkg_dir}"
+        target = src / rel
+        text = target.read_text()
+        if text.count(old) != 1:
+            raise BuildError(
+                f"{comp.module}@{comp.version} {rel}: expected exactly one {old!r} to edit, "
+                f"found {text.count(old)}; the edit in localcluster/build.py needs updating"
+            )
+        target.write_text(text.replace(old, new))
+    return local
+
+
+def _copy_assets(comp: Component, module_dir: Path, dest_root: Path) -> None:
+    for pattern, dest in comp.assets.items():
+        matches = sorted(glob.glob(str(module_dir / pattern)))
+        if not matches:
+            raise BuildError(f"{comp.module}@{comp.version} has no {pattern} to copy")
+        (dest_root / dest).mkdir(parents=True, exist_ok=True)
+        for path in matches:
+            target = dest_root / dest / Path(path).name
+            shutil.copyfile(path, target)  # copyfile: the module cache's files are read-only
+            target.chmod(0o644)
+
+
 def _build_component(go: str, comp: Component) -> None:
     src = cache_root() / "src" / comp.tag
     src.mkdir(parents=True, exist_ok=True)
@@ -240,10 +347,12 @@ def _build_component(go: str, comp: Component) -> None:
         cmd = [go, "build", "-v", "-trimpath", "-ldflags", comp.ldflags, "-o", str(partial) + "/"]
         if comp.tags:
             cmd[3:3] = ["-tags", comp.tags]
+        module_dir = _module_dir(go, comp, src) if comp.assets or comp.source_edits else None
+        local = _edit_packages(comp, module_dir, src) if module_dir and comp.source_edits else {}
         total = _count_packages(go, comp, src)
         _log(f"  compiling up to {total} packages, then linking")
         _run_logged(
-            cmd + list(comp.packages.values()),
+            cmd + [local.get(pkg, pkg) for pkg in comp.packages.values()],
             src,
             log,
             f"go build {comp.tag}",
@@ -258,7 +367,10 @@ def _build_component(go: str, comp: Component) -> None:
             (partial / default).replace(partial / name)
         if not (partial / name).is_file():
             raise BuildError(f"go build finished but {partial / name} is missing")
-    (partial / ".complete").write_text(f"{comp.module} {comp.version}\n")
+    if module_dir:
+        _copy_assets(comp, module_dir, partial)
+    edited = "".join(f" (edited: {f})" for f in comp.source_edits)
+    (partial / ".complete").write_text(f"{comp.module} {comp.version}{edited}\n")
     final = bin_dir(comp)
     if final.exists():
         shutil.rmtree(final)
@@ -285,7 +397,7 @@ def ensure_built(verbose: bool = True) -> dict[str, Path]:
         if todo and verbose:
             _log(
                 f"cold build of {', '.join(c.tag for c in todo)} with {go} "
-                f"on {os.cpu_count()} CPUs: about 8 minutes on 2 fast cores, up to 30 on slow "
+                f"on {os.cpu_count()} CPUs: about 12 minutes on 2 fast cores, up to 40 on slow "
                 "ones; only the first time"
             )
         for comp in todo:

@@ -1,5 +1,5 @@
-"""Start, stop and inspect the local control plane: etcd, kube-apiserver, controller-manager,
-scheduler, kwok and the GPU simulator, as detached processes with pid files.
+"""Start, stop and inspect the local control plane: etcd, kube-apiserver, Kueue,
+controller-manager, scheduler, kwok and the GPU simulator, as detached processes with pid files.
 
 Everything lives under <repo>/.local/cluster (state, logs, pids, PKI); the admin kubeconfig is
 <repo>/.local/kubeconfig. `up` is idempotent: running components are left alone.
@@ -71,6 +71,11 @@ def api_port() -> int:
 def etcd_ports() -> tuple[int, int]:
     # Derived from the API port so two checkouts with different LOCALCLUSTER_PORT never clash.
     return api_port() + 1, api_port() + 2
+
+
+def kueue_ports() -> tuple[int, int, int]:
+    """Kueue's webhook, health probe and metrics ports, after etcd's (same reason)."""
+    return api_port() + 3, api_port() + 4, api_port() + 5
 
 
 def server_url() -> str:
@@ -204,6 +209,8 @@ class Component:
 
 
 def component_specs(bins: dict[str, Path]) -> list[Component]:
+    from . import kueue
+
     client_port, peer_port = etcd_ports()
     kc = str(KUBECONFIG)
     return [
@@ -250,6 +257,9 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
                 "--v=1",
             ],
         ),
+        # Right after the API server: `down` stops it before the API server, and its webhooks
+        # gate nothing outside namespaces labelled gpu-portal.io/queue-enforced=true.
+        Component("kueue", kueue.argv(bins["kueue"]), env=kueue.env()),
         Component(
             "kube-controller-manager",
             [
@@ -430,30 +440,54 @@ def up(large: int | None = None, timeout: float = 180) -> None:
         _up_locked(bins, large, timeout, t0)
 
 
+def _free_ports(comp: Component) -> None:
+    """Fail early, with the port's name, if another process holds one the component needs."""
+    ports = {
+        "etcd": {"etcd": etcd_ports()[0]},
+        "kube-apiserver": {"the API server": api_port()},
+        "kueue": dict(
+            zip(("Kueue webhook", "Kueue health", "Kueue metrics"), kueue_ports(), strict=True)
+        ),
+    }.get(comp.name, {})
+    for what, port in ports.items():
+        if _port_open(port):
+            raise ClusterError(
+                f"port {port} ({what}) is taken by another process; "
+                "stop it or set LOCALCLUSTER_PORT to another API port"
+            )
+
+
 def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: float) -> None:
+    from . import kueue
+
     ensure_pki()
     write_kubeconfig()
     specs = component_specs(bins)
+    api_comp = next(c for c in specs if c.name == "kube-apiserver")
+    kueue_proc = None
     for comp in specs:
         if running_pid(comp) is not None:
             continue
-        if comp.name == "etcd" and _port_open(etcd_ports()[0]):
-            raise ClusterError(
-                f"port {etcd_ports()[0]} (etcd) is taken by another process; "
-                "stop it or set LOCALCLUSTER_PORT to another API port"
-            )
-        if comp.name == "kube-apiserver" and _port_open(api_port()):
-            raise ClusterError(
-                f"port {api_port()} is taken by another process; stop it or set LOCALCLUSTER_PORT"
-            )
+        _free_ports(comp)
+        if comp.name == "kueue":
+            # Its CRDs, cert, config and webhooks first; the API server may have been running.
+            _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
+            prep = time.monotonic()
+            api = api_client()
+            try:
+                kueue.prepare(api)
+            finally:
+                api.close()
+            _log(f"applied Kueue's CRDs and webhooks in {time.monotonic() - prep:.1f} s")
         _log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
             _wait("etcd", etcd_healthy, comp, 60, proc)
         elif comp.name == "kube-apiserver":
             _wait("kube-apiserver /readyz", apiserver_ready, comp, 120, proc)
+        elif comp.name == "kueue":
+            kueue_proc = proc  # waited for below: its start overlaps the fleet's
     if not apiserver_ready():
-        api_comp = next(c for c in specs if c.name == "kube-apiserver")
         _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
     from . import fleet
 
@@ -463,6 +497,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         fleet.wait_nodes_ready(api, names, timeout)
     finally:
         api.close()
+    kueue_comp = next(c for c in specs if c.name == "kueue")
+    _wait("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
     _log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"
@@ -491,7 +527,10 @@ def reset() -> None:
 
 
 def status() -> int:
-    """Print what runs; exit code 0 when everything runs and the API server is ready."""
+    """Print what runs; exit code 0 when everything runs and the API server and Kueue are
+    ready."""
+    from . import kueue
+
     ok = True
     for comp in component_specs(build.binaries()):
         pid = running_pid(comp)
@@ -501,6 +540,14 @@ def status() -> int:
     ready = apiserver_ready()
     ok &= ready
     print(f"{'api server':24} {server_url()} {'ready' if ready else 'not ready'}")
+
+    webhook, health, metrics = kueue_ports()
+    kueue_ready = kueue.ready()
+    ok &= kueue_ready
+    print(
+        f"{'kueue webhooks':24} {'ready' if kueue_ready else 'not ready'} (webhooks :{webhook}, "
+        f"/readyz :{health}, metrics :{metrics}, config {kueue.CONFIG})"
+    )
     print(
         f"{'binaries':24} {'built' if build.all_built() else 'not built'} "
         f"({build.cache_root() / 'bin'})"

@@ -1,0 +1,337 @@
+"""Kueue as a plain local process: its CRDs, webhook cert, config and webhook configurations.
+
+The API server reaches Kueue's webhooks by URL (https://127.0.0.1:<port>/...) with the local CA
+as caBundle, as Kueue's envtest framework does; nothing runs in the cluster. Everything here is
+idempotent (server-side apply) and runs before the kueue process starts (cluster.up).
+
+The manifests come from the Kueue module itself (copied next to the binary at build time):
+config/components/crd/bases (CRDs), config/components/crd/kustomization.yaml and its patches
+(which CRDs get the /convert webhook) and config/components/webhook/manifests.yaml (paths and
+rules of every webhook). Only their clientConfig and, for the workload kinds, the
+namespaceSelector are rewritten.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from . import build, cluster
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+# Set by the portal on every tenant namespace. Kueue manages Jobs, Pods and Deployments only
+# there (managedJobsNamespaceSelector), and the webhooks for those kinds select the same
+# namespaces, so a Kueue outage can never block pods in kube-system or test namespaces.
+QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
+TENANT_SELECTOR = {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}}
+
+# "deployment" implicitly enables "pod" in v0.17 (ImplicitlyEnabledFrameworkNames); listing it
+# makes the pod integration explicit (bare pods are queued too).
+FRAMEWORKS = ["batch/job", "pod", "deployment"]
+# The (API group, resource) of those integrations: their webhook entries get TENANT_SELECTOR.
+WORKLOAD_RESOURCES = {("batch", "jobs"), ("", "pods"), ("apps", "deployments")}
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+# Off, though beta and on by default in v0.17: TopologyAwareScheduling (with it the pod webhook
+# adds a second gate, kueue.x-k8s.io/topology, to every managed pod) and its TASProfileMixed
+# (Kueue's gate validation rejects a TAS profile without TAS; v0.17 happens to validate before
+# applying the flag), MultiKueue, and VisibilityOnDemand (its API server reads a cert from a
+# hard-coded /visibility, exits without it, and needs an APIService routed to it). Given by
+# flag only: flag and config's featureGates together is a start-up error.
+FEATURE_GATES = (
+    "TopologyAwareScheduling=false,TASProfileMixed=false,MultiKueue=false,VisibilityOnDemand=false"
+)
+VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")  # config/components/visibility/apiservice_*.yaml
+FIELD_MANAGER = "gpu-portal-localcluster"
+DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was applied
+MUTATING = "kueue-mutating-webhook-configuration"
+VALIDATING = "kueue-validating-webhook-configuration"
+
+CERT_DIR = cluster.PKI / "kueue"  # tls.crt/tls.key: webhook server and metrics server
+STATE = cluster.STATE_DIR / "kueue"
+CONFIG = STATE / "config.yaml"
+
+
+def component() -> build.Component:
+    return next(c for c in build.components() if c.module == "sigs.k8s.io/kueue")
+
+
+def assets_dir() -> Path:
+    return build.bin_dir(component())
+
+
+def argv(binary: Path) -> list[str]:
+    return [
+        str(binary),
+        f"--config={CONFIG}",
+        f"--kubeconfig={cluster.KUBECONFIG}",
+        f"--feature-gates={FEATURE_GATES}",
+        "--zap-encoder=console",
+    ]
+
+
+def env() -> dict[str, str]:
+    # Read by our edit of Kueue's main.go (build.KUEUE_METRICS_CERT_EDIT).
+    return {"KUEUE_METRICS_CERT_DIR": str(CERT_DIR)}
+
+
+def config() -> dict:
+    webhook, health, metrics = cluster.kueue_ports()
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        # The default too; stated because it is also excluded from the managed namespaces.
+        "namespace": "kueue-system",
+        # One replica, no in-cluster namespace to hold a Lease.
+        "leaderElection": {"leaderElect": False},
+        # Its cert rotator would issue a cert for <service>.<namespace>.svc, not 127.0.0.1.
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(CERT_DIR)},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        # HTTPS with TokenReview/SubjectAccessReview: scrape with the admin token.
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "enableClusterQueueResources": True},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": TENANT_SELECTOR,
+        "integrations": {"frameworks": FRAMEWORKS},
+    }
+
+
+def ensure_cert() -> None:
+    """A serving cert for 127.0.0.1 (IP SAN) signed by the cluster CA (once per CA)."""
+    cert, ca = CERT_DIR / "tls.crt", cluster.PKI / "ca.crt"
+    if cert.is_file() and cert.stat().st_mtime >= ca.stat().st_mtime:
+        return
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    ext = CERT_DIR / "tls.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    )
+    key, csr, crt = CERT_DIR / "tls.key", CERT_DIR / "tls.csr", CERT_DIR / "tls.crt.tmp"
+    cluster._openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", "/CN=kueue-localcluster",
+    )  # fmt: skip
+    cluster._openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca),
+        "-CAkey", str(cluster.PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
+        "-extfile", str(ext), "-out", str(crt),
+    )  # fmt: skip
+    crt.replace(cert)  # last: its presence means the pair is complete
+
+
+def write_config() -> None:
+    STATE.mkdir(parents=True, exist_ok=True)
+    tmp = CONFIG.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(config(), sort_keys=False))
+    tmp.replace(CONFIG)
+
+
+def _ca_bundle() -> str:
+    return base64.b64encode((cluster.PKI / "ca.crt").read_bytes()).decode()
+
+
+def _client_config(path: str) -> dict:
+    return {"url": f"https://127.0.0.1:{cluster.kueue_ports()[0]}{path}", "caBundle": _ca_bundle()}
+
+
+def _load(path: Path) -> list[dict]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD is 1.4 MB
+    return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d]
+
+
+def _conversions() -> dict[str, dict]:
+    """CRD name -> spec.conversion, for the CRDs the module's kustomization patches."""
+    base = assets_dir() / "crds"
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
+    out: dict[str, dict] = {}
+    for patch in kustomization.get("patches") or []:
+        if "/webhook_in_" not in patch.get("path", ""):
+            continue
+        (doc,) = _load(base / patch["path"])
+        conv = copy.deepcopy(doc["spec"]["conversion"])
+        conv["webhook"]["clientConfig"] = _client_config(
+            conv["webhook"]["clientConfig"]["service"]["path"]
+        )
+        out[doc["metadata"]["name"]] = conv
+    return out
+
+
+def crd_files() -> dict[str, Path]:
+    """CRD name -> its file; controller-gen names them <group>_<plural>.yaml."""
+    files = {}
+    for path in sorted((assets_dir() / "crds").glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        group, plural = path.stem.split("_", 1)
+        files[f"{plural}.{group}"] = path
+    return files
+
+
+def crds(skip_digests: set[str] | frozenset[str] = frozenset()) -> list[dict]:
+    """Kueue's CRDs, with the /convert webhook on those its kustomization patches, each
+    annotated with the digest of its source (file, conversion stanza): those whose digest is in
+    skip_digests (already applied) are left out unparsed."""
+    files, conversions = crd_files(), _conversions()
+    if unknown := set(conversions) - set(files):
+        raise cluster.ClusterError(f"Kueue conversion patches for unknown CRDs: {unknown}")
+    docs = []
+    for name, path in files.items():
+        conv = conversions.get(name)
+        source = path.read_bytes() + json.dumps(conv, sort_keys=True).encode()
+        digest = hashlib.sha256(source).hexdigest()
+        if digest in skip_digests:
+            continue
+        (doc,) = [d for d in _load(path) if d.get("kind") == "CustomResourceDefinition"]
+        if doc["metadata"]["name"] != name:
+            raise cluster.ClusterError(f"{path} holds {doc['metadata']['name']}, not {name}")
+        if conv:
+            doc["spec"]["conversion"] = conv
+        doc["metadata"].setdefault("annotations", {})[DIGEST_ANNOTATION] = digest
+        docs.append(doc)
+    return docs
+
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def _applied_digests(api: ApiClient) -> set[str]:
+    """The digests on Kueue's CRDs in the cluster (metadata only: the CRDs are 2 MB in all)."""
+    resp = api.call_api(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "GET",
+        header_params={"Accept": METADATA_LIST},
+        auth_settings=["BearerToken"],
+        response_type="object",
+        _return_http_data_only=True,
+    )
+    return {
+        (item["metadata"].get("annotations") or {}).get(DIGEST_ANNOTATION, "")
+        for item in resp.get("items") or []  # null when there are no CRDs at all
+        if item["metadata"]["name"].endswith(f".{KUEUE_GROUP}")
+    } - {""}
+
+
+def webhook_configurations() -> list[dict]:
+    """Kueue's webhook manifest, pointed at the local process. Kept: Kueue's own kinds (rules
+    as shipped) and the enabled integrations (scoped to tenant namespaces); dropped: the other
+    integrations (Kueue answers them with no-op handlers; the API server need not call it for
+    kinds it ignores)."""
+    out = []
+    for doc in _load(assets_dir() / "webhook" / "manifests.yaml"):
+        kept, workload_kinds = [], set()
+        for hook in doc["webhooks"]:
+            targets = {
+                (group, resource.split("/")[0])
+                for rule in hook["rules"]
+                for group in rule["apiGroups"]
+                for resource in rule["resources"]
+            }
+            if all(group == KUEUE_GROUP for group, _ in targets):
+                pass
+            elif targets <= WORKLOAD_RESOURCES:
+                hook["namespaceSelector"] = copy.deepcopy(TENANT_SELECTOR)
+                workload_kinds |= targets
+            else:
+                continue
+            hook["clientConfig"] = _client_config(hook["clientConfig"]["service"]["path"])
+            kept.append(hook)
+        if workload_kinds != WORKLOAD_RESOURCES:
+            raise cluster.ClusterError(
+                f"Kueue's {doc['kind']} has webhooks for {sorted(workload_kinds)}, "
+                f"expected {sorted(WORKLOAD_RESOURCES)}: the manifest changed"
+            )
+        name = MUTATING if doc["kind"] == "MutatingWebhookConfiguration" else VALIDATING
+        doc["metadata"] = {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}
+        doc["webhooks"] = kept
+        out.append(doc)
+    return out
+
+
+def _apply(api: ApiClient, path: str, body: dict) -> None:
+    # The typed client's patch methods cannot send an apply patch; call_api can.
+    api.call_api(
+        path,
+        "PATCH",
+        query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+        header_params={
+            "Content-Type": "application/apply-patch+yaml",
+            "Accept": "application/json",
+        },
+        body=body,
+        auth_settings=["BearerToken"],
+        response_type=None,  # the answer (the whole object) is read but not deserialized
+        _return_http_data_only=True,
+    )
+
+
+def served_resources(api: ApiClient) -> set[str]:
+    """Resource names served under kueue.x-k8s.io/v1beta2 (empty before the CRDs exist)."""
+    from kubernetes.client.rest import ApiException
+
+    try:
+        resp = api.call_api(
+            f"/apis/{KUEUE_GROUP}/v1beta2",
+            "GET",
+            auth_settings=["BearerToken"],
+            response_type="object",
+            _return_http_data_only=True,
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return set()
+        raise
+    return {r["name"] for r in resp.get("resources", [])}
+
+
+def prepare(api: ApiClient, timeout: float = 30) -> None:
+    """CRDs, cert, config and webhook configurations: all Kueue needs before it starts."""
+    from kubernetes.client.rest import ApiException
+
+    ensure_cert()
+    write_config()
+    # Applying all 11 CRDs takes 1.5 s; only those whose source changed are applied again.
+    for doc in crds(skip_digests=_applied_digests(api)):
+        name = doc["metadata"]["name"]
+        _apply(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", doc)
+    # Kueue's manager fails at start on a kind the API server does not serve yet.
+    want = {name.split(".", 1)[0] for name in crd_files()}
+    deadline = time.monotonic() + timeout
+    while not want <= served_resources(api):
+        if time.monotonic() > deadline:
+            raise cluster.ClusterError(
+                f"Kueue's CRDs not served after {timeout:.0f} s: missing "
+                f"{sorted(want - served_resources(api))}"
+            )
+        time.sleep(0.1)
+    for doc in webhook_configurations():
+        plural = doc["kind"].lower() + "s"
+        path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
+        _apply(api, path, doc)
+    # With VisibilityOnDemand off nothing serves visibility.kueue.x-k8s.io; a leftover
+    # APIService (from a full install) would make discovery fail for every client.
+    for version in VISIBILITY_VERSIONS:
+        try:
+            api.call_api(
+                f"/apis/apiregistration.k8s.io/v1/apiservices/{version}.visibility.{KUEUE_GROUP}",
+                "DELETE",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def ready() -> bool:
+    return cluster._http_ok(f"http://127.0.0.1:{cluster.kueue_ports()[1]}/readyz")
