@@ -180,8 +180,9 @@ def over_budget_tenants(tenant_ids: list[int], *, now: datetime | None = None) -
     whoever submits it (kubectl included) and running work goes on."""
     if not settings.BUDGET_ENFORCE:
         return set()
+    budgets = selectors.budgets_for_month(selectors.current_month(now))
     held = set()
-    for tenant in Tenant.objects.filter(pk__in=tenant_ids, monthly_budget__isnull=False):
+    for tenant in Tenant.objects.filter(pk__in=[t for t in tenant_ids if t in budgets]):
         state = selectors.budget_state(tenant, now)
         if state.budget is not None and state.cost >= state.budget:
             held.add(tenant.pk)

@@ -181,6 +181,35 @@ def test_over_budget_tenants_are_refused_new_workloads_when_enforced(world, sett
     services.check_budget(world.other_tenant)  # no budget: never refused
 
 
+def test_an_over_budget_team_has_its_kueue_queue_held_when_enforced(world, settings, time_machine):
+    """So that work submitted with kubectl waits too: the reconciler renders its LocalQueue with
+    `stopPolicy: Hold` (running work goes on)."""
+    from django.utils import timezone
+
+    from scheduler.cluster import reconcile
+
+    time_machine.move_to(t(2026, 11, 18, 12))
+    now = timezone.now()
+    services.set_budget(
+        actor=world.admin, tenant=world.tenant, month=selectors.current_month(now), amount="1"
+    )
+    interval(world, now - timedelta(hours=2), now - timedelta(hours=1))  # 1.50 > 1.00
+    tenants = [world.tenant, world.other_tenant]
+    settings.BUDGET_ENFORCE = False
+    assert services.over_budget_tenants([t.pk for t in tenants]) == set()
+    settings.BUDGET_ENFORCE = True
+    assert services.over_budget_tenants([t.pk for t in tenants]) == {world.tenant.pk}
+    specs = reconcile.build_specs(tenants)
+    assert (specs[world.tenant.pk].queue_held, specs[world.other_tenant.pk].queue_held) == (
+        True,
+        False,
+    )
+    from scheduler.cluster import render
+
+    held = [m for m in render.render_tenant(specs[world.tenant.pk]) if m["kind"] == "LocalQueue"]
+    assert held[0]["spec"]["stopPolicy"] == "Hold"
+
+
 def test_the_tasks_warn_in_one_batch_and_roll_up(
     world, django_capture_on_commit_callbacks, time_machine
 ):

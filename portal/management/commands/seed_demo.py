@@ -31,6 +31,8 @@ SEED_POOLS = {
 }
 # Quota may be promised beyond the devices, betting that not every team runs flat out at once.
 SEED_OVERCOMMIT = {"a100-80gb-mig-1g.10gb": Decimal("2.0")}
+# Kueue cohort: a team may borrow this many idle units of others' grants (reclaimed on demand).
+SEED_BORROWING = {"h100-80gb-mig-3g.40gb": 4, "l40s-48gb-shared": 4}
 SEED_POLICY = {  # class: (max amount, max hours) approved without a human
     "a100-80gb-mig-1g.10gb": (2, 72),
     "l40s-48gb-shared": (4, 168),
@@ -99,6 +101,7 @@ class Command(BaseCommand):
                 resource_class=classes[slug],
                 capacity=capacity,
                 overcommit_ratio=SEED_OVERCOMMIT.get(slug),
+                borrowing_limit=SEED_BORROWING.get(slug),
             )
         for slug, (amount, hours) in SEED_POLICY.items():
             services.set_auto_approval_rule(
