@@ -121,7 +121,7 @@ class TenantSpec:
     user_prefix: str = ""
     instance: str = "default"
     # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
-    # whether new work is held (e.g. over budget); empty lines render no queue.
+    # whether new work is held (e.g. over budget).
     queue_lines: tuple[QueueLine, ...] = ()
     cohort: str = "gpu-portal"
     queue_held: bool = False
@@ -413,8 +413,8 @@ def render_local_queue(spec: TenantSpec, namespace: str) -> dict:
 
 
 def render_queues(spec: TenantSpec, namespace: str) -> list[dict]:
-    if not spec.queue_lines:
-        return []
+    """Always both: every Job and Pod in a tenant namespace goes through its queue (Kueue
+    manages them all), so a team without GPU grants still needs one for CPU work."""
     return [
         _finish(render_cluster_queue(spec, namespace)),
         _finish(render_local_queue(spec, namespace)),

@@ -353,9 +353,11 @@ def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new()
     assert held[("ClusterQueue", "tenant-team-a")]["spec"]["stopPolicy"] == "None"
 
 
-def test_no_queue_lines_no_queues():
-    kinds = {m["kind"] for m in render.render_tenant(spec())}
-    assert not kinds & {"ClusterQueue", "LocalQueue"}
+def test_a_team_without_gpu_lines_still_gets_a_queue_for_cpu_work():
+    objs = by_key(render.render_tenant(spec()))
+    groups = objs[("ClusterQueue", "tenant-team-a")]["spec"]["resourceGroups"]
+    assert [g["coveredResources"] for g in groups] == [["cpu", "memory"]]
+    assert ("LocalQueue", "default") in objs
 
 
 def test_flavors_select_the_product_label_and_carry_tolerations():
