@@ -334,9 +334,15 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
     """The tenant's ClusterQueue: nominal quota per (GPU model flavor, resource) from its grants,
     cpu and memory on the default flavor (never borrowed), in the portal's cohort. A suspended
     tenant's queue is drained: nominal zero and `HoldAndDrain` evicts what runs."""
-    gpu_names = sorted({line.resource_name for line in spec.queue_lines})
+    # Only what the team may use: a flavor or resource it has no quota of and may not borrow
+    # is left out (Kueue then never admits work asking for it, as with a zero line), which
+    # keeps a queue small on a fleet of many models and profiles.
+    usable = [
+        line for line in spec.queue_lines if spec.active and (line.nominal or line.borrowing_limit)
+    ]
+    gpu_names = sorted({line.resource_name for line in usable})
     by_flavor: dict[str, dict[str, QueueLine]] = {}
-    for line in spec.queue_lines:
+    for line in usable:
         by_flavor.setdefault(line.flavor, {})[line.resource_name] = line
     gpu_flavors = []
     for flavor in sorted(by_flavor):
@@ -345,8 +351,8 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
             line = by_flavor[flavor].get(name) or QueueLine(flavor, name, 0)
             quota: dict = {
                 "name": name,
-                "nominalQuota": _quantity(line.nominal if spec.active else 0),
-                "borrowingLimit": _quantity(line.borrowing_limit if spec.active else 0),
+                "nominalQuota": _quantity(line.nominal),
+                "borrowingLimit": _quantity(line.borrowing_limit),
             }
             if not line.lend:
                 quota["lendingLimit"] = "0"

@@ -274,3 +274,37 @@ def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
     wait_for("created", lambda: workload_sync.create_in_cluster(kube, w.pk).cluster_created_at)
     wait_state(kube, w, "running", timeout=90)
     assert Workload.objects.filter(tenant=tenant).count() == 1  # nothing lost, nothing doubled
+
+
+def test_a_deployment_beyond_what_is_free_runs_what_fits_and_queues_the_rest(
+    kube, tenant_namespaces, world, h100_mig
+):
+    """Deployments go through Kueue's pod integration: each pod is admitted on its own, so a
+    deployment asking for more than is free runs what fits and its other pods wait gated."""
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="dep")
+    first = workloads.submit_workload(
+        actor=world.admin, tenant=tenant, name="serve", kind="deployment",
+        image="registry.k8s.io/pause:3.10", resources={h100_mig.slug: 1}, priority="gpu-low",
+    )  # fmt: skip
+    workload_sync.create_in_cluster(kube, first.pk)
+    wait_state(kube, first, "running")
+    second = workloads.submit_workload(
+        actor=world.admin, tenant=tenant, name="more", kind="deployment", replicas=2,
+        image="registry.k8s.io/pause:3.10", resources={h100_mig.slug: 1}, priority="gpu-low",
+    )  # fmt: skip
+    workload_sync.create_in_cluster(kube, second.pk)
+
+    def partly():
+        w = workload_sync.sync_workload(kube, second.pk)
+        return w if (w.state, w.reason) == ("running", "PartlyRunning") else None
+
+    w = wait_for("one of two replicas running, one queued", partly, timeout=60)
+    assert w.message == "1/2 running; 1 waiting in the queue"
+    workloads.cancel_workload(actor=world.admin, workload=first)
+    workload_sync.delete_from_cluster(kube, first.pk)
+
+    def all_running():
+        w = workload_sync.sync_workload(kube, second.pk)
+        return w if w.reason == "Running" else None
+
+    assert wait_for("the queued replica admitted", all_running, timeout=90).state == "running"

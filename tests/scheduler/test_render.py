@@ -353,6 +353,14 @@ def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new()
     assert held[("ClusterQueue", "tenant-team-a")]["spec"]["stopPolicy"] == "None"
 
 
+def test_flavors_and_resources_a_team_may_not_use_are_left_out():
+    lines = (*LINES, QueueLine("l40s-48gb", "nvidia.com/gpu.shared", 0), QueueLine("x", "y", 0))
+    cq = by_key(render.render_tenant(spec(queue_lines=lines)))[("ClusterQueue", "tenant-team-a")]
+    gpus = cq["spec"]["resourceGroups"][1]
+    assert gpus["coveredResources"] == ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb"]
+    assert [f["name"] for f in gpus["flavors"]] == ["a100-80gb", "h100-80gb"]
+
+
 def test_a_team_without_gpu_lines_still_gets_a_queue_for_cpu_work():
     objs = by_key(render.render_tenant(spec()))
     groups = objs[("ClusterQueue", "tenant-team-a")]["spec"]["resourceGroups"]
