@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from scheduler.cluster.reconcile import flavor_name
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, planner, plans
 from scheduler.mig import services as mig_services
@@ -95,6 +96,7 @@ def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=
                                 "label": b.label if b.width > 1 else b.label.split(".")[0],
                                 "title": b.label,
                                 "tenant": b.tenant,
+                                "borrowed": b.borrowed,
                                 "colour": colours.get(b.tenant, ""),
                             }
                             for b in g.blocks
@@ -112,13 +114,25 @@ def capacity_map_data():
     nodes = list(Node.objects.order_by("gpu_model", "name"))
     held = held_by_node()
     configs = plans.known_mig_configs()
+    borrowed = borrowed_units()
     per_node = []
     for node in nodes:
         gpus = layouts.gpu_layouts(
             node.gpu_model, node.gpu_count, node.mig_config, node.sharing_replicas, configs
         )
-        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}))))
+        on_model = borrowed.setdefault(flavor_name(node.gpu_model), {})
+        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}), on_model)))
     return draw_nodes(per_node)
+
+
+def borrowed_units() -> dict[str, dict[tuple[str, str], int]]:
+    """flavor -> (resource, tenant) -> units the tenant's Kueue queue borrows (one query)."""
+    out: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
+    for slug, status in TenantSyncState.objects.values_list("tenant__slug", "queue_status"):
+        for line in (status or {}).get("lines") or []:
+            if line.get("borrowed"):
+                out[line["flavor"]][(line["resource"], slug)] = int(line["borrowed"])
+    return out
 
 
 @platform_admin_required

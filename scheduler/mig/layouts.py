@@ -85,6 +85,7 @@ class Block:
     width: float
     label: str
     tenant: str  # "" when free
+    borrowed: bool = False  # held on quota the tenant borrows from others in the cohort
 
 
 @dataclass
@@ -95,15 +96,29 @@ class GpuDrawing:
     free_slices: int
 
 
-def assign_tenants(gpus: list[Gpu], held: dict[str, list[tuple[str, int]]]) -> list[GpuDrawing]:
+def assign_tenants(
+    gpus: list[Gpu],
+    held: dict[str, list[tuple[str, int]]],
+    borrowed: dict[tuple[str, str], int] | None = None,
+) -> list[GpuDrawing]:
     """Colour instances by the tenants whose pods hold them. The device plugin does not publish
-    which device a pod got, so units of a resource are handed out in GPU order."""
+    which device a pod got, so units of a resource are handed out in GPU order. `borrowed`
+    ((resource, tenant) -> units its queue borrows on this GPU model; consumed as units are
+    marked) marks that many of the tenant's instances as borrowed: Kueue counts borrowed units
+    per queue, not per pod, so which ones is as arbitrary as the order."""
     # resource -> tenants in order, one entry per unit held
     queue = {name: [t for t, n in holders for _ in range(n)] for name, holders in held.items()}
+    borrowed = borrowed if borrowed is not None else {}
+    marks: list[bool] = []
 
     def take(resource: str) -> str:
         units = queue.get(resource)
-        return units.pop(0) if units else ""
+        tenant = units.pop(0) if units else ""
+        left = borrowed.get((resource, tenant), 0)
+        if tenant and left > 0:
+            borrowed[(resource, tenant)] = left - 1
+        marks.append(bool(tenant) and left > 0)
+        return tenant
 
     drawings = []
     for gpu in gpus:
@@ -111,23 +126,19 @@ def assign_tenants(gpus: list[Gpu], held: dict[str, list[tuple[str, int]]]) -> l
         if gpu.mode == "shared":
             width = 7 / len(gpu.instances)
             for i, inst in enumerate(gpu.instances):
-                blocks.append(
-                    Block(
-                        i * width,
-                        width,
-                        "replica",
-                        take(facts.SHARED_GPU_RESOURCE) or take(inst.resource_name),
-                    )
-                )
+                tenant = take(facts.SHARED_GPU_RESOURCE) or take(inst.resource_name)
+                blocks.append(Block(i * width, width, "replica", tenant, marks[-1]))
             free = 0
         else:
             for inst in gpu.instances:
+                tenant = take(inst.resource_name)
                 blocks.append(
                     Block(
                         inst.start,
                         inst.compute_slices,
                         inst.profile or "whole GPU",
-                        take(inst.resource_name),
+                        tenant,
+                        marks[-1],
                     )
                 )
             free = 7 - sum(i.compute_slices for i in gpu.instances)

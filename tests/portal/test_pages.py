@@ -303,6 +303,28 @@ def test_capacity_map_draws_gpus_and_tenants(client, world, settings):
     assert body.count("1g.10gb — free") == 7
 
 
+def test_capacity_map_marks_what_a_team_holds_on_borrowed_quota(client, world):
+    from scheduler.cluster.models import TenantSyncState
+
+    NodeFactory(
+        name="gpu-h100-0",
+        gpu_model="H100-80GB",
+        gpu_count=1,
+        mig_config="all-3g.40gb",
+        allocatable={"nvidia.com/mig-3g.40gb": 2},
+    )
+    PodAllocationFactory(
+        node_name="gpu-h100-0", tenant=world.tenant, resources={"nvidia.com/mig-3g.40gb": 2}
+    )
+    # the team's queue borrows 1 of the 2 units its pods hold on the H100s
+    one_borrowed = {**QUEUE, "lines": [{**QUEUE["lines"][0], "borrowed": 1}]}
+    TenantSyncState.objects.create(tenant=world.tenant, queue_status=one_borrowed)
+    body = login(client, world.admin).get(reverse("console:capacity")).content.decode()
+    assert body.count("inst borrowed") == 1
+    assert body.count("team-a (borrowed from the cohort)") == 1
+    assert "on borrowed quota" in body
+
+
 def test_audit_log_filters(client, world):
     ask(world)
     login(client, world.admin)
