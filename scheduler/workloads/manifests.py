@@ -344,10 +344,32 @@ def observe(
     if len(running) >= wanted:
         return Observation(Workload.State.RUNNING, "Running", f"{len(running)}/{wanted} running")
     gated = [p for p in pods if _gated(p)]
+    # A pod waiting behind Kueue's gate already counts in the namespace's ResourceQuota (the
+    # backstop: grants + borrowing), so a replica beyond it is not even created: its
+    # ReplicaSet retries until there is room, which is waiting too.
+    refused = next(
+        (
+            e
+            for e in events
+            if e.get("reason") == "FailedCreate" and "exceeded quota" in (e.get("message") or "")
+        ),
+        None,
+    )
+    missing = wanted - len(pods) if refused else 0
     if running:
-        waiting = f"; {len(gated)} waiting in the queue" if gated else ""
+        waiting = [f"{len(gated)} waiting in the queue"] if gated else []
+        if missing > 0:
+            waiting.append(f"{missing} waiting for room in the team's quota")
         return Observation(
-            Workload.State.RUNNING, "PartlyRunning", f"{len(running)}/{wanted} running{waiting}"
+            Workload.State.RUNNING,
+            "PartlyRunning",
+            "; ".join([f"{len(running)}/{wanted} running", *waiting]),
+        )
+    if missing > 0 and not gated and refused is not None:
+        return Observation(
+            Workload.State.QUEUED,
+            "WaitingForQuota",
+            f"waiting for room in the team's quota: {refused.get('message', '')}",
         )
     if gated:
         uids = {(p.get("metadata") or {}).get("uid") for p in gated}

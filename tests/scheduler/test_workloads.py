@@ -225,6 +225,27 @@ def test_a_gated_deployment_pod_is_queued_with_its_own_workloads_reason():
     assert obs == Observation("queued", "Pending", PENDING_QUOTA["message"])
 
 
+QUOTA_REFUSED = {
+    "reason": "FailedCreate",
+    "message": 'pods "more-2-x" is forbidden: exceeded quota: gpu-portal-quota',
+}
+
+
+def test_a_replica_the_quota_backstop_refuses_is_waiting_for_room():
+    two = {"spec": {"replicas": 2}}
+    partly = observe("deployment", two, [pod()], [QUOTA_REFUSED], [])
+    assert partly == Observation(
+        "running", "PartlyRunning", "1/2 running; 1 waiting for room in the team's quota"
+    )
+    none = observe("deployment", two, [], [QUOTA_REFUSED], [])
+    assert (none.state, none.reason) == ("queued", "WaitingForQuota")
+    assert "exceeded quota" in none.message
+    # an old refusal once every replica exists says nothing any more
+    assert observe("deployment", two, [pod(), pod("Pending")], [QUOTA_REFUSED], []).message == (
+        "1/2 running"
+    )
+
+
 def test_queue_position_follows_kueues_order_priority_then_age():
     old_low = queue_workload(PENDING_QUOTA, name="a", priority=100, created="2026-01-01T00:00:00Z")
     new_low = queue_workload(PENDING_QUOTA, name="b", priority=100, created="2026-01-02T00:00:00Z")
