@@ -498,13 +498,16 @@ def ensure_cluster_objects(kube: KubeGateway) -> None:
 
 
 def reconcile_cluster_objects(kube: KubeGateway) -> Outcome:
-    """PriorityClasses, ResourceFlavors and WorkloadPriorityClasses: shared by every instance
-    of the portal on the cluster (same names and content), so listed by the managed label
-    alone."""
+    """PriorityClasses, ResourceFlavors, WorkloadPriorityClasses and the queue guard: shared by
+    every instance of the portal on the cluster (same names and content), so listed by the
+    managed label alone. A flavor is never pruned: another instance's queues may name a GPU
+    model this one has no class of (and Kueue holds a flavor in use anyway)."""
     desired = cluster_desired()
     live = [obj for kind in CLUSTER_KINDS for obj in kube.list(kind, label_selector=MANAGED)]
     previously = {key_str(m): m["metadata"]["annotations"][render.HASH_ANNOTATION] for m in desired}
-    outcome = converge(kube, desired, live, previously)
+    plan = plan_converge(desired, live, previously)
+    plan.to_delete = [obj for obj in plan.to_delete if obj["kind"] != "ResourceFlavor"]
+    outcome = execute(kube, plan)
     kube.cluster_objects_at = time.monotonic()
     return outcome
 

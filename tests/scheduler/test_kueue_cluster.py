@@ -313,3 +313,25 @@ def test_a_deployment_beyond_what_is_free_runs_what_fits_and_waits_for_the_rest(
         return w if w.reason == "Running" else None
 
     assert wait_for("the second replica admitted", all_running, timeout=120).state == "running"
+
+
+def test_flavors_other_portal_instances_use_are_never_pruned(kube, world):
+    """Portals sharing a cluster converge the same cluster-wide objects; one that knows fewer
+    GPU models must not delete the flavor another's queues name."""
+    other = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {
+            "name": "b200-180gb-test",
+            "labels": {"app.kubernetes.io/managed-by": "gpu-portal"},
+        },
+        "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-B200"}},
+    }
+    kube.apply(other)
+    try:
+        outcome = reconcile.reconcile_cluster_objects(kube)
+        assert not any("b200" in change for change in outcome.changes)
+        assert kube.get("ResourceFlavor", "b200-180gb-test") is not None
+        assert kube.get("ResourceFlavor", "a100-80gb") is not None  # this instance's own
+    finally:
+        kube.delete("ResourceFlavor", "b200-180gb-test")
