@@ -433,11 +433,13 @@ def render_tenant(spec: TenantSpec) -> list[dict]:
     ns = namespace["metadata"]["name"]
     return [
         namespace,
+        # the queue first: a pod created in the namespace before its LocalQueue exists gets no
+        # queue name and would never be admitted
+        *render_queues(spec, ns),
         *render_quotas(spec, ns),
         render_limit_range(spec, ns),
         *render_access(spec, ns),
         render_network_policy(spec, ns),
-        *render_queues(spec, ns),
     ]
 
 

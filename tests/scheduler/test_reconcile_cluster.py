@@ -136,8 +136,8 @@ def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "0"
     # the backstop quota and the team's Kueue queue both go down
     assert run.changes == [
-        f"ResourceQuota/{ns}/gpu-portal-quota: updated",
         f"ClusterQueue/{ns}: updated",
+        f"ResourceQuota/{ns}/gpu-portal-quota: updated",
     ]
 
 
@@ -196,9 +196,8 @@ def test_archiving_deletes_the_namespace(kube, setup, world):
         f"Namespace/{ns}: deleted (tenant archived)",
         f"ClusterQueue/{ns}: deleted (tenant archived)",  # cluster-scoped: not in the namespace
     ]
-    assert kube.get("ClusterQueue", ns) is None or kube.get("ClusterQueue", ns)["metadata"].get(
-        "deletionTimestamp"
-    )
+    queue = kube.get("ClusterQueue", ns)
+    assert queue is None or queue["metadata"].get("deletionTimestamp")
     wait_for(
         "namespace gone or terminating",
         lambda: (

@@ -93,8 +93,13 @@ def test_a_deployment_runs_its_replicas(kube, team, world):
     tenant, mig, _ = team
     w = submit(world, tenant, mig, kind="deployment", replicas=2, name="serve")
     workload_sync.create_in_cluster(kube, w.pk)
-    w = wait_state(kube, w, "running")
-    assert w.message == "2/2 running"
+
+    def all_running():  # Kueue admits the pods one by one: "1/2 running" comes first
+        current = workload_sync.sync_workload(kube, w.pk)
+        return current if current.reason == "Running" else None
+
+    w = wait_for("both replicas running", all_running, timeout=60)
+    assert (w.state, w.message) == ("running", "2/2 running")
     workloads.cancel_workload(actor=world.admin, workload=w)
     workload_sync.delete_from_cluster(kube, w.pk)
 
