@@ -9,13 +9,13 @@ every namespace it made at the end.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import tempfile
 import time
 from datetime import timedelta
 
-import yaml
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -76,8 +76,9 @@ def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
             **{**spec.__dict__, "namespace_prefix": "benchfloor-", "instance": "bench-floor"}
         )
         docs.extend(render.render_tenant(floor_spec))
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
-        yaml.safe_dump_all(docs, fh)
+    # JSON, not YAML: kubectl's YAML reader takes an unquoted hash such as 6e12… for a number.
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": docs}, fh)
     t0 = time.perf_counter()
     subprocess.run(
         [
