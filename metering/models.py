@@ -66,7 +66,8 @@ class AllocationInterval(models.Model):
         FAILED = "failed", "Failed"
         PREEMPTED = "preempted", "Preempted"
 
-    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.CASCADE, related_name="+")
+    # Billing history: a cluster row with intervals cannot be deleted (archive it instead).
+    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.PROTECT, related_name="+")
     pod_uid = models.CharField(max_length=64)
     namespace = models.CharField(max_length=63)
     pod_name = models.CharField(max_length=253)

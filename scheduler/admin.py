@@ -3,6 +3,7 @@ from django.contrib import admin
 from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.cluster import services as cluster_services
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 from scheduler.cluster.tasks import reconcile_tenant
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -112,9 +113,28 @@ class PoolAdmin(ServiceAdmin):
 
 @admin.register(Cluster)
 class ClusterAdmin(ReadOnlyAdmin):
-    """Written by the inventory sync only (and never deleted here: usage points at it)."""
+    """Written by the inventory sync only; never deleted (usage and statements point at it):
+    a cluster the portal no longer manages is archived, through `archive_cluster`."""
 
-    list_display = ["name", "api_server", "server_version", "last_sync_at", "last_sync_error"]
+    list_display = [
+        "name",
+        "api_server",
+        "server_version",
+        "last_sync_at",
+        "last_sync_error",
+        "archived_at",
+    ]
+    actions = ["archive"]
+
+    @admin.action(description="Archive (keeps its usage history)")
+    def archive(self, request, queryset):
+        run_each(
+            self,
+            request,
+            queryset,
+            "Archived",
+            lambda c: cluster_services.archive_cluster(actor=request.user, cluster=c),
+        )
 
 
 @admin.register(Node)

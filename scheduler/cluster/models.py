@@ -15,6 +15,8 @@ class Cluster(models.Model):
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_sync_error = models.TextField(blank=True)
     server_version = models.CharField(max_length=40, blank=True)
+    # A cluster that is gone stays as a row (its usage and statements point at it): archived.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.name

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.errors import InvalidTransition
 from scheduler.catalog.models import Pool
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory, render
@@ -16,6 +17,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation
 from tenants import audit
 from tenants.models import Tenant
+from tenants.permissions import require_platform_admin
 
 
 @dataclass
@@ -141,3 +143,23 @@ def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> 
     Cluster.objects.update_or_create(
         name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
     )
+
+
+def archive_cluster(*, actor, cluster: Cluster) -> Cluster:
+    """Mark a cluster the portal no longer manages; its rows stay for billing history (the
+    database refuses to delete a cluster that usage points at). One audit event."""
+    require_platform_admin(actor, "archive clusters")
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if locked.archived_at is not None:
+            raise InvalidTransition(f"cluster {locked.name} is already archived")
+        locked.archived_at = timezone.now()
+        locked.save(update_fields=["archived_at"])
+        audit.record(
+            actor=actor,
+            verb="cluster.archived",
+            obj=locked,
+            tenant=None,
+            after={"name": locked.name, "archived_at": locked.archived_at.isoformat()},
+        )
+    return locked

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.core import mail
 
-from core.errors import Forbidden, InvalidInput
+from core.errors import Forbidden, InvalidInput, InvalidTransition
 from metering import selectors, services
 from metering.models import AllocationInterval, BudgetAlert
 from scheduler.cluster.models import Cluster
@@ -232,3 +232,26 @@ def test_the_tasks_warn_in_one_batch_and_roll_up(
         assert tasks.warn_budgets() == 0  # safe to run twice
     assert BudgetAlert.objects.get().threshold == 100 and len(mail.outbox) == 1
     assert tasks.roll_up() == {"hours": 0, "days": 0, "purged": 0}
+
+
+def test_billing_history_survives_a_cluster_row_deleted_or_archived(world):
+    """Allocation intervals are what statements are made of: deleting the Cluster row they
+    point at is refused; the platform team archives a cluster instead (audited)."""
+    from django.db.models import ProtectedError
+
+    from scheduler.cluster import services as cluster_services
+    from scheduler.cluster.models import Cluster
+    from tenants.models import AuditEvent
+
+    kept = interval(world, t(2026, 11, 2, 10), t(2026, 11, 2, 12))
+    cluster = Cluster.objects.get(name="local")
+    with pytest.raises(ProtectedError):
+        cluster.delete()
+    archived = cluster_services.archive_cluster(actor=world.admin, cluster=cluster)
+    assert archived.archived_at is not None
+    assert AuditEvent.objects.filter(verb="cluster.archived").count() == 1
+    assert AllocationInterval.objects.filter(pk=kept.pk).exists()
+    with pytest.raises(InvalidTransition):
+        cluster_services.archive_cluster(actor=world.admin, cluster=archived)
+    with pytest.raises(Forbidden):
+        cluster_services.archive_cluster(actor=world.member, cluster=archived)

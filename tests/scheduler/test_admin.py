@@ -165,3 +165,20 @@ def test_update_resource_class_validates_and_records_only_changes(world):
     off = update_resource_class(actor=world.admin, resource_class=world.rc, active=False)
     assert off.active is False
     assert AuditEvent.objects.get().before == {"active": True}
+
+
+def test_a_cluster_is_archived_from_the_admin_not_deleted(client, world):
+    world.admin.is_superuser = True
+    world.admin.save()
+    client.force_login(world.admin)
+    cluster = Cluster.objects.create(name="old")
+    url = reverse("admin:scheduler_cluster_changelist")
+    response = client.post(
+        url, {"action": "archive", "_selected_action": [cluster.pk]}, follow=True
+    )
+    assert "Archived 1." in response.content.decode()
+    cluster.refresh_from_db()
+    assert cluster.archived_at is not None
+    again = client.post(url, {"action": "archive", "_selected_action": [cluster.pk]}, follow=True)
+    assert "already archived" in again.content.decode()
+    assert "delete_selected" not in client.get(url).content.decode()
