@@ -108,8 +108,10 @@ def propose_nodes(
         if touched and not model.mig_capable:
             shape = proposed[0]
             if shape.mode == "shared":
+                # renamed: replicas are advertised as nvidia.com/gpu.shared, the resource shared
+                # classes ask for (plain nvidia.com/gpu would leave them unusable)
                 prefix = "mps" if policy.sharing == "mps" else "time-sliced"
-                dp_config = f"{prefix}-{shape.replicas}"
+                dp_config = f"{prefix}-{shape.replicas}-renamed"
             else:
                 dp_config = "default"
         proposals.append(

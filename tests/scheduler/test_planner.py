@@ -108,11 +108,43 @@ def test_non_mig_nodes_get_shared_replicas():
     result = pl.plan_exact(gpus, {"l40s-48gb-shared": 16})
     assert {result.proposed[("l", i)] for i in range(4)} == {pl.Shape("shared", (), 4)}
     proposals, _ = mig_configs.propose_nodes(gpus, result, {"l": ("", "default")}, {})
-    assert proposals[0].device_plugin_config == "time-sliced-4"
+    assert proposals[0].device_plugin_config == "time-sliced-4-renamed"
     mps = mig_configs.propose_nodes(
         gpus, result, {"l": ("", "default")}, {}, pl.Policy(sharing="mps")
     )
-    assert mps[0][0].device_plugin_config == "mps-4"
+    assert mps[0][0].device_plugin_config == "mps-4-renamed"
+
+
+@pytest.mark.parametrize("sharing", ["time-slicing", "mps"])
+@pytest.mark.parametrize("replicas", [2, 4, 8])
+def test_every_shared_config_the_planner_proposes_advertises_the_shared_resource(sharing, replicas):
+    """Shared classes ask for nvidia.com/gpu.shared: a config without renameByDefault would
+    advertise plain nvidia.com/gpu, and the replicas pools count could never be used."""
+    from scheduler.catalog import facts
+    from scheduler.mig import rollout
+
+    gpus = [pl.GpuState("l", 0, "L40S-48GB", pl.WHOLE)]
+    shape = pl.Shape("shared", (), replicas)
+    result = pl.PlanResult(
+        method="test",
+        proposed={("l", 0): shape},
+        demand={},
+        supply_before={},
+        supply_after={},
+        served={},
+        unserved={},
+        changed=[("l", 0)],
+        disturbed_pods=[],
+    )
+    proposals, _ = mig_configs.propose_nodes(
+        gpus, result, {"l": ("", "default")}, {}, pl.Policy(sharing=sharing)
+    )
+    name = proposals[0].device_plugin_config
+    config = rollout.device_plugin_configs()[name]
+    section = config["sharing"]["mps" if sharing == "mps" else "timeSlicing"]
+    assert section["renameByDefault"] is True
+    assert section["resources"] == [{"name": "nvidia.com/gpu", "replicas": replicas}]
+    assert facts.SHARED_GPU_RESOURCE == "nvidia.com/gpu.shared"
 
 
 def test_popular_shapes_are_kept_free():
