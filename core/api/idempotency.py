@@ -1,6 +1,7 @@
 """`Idempotency-Key` on creating POSTs: the same key and body replays the first answer; the same
 key with another body is a 409. Records live in PostgreSQL, written in the same transaction as
-what the call created, so a retry racing the first call waits for it and then replays it."""
+what the call created; calls with one key take turns on an advisory lock, so a retry racing the
+first call waits for it and then replays it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.renderers import JSONRenderer
@@ -52,6 +53,15 @@ def _replay(record: IdempotencyRecord, digest: str, method: str, path: str) -> R
     )
 
 
+def _lock_key(user_id: int, key: str) -> None:
+    """A transaction-scoped PostgreSQL advisory lock on (user, key)."""
+    digest = hashlib.sha256(f"idempotency:{user_id}:{key}".encode()).digest()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)]
+        )
+
+
 def idempotent(method):
     """Decorate a viewset's creating method (create or a POST action)."""
 
@@ -70,6 +80,13 @@ def idempotent(method):
             return _replay(existing, digest, request.method, request.path)
         try:
             with transaction.atomic():
+                # Calls with one key take turns: a second one waits here until the first has
+                # committed (or failed), then finds its record and replays it, instead of
+                # running the call again and meeting what the first one created.
+                _lock_key(user.pk, key)
+                existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
+                if existing is not None and existing.created_at >= fresh_after:
+                    return _replay(existing, digest, request.method, request.path)
                 if existing is not None:  # stale: its key may be used again
                     IdempotencyRecord.objects.filter(pk=existing.pk).delete()
                 response = method(self, request, *args, **kwargs)

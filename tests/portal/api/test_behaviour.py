@@ -214,3 +214,25 @@ def test_tenant_shows_namespace_quota_in_use_and_free(api, world, settings):
     assert data["reconcile_status"] == "pending"
     rc = bearer(api.raw["read"]).get(f"/api/v1/resource-classes/{world.rc.slug}/").data
     assert (rc["capacity"], rc["granted"], rc["free"]) == (10, 4, 6)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_identical_submits_racing_with_one_key_both_get_the_first_answer(api, world):
+    """The second waits for the first to commit, then replays its answer; it is not refused
+    with "already runs a workload named …" (issue 14)."""
+    from tests.race import race
+
+    raw = api.raw["all"]
+
+    def post():
+        response = bearer(raw).post(
+            "/api/v1/workloads/", job(world, name="racer"), format="json",
+            HTTP_IDEMPOTENCY_KEY="race-1",
+        )  # fmt: skip
+        return response.status_code, response.json(), response.get("Idempotent-Replayed")
+
+    results = race([post, post, post])
+    assert [status for status, _, _ in results] == [201, 201, 201], results
+    assert len({body["id"] for _, body, _ in results}) == 1
+    assert sorted(str(replayed) for _, _, replayed in results) == ["None", "true", "true"]
+    assert Workload.objects.filter(name="racer").count() == 1
