@@ -9,6 +9,7 @@ changes nothing more (samples are upserted, utilisation is added once per minute
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
 from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant
+
+log = logging.getLogger(__name__)
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -66,6 +69,7 @@ class IngestResult:
     samples: int = 0
     utilisation: int = 0
     unknown_nodes: list[str] = field(default_factory=list)
+    utilisation_error: str = ""  # Prometheus did not answer: use is unknown for the minute
 
 
 def class_slug(node: NodeFacts | None, resource_name: str) -> str | None:
@@ -194,10 +198,15 @@ def record_snapshot(
     live, stopped = read_pods(pods)
     tenants = _tenants_by_namespace(namespaces)
     use: dict[tuple[str, str], prometheus.PodUse] = {}
+    result = IngestResult(at=minute, pods=len({p.uid for p in live}))
     url = settings.PROMETHEUS_URL if prometheus_url is None else prometheus_url
     if url:
-        use = prometheus.pod_utilisation(url)
-    result = IngestResult(at=minute, pods=len({p.uid for p in live}))
+        try:
+            use = prometheus.pod_utilisation(url)
+        except prometheus.PrometheusUnavailable as exc:
+            # Allocation needs only the API server: record it; utilisation stays unknown.
+            result.utilisation_error = str(exc)
+            log.warning("utilisation unknown this minute: %s", exc)
     cluster, _ = Cluster.objects.get_or_create(name=cluster_name)
     nodes = _node_facts(list_nodes, cluster, {p.node_name for p in live})
     result.unknown_nodes = sorted({p.node_name for p in live} - nodes.keys())

@@ -2,7 +2,9 @@
 
 Whole GPUs report `DCGM_FI_DEV_GPU_UTIL` (percent); MIG instances do not, and report
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (0-1) instead; framebuffer use is `DCGM_FI_DEV_FB_USED` (MiB).
-Series carry `namespace` and `pod` labels (the exporter's Kubernetes pod mapping).
+Series carry the pod's namespace and name as labels (the exporter's Kubernetes pod mapping):
+`namespace` and `pod`, or `exported_namespace` and `exported_pod` where a ServiceMonitor without
+`honorLabels` renamed them; settings DCGM_NAMESPACE_LABEL and DCGM_POD_LABEL say which.
 """
 
 from __future__ import annotations
@@ -11,10 +13,32 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import requests
+from django.conf import settings
 
-WHOLE_QUERY = "avg by (namespace, pod) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[{w}])) / 100"
-MIG_QUERY = "avg by (namespace, pod) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{w}]))"
-FB_QUERY = "sum by (namespace, pod) (max_over_time(DCGM_FI_DEV_FB_USED[{w}]))"
+WHOLE_QUERY = "avg by ({by}) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[{w}])) / 100"
+MIG_QUERY = "avg by ({by}) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{w}]))"
+FB_QUERY = "sum by ({by}) (max_over_time(DCGM_FI_DEV_FB_USED[{w}]))"
+
+
+def _labels() -> tuple[str, str]:
+    return settings.DCGM_NAMESPACE_LABEL, settings.DCGM_POD_LABEL
+
+
+def queries(window: str) -> dict[str, str]:
+    """The three queries, grouped by the configured namespace and pod labels."""
+    by = ", ".join(_labels())
+    return {
+        "mig": MIG_QUERY.format(by=by, w=window),
+        "whole": WHOLE_QUERY.format(by=by, w=window),
+        "fb": FB_QUERY.format(by=by, w=window),
+    }
+
+
+def pod_key(row: dict) -> tuple[str, str]:
+    """(namespace, pod) of a result row, by the configured label names."""
+    metric = row.get("metric", {})
+    namespace, pod = _labels()
+    return metric.get(namespace, ""), metric.get(pod, "")
 
 
 class PrometheusUnavailable(ConnectionError):
@@ -57,18 +81,17 @@ def pod_utilisation(
     """(namespace, pod) -> mean utilisation over `window` (MIG instances' engine activity where a
     pod has no whole-GPU series) and framebuffer used."""
     util: dict[tuple[str, str], Decimal] = {}
-    for query in (MIG_QUERY, WHOLE_QUERY):  # whole-GPU figures win where a pod has both
-        for row in _query(base_url, query.format(w=window), timeout):
-            metric = row.get("metric", {})
-            key = (metric.get("namespace", ""), metric.get("pod", ""))
+    q = queries(window)
+    for name in ("mig", "whole"):  # whole-GPU figures win where a pod has both
+        for row in _query(base_url, q[name], timeout):
+            key = pod_key(row)
             value = _clamp(row["value"][1])
             if key[1] and value is not None:
                 util[key] = value
     fb: dict[tuple[str, str], int] = {}
-    for row in _query(base_url, FB_QUERY.format(w=window), timeout):
-        metric = row.get("metric", {})
+    for row in _query(base_url, q["fb"], timeout):
         try:
-            fb[(metric.get("namespace", ""), metric.get("pod", ""))] = int(float(row["value"][1]))
+            fb[pod_key(row)] = int(float(row["value"][1]))
         except (TypeError, ValueError):
             continue
     return {key: PodUse(util=value, fb_used_mib=fb.get(key)) for key, value in util.items()}

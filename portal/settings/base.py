@@ -278,6 +278,10 @@ CELERY_BEAT_SCHEDULE["sync-workloads"] = {
 
 # --- metering (issue 7) -------------------------------------------------------------------------
 PROMETHEUS_URL = env("PROMETHEUS_URL", default="")
+# The labels dcgm-exporter's series carry the pod's namespace and name in; a ServiceMonitor
+# without honorLabels renames them to exported_namespace / exported_pod.
+DCGM_NAMESPACE_LABEL = env("DCGM_NAMESPACE_LABEL", default="namespace")
+DCGM_POD_LABEL = env("DCGM_POD_LABEL", default="pod")
 RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
 BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
 BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE

@@ -229,3 +229,42 @@ def test_platform_headline_is_the_share_of_capacity_allocated_and_used(world):
     assert data["allocated_share"] == Decimal(50) and data["used_share"] == Decimal(25)
     assert data["idle_gpu_hours"] == Decimal(16)
     assert data["series"]["A100-80GB"] == {"t": ["2026-11-30"], "allocated": [50.0], "used": [25.0]}
+
+
+def test_a_prometheus_outage_keeps_allocation_and_marks_use_unknown(cluster, world):
+    """Allocation needs only the API server: it is recorded for the minute; utilisation is
+    unknown (no `known` units), and the result says why."""
+    reading = cluster
+    reading.pods = [
+        pod(
+            "p1",
+            "meter-team-a",
+            uid="u1",
+            node="a100-node",
+            resources={"nvidia.com/mig-3g.40gb": 2},
+            started=T0 - timedelta(minutes=5),
+        )
+    ]
+    result = ingest.record_snapshot(
+        pods=reading.pods,
+        namespaces=reading.namespaces,
+        list_nodes=list,
+        now=T0,
+        prometheus_url="http://127.0.0.1:9",  # nothing listens: connection refused
+    )
+    assert result.opened == 1 and result.samples == 1
+    assert "Prometheus at http://127.0.0.1:9" in result.utilisation_error
+    sample = UsageSample.objects.get()
+    assert (sample.allocated, sample.known, sample.used) == (Decimal(2), Decimal(0), Decimal(0))
+
+
+def test_dcgm_label_names_are_settings(settings):
+    """A ServiceMonitor without honorLabels renames the exporter's labels to exported_*."""
+    from metering import prometheus
+
+    settings.DCGM_NAMESPACE_LABEL = "exported_namespace"
+    settings.DCGM_POD_LABEL = "exported_pod"
+    queries = prometheus.queries("2m")
+    assert all("by (exported_namespace, exported_pod)" in q for q in queries.values())
+    row = {"metric": {"exported_namespace": "ns", "exported_pod": "p"}, "value": [0, "0.5"]}
+    assert prometheus.pod_key(row) == ("ns", "p")
