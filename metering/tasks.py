@@ -17,6 +17,7 @@ def ingest_allocations() -> dict:
         "closed": result.closed,
         "samples": result.samples,
         "utilisation": result.utilisation,
+        "utilisation_error": result.utilisation_error,
     }
 
 
