@@ -12,6 +12,7 @@ admin.site.index_title = "Capacity, tenants and audit"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
     path("", include("tenants.urls")),
     path("", include("metering.urls")),

@@ -74,6 +74,54 @@ def team_detail(request, slug):
 
 
 def healthz(request):
+    """Liveness: the process answers (nothing else is asked, so a database outage does not get
+    every web pod restarted)."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request):
+    """Readiness: PostgreSQL, Redis (Celery's broker) and the cluster's API server all answer;
+    503 with `Retry-After` and what failed otherwise."""
+    checks = {name: _probe(check) for name, check in READINESS_CHECKS.items()}
+    ready = all(value == "ok" for value in checks.values())
+    response = JsonResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status=200 if ready else 503,
+    )
+    if not ready:
+        response["Retry-After"] = "10"
+    return response
+
+
+def _probe(check) -> str:
+    try:
+        check()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready", said in the body
+        return f"unavailable: {exc.__class__.__name__}"
+    return "ok"
+
+
+def _database() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
+
+
+def _redis() -> None:
+    import redis
+
+    client = redis.Redis.from_url(
+        settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2
+    )
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def _cluster() -> None:
+    from scheduler.cluster import kube
+
+    kube.gateway().server_version()
+
+
+READINESS_CHECKS = {"database": _database, "redis": _redis, "cluster": _cluster}

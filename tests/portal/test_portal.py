@@ -57,3 +57,25 @@ def test_home_shows_only_my_teams(client, world):
 def test_sign_in_page_has_labelled_fields(client):
     body = client.get(reverse("login")).content.decode()
     assert '<label for="id_username">' in body and '<label for="id_password">' in body
+
+
+@pytest.mark.cluster
+def test_readyz_checks_the_database_redis_and_the_cluster(client, kube, settings):
+    from scheduler.cluster import kube as kube_module
+
+    ready = client.get(reverse("readyz"))
+    assert ready.status_code == 200
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "redis": "ok", "cluster": "ok"},
+    }
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.KUBECONFIG = "/nonexistent/kubeconfig"
+    kube_module.reset_gateway()
+    down = client.get(reverse("readyz"))
+    assert down.status_code == 503 and down["Retry-After"] == "10"
+    checks = down.json()["checks"]
+    assert checks["database"] == "ok"
+    assert checks["redis"].startswith("unavailable") and checks["cluster"].startswith("unavailable")
+    # liveness asks nothing of them
+    assert client.get(reverse("healthz")).status_code == 200
