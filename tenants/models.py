@@ -39,7 +39,8 @@ PRIORITY_CLASS_DEFS: tuple[PriorityClassDef, ...] = (
 )
 PRIORITY_CLASSES: tuple[str, ...] = tuple(pc.name for pc in PRIORITY_CLASS_DEFS)
 # The highest class may preempt every other, so a tenant runs at most `critical_gpu_quota` units
-# in it; the lowest is best effort, what a new workload is offered first.
+# of each GPU resource in it (as its namespace's quota counts them); the lowest is best effort,
+# what a new workload is offered first.
 CRITICAL_PRIORITY_CLASS: str = max(PRIORITY_CLASS_DEFS, key=lambda pc: pc.value).name
 DEFAULT_PRIORITY_CLASS: str = min(PRIORITY_CLASS_DEFS, key=lambda pc: pc.value).name
 
@@ -76,7 +77,9 @@ class Tenant(models.Model):
     )
     allowed_priority_classes = models.JSONField(default=list, blank=True)
     critical_gpu_quota = models.PositiveIntegerField(
-        default=0, help_text="GPU units the tenant may run at gpu-critical"
+        default=0,
+        help_text="GPU units of each GPU resource (whole GPUs, each MIG profile, shared "
+        "replicas) the tenant may run at gpu-critical",
     )
     robot = models.OneToOneField(
         settings.AUTH_USER_MODEL,

@@ -112,17 +112,40 @@ def _check_fits(
             field="autoscaling" if autoscaled else "resources",
         )
     if priority == CRITICAL_PRIORITY_CLASS:
-        held = sum(
-            sum(w.units_held().values())
-            for w in Workload.objects.holding().filter(tenant=tenant, priority_class=priority)
+        _check_critical(tenant, asked, pods, priority)
+
+
+def _check_critical(
+    tenant: Tenant, asked: list[tuple[ResourceClass, int]], pods: int, priority: str
+) -> None:
+    """At the critical priority a tenant runs at most `critical_gpu_quota` units of each GPU
+    resource: the rule its namespace's priority-scoped ResourceQuota enforces in the cluster
+    (a quota counts resource names, so the portal counts the same way)."""
+    held_by_slug: dict[str, int] = {}
+    for w in Workload.objects.holding().filter(tenant=tenant, priority_class=priority):
+        for slug, units in w.units_held().items():
+            held_by_slug[slug] = held_by_slug.get(slug, 0) + units
+    names = dict(
+        ResourceClass.objects.filter(slug__in=list(held_by_slug)).values_list(
+            "slug", "resource_name"
         )
-        need = sum(units * pods for _, units in asked)
-        if held + need > tenant.critical_gpu_quota:
-            raise QuotaExceeded(
-                f"{tenant.slug} may run {tenant.critical_gpu_quota} units at {priority}; "
-                f"{held} are in use and this needs {need}",
-                field="priority",
-            )
+    )
+    held: dict[str, int] = {}
+    for slug, units in held_by_slug.items():
+        name = names.get(slug, slug)
+        held[name] = held.get(name, 0) + units
+    cap = tenant.critical_gpu_quota
+    over = [
+        f"{rc.resource_name}: {held.get(rc.resource_name, 0)} in use, this needs {units * pods}"
+        for rc, units in asked
+        if held.get(rc.resource_name, 0) + units * pods > cap
+    ]
+    if over:
+        raise QuotaExceeded(
+            f"{tenant.slug} may run {cap} units of each GPU resource at {priority}; "
+            + "; ".join(over),
+            field="priority",
+        )
 
 
 def _enqueue_create(workload_id: int) -> None:

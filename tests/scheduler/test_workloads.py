@@ -475,3 +475,26 @@ def test_a_preempted_workload_can_run_again_or_be_cancelled(granted):
     assert not w.is_final and w.can_move_to(Workload.State.RUNNING)
     assert w.can_move_to(Workload.State.QUEUED)
     assert workloads.cancel_workload(actor=world.member, workload=w).state == "cancelled"
+
+
+@pytest.mark.django_db
+def test_the_critical_allowance_is_per_gpu_resource_as_the_cluster_enforces_it(granted):
+    """The namespace's gpu-critical ResourceQuota caps each GPU resource name at the
+    allowance; the portal counts the same way, so the two never disagree (issue 14)."""
+    world = granted
+    whole = ResourceClassFactory(
+        slug="a100-80gb", kind="whole", profile="", resource_name="nvidia.com/gpu"
+    )
+    PoolFactory(resource_class=whole, capacity=4)
+    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=whole, amount=2)
+    services.update_tenant(
+        actor=world.admin,
+        tenant=world.tenant,
+        allowed_priority_classes=["gpu-critical", "gpu-low"],
+        critical_gpu_quota=1,
+    )
+    submit(world, name="a", priority="gpu-critical")  # 1 × nvidia.com/mig-3g.40gb
+    submit(world, name="b", priority="gpu-critical", resources={whole.slug: 1})  # another name
+    with pytest.raises(QuotaExceeded, match="nvidia.com/mig-3g.40gb: 1 in use") as exc:
+        submit(world, name="c", priority="gpu-critical")
+    assert exc.value.field == "priority"
