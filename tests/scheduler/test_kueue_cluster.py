@@ -205,8 +205,13 @@ def test_within_a_team_high_priority_is_admitted_before_older_low_priority(
     first = submit(world, tenant, h100_mig, name="first")
     wait_state(kube, first, "running")
     older = submit(world, tenant, h100_mig, name="older-low")
-    older = wait_state(kube, older, "queued")
-    assert "insufficient" in older.message and older.queue_position == 1
+
+    def held_for_quota():  # queued at once; Kueue's reason follows its first attempt
+        w = workload_sync.sync_workload(kube, older.pk)
+        return w if w.state == "queued" and "insufficient" in w.message else None
+
+    older = wait_for("older-low queued for want of quota", held_for_quota, timeout=60)
+    assert older.queue_position == 1
     urgent = submit(world, tenant, h100_mig, name="urgent", priority="gpu-high")
     wait_state(kube, urgent, "running", timeout=90)  # it preempts the running low one
     assert wait_state(kube, older, "queued").state == "queued"
