@@ -499,6 +499,7 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         api.close()
     kueue_comp = next(c for c in specs if c.name == "kueue")
     _wait("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
+    _wait("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
     _log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"

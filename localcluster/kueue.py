@@ -335,3 +335,29 @@ def prepare(api: ApiClient, timeout: float = 30) -> None:
 
 def ready() -> bool:
     return cluster._http_ok(f"http://127.0.0.1:{cluster.kueue_ports()[1]}/readyz")
+
+
+STORED_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "workloads")
+
+
+def storage_ready() -> bool:
+    """A LIST of Kueue's kinds answers: for a moment after the API server starts, custom
+    resources that discovery already lists answer 429 "storage is (re)initializing"."""
+    from kubernetes.client.rest import ApiException
+
+    api = cluster.api_client()
+    try:
+        for plural in STORED_KINDS:
+            api.call_api(
+                f"/apis/{KUEUE_GROUP}/v1beta2/{plural}",
+                "GET",
+                query_params=[("limit", "1")],
+                auth_settings=["BearerToken"],
+                response_type="object",
+                _return_http_data_only=True,
+            )
+    except (ApiException, OSError):
+        return False
+    finally:
+        api.close()
+    return True

@@ -86,11 +86,17 @@ def _remember(kube):
 
 
 def wait_state(kube, workload, state, timeout=60):
+    seen = []
+
     def check():
         w = workload_sync.sync_workload(kube, workload.pk)
+        seen[:] = [(w.state, w.reason, w.message)]
         return w if w.state == state else None
 
-    return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+    try:
+        return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+    except AssertionError as exc:  # say where it got stuck
+        raise AssertionError(f"{exc}; last seen {seen}") from None
 
 
 def member_job(name, resources, node_selector=None, node_name=None):
@@ -277,8 +283,10 @@ def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
         assert kube.get("Job", w.k8s_name, w.namespace) is None
     finally:
         cluster.up()
+    # back: its webhooks answer and, once its caches are synced, the team's queue is active
+    wait_for("queue active again", lambda: queue_active(kube, tenant.namespace), timeout=60)
     wait_for("created", lambda: workload_sync.create_in_cluster(kube, w.pk).cluster_created_at)
-    wait_state(kube, w, "running", timeout=90)
+    wait_state(kube, w, "running", timeout=120)
     assert Workload.objects.filter(tenant=tenant).count() == 1  # nothing lost, nothing doubled
 
 
