@@ -216,10 +216,14 @@ class KubeGateway:
             content_type="application/apply-patch+yaml",
         )
 
-    def create(self, manifest: dict) -> dict:
+    def create(self, manifest: dict, *, dry_run: bool = False) -> dict:
+        """POST; with dry_run the API server runs every admission check and stores nothing."""
         kind = manifest["kind"]
         ns = manifest["metadata"].get("namespace")
-        return self._call("apply", kind, "POST", _path(kind, namespace=ns), body=manifest)
+        query = [("dryRun", "All")] if dry_run else None
+        return self._call(
+            "apply", kind, "POST", _path(kind, namespace=ns), body=manifest, query=query
+        )
 
     def merge_patch(self, kind: str, name: str, patch: dict, namespace: str | None = None) -> dict:
         return self._call(

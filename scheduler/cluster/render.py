@@ -510,6 +510,15 @@ def object_key(manifest: dict) -> tuple[str, str, str]:
 QUEUE_GUARD = "gpu-portal-queue-guard"
 
 
+def _priority_agrees(meta: str, spec: str) -> str:
+    """CEL: the object's Kueue priority label, if any, names its pods' priorityClassName."""
+    label = f"'{QUEUE_PRIORITY_LABEL}'"
+    return (
+        f"(!has({meta}.labels) || !({label} in {meta}.labels) || "
+        f"(has({spec}.priorityClassName) && {meta}.labels[{label}] == {spec}.priorityClassName))"
+    )
+
+
 def render_queue_guard(trusted_users: tuple[str, ...]) -> list[dict]:
     """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
     Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
@@ -584,6 +593,20 @@ def render_queue_guard(trusted_users: tuple[str, ...]) -> list[dict]:
                     "|| (has(object.spec.suspend) && object.spec.suspend)",
                     "message": "only Kueue starts a suspended Job: it runs when the team's "
                     "queue admits it",
+                },
+                {
+                    # Kueue orders and preempts by this label; the namespace's quotas cap pods
+                    # by their priorityClassName: the two must agree, or a member could queue
+                    # at gpu-critical without the critical allowance.
+                    "expression": "request.kind.kind == 'CronJob' || (request.kind.kind == 'Pod' ? "
+                    + _priority_agrees("object.metadata", "object.spec")
+                    + " : ("
+                    + _priority_agrees("object.metadata", template)
+                    + " && (!has(object.spec.template.metadata) || "
+                    + _priority_agrees("object.spec.template.metadata", template)
+                    + ")))",
+                    "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
+                    "class as the pods' priorityClassName",
                 },
             ],
         },

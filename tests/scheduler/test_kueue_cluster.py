@@ -59,7 +59,7 @@ def queue_active(kube, name):
     )
 
 
-def submit(world, tenant, rc, units=1, name="train", priority="gpu-low"):
+def submit(kube, world, tenant, rc, units=1, name="train", priority="gpu-low"):
     w = workloads.submit_workload(
         actor=world.admin,
         tenant=tenant,
@@ -69,20 +69,8 @@ def submit(world, tenant, rc, units=1, name="train", priority="gpu-low"):
         resources={rc.slug: units},
         priority=priority,
     )
-    workload_sync.create_in_cluster(_kube(), w.pk)
+    workload_sync.create_in_cluster(kube, w.pk)
     return w
-
-
-_gateway = {}
-
-
-def _kube():
-    return _gateway["kube"]
-
-
-@pytest.fixture(autouse=True)
-def _remember(kube):
-    _gateway["kube"] = kube
 
 
 def wait_state(kube, workload, state, timeout=60):
@@ -152,6 +140,22 @@ def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
         member.merge_patch("Pod", "bare", {"spec": {"schedulingGates": None}}, ns)
     with pytest.raises(ClusterError, match="only Kueue starts a suspended Job"):
         member.merge_patch("Job", "pinned", {"spec": {"suspend": False}}, ns)
+    # queueing at a priority the pods do not carry (gpu-critical without the allowance)
+    jumper = member_job("jumper", {MIG: 1})
+    jumper["metadata"].update(
+        namespace=ns, labels={"kueue.x-k8s.io/priority-class": "gpu-critical"}
+    )
+
+    def guard_in_force():  # a policy just applied takes a moment to be enforced
+        try:
+            member.create(jumper, dry_run=True)
+        except ClusterError as exc:
+            return "must name the same priority class" in str(exc)
+        return False
+
+    wait_for("the queue guard policy in force", guard_in_force, timeout=30)
+    with pytest.raises(ClusterError, match="must name the same priority class"):
+        member.create(jumper)
     named = member_job("by-name", {MIG: 1}, node_name="gpu-a100-0")
     named["metadata"]["namespace"] = ns
     with pytest.raises(ClusterError, match="may not name a node"):
@@ -177,7 +181,7 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
 
     # the borrower has no grant of its own but may borrow 4: its job runs on the lender's
     # idle slices
-    borrowed = submit(world, borrower, h100_mig, units=3, name="borrowed")
+    borrowed = submit(kube, world, borrower, h100_mig, units=3, name="borrowed")
     wait_state(kube, borrowed, "running")
 
     def borrowed_units():  # Kueue updates the queue's status a moment after admitting
@@ -192,7 +196,7 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
     wait_for("3 units borrowed in the borrower's queue", borrowed_units, timeout=30)
 
     # the lender needs them back: Kueue preempts the borrower, whose job waits again
-    own = submit(world, lender, h100_mig, units=4, name="own")
+    own = submit(kube, world, lender, h100_mig, units=4, name="own")
     wait_state(kube, own, "running", timeout=90)
     borrowed = wait_state(kube, borrowed, "queued", timeout=90)
     assert borrowed.reason == "Preempted" and "queued again" in borrowed.message
@@ -208,9 +212,9 @@ def test_within_a_team_high_priority_is_admitted_before_older_low_priority(
     tenant = team(
         world, kube, tenant_namespaces, h100_mig, 1, prefix="prio", classes=("gpu-high", "gpu-low")
     )
-    first = submit(world, tenant, h100_mig, name="first")
+    first = submit(kube, world, tenant, h100_mig, name="first")
     wait_state(kube, first, "running")
-    older = submit(world, tenant, h100_mig, name="older-low")
+    older = submit(kube, world, tenant, h100_mig, name="older-low")
 
     def held_for_quota():  # queued at once; Kueue's reason follows its first attempt
         w = workload_sync.sync_workload(kube, older.pk)
@@ -218,7 +222,7 @@ def test_within_a_team_high_priority_is_admitted_before_older_low_priority(
 
     older = wait_for("older-low queued for want of quota", held_for_quota, timeout=60)
     assert older.queue_position == 1
-    urgent = submit(world, tenant, h100_mig, name="urgent", priority="gpu-high")
+    urgent = submit(kube, world, tenant, h100_mig, name="urgent", priority="gpu-high")
     wait_state(kube, urgent, "running", timeout=90)  # it preempts the running low one
     assert wait_state(kube, older, "queued").state == "queued"
     first = wait_state(kube, first, "queued")
@@ -245,7 +249,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
         return next(r for r in h100["resources"] if r["name"] == MIG)["nominalQuota"]
 
     assert nominal() == "3"
-    running = submit(world, tenant, h100_mig, units=3, name="big")
+    running = submit(kube, world, tenant, h100_mig, units=3, name="big")
     wait_state(kube, running, "running")
     services.expire_grants(now=timezone.now() + timedelta(hours=2))
     reconcile.reconcile_tenant(kube, tenant.pk)
@@ -253,7 +257,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     # Kueue leaves admitted work running above a lowered quota (it never evicts for that);
     # new work waits until the team is back under it.
     assert wait_state(kube, running, "running").state == "running"
-    late = submit(world, tenant, h100_mig, name="late")
+    late = submit(kube, world, tenant, h100_mig, name="late")
     assert wait_state(kube, late, "queued").reason == "Pending"
 
 
