@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 
 from django.db import transaction
-from django.utils import timezone
 
 from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
@@ -124,16 +123,21 @@ def summarise(cluster_queues: list[dict]) -> dict[str, dict]:
 
 
 def sync_queue_status(kube: KubeGateway, selector: str) -> int:
-    """Store every team's queue summary (one list call); returns how many teams were seen."""
+    """Store every team's queue summary (one list call, then only the rows that changed:
+    a beat task every 15 s must not rewrite a thousand unchanged rows); returns how many
+    teams were seen."""
     summaries = summarise(kube.list("ClusterQueue", label_selector=selector))
-    now = timezone.now()
     tenants = dict(Tenant.objects.filter(slug__in=list(summaries)).values_list("slug", "pk"))
+    wanted = {tenants[slug]: summary for slug, summary in summaries.items() if slug in tenants}
     with transaction.atomic():
-        for slug, summary in summaries.items():
-            if slug not in tenants:
-                continue
-            TenantSyncState.objects.update_or_create(
-                tenant_id=tenants[slug],
-                defaults={"queue_status": {**summary, "at": now.isoformat()}},
-            )
+        states = {s.tenant_id: s for s in TenantSyncState.objects.filter(tenant_id__in=wanted)}
+        changed = []
+        for tenant_id, summary in wanted.items():
+            state = states.get(tenant_id)
+            if state is None:
+                TenantSyncState.objects.create(tenant_id=tenant_id, queue_status=summary)
+            elif state.queue_status != summary:
+                state.queue_status = summary
+                changed.append(state)
+        TenantSyncState.objects.bulk_update(changed, ["queue_status"])
     return len(summaries)

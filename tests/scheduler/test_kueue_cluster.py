@@ -5,10 +5,13 @@ cohort, priority within a team, and a grant's end lowering the queue."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import ClusterError
-from scheduler.cluster import reconcile
+from scheduler.cluster import queues, reconcile
+from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -194,6 +197,19 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
         return usage.get(("h100-80gb", MIG), {}).get("borrowed") == "3"
 
     wait_for("3 units borrowed in the borrower's queue", borrowed_units, timeout=30)
+    # the pages read it from PostgreSQL; an unchanged queue is not written again
+    queues.sync_queue_status(kube, reconcile.managed_selector())
+    lines = {
+        t.slug: TenantSyncState.objects.get(tenant=t).queue_status["lines"]
+        for t in (lender, borrower)
+    }
+    assert lines[borrower.slug] == [
+        {"flavor": "h100-80gb", "resource": MIG, "nominal": 0, "used": 3, "borrowed": 3, "lent": 0}
+    ]
+    assert lines[lender.slug][0]["lent"] == 3 and lines[lender.slug][0]["nominal"] == 4
+    with CaptureQueriesContext(connection) as queries:
+        queues.sync_queue_status(kube, reconcile.managed_selector())
+    assert not [q for q in queries if q["sql"].startswith(("UPDATE", "INSERT"))]
 
     # the lender needs them back: Kueue preempts the borrower, whose job waits again
     own = submit(kube, world, lender, h100_mig, units=4, name="own")
