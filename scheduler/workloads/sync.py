@@ -5,6 +5,8 @@ read its logs. All through `scheduler.cluster.kube`, the one door to the API ser
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -164,17 +166,43 @@ def _kube_kind(workload: Workload) -> str:
     return "Job" if workload.kind == Workload.Kind.JOB else "Deployment"
 
 
-def _pods(kube: KubeGateway, workload: Workload) -> list[dict]:
-    pods = kube.list("Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}")
+def _newest_first(pods: list[dict]) -> list[dict]:
     return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
 
 
-def _queue_workloads(kube: KubeGateway, workload: Workload) -> list[dict] | None:
-    """Kueue's Workloads in the workload's namespace (None where Kueue is not installed)."""
+def _pods(kube: KubeGateway, workload: Workload) -> list[dict]:
+    pods = kube.list("Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}")
+    return _newest_first(pods)
+
+
+def _list_queue_workloads(kube: KubeGateway, namespace: str) -> list[dict] | None:
+    """Kueue's Workloads in a namespace (None where Kueue is not installed)."""
     try:
-        return kube.list("KueueWorkload", workload.namespace)
+        return kube.list("KueueWorkload", namespace)
     except PermanentClusterError:
         return None
+
+
+@dataclass
+class NamespaceReading:
+    """One namespace as the periodic sync reads it once for all its workloads: the portal's
+    pods by workload id, the events and Kueue's Workloads (three list calls per namespace,
+    instead of three per workload)."""
+
+    pods: dict[str, list[dict]]
+    events: list[dict]
+    queue_workloads: list[dict] | None
+
+
+def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
+    pods: dict[str, list[dict]] = defaultdict(list)
+    for pod in kube.list("Pod", namespace, label_selector=WORKLOAD_LABEL):
+        pods[(pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "")].append(pod)
+    return NamespaceReading(
+        pods={k: _newest_first(v) for k, v in pods.items()},
+        events=kube.list("Event", namespace),
+        queue_workloads=_list_queue_workloads(kube, namespace),
+    )
 
 
 def _mine(workload: Workload, queue_workloads: list[dict]) -> list[dict]:
@@ -200,23 +228,30 @@ def _involves(event: dict, workload: Workload) -> bool:
     )
 
 
-def sync_workload(kube: KubeGateway, workload_id: int) -> Workload | None:
-    """Read the workload's object, pods, events and Kueue's Workloads; record a change of
-    state. Work that Kueue evicted is recorded as preempted and then queued again, with what
-    Kueue said took its place."""
+def sync_workload(
+    kube: KubeGateway, workload_id: int, reading: NamespaceReading | None = None
+) -> Workload | None:
+    """Read the workload's object, pods, events and Kueue's Workloads (from `reading` when the
+    caller read its namespace already); record a change of state. Work that Kueue evicted is
+    recorded as preempted and then queued again, with what Kueue said took its place."""
     workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
     if workload.cluster_created_at is None:
         return create_in_cluster(kube, workload.pk)
     obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
-    pods = _pods(kube, workload)
+    if reading is None:
+        pods = _pods(kube, workload)
+        all_events = kube.list("Event", workload.namespace)
+        queue_workloads = _list_queue_workloads(kube, workload.namespace)
+    else:
+        pods = reading.pods.get(str(workload.pk), [])
+        all_events, queue_workloads = reading.events, reading.queue_workloads
     events = [
         e
-        for e in kube.list("Event", workload.namespace)
+        for e in all_events
         if e.get("reason") in (*PREEMPTION_REASONS, "FailedCreate") and _involves(e, workload)
     ]
-    queue_workloads = _queue_workloads(kube, workload)
     mine = _mine(workload, queue_workloads) if queue_workloads is not None else None
     obs = observe(workload.kind, obj, pods, events, mine)
     position = None
@@ -233,14 +268,18 @@ def sync_workload(kube: KubeGateway, workload_id: int) -> Workload | None:
 
 
 def sync_live_workloads(kube: KubeGateway) -> int:
-    """Sync every workload that is not over yet; returns how many were looked at."""
-    ids = list(Workload.objects.live().values_list("pk", flat=True))
-    for pk in ids:
+    """Sync every workload that is not over yet, reading each namespace once; returns how
+    many were looked at."""
+    live = list(Workload.objects.live().values_list("pk", "namespace"))
+    readings: dict[str, NamespaceReading | None] = {}
+    for pk, namespace in live:
         try:
-            sync_workload(kube, pk)
+            if namespace not in readings:
+                readings[namespace] = read_namespace(kube, namespace)
+            sync_workload(kube, pk, readings[namespace])
         except ClusterError as exc:
             log.warning("sync of workload %s failed: %s", pk, exc)
-    return len(ids)
+    return len(live)
 
 
 def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:

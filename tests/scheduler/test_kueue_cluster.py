@@ -176,8 +176,10 @@ def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
 
 
 def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
-    kube, tenant_namespaces, world, h100_mig
+    kube, tenant_namespaces, world, h100_mig, settings
 ):
+    # a cohort of its own: queues other tests leave behind (or still deleting) would lend too
+    settings.PORTAL_INSTANCE = unique_slug("cohort")
     services.set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4)
     lender = team(world, kube, tenant_namespaces, h100_mig, 4, prefix="lend")
     borrower = team(world, kube, tenant_namespaces, h100_mig, 0, prefix="borrow")

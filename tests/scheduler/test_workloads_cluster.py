@@ -193,3 +193,33 @@ def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(k
     assert low.finished_at is None
     assert kube.get("Job", low.k8s_name, low.namespace) is not None  # its work is not lost
     assert Workload.objects.get(pk=low.pk).state == "pending"
+
+
+def test_the_periodic_sync_reads_each_namespace_once(kube, team, world):
+    """Pods, events and Kueue's Workloads are listed once per namespace, not per workload:
+    the cost of a sync grows with namespaces and one GET per workload."""
+    tenant, mig, _ = team
+    jobs = [submit(world, tenant, mig, name=f"j{i}") for i in range(3)]
+    for w in jobs:
+        workload_sync.create_in_cluster(kube, w.pk)
+    before = dict(kube.stats.calls)
+    assert workload_sync.sync_live_workloads(kube) == 3
+    calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
+    assert calls == {
+        ("list", "Pod"): 1,
+        ("list", "Event"): 1,
+        ("list", "KueueWorkload"): 1,
+        ("get", "Job"): 3,
+    }
+    # and the states it reads are the same as one workload's own sync would find
+    for w in jobs:
+        assert Workload.objects.get(pk=w.pk).state in ("queued", "pending", "running")
+    wait_for(
+        "the two that fit the grant running, the third queued",
+        lambda: (
+            workload_sync.sync_live_workloads(kube)
+            and sorted(Workload.objects.filter(tenant=tenant).values_list("state", flat=True))
+            == ["queued", "running", "running"]
+        ),
+        timeout=60,
+    )
