@@ -326,10 +326,6 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
     )
 
 
-def _quantity(units: int) -> str:
-    return str(units)
-
-
 def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
     """The tenant's ClusterQueue: nominal quota per (GPU model flavor, resource) from its grants,
     cpu and memory on the default flavor (never borrowed), in the portal's cohort. A suspended
@@ -351,8 +347,8 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
             line = by_flavor[flavor].get(name) or QueueLine(flavor, name, 0)
             quota: dict = {
                 "name": name,
-                "nominalQuota": _quantity(line.nominal),
-                "borrowingLimit": _quantity(line.borrowing_limit),
+                "nominalQuota": str(line.nominal),
+                "borrowingLimit": str(line.borrowing_limit),
             }
             if not line.lend:
                 quota["lendingLimit"] = "0"
