@@ -193,6 +193,17 @@ TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
+# Team members may exec into, attach to and port-forward their own pods.
+TENANT_POD_EXEC = env.bool("TENANT_POD_EXEC", default=True)
+# Egress of team pods: DNS, their own and the platform namespace always; these CIDRs too, minus
+# the denied ones wherever an allowed CIDR covers them (cloud metadata, and add the API server's
+# addresses, e.g. the endpoints of the `kubernetes` Service, when allowing wide ranges).
+TENANT_EGRESS_ALLOWED_CIDRS = env.list("TENANT_EGRESS_ALLOWED_CIDRS", default=[])
+TENANT_EGRESS_DENIED_CIDRS = env.list(
+    "TENANT_EGRESS_DENIED_CIDRS", default=["169.254.169.254/32", "fd00:ec2::254/128"]
+)
+CLUSTER_DNS_NAMESPACE = env("CLUSTER_DNS_NAMESPACE", default="kube-system")
+CLUSTER_DNS_POD_LABELS = env.dict("CLUSTER_DNS_POD_LABELS", default={"k8s-app": "kube-dns"})
 # Who may lift Kueue's gate or unsuspend a Job in a team namespace (the queue guard policy):
 # Kueue's own identity. Cluster admins (system:masters) are trusted anyway.
 KUEUE_USERNAMES = env.list(

@@ -150,6 +150,11 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
             memory_quota=settings.TENANT_MEMORY_QUOTA,
             pod_quota=settings.TENANT_POD_QUOTA,
             user_prefix=settings.KUBE_USER_PREFIX,
+            pod_exec=settings.TENANT_POD_EXEC,
+            egress_allowed_cidrs=tuple(settings.TENANT_EGRESS_ALLOWED_CIDRS),
+            egress_denied_cidrs=tuple(settings.TENANT_EGRESS_DENIED_CIDRS),
+            dns_namespace=settings.CLUSTER_DNS_NAMESPACE,
+            dns_pod_labels=tuple(sorted(settings.CLUSTER_DNS_POD_LABELS.items())),
             instance=settings.PORTAL_INSTANCE,
             queue_lines=lines,
             cohort=cohort_name(),
@@ -282,7 +287,25 @@ def plan_converge(
         plan.to_apply.append(manifest)
     if prune:
         plan.to_delete = [obj for obj in live_by_key.values() if not _terminating(obj)]
+        for obj in plan.to_delete:
+            if not is_managed(obj):
+                out.drift.append(f"{key_str(obj)}: access granted outside the portal")
     return plan
+
+
+def is_managed(obj: dict) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return (
+        labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY
+        and labels.get(render.INSTANCE_LABEL) == settings.PORTAL_INSTANCE
+    )
+
+
+def is_foreign_binding(obj: dict) -> bool:
+    """A RoleBinding in a tenant namespace that the portal did not render: pruned (access is
+    granted through the portal), unless the platform team labelled it to keep."""
+    labels = obj["metadata"].get("labels") or {}
+    return not is_managed(obj) and labels.get(render.KEEP_BINDING_LABEL) != "true"
 
 
 def execute(kube: KubeGateway, plan: ConvergePlan) -> Outcome:
@@ -433,6 +456,14 @@ def _live_for_tenant(kube: KubeGateway, tenant: Tenant) -> list[dict]:
         namespace.setdefault("kind", "Namespace")
         live.append(namespace)
         for kind in render.NAMESPACED_KINDS:
+            if kind == "RoleBinding":  # all of them: the foreign ones are pruned too
+                live.extend(
+                    b
+                    for b in kube.list(kind, ns)
+                    if is_foreign_binding(b)
+                    or (b["metadata"].get("labels") or {}).get(render.TENANT_LABEL) == tenant.slug
+                )
+                continue
             live.extend(kube.list(kind, ns, label_selector=selector))
     for kind in render.TENANT_CLUSTER_KINDS:
         live.extend(kube.list(kind, label_selector=selector))
@@ -482,7 +513,9 @@ def cluster_desired() -> list[dict]:
         *render.render_priority_classes(priority_class_specs()),
         *render.render_flavors(flavor_specs()),
         *render.render_workload_priority_classes(priority_class_specs()),
-        *render.render_queue_guard(tuple(settings.KUEUE_USERNAMES)),
+        *render.render_queue_guard(
+            tuple(settings.KUEUE_USERNAMES), tuple(pc.name for pc in priority_class_specs())
+        ),
     ]
 
 
@@ -538,12 +571,20 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     summary = Summary()
     reconcile_cluster_objects(kube)
     live_by_tenant: dict[str, list[dict]] = defaultdict(list)
+    tenants = list(Tenant.objects.all())
+    slug_of_namespace = {tenant_namespace(t): t.slug for t in tenants}
     for kind in ("Namespace", *render.NAMESPACED_KINDS, *render.TENANT_CLUSTER_KINDS):
-        for obj in kube.list(kind, label_selector=managed_selector()):
+        # RoleBindings: every one, so that access granted outside the portal is pruned too.
+        selector = "" if kind == "RoleBinding" else managed_selector()
+        for obj in kube.list(kind, label_selector=selector):
+            if not is_managed(obj):
+                slug = slug_of_namespace.get(obj["metadata"].get("namespace", ""))
+                if slug and is_foreign_binding(obj):
+                    live_by_tenant[slug].append(obj)
+                continue
             slug = (obj["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
             if slug:
                 live_by_tenant[slug].append(obj)
-    tenants = list(Tenant.objects.all())
     specs = build_specs([t for t in tenants if t.status != Tenant.Status.ARCHIVED])
     states = {s.tenant_id: s for s in TenantSyncState.objects.all()}
     for tenant in tenants:

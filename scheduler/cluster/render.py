@@ -10,6 +10,7 @@ same, content different) from a change of what is granted (hash different).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from dataclasses import dataclass, field
 
@@ -29,8 +30,16 @@ GPU_QUOTA = "gpu-portal-quota"
 PRIORITY_QUOTA_PREFIX = "gpu-portal-priority-"
 LIMIT_RANGE = "gpu-portal-defaults"
 NETWORK_POLICY = "gpu-portal-isolation"
-ROLE_FOR = {"owner": "admin", "member": "edit", "viewer": "view"}
-ROLE_BINDING_PREFIX = "gpu-portal-"
+# Portal-owned Roles in each tenant namespace. Kubernetes' own `admin` and `edit` would let a
+# team rewrite its NetworkPolicy or bind people the portal never granted: owners manage access
+# through the portal, so in the cluster owners and members get the same workload rights.
+WORKLOAD_ROLE = "gpu-portal-workloads"
+VIEW_ROLE = "gpu-portal-view"
+ROLE_FOR = {"owner": WORKLOAD_ROLE, "member": WORKLOAD_ROLE, "viewer": VIEW_ROLE}
+ROLE_BINDING_PREFIX = "gpu-portal-team-"
+# A RoleBinding in a tenant namespace that the portal did not render is pruned unless the
+# platform team marks it with this label (teams cannot write RoleBindings).
+KEEP_BINDING_LABEL = "gpu-portal.io/keep"
 
 # Kueue (kueue.x-k8s.io/v1beta2): Kueue enforces and queues what the portal grants. Tenant
 # namespaces carry QUEUE_ENFORCED_LABEL: Kueue manages every Job and Pod there (with or without a
@@ -48,6 +57,7 @@ NAMESPACED_KINDS = (
     "ServiceAccount",
     "ResourceQuota",
     "LimitRange",
+    "Role",
     "RoleBinding",
     "NetworkPolicy",
     "LocalQueue",
@@ -108,6 +118,13 @@ class TenantSpec:
     critical_priority_class: str = "gpu-critical"
     critical_units: int = 0
     platform_namespace: str = "gpu-portal-system"
+    # Egress: CIDRs pods may reach besides DNS, their own and the platform namespace, minus the
+    # denied ones (cloud metadata, the API server) wherever an allowed CIDR covers them.
+    egress_allowed_cidrs: tuple[str, ...] = ()
+    egress_denied_cidrs: tuple[str, ...] = ("169.254.169.254/32", "fd00:ec2::254/128")
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: tuple[tuple[str, str], ...] = (("k8s-app", "kube-dns"),)
+    pod_exec: bool = True
     namespace_prefix: str = "tenant-"
     cpu_quota: str = "64"
     memory_quota: str = "256Gi"
@@ -245,9 +262,44 @@ def render_limit_range(spec: TenantSpec, namespace: str) -> dict:
     )
 
 
+_READ = ["get", "list", "watch"]
+_WRITE = [*_READ, "create", "update", "patch", "delete", "deletecollection"]
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict:
+    return {"apiGroups": groups, "resources": resources, "verbs": list(verbs)}
+
+
+def role_rules(*, write: bool, pod_exec: bool) -> list[dict]:
+    """What a team needs for its workloads, and nothing that changes access (roles, bindings),
+    isolation (network policies) or quota (quotas, limit ranges, queues): those are read-only.
+    Viewers read the same things, minus secrets, exec and port-forward."""
+    verbs = _WRITE if write else _READ
+    rules = [
+        _rule([""], ["pods", "configmaps", "persistentvolumeclaims", "services"], verbs),
+        _rule([""], ["pods/log", "pods/status", "events", "endpoints", "serviceaccounts"], _READ),
+        _rule([""], ["resourcequotas", "limitranges"], _READ),
+        _rule(["batch"], ["jobs", "cronjobs"], verbs),
+        _rule(["apps"], ["deployments", "statefulsets"], verbs),
+        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], verbs),
+        _rule(["apps"], ["replicasets"], _READ),
+        _rule(["autoscaling"], ["horizontalpodautoscalers"], verbs),
+        _rule(["policy"], ["poddisruptionbudgets"], _READ),
+        _rule(["networking.k8s.io"], ["networkpolicies"], _READ),
+        _rule(["kueue.x-k8s.io"], ["workloads", "localqueues"], _READ),
+        _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ),
+    ]
+    if write:
+        rules.insert(1, _rule([""], ["secrets"], verbs))  # the team's own, in its namespace
+        if pod_exec:
+            rules.append(_rule([""], ["pods/exec", "pods/attach", "pods/portforward"], ["create"]))
+    return rules
+
+
 def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
-    """The robot's ServiceAccount and one RoleBinding per role that has anyone in it."""
-    objects = [
+    """The robot's ServiceAccount, the portal's two Roles, and one RoleBinding per portal role
+    that has anyone in it."""
+    objects: list[dict] = [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
@@ -255,7 +307,17 @@ def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
             "automountServiceAccountToken": False,
         }
     ]
-    for role, cluster_role in ROLE_FOR.items():
+    if spec.active:
+        for name, write in ((WORKLOAD_ROLE, True), (VIEW_ROLE, False)):
+            objects.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": _meta(spec, name, namespace),
+                    "rules": role_rules(write=write, pod_exec=spec.pod_exec),
+                }
+            )
+    for role, role_name in ROLE_FOR.items():
         subjects = []
         for m in sorted(spec.members, key=lambda m: (m.is_robot, m.username)):
             if m.role != role:
@@ -285,8 +347,8 @@ def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
                 "metadata": _meta(spec, f"{ROLE_BINDING_PREFIX}{role}s", namespace),
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": cluster_role,
+                    "kind": "Role",
+                    "name": role_name,
                 },
                 "subjects": subjects,
             }
@@ -294,8 +356,56 @@ def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
     return [_finish(o) for o in objects]
 
 
+def _names_in(names: list[str]) -> dict:
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": names}
+        ]
+    }
+
+
+def egress_blocks(allowed: tuple[str, ...], denied: tuple[str, ...]) -> list[dict]:
+    """ipBlocks for the allowed CIDRs, each excepting the denied CIDRs it covers (the API server
+    refuses an `except` outside its block, and the families must agree)."""
+    blocks = []
+    denied_nets = [ipaddress.ip_network(d, strict=False) for d in denied]
+    for cidr in allowed:
+        net = ipaddress.ip_network(cidr, strict=False)
+        excepted = sorted(
+            str(d)
+            for d in denied_nets
+            if d.version == net.version and d.subnet_of(net) and d != net  # type: ignore[arg-type]
+        )
+        if any(d.version == net.version and net.subnet_of(d) for d in denied_nets):  # type: ignore[arg-type]
+            continue  # wholly denied
+        block: dict = {"cidr": str(net)}
+        if excepted:
+            block["except"] = excepted
+        blocks.append({"ipBlock": block})
+    return blocks
+
+
 def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
+    """Ingress from the team's own and the platform namespace only; egress to DNS, the same two
+    namespaces and the configured CIDRs. Everything else, the cloud metadata address and the API
+    server included, is denied (where the CNI enforces NetworkPolicies)."""
     allowed = sorted({namespace, spec.platform_namespace})
+    dns_ports = [{"protocol": p, "port": 53} for p in ("UDP", "TCP")]
+    egress: list[dict] = [
+        {
+            "to": [
+                {
+                    "namespaceSelector": _names_in([spec.dns_namespace]),
+                    "podSelector": {"matchLabels": dict(spec.dns_pod_labels)},
+                }
+            ],
+            "ports": dns_ports,
+        },
+        {"to": [{"namespaceSelector": _names_in(allowed)}]},
+    ]
+    blocks = egress_blocks(spec.egress_allowed_cidrs, spec.egress_denied_cidrs)
+    if blocks:
+        egress.append({"to": blocks})
     return _finish(
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -303,24 +413,9 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
             "metadata": _meta(spec, NETWORK_POLICY, namespace),
             "spec": {
                 "podSelector": {},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    {
-                        "from": [
-                            {
-                                "namespaceSelector": {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "kubernetes.io/metadata.name",
-                                            "operator": "In",
-                                            "values": allowed,
-                                        }
-                                    ]
-                                }
-                            }
-                        ]
-                    }
-                ],
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [{"namespaceSelector": _names_in(allowed)}]}],
+                "egress": egress,
             },
         }
     )
@@ -515,13 +610,23 @@ def _priority_agrees(meta: str, spec: str) -> str:
     )
 
 
-def render_queue_guard(trusted_users: tuple[str, ...]) -> list[dict]:
+def _priority_known(spec: str, classes: str) -> str:
+    """CEL: the pod spec names no priority class, or one of the portal's."""
+    return f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in [{classes}])"
+
+
+def render_queue_guard(
+    trusted_users: tuple[str, ...], priority_classes: tuple[str, ...] = ()
+) -> list[dict]:
     """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
     Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
     (`nodeName` skips both the scheduler and Kueue's flavors), lifting Kueue's scheduling gate
-    from a pod, and unsuspending a Job Kueue has not admitted. Kueue and cluster admins
-    (`trusted_users`, `system:masters`) do these things legitimately."""
+    from a pod, unsuspending a Job Kueue has not admitted, and a priority class that is not the
+    portal's (`system-node-critical` would preempt every team; the portal's own classes are
+    capped per team by its quotas). Kueue and cluster admins (`trusted_users`,
+    `system:masters`) do these things legitimately."""
     trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
+    classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
     template = "object.spec.template.spec"
     policy = {
@@ -603,6 +708,17 @@ def render_queue_guard(trusted_users: tuple[str, ...]) -> list[dict]:
                     + ")))",
                     "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
                     "class as the pods' priorityClassName",
+                },
+                {
+                    "expression": "request.kind.kind == 'Pod' ? "
+                    + _priority_known("object.spec", classes)
+                    + " : request.kind.kind == 'CronJob' ? "
+                    + _priority_known("object.spec.jobTemplate.spec.template.spec", classes)
+                    + " : "
+                    + _priority_known(template, classes),
+                    "message": "team namespaces may use only the portal's priority classes ("
+                    + ", ".join(sorted(priority_classes))
+                    + "), and only those the team was granted",
                 },
             ],
         },

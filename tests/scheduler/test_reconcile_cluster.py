@@ -74,10 +74,10 @@ def test_approval_becomes_namespace_quota_access_and_isolation(kube, setup, worl
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert namespace["metadata"]["annotations"]["gpu-portal.io/display-name"] == "Réseau Team ✓"
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "2"
-    owners = kube.get("RoleBinding", "gpu-portal-owners", ns)
-    assert owners["roleRef"]["name"] == "admin"
+    owners = kube.get("RoleBinding", "gpu-portal-team-owners", ns)
+    assert owners["roleRef"]["name"] == "gpu-portal-workloads"
     assert [s["name"] for s in owners["subjects"]] == [owner.username]
-    members = kube.get("RoleBinding", "gpu-portal-members", ns)
+    members = kube.get("RoleBinding", "gpu-portal-team-members", ns)
     assert {"kind": "ServiceAccount", "name": "ci-robot", "namespace": ns} in members["subjects"]
     policy = kube.get("NetworkPolicy", "gpu-portal-isolation", ns)
     assert policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchExpressions"][0][
@@ -115,9 +115,9 @@ def test_a_second_reconcile_of_an_unchanged_tenant_writes_nothing(kube, setup, w
 
     assert kube.stats.writes == writes
     assert (run.writes, run.changes, run.drift) == (0, [], [])
-    # one GET of the namespace, one LIST per managed kind: 6 namespaced (with the LocalQueue)
-    # and the ClusterQueue; the cluster-wide objects were converged by the first run just now
-    assert run.api_calls == 1 + 6 + 1
+    # one GET of the namespace, one LIST per managed kind: 7 namespaced (with the Roles and the
+    # LocalQueue) and the ClusterQueue; the cluster-wide objects were converged by the first run
+    assert run.api_calls == 1 + 7 + 1
 
 
 def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
@@ -153,17 +153,17 @@ def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
         {"spec": {"hard": {"requests.nvidia.com/gpu": "99"}}},
         ns,
     )
-    kube.delete("RoleBinding", "gpu-portal-owners", ns)
+    kube.delete("RoleBinding", "gpu-portal-team-owners", ns)
 
     summary = reconcile.reconcile_all(kube)
 
     assert summary.drifted >= 1
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "2"
-    assert kube.get("RoleBinding", "gpu-portal-owners", ns) is not None
+    assert kube.get("RoleBinding", "gpu-portal-team-owners", ns) is not None
     run = ReconcileRun.objects.filter(tenant=tenant).first()
     assert sorted(run.drift) == [
         f"ResourceQuota/{ns}/gpu-portal-quota: edited outside the portal",
-        f"RoleBinding/{ns}/gpu-portal-owners: deleted outside the portal",
+        f"RoleBinding/{ns}/gpu-portal-team-owners: deleted outside the portal",
     ]
     # and a second pass finds nothing to do
     writes = kube.stats.writes
@@ -174,17 +174,17 @@ def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
 def test_membership_change_prunes_a_binding_nobody_is_in(kube, setup, world):
     tenant, gpu, ns, owner = setup
     reconcile.reconcile_tenant(kube, tenant.pk)
-    assert kube.get("RoleBinding", "gpu-portal-viewers", ns) is None
+    assert kube.get("RoleBinding", "gpu-portal-team-viewers", ns) is None
     viewer = MembershipFactory(tenant=tenant, role=Membership.Role.VIEWER)
     reconcile.reconcile_tenant(kube, tenant.pk)
     assert (
-        kube.get("RoleBinding", "gpu-portal-viewers", ns)["subjects"][0]["name"]
+        kube.get("RoleBinding", "gpu-portal-team-viewers", ns)["subjects"][0]["name"]
         == viewer.user.username
     )
     services.remove_member(actor=owner, membership=viewer)
     run = reconcile.reconcile_tenant(kube, tenant.pk)
-    assert kube.get("RoleBinding", "gpu-portal-viewers", ns) is None
-    assert f"RoleBinding/{ns}/gpu-portal-viewers: deleted" in run.changes
+    assert kube.get("RoleBinding", "gpu-portal-team-viewers", ns) is None
+    assert f"RoleBinding/{ns}/gpu-portal-team-viewers: deleted" in run.changes
 
 
 def test_archiving_deletes_the_namespace(kube, setup, world):

@@ -106,7 +106,7 @@ def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, r
     wait_for(
         "viewer binding",
         lambda: (
-            (kube.get("RoleBinding", "gpu-portal-viewers", ns) or {})
+            (kube.get("RoleBinding", "gpu-portal-team-viewers", ns) or {})
             .get("subjects", [{}])[0]
             .get("name")
             == user.username

@@ -137,56 +137,148 @@ def test_a_forbidden_priority_class_gets_a_zero_pod_quota():
 
 def test_role_bindings_per_role_with_the_robot_as_service_account():
     objs = by_key(render.render_tenant(spec()))
-    owners = objs[("RoleBinding", "gpu-portal-owners")]
+    owners = objs[("RoleBinding", "gpu-portal-team-owners")]
     assert owners["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": "admin",
+        "kind": "Role",
+        "name": "gpu-portal-workloads",
     }
     assert owners["subjects"] == [
         {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
     ]
-    members = objs[("RoleBinding", "gpu-portal-members")]
-    assert members["roleRef"]["name"] == "edit"
+    members = objs[("RoleBinding", "gpu-portal-team-members")]
+    assert members["roleRef"]["name"] == "gpu-portal-workloads"
     assert members["subjects"] == [
         {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"},
         {"kind": "ServiceAccount", "name": "ci-robot", "namespace": "tenant-team-a"},
     ]
-    assert objs[("RoleBinding", "gpu-portal-viewers")]["roleRef"]["name"] == "view"
+    assert objs[("RoleBinding", "gpu-portal-team-viewers")]["roleRef"]["name"] == "gpu-portal-view"
     assert objs[("ServiceAccount", "ci-robot")]["automountServiceAccountToken"] is False
+
+
+def _granted(role: dict) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_the_workload_role_runs_workloads_but_cannot_change_access_isolation_or_quota():
+    objs = by_key(render.render_tenant(spec()))
+    granted = _granted(objs[("Role", "gpu-portal-workloads")])
+    for needed in [
+        ("batch", "jobs", "create"),
+        ("apps", "deployments", "patch"),
+        ("", "pods", "delete"),
+        ("", "pods/log", "get"),
+        ("", "pods/exec", "create"),
+        ("", "configmaps", "create"),
+        ("", "secrets", "create"),
+        ("", "persistentvolumeclaims", "create"),
+    ]:
+        assert needed in granted
+    writes = {"create", "update", "patch", "delete", "deletecollection", "bind", "escalate", "*"}
+    for group, resource in [
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("", "resourcequotas"),
+        ("", "limitranges"),
+        ("", "namespaces"),
+        ("", "serviceaccounts"),
+        ("kueue.x-k8s.io", "localqueues"),
+        ("kueue.x-k8s.io", "workloads"),
+    ]:
+        assert not {verb for g, r, verb in granted if (g, r) == (group, resource)} & writes
+    assert not any("*" in (g, r, v) for g, r, v in granted)
+
+
+def test_viewers_read_but_see_no_secrets_and_exec_follows_the_setting():
+    objs = by_key(render.render_tenant(spec(pod_exec=False)))
+    view = _granted(objs[("Role", "gpu-portal-view")])
+    assert ("batch", "jobs", "get") in view
+    assert {v for _, _, v in view} == {"get", "list", "watch"}
+    assert not any(r == "secrets" for _, r, _ in view)
+    work = _granted(objs[("Role", "gpu-portal-workloads")])
+    assert not any(r in ("pods/exec", "pods/attach", "pods/portforward") for _, r, _ in work)
+
+
+def test_an_inactive_tenant_has_no_roles_or_bindings():
+    objs = by_key(render.render_tenant(spec(active=False)))
+    assert not [k for k in objs if k[0] in ("Role", "RoleBinding")]
 
 
 def test_roles_without_people_get_no_binding_and_user_prefix_applies():
     objs = by_key(
         render.render_tenant(spec(members=(Member("alice", "owner"),), user_prefix="oidc:"))
     )
-    assert [k for k in objs if k[0] == "RoleBinding"] == [("RoleBinding", "gpu-portal-owners")]
-    assert objs[("RoleBinding", "gpu-portal-owners")]["subjects"][0]["name"] == "oidc:alice"
+    assert [k for k in objs if k[0] == "RoleBinding"] == [("RoleBinding", "gpu-portal-team-owners")]
+    assert objs[("RoleBinding", "gpu-portal-team-owners")]["subjects"][0]["name"] == "oidc:alice"
+
+
+NS_NAME = "kubernetes.io/metadata.name"
 
 
 def test_network_policy_admits_own_and_platform_namespace_only():
     np = by_key(render.render_tenant(spec()))[("NetworkPolicy", "gpu-portal-isolation")]
-    assert np["spec"] == {
-        "podSelector": {},
-        "policyTypes": ["Ingress"],
-        "ingress": [
-            {
-                "from": [
-                    {
-                        "namespaceSelector": {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/metadata.name",
-                                    "operator": "In",
-                                    "values": ["gpu-portal-system", "tenant-team-a"],
-                                }
-                            ]
-                        }
-                    }
-                ]
-            }
-        ],
+    both = {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": NS_NAME, "operator": "In", "values": ["gpu-portal-system", "tenant-team-a"]}
+            ]
+        }
     }
+    assert np["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert np["spec"]["ingress"] == [{"from": [both]}]
+    # Egress by default: DNS, and the same two namespaces; no CIDR, so no metadata address
+    # and no API server.
+    assert np["spec"]["egress"] == [
+        {
+            "to": [
+                {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {"key": NS_NAME, "operator": "In", "values": ["kube-system"]}
+                        ]
+                    },
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                }
+            ],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        },
+        {"to": [both]},
+    ]
+
+
+def test_allowed_egress_cidrs_except_the_metadata_address_and_the_api_server():
+    np = by_key(
+        render.render_tenant(
+            spec(
+                egress_allowed_cidrs=("0.0.0.0/0", "10.20.0.0/16", "::/0", "169.254.169.254/32"),
+                egress_denied_cidrs=("169.254.169.254/32", "fd00:ec2::254/128", "10.20.0.1/32"),
+            )
+        )
+    )[("NetworkPolicy", "gpu-portal-isolation")]
+    assert np["spec"]["egress"][2] == {
+        "to": [
+            # every denied address inside a block is excepted from it, per address family
+            {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.20.0.1/32", "169.254.169.254/32"]}},
+            {"ipBlock": {"cidr": "10.20.0.0/16", "except": ["10.20.0.1/32"]}},
+            {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}},
+            # a block that is itself denied is left out
+        ]
+    }
+
+
+def test_egress_blocks_leave_out_what_is_denied_and_keep_the_rest_whole():
+    assert render.egress_blocks(("192.168.0.0/24",), ("169.254.169.254/32",)) == [
+        {"ipBlock": {"cidr": "192.168.0.0/24"}}
+    ]
+    assert render.egress_blocks(("169.254.0.0/16",), ("169.254.0.0/16",)) == []
+    assert render.egress_blocks((), ("169.254.169.254/32",)) == []
 
 
 def test_limit_range_defaults():
@@ -399,3 +491,24 @@ def test_workload_priority_classes_mirror_the_pod_priority_classes():
         "value": 500_000,
         "description": "d",
     }
+
+
+def test_the_queue_guard_lists_the_portal_priority_classes_and_no_other():
+    policy, binding = render.render_queue_guard(("kueue",), ("gpu-low", "gpu-high"))
+    rule = next(v for v in policy["spec"]["validations"] if "only the portal's" in v["message"])
+    assert "in ['', 'gpu-high', 'gpu-low']" in rule["expression"]
+    assert "system-node-critical" not in rule["expression"]
+    assert "gpu-high, gpu-low" in rule["message"]
+
+
+def test_a_cidr_setting_that_is_not_a_cidr_fails_the_startup_checks(settings):
+    from scheduler.cluster.checks import check_egress_cidrs
+
+    settings.TENANT_EGRESS_ALLOWED_CIDRS = ["10.0.0.0/8", "internet"]
+    settings.TENANT_EGRESS_DENIED_CIDRS = ["169.254.169.254/32"]
+    errors = check_egress_cidrs()
+    assert [e.msg for e in errors] == [
+        "TENANT_EGRESS_ALLOWED_CIDRS has 'internet', which is not a CIDR"
+    ]
+    settings.TENANT_EGRESS_ALLOWED_CIDRS = ["10.0.0.0/8"]
+    assert check_egress_cidrs() == []

@@ -1,0 +1,190 @@
+"""What a team member holding the kubectl access the portal binds can and cannot do in the team's
+namespace, tried on the local cluster as that member (impersonated): run workloads, yes; use a
+priority class the portal did not grant, change access, isolation or quota, no."""
+
+import pytest
+
+from core.errors import ClusterError
+from scheduler.cluster import reconcile
+from tenants import services
+from tenants.models import Membership
+from tests.scheduler.cluster_helpers import as_user, restricted_pod, unique_slug, wait_for
+from tests.tenants.factories import MembershipFactory, UserFactory
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+
+@pytest.fixture
+def team(kube, tenant_namespaces, world):
+    """A reconciled tenant (gpu-high and gpu-low allowed) with an owner, a member and a viewer."""
+    slug = unique_slug("guard")
+    tenant = services.create_tenant(actor=world.admin, slug=slug, name="Guardrails")
+    people = {}
+    for role in (Membership.Role.OWNER, Membership.Role.MEMBER, Membership.Role.VIEWER):
+        people[role] = MembershipFactory(
+            tenant=tenant, role=role, user=UserFactory(username=f"{slug}-{role}")
+        ).user.username
+    ns = reconcile.tenant_namespace(tenant)
+    tenant_namespaces.append(ns)
+    reconcile.reconcile_cluster_objects(kube)
+    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    assert run.error == "", run.error
+    return tenant, ns, people
+
+
+def _in(ns: str, manifest: dict) -> dict:
+    manifest["metadata"]["namespace"] = ns
+    return manifest
+
+
+def _job(name: str, priority_class: str | None = None) -> dict:
+    pod = restricted_pod(name, {})
+    if priority_class:
+        pod["spec"]["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": pod["spec"]}},
+    }
+
+
+def _binding(name: str, user: str, *, labels: dict | None = None) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "labels": labels or {}},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "admin",
+        },
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
+    }
+
+
+def test_a_member_cannot_run_pods_at_a_priority_class_the_portal_does_not_hand_out(
+    kube, kube_cluster, team
+):
+    tenant, ns, people = team
+    member = as_user(kube_cluster, people["member"])
+    node_critical = _in(ns, restricted_pod("node-critical", {}, "system-node-critical"))
+
+    def guard_in_force():  # a policy just applied takes a moment to be enforced
+        try:
+            member.create(node_critical, dry_run=True)
+        except ClusterError as exc:
+            return "only the portal's priority classes" in str(exc)
+        return False
+
+    wait_for("the priority rule of the queue guard in force", guard_in_force, timeout=30)
+    for pc in ("system-node-critical", "system-cluster-critical"):
+        with pytest.raises(ClusterError, match="only the portal's priority classes"):
+            member.create(_in(ns, restricted_pod("crit", {}, pc)), dry_run=True)
+        with pytest.raises(ClusterError, match="only the portal's priority classes"):
+            member.create(_in(ns, _job("crit-job", pc)), dry_run=True)
+    # the portal's own classes: a granted one is admitted, the critical one (no allowance)
+    # is capped at zero pods by the team's quota
+    member.create(_in(ns, restricted_pod("low", {}, "gpu-low")), dry_run=True)
+    member.create(_in(ns, _job("high-job", "gpu-high")), dry_run=True)
+    wait_for(
+        "the critical quota's status",
+        lambda: (kube.get("ResourceQuota", "gpu-portal-priority-gpu-critical", ns) or {}).get(
+            "status"
+        ),
+    )
+    with pytest.raises(ClusterError, match="exceeded quota"):
+        member.create(_in(ns, restricted_pod("crit", {}, "gpu-critical")), dry_run=True)
+
+
+def test_members_and_owners_run_workloads_but_cannot_change_access_isolation_or_quota(
+    kube_cluster, team
+):
+    tenant, ns, people = team
+    for role in ("member", "owner"):
+        person = as_user(kube_cluster, people[role])
+        # what workloads need
+        person.create(_in(ns, _job("train")), dry_run=True)
+        person.create(
+            _in(ns, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}}),
+            dry_run=True,
+        )
+        person.create(
+            _in(
+                ns,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "s3"},
+                    "stringData": {"key": "value"},
+                },
+            ),
+            dry_run=True,
+        )
+        person.create(
+            _in(
+                ns,
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                },
+            ),
+            dry_run=True,
+        )
+        assert person.list("Job", ns) == []
+        # what changes access, isolation or quota
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.create(_in(ns, _binding("friend", "someone-outside")), dry_run=True)
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.merge_patch(
+                "RoleBinding",
+                f"gpu-portal-team-{role}s",
+                {"subjects": [{"kind": "User", "name": "someone-outside"}]},
+                ns,
+            )
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.merge_patch(
+                "NetworkPolicy", "gpu-portal-isolation", {"spec": {"ingress": [{}]}}, ns
+            )
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.delete("NetworkPolicy", "gpu-portal-isolation", ns)
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.merge_patch(
+                "ResourceQuota",
+                "gpu-portal-quota",
+                {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}},
+                ns,
+            )
+        with pytest.raises(ClusterError, match="forbidden"):
+            person.merge_patch("Role", "gpu-portal-workloads", {"rules": []}, ns)
+    viewer = as_user(kube_cluster, people["viewer"])
+    assert viewer.list("Job", ns) == []
+    with pytest.raises(ClusterError, match="forbidden"):
+        viewer.list("Secret", ns)
+    with pytest.raises(ClusterError, match="forbidden"):
+        viewer.create(_in(ns, _job("train")), dry_run=True)
+
+
+def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(kube, world, team):
+    tenant, ns, people = team
+    kube.create(_in(ns, _binding("handmade", "someone-outside")))
+    kube.create(_in(ns, _binding("kept", "auditor", labels={"gpu-portal.io/keep": "true"})))
+
+    run = reconcile.reconcile_tenant(kube, tenant.pk)
+
+    assert kube.get("RoleBinding", "handmade", ns) is None
+    assert kube.get("RoleBinding", "kept", ns) is not None
+    assert f"RoleBinding/{ns}/handmade: deleted" in run.changes
+    assert f"RoleBinding/{ns}/handmade: access granted outside the portal" in run.drift
+    # the periodic run, from one cluster-wide listing, does the same
+    kube.create(_in(ns, _binding("handmade-again", "someone-outside")))
+    summary = reconcile.reconcile_all(kube)
+    assert summary.drifted >= 1
+    assert kube.get("RoleBinding", "handmade-again", ns) is None
+    assert kube.get("RoleBinding", "kept", ns) is not None
+    assert kube.get("RoleBinding", "gpu-portal-team-owners", ns) is not None
