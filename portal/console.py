@@ -335,3 +335,17 @@ def plan_apply(request, pk):
     what = ", ".join(nodes) if nodes else "every changed node"
     messages.success(request, f"Rollout queued for {what}; this page shows each step.")
     return redirect("console:plan_detail", pk=plan.pk)
+
+
+@platform_admin_required
+@require_POST
+def plan_abandon(request, pk):
+    """Stop a rollout in progress (or stuck): no further node starts."""
+    plan = get_object_or_404(Plan, pk=pk)
+    try:
+        mig_services.abandon_plan(actor=request.user, plan=plan)
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return redirect("console:plan_detail", pk=plan.pk)
+    messages.success(request, "Rollout abandoned: the node in progress finishes its step.")
+    return redirect("console:plan_detail", pk=plan.pk)

@@ -16,4 +16,5 @@ urlpatterns = [
     path("plans/new/", console.plan_create, name="plan_create"),
     path("plans/<int:pk>/", console.plan_detail, name="plan_detail"),
     path("plans/<int:pk>/apply/", console.plan_apply, name="plan_apply"),
+    path("plans/<int:pk>/abandon/", console.plan_abandon, name="plan_abandon"),
 ]

@@ -1,7 +1,7 @@
 """Celery finds an app's tasks here; each lives with its concept."""
 
 from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory, sync_queues
-from scheduler.mig.tasks import apply_plan
+from scheduler.mig.tasks import apply_plan, resume_stuck_rollouts
 from scheduler.workloads.overquota import stop_work_over_quota_task
 from scheduler.workloads.tasks import create_workload, delete_workload, sync_workloads
 
@@ -11,6 +11,7 @@ __all__ = [
     "delete_workload",
     "reconcile_all",
     "reconcile_tenant",
+    "resume_stuck_rollouts",
     "stop_work_over_quota_task",
     "sync_inventory",
     "sync_queues",

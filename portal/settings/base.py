@@ -183,6 +183,10 @@ MIG_PARTED_CONFIG = env(
     default=str(BASE_DIR / "scheduler" / "catalog" / "data" / "mig-parted-config.yaml"),
 )
 GPU_OPERATOR_NAMESPACE = env("GPU_OPERATOR_NAMESPACE", default="gpu-operator")
+# A MIG rollout takes one node per task: how long to wait for a node's MIG manager, and for
+# its GPU pods to leave (PodDisruptionBudgets are honoured) before the rollout stops there.
+MIG_NODE_TIMEOUT_S = env.float("MIG_NODE_TIMEOUT_S", default=60.0)
+MIG_DRAIN_TIMEOUT_S = env.float("MIG_DRAIN_TIMEOUT_S", default=120.0)
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
 
 # --- What the reconciler renders for each tenant ---------------------------------------------
@@ -279,6 +283,11 @@ OVER_QUOTA_GRACE_S = env.int("OVER_QUOTA_GRACE_S", default=900)
 CELERY_BEAT_SCHEDULE["stop-work-over-quota"] = {
     "task": "scheduler.tasks.stop_work_over_quota",
     "schedule": env.float("OVER_QUOTA_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
+CELERY_BEAT_SCHEDULE["resume-stuck-rollouts"] = {
+    "task": "scheduler.tasks.resume_stuck_rollouts",
+    "schedule": 60.0,
     "options": {"expires": 55},
 }
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {

@@ -44,6 +44,7 @@ KINDS: dict[str, Kind] = {
     "Role": Kind("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "NetworkPolicy": Kind("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "PodDisruptionBudget": Kind("/apis/policy/v1", "poddisruptionbudgets", True),
     "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
@@ -237,6 +238,36 @@ class KubeGateway:
             body=patch,
             content_type="application/merge-patch+json",
         )
+
+    def evict(self, name: str, namespace: str) -> str:
+        """Ask to evict a pod through the Eviction API, which honours PodDisruptionBudgets:
+        "evicted", "blocked" (a budget allows no disruption now: 429) or "gone"."""
+        self.stats.calls[("create", "Eviction")] += 1
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        try:
+            self.api.call_api(
+                _path("Pod", name, namespace, sub="eviction"),
+                "POST",
+                body=body,
+                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                auth_settings=["BearerToken"],
+                response_type="object",
+                _return_http_data_only=True,
+                _request_timeout=(5, 30),
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return "gone"
+            if exc.status == 429:
+                return "blocked"
+            raise _translate(exc, f"evict pod {namespace}/{name}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc, f"evict pod {namespace}/{name}") from exc
+        return "evicted"
 
     def delete(
         self, kind: str, name: str, namespace: str | None = None, *, propagation: str = "Background"

@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -13,14 +15,20 @@ class Plan(models.Model):
         APPLYING = "applying", "Applying"
         APPLIED = "applied", "Applied"
         FAILED = "failed", "Failed"
+        ABANDONED = "abandoned", "Abandoned"
 
     # action -> (states it may start from, state it leads to)
     TRANSITIONS = {
-        "start": ({Status.PROPOSED, Status.FAILED, Status.APPLIED}, Status.APPLYING),
+        "start": (
+            {Status.PROPOSED, Status.FAILED, Status.APPLIED, Status.ABANDONED},
+            Status.APPLYING,
+        ),
         # a rollout whose worker died (see is_stuck) is taken up again where it stopped
         "resume": ({Status.APPLYING}, Status.APPLYING),
         "finish": ({Status.APPLYING}, Status.APPLIED),
         "fail": ({Status.APPLYING}, Status.FAILED),
+        # a platform admin stops a rollout: the step in progress ends, no further node starts
+        "abandon": ({Status.APPLYING}, Status.ABANDONED),
     }
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -40,6 +48,18 @@ class Plan(models.Model):
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Each start or resume gets a new id: the task chain carries it, and a step whose id is no
+    # longer the plan's (resumed elsewhere, abandoned) does nothing more.
+    rollout_id = models.CharField(max_length=32, blank=True)
+    # Written by the worker at each step and while it waits on a node: a rollout whose heartbeat
+    # stopped longer than one step can last has lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Who asked for the rollout and which nodes (null: every changed node): a rollout whose
+    # worker died is resumed for them by the periodic check.
+    applied_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rollout_nodes = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -47,15 +67,17 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return f"plan #{self.pk} ({self.status})"
 
-    # Longer than the apply task's hard time limit: no live worker can still be on it.
-    STUCK_AFTER_S = 660
+    # Longer than the hard time limit of one rollout step (one node: drain, relabel, wait):
+    # no live worker can have gone that long without a heartbeat.
+    STUCK_AFTER_S = 420
 
     def is_stuck(self, now=None) -> bool:
         now = now or timezone.now()
+        last = self.heartbeat_at or self.started_at
         return (
             self.status == self.Status.APPLYING
-            and self.started_at is not None
-            and (now - self.started_at).total_seconds() > self.STUCK_AFTER_S
+            and last is not None
+            and (now - last).total_seconds() > self.STUCK_AFTER_S
         )
 
     def transition(self, action: str) -> None:
@@ -66,6 +88,7 @@ class Plan(models.Model):
         now = timezone.now()
         if action in ("start", "resume"):
             self.started_at, self.finished_at, self.failed_node, self.error = now, None, "", ""
+            self.heartbeat_at, self.rollout_id = now, uuid.uuid4().hex
         else:
             self.finished_at = now
 

@@ -53,3 +53,31 @@ def request_plan_apply(*, actor, plan: Plan, nodes: list[str] | None = None) -> 
             lambda: tasks.apply_plan.delay(plan_id=plan_id, nodes=nodes, actor_id=actor_id)
         )
     return plan
+
+
+def abandon_plan(*, actor, plan: Plan) -> Plan:
+    """Stop a rollout (platform admins only): the node in progress finishes its step, no
+    further node starts. Nodes are left as they are; the plan lists those still cordoned.
+    Applying the plan again later starts a new rollout from the nodes not applied."""
+    require_platform_admin(actor, "abandon MIG rollouts")
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan.pk)
+        if plan.status != Plan.Status.APPLYING:
+            raise InvalidTransition(
+                f"plan #{plan.pk} is {plan.status}, not being applied: nothing to abandon"
+            )
+        cordoned = [e["node"] for e in plan.nodes if e.get("cordoned")]
+        plan.transition("abandon")
+        plan.error = f"abandoned by {actor.get_username()}" + (
+            f"; still cordoned: {', '.join(cordoned)}" if cordoned else ""
+        )
+        plan.save()
+        audit.record(
+            actor=actor,
+            verb="plan.abandoned",
+            obj=plan,
+            tenant=None,
+            before={"status": Plan.Status.APPLYING},
+            after={"status": plan.status, "cordoned": cordoned},
+        )
+    return plan

@@ -1,4 +1,6 @@
-"""The MIG rollout as a task: one worker rolls a plan out, node by node."""
+"""The MIG rollout as a chain of tasks: each applies one node and queues the next, so a rollout
+over any number of slow nodes never meets a task's time limit; a periodic check resumes a chain
+whose worker died."""
 
 from django.contrib.auth import get_user_model
 
@@ -8,21 +10,52 @@ from scheduler.cluster import kube
 from scheduler.mig import rollout
 from scheduler.mig.models import Plan
 
+# One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin; under
+# Plan.STUCK_AFTER_S, so no live step can look stuck, and under the broker's visibility timeout.
+STEP_SOFT_LIMIT_S, STEP_HARD_LIMIT_S = 300, 360
 
-@portal_task(name="scheduler.tasks.apply_plan", soft_time_limit=540, time_limit=600)
-def apply_plan(*, plan_id: int, nodes: list[str] | None = None, actor_id: int | None = None) -> str:
-    """Roll a plan out for the platform admin who asked (`services.request_plan_apply` queues
-    this); anyone else is refused, whoever queued it. A plan already applied (or being applied)
-    is left alone, unless its rollout is stuck (its worker died): then it resumes where it
-    stopped. Limits stay under the broker's visibility timeout."""
+
+@portal_task(
+    name="scheduler.tasks.apply_plan",
+    soft_time_limit=STEP_SOFT_LIMIT_S,
+    time_limit=STEP_HARD_LIMIT_S,
+)
+def apply_plan(
+    *,
+    plan_id: int,
+    nodes: list[str] | None = None,
+    actor_id: int | None = None,
+    rollout_id: str | None = None,
+) -> str:
+    """Without `rollout_id`: start the rollout for the platform admin who asked
+    (`services.request_plan_apply` queues this; anyone else is refused, whoever queued it), or
+    resume it if its worker died; a plan being applied or already applied is left alone. Then
+    (or with `rollout_id`, as the next link of the chain) apply one node and queue the next."""
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     if not is_platform_admin(actor):
         return "refused: only platform admins may apply MIG plans"
     plan = Plan.objects.filter(pk=plan_id).first()
     if plan is None:
         return "no such plan"
-    if plan.status == Plan.Status.APPLYING and not plan.is_stuck():
-        return plan.status  # another worker is on it
-    if plan.status == Plan.Status.APPLIED and not nodes:
-        return plan.status
-    return rollout.apply_plan(kube.gateway(), plan_id, actor=actor, nodes=nodes).status
+    gateway = kube.gateway()
+    if rollout_id is None:
+        if plan.status == Plan.Status.APPLYING and not plan.is_stuck():
+            return plan.status  # another worker is on it
+        if plan.status == Plan.Status.APPLIED and not nodes:
+            return plan.status
+        rollout_id = rollout.begin(gateway, plan_id, actor=actor, nodes=nodes).rollout_id
+    if rollout.step(gateway, plan_id, rollout_id, actor=actor):
+        apply_plan.delay(plan_id=plan_id, nodes=nodes, actor_id=actor_id, rollout_id=rollout_id)
+    return Plan.objects.get(pk=plan_id).status
+
+
+@portal_task(name="scheduler.tasks.resume_stuck_rollouts")
+def resume_stuck_rollouts() -> int:
+    """A rollout whose chain broke (worker killed, message lost) is taken up again where it
+    stopped, for the admin who asked for it."""
+    resumed = 0
+    for plan in Plan.objects.filter(status=Plan.Status.APPLYING):
+        if plan.is_stuck() and plan.applied_by_id:
+            apply_plan.delay(plan_id=plan.pk, actor_id=plan.applied_by_id)
+            resumed += 1
+    return resumed

@@ -236,6 +236,37 @@ def test_a_stuck_rollout_offers_to_resume_and_a_running_one_does_not(client, fle
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
     body = client.get(f"/console/plans/{plan.pk}/").content.decode()
     assert "Rollout in progress" in body and "Apply all changed nodes" not in body
-    Plan.objects.filter(pk=plan.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert "Resume the rollout" not in body and "Abandon the rollout" in body
+    # a long rollout whose worker still beats is not stuck
+    Plan.objects.filter(pk=plan.pk).update(
+        started_at=timezone.now() - timedelta(hours=1), heartbeat_at=timezone.now()
+    )
     body = client.get(f"/console/plans/{plan.pk}/").content.decode()
-    assert "Apply again to resume" in body and "Apply all changed nodes" in body
+    assert "Rollout in progress" in body and "Resume the rollout" not in body
+    Plan.objects.filter(pk=plan.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=10))
+    body = client.get(f"/console/plans/{plan.pk}/").content.decode()
+    assert "resume it now or abandon it" in body
+    assert "Resume the rollout" in body and "Abandon the rollout" in body
+
+
+def test_the_console_abandons_a_rollout_and_says_which_nodes_stay_cordoned(client, fleet):
+    plan = plans.create_plan(actor=fleet.admin)
+    nodes = plan.nodes
+    nodes[0]["cordoned"] = True
+    Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, nodes=nodes)
+    client.force_login(fleet.admin)
+    response = client.post(f"/console/plans/{plan.pk}/abandon/", follow=True)
+    body = response.content.decode()
+    plan.refresh_from_db()
+    assert plan.status == Plan.Status.ABANDONED
+    assert plan.error == f"abandoned by {fleet.admin.username}; still cordoned: {nodes[0]['node']}"
+    assert "Rollout abandoned" in body and "apply again to go on" in body
+    event = AuditEvent.objects.get(verb="plan.abandoned")
+    assert event.after["cordoned"] == [nodes[0]["node"]]
+    # twice: a clear refusal, nothing changes
+    response = client.post(f"/console/plans/{plan.pk}/abandon/", follow=True)
+    assert "not being applied: nothing to abandon" in response.content.decode()
+    assert AuditEvent.objects.filter(verb="plan.abandoned").count() == 1
+    # a team owner may not
+    client.force_login(fleet.owner)
+    assert client.post(f"/console/plans/{plan.pk}/abandon/").status_code == 403

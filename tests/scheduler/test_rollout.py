@@ -10,6 +10,7 @@ from localcluster.fleet import node_manifest
 from localcluster.pytest_plugin import wait_for
 from scheduler.mig import rollout
 from scheduler.mig.models import Plan
+from tenants.models import AuditEvent
 
 
 def test_config_manifests_carry_every_config(settings):
@@ -89,8 +90,7 @@ def test_a_node_already_labelled_is_left_alone(kube, unanswered_node):
     assert kube.get("Node", unanswered_node)["metadata"]["resourceVersion"] == before
 
 
-@pytest.mark.django_db
-def test_only_an_applying_plan_older_than_any_worker_is_stuck():
+def test_only_an_applying_plan_silent_for_longer_than_any_step_is_stuck():
     from datetime import timedelta
 
     from django.utils import timezone
@@ -100,6 +100,153 @@ def test_only_an_applying_plan_older_than_any_worker_is_stuck():
     old = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(hours=1))
     done = Plan(status=Plan.Status.APPLIED, started_at=now - timedelta(hours=1))
     assert not fresh.is_stuck(now) and old.is_stuck(now) and not done.is_stuck(now)
+    # a long rollout that is alive: started an hour ago, its worker beat a minute ago
+    alive = Plan(
+        status=Plan.Status.APPLYING,
+        started_at=now - timedelta(hours=1),
+        heartbeat_at=now - timedelta(minutes=1),
+    )
+    assert not alive.is_stuck(now)
+    from scheduler.mig.tasks import STEP_HARD_LIMIT_S
+
+    assert Plan.STUCK_AFTER_S > STEP_HARD_LIMIT_S  # no live step can look stuck
+
+
+def _pod(name, *, priority=0, gpus=True, owner=None, deleting=False, phase="Running"):
+    meta = {"name": name, "namespace": "ns"}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "x"}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    resources = {"limits": {"nvidia.com/mig-1g.10gb": "1"}} if gpus else {}
+    return {
+        "metadata": meta,
+        "spec": {"priority": priority, "containers": [{"name": "c", "resources": resources}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_drain_moves_gpu_pods_lowest_priority_first_and_leaves_the_rest():
+    pods = [
+        _pod("high", priority=900_000),
+        _pod("low", priority=100_000),
+        _pod("none"),
+        _pod("plain", gpus=False),  # no GPU: the MIG change does not touch it
+        _pod("plugin", owner="DaemonSet"),  # the GPU operator's own
+        _pod("leaving", deleting=True),
+        _pod("done", phase="Succeeded"),
+        _pod("rs", owner="ReplicaSet", priority=100_000),
+    ]
+    assert [p["metadata"]["name"] for p in rollout.drain_order(pods)] == [
+        "none",
+        "low",
+        "rs",
+        "high",
+    ]
+
+
+def _gpu_pod(kube, namespace, node, name, labels=None):
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {
+                            "limits": {"nvidia.com/mig-1g.10gb": "1"},
+                            "requests": {"nvidia.com/mig-1g.10gb": "1"},
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    wait_for(
+        f"{name} running",
+        lambda: (
+            (kube.get("Pod", name, namespace) or {}).get("status", {}).get("phase") == "Running"
+        ),
+    )
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_a_node_is_drained_before_it_is_relabelled(kube, kube_namespace, unanswered_node):
+    _gpu_pod(kube, kube_namespace, unanswered_node, "trainer")
+    plan = Plan.objects.create()
+    entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
+    ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0, drain_timeout_s=30)
+    # the GPU pod was evicted (and is gone) before the relabel; the pod without GPUs stays
+    assert kube.get("Pod", "trainer", kube_namespace) is None
+    assert kube.get("Pod", "busy", kube_namespace)["status"]["phase"] == "Running"
+    assert not ok and "timed out" in message  # nothing answers on this node
+    assert entry["cordoned"] is True
+    verbs = list(
+        AuditEvent.objects.filter(object_id=str(plan.pk))
+        .order_by("id")
+        .values_list("verb", flat=True)
+    )
+    assert verbs == ["node.cordoned", "node.drained", "node.relabelled"]
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_a_disruption_budget_stops_the_drain_and_nothing_is_relabelled(
+    kube, kube_namespace, unanswered_node
+):
+    _gpu_pod(kube, kube_namespace, unanswered_node, "guarded", labels={"app": "guarded"})
+    kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": kube_namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+    )
+    wait_for(
+        "the budget's status",
+        lambda: (
+            "disruptionsAllowed"
+            in (kube.get("PodDisruptionBudget", "guarded", kube_namespace) or {}).get("status", {})
+        ),
+    )
+    plan = Plan.objects.create()
+    entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
+    ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0, drain_timeout_s=2.0)
+    assert not ok
+    assert f"PodDisruptionBudget allows no disruption of {kube_namespace}/guarded" in message
+    assert "left cordoned" in message
+    node = kube.get("Node", unanswered_node)
+    assert node["spec"]["unschedulable"] is True
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"  # untouched
+    assert kube.get("Pod", "guarded", kube_namespace)["status"]["phase"] == "Running"
+
+
+@pytest.mark.cluster
+@pytest.mark.django_db
+def test_a_node_a_dead_worker_relabelled_is_waited_on_not_taken_as_done(kube, unanswered_node):
+    kube.merge_patch(
+        "Node",
+        unanswered_node,
+        {
+            "metadata": {
+                "labels": {
+                    "nvidia.com/mig.config": "all-balanced",
+                    "nvidia.com/mig.config.state": "pending",
+                }
+            }
+        },
+    )
+    plan = Plan.objects.create()
+    entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
+    ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0)
+    assert not ok and "timed out" in message
 
 
 @pytest.mark.cluster

@@ -200,3 +200,82 @@ def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, pla
     page = client.get(f"/console/plans/{plan.pk}/").content.decode()
     assert f"Rollout stopped at node <strong>{plan_nodes[0]}</strong>" in page
     assert "cannot be placed" in page or "invalid-3g-3g-1g" in page
+
+
+@pytest.fixture
+def rollout_worker(kube):
+    from celery.contrib.testing.worker import start_worker
+
+    from portal.celery import app
+
+    app.control.purge()
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=1,
+        perform_ping_check=False,
+        shutdown_timeout=30,
+        queues=["reconcile"],
+    ) as worker:
+        yield worker
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_rollout_is_a_chain_of_one_task_per_node_and_a_broken_chain_is_resumed(
+    kube, plan_nodes, rollout_worker
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.mig import services as mig_services
+    from scheduler.mig import tasks as mig_tasks
+
+    admin = PlatformAdminFactory()
+    services.sync_inventory(kube)
+    _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
+    plan = plans.create_plan(actor=admin, nodes=plan_nodes)
+    assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
+
+    mig_services.request_plan_apply(actor=admin, plan=plan)
+    wait_for(
+        "the rollout applied",
+        lambda: Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED,
+        timeout=60,
+    )
+    plan.refresh_from_db()
+    assert [e["state"] for e in plan.nodes] == ["applied", "applied"]
+    events = AuditEvent.objects.filter(object_id=str(plan.pk))
+    assert events.filter(verb="plan.apply_started").count() == 1  # one rollout, two steps
+    assert events.filter(verb="node.config_applied").count() == 2
+    for name in plan_nodes:
+        assert not kube.get("Node", name)["spec"].get("unschedulable")
+
+    # A rollout whose chain broke after its first node (the worker was killed): silent for
+    # longer than any step, so the periodic check resumes it from the second node.
+    broken = Plan.objects.create(
+        status=Plan.Status.APPLYING,
+        nodes=[{**e, "state": s} for e, s in zip(plan.nodes, ("applied", "applying"), strict=True)],
+        started_at=timezone.now() - timedelta(hours=1),
+        heartbeat_at=timezone.now() - timedelta(minutes=10),
+        rollout_id="dead",
+        applied_by=admin,
+    )
+    assert mig_tasks.resume_stuck_rollouts() == 1
+    wait_for(
+        "the broken rollout resumed and finished",
+        lambda: Plan.objects.get(pk=broken.pk).status == Plan.Status.APPLIED,
+        timeout=60,
+    )
+    broken.refresh_from_db()
+    assert broken.rollout_id != "dead"
+    assert [e["state"] for e in broken.nodes] == ["applied", "applied"]
+    resumed = AuditEvent.objects.filter(object_id=str(broken.pk))
+    assert resumed.filter(verb="plan.apply_resumed").count() == 1
+    assert list(
+        resumed.filter(verb="node.config_applied").values_list("after__node", flat=True)
+    ) == [plan_nodes[1]]  # the first node was not done again
+    # a step of the dead chain that wakes up now does nothing
+    assert rollout.step(kube, broken.pk, "dead", actor=admin) is False
+    assert mig_tasks.resume_stuck_rollouts() == 0
