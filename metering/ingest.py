@@ -14,12 +14,12 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -70,6 +70,7 @@ class IngestResult:
     utilisation: int = 0
     unknown_nodes: list[str] = field(default_factory=list)
     utilisation_error: str = ""  # Prometheus did not answer: use is unknown for the minute
+    backfilled: int = 0  # minutes missed since the last ingest (an outage), filled from intervals
 
 
 def class_slug(node: NodeFacts | None, resource_name: str) -> str | None:
@@ -222,7 +223,63 @@ def record_snapshot(
         IngestCursor.objects.update_or_create(cluster=cluster, defaults={"last_at": now})
         _write_utilisation(cluster, live, use, minute, result)
         _write_samples(held, minute, use, result)
+        if previous is not None:
+            _backfill_samples(cluster, previous, minute, result)
     return result
+
+
+def missed_minutes(previous: datetime, minute: datetime, limit: int) -> list[datetime]:
+    """The whole minutes strictly between the last ingest's and this one's (pure), at most
+    `limit` of them, the newest kept."""
+    first = previous.astimezone(UTC).replace(second=0, microsecond=0)
+    count = int((minute - first).total_seconds() // 60) - 1
+    return [minute - timedelta(minutes=n) for n in range(min(count, limit), 0, -1)]
+
+
+def _backfill_samples(cluster, previous: datetime, minute: datetime, result) -> None:
+    """Minutes no ingest ran in (the database, the API server or the worker was down) get their
+    samples from the intervals, which know when each pod started and ended: allocation has no
+    gap; utilisation stays unknown for them (`known` 0). A minute that has a sample already
+    keeps it."""
+    minutes = missed_minutes(previous, minute, settings.METERING_BACKFILL_MAX_MINUTES)
+    if not minutes:
+        return
+    intervals = list(
+        AllocationInterval.objects.filter(
+            cluster=cluster,
+            tenant__isnull=False,
+            resource_class__isnull=False,
+            started_at__lt=minutes[-1] + timedelta(minutes=1),
+        )
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=minutes[0]))
+        .values_list("tenant_id", "resource_class_id", "units", "started_at", "ended_at")
+    )
+    samples = []
+    for at in minutes:
+        allocated: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+        for tenant_id, rc_id, units, started, ended in intervals:
+            if started <= at and (ended is None or ended > at):
+                allocated[(tenant_id, rc_id)] += units
+        quota = {
+            (row["tenant_id"], row["resource_class_id"]): Decimal(row["total"])
+            for row in QuotaGrant.objects.effective(at)
+            .values("tenant_id", "resource_class_id")
+            .annotate(total=Sum("amount"))
+        }
+        samples.extend(
+            UsageSample(
+                at=at,
+                tenant_id=key[0],
+                resource_class_id=key[1],
+                allocated=allocated.get(key, Decimal(0)),
+                known=Decimal(0),
+                used=Decimal(0),
+                quota=quota.get(key, Decimal(0)),
+            )
+            for key in sorted(allocated.keys() | quota.keys())
+        )
+    UsageSample.objects.bulk_create(samples, batch_size=2000, ignore_conflicts=True)
+    result.backfilled = len(minutes)
 
 
 def _write_intervals(

@@ -306,6 +306,9 @@ RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
 BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
 BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
 BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
+# After an outage, the ingest fills the minutes it missed from the allocation intervals (up to
+# this many minutes back).
+METERING_BACKFILL_MAX_MINUTES = env.int("METERING_BACKFILL_MAX_MINUTES", default=1440)
 CELERY_BEAT_SCHEDULE["ingest-allocations"] = {
     "task": "metering.tasks.ingest_allocations",
     "schedule": env.float("METERING_INGEST_EVERY_S", default=60.0),

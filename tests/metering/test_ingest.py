@@ -268,3 +268,51 @@ def test_dcgm_label_names_are_settings(settings):
     assert all("by (exported_namespace, exported_pod)" in q for q in queries.values())
     row = {"metric": {"exported_namespace": "ns", "exported_pod": "p"}, "value": [0, "0.5"]}
     assert prometheus.pod_key(row) == ("ns", "p")
+
+
+def test_minutes_missed_in_an_outage_are_filled_from_the_intervals(cluster, world):
+    reading = cluster
+    three_g = {"nvidia.com/mig-3g.40gb": 2}
+    reading.pods = [
+        pod("p1", "meter-team-a", uid="u1", node="a100-node", resources=three_g, started=T0)
+    ]
+    run(reading, 0)
+    # The database (or the worker) is down for minutes 1-3; a pod starts at minute 2 meanwhile.
+    reading.pods.append(
+        pod(
+            "p2",
+            "meter-team-a",
+            uid="u2",
+            node="a100-node",
+            resources={"nvidia.com/mig-3g.40gb": 1},
+            started=T0 + timedelta(minutes=2, seconds=10),
+        )
+    )
+    back = run(reading, 4)
+    assert back.backfilled == 3
+    samples = {
+        int((s.at - T0).total_seconds() // 60): s
+        for s in UsageSample.objects.filter(tenant=world.tenant, resource_class=world.rc)
+    }
+    assert sorted(samples) == [0, 1, 2, 3, 4]  # no gap
+    allocated = {m: samples[m].allocated for m in samples}
+    # p2 counts from the first whole minute it held its slice
+    assert allocated == {0: 2, 1: 2, 2: 2, 3: 3, 4: 3}
+    assert samples[2].known == 0 and samples[2].quota == 3  # use unknown, quota known
+    # a minute that has its own sample keeps it; a second run changes nothing
+    assert run(reading, 4).backfilled == 0
+    assert UsageSample.objects.filter(tenant=world.tenant).count() == 5
+
+
+def test_missed_minutes_are_whole_minutes_between_two_ingests_and_bounded():
+    at = T0 + timedelta(minutes=10)
+    assert ingest.missed_minutes(T0 + timedelta(minutes=9, seconds=30), at, 60) == []
+    assert ingest.missed_minutes(T0 + timedelta(minutes=7, seconds=59), at, 60) == [
+        T0 + timedelta(minutes=8),
+        T0 + timedelta(minutes=9),
+    ]
+    assert ingest.missed_minutes(T0, at, 3) == [
+        T0 + timedelta(minutes=7),
+        T0 + timedelta(minutes=8),
+        T0 + timedelta(minutes=9),
+    ]
