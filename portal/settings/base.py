@@ -130,6 +130,9 @@ CELERY_TASK_ROUTES = {
     "metering.tasks.*": {"queue": "metering"},
     "tenants.tasks.warn_expiring_grants": {"queue": "notify"},
 }
+# One beat at a time (portal/beat.py): how long a dead beat's lock outlives it.
+BEAT_LOCK_TTL_S = env.float("BEAT_LOCK_TTL_S", default=30.0)
+CELERY_BEAT_SCHEDULER = "portal.beat:SingletonScheduler"
 CELERY_BEAT_SCHEDULE = {
     "expire-grants": {
         "task": "tenants.tasks.expire_grants",
