@@ -67,9 +67,16 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return f"plan #{self.pk} ({self.status})"
 
-    # Longer than the hard time limit of one rollout step (one node: drain, relabel, wait):
-    # no live worker can have gone that long without a heartbeat.
-    STUCK_AFTER_S = 420
+    @staticmethod
+    def step_limits_s() -> tuple[int, int]:
+        """Soft and hard time limits of one rollout step (one node: drain, relabel, wait)."""
+        soft = int(settings.MIG_NODE_TIMEOUT_S + settings.MIG_DRAIN_TIMEOUT_S) + 60
+        return soft, soft + 60
+
+    @classmethod
+    def stuck_after_s(cls) -> int:
+        """Longer than a step's hard limit: no live worker goes that long without a beat."""
+        return cls.step_limits_s()[1] + 60
 
     def is_stuck(self, now=None) -> bool:
         now = now or timezone.now()
@@ -77,7 +84,7 @@ class Plan(models.Model):
         return (
             self.status == self.Status.APPLYING
             and last is not None
-            and (now - last).total_seconds() > self.STUCK_AFTER_S
+            and (now - last).total_seconds() > self.stuck_after_s()
         )
 
     def transition(self, action: str) -> None:

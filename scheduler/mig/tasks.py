@@ -11,8 +11,8 @@ from scheduler.mig import rollout
 from scheduler.mig.models import Plan
 
 # One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin; under
-# Plan.STUCK_AFTER_S, so no live step can look stuck, and under the broker's visibility timeout.
-STEP_SOFT_LIMIT_S, STEP_HARD_LIMIT_S = 300, 360
+# Plan.stuck_after_s(), so no live step can look stuck.
+STEP_SOFT_LIMIT_S, STEP_HARD_LIMIT_S = Plan.step_limits_s()
 
 
 @portal_task(
