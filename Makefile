@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench screenshots
+.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -50,6 +50,10 @@ test: cluster
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench
+
+# Every fault of the fault-injection run (tests/faults/ runs the short list in `make test`).
+faults: cluster
+	@$(PY) -m faults
 
 # Refresh the README's screenshots from the browser tests.
 screenshots: cluster

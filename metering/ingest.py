@@ -254,7 +254,7 @@ def _backfill_samples(cluster, previous: datetime, minute: datetime, result) -> 
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=minutes[0]))
         .values_list("tenant_id", "resource_class_id", "units", "started_at", "ended_at")
     )
-    samples = []
+    samples: list[UsageSample] = []
     for at in minutes:
         allocated: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
         for tenant_id, rc_id, units, started, ended in intervals:

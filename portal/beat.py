@@ -39,13 +39,21 @@ class BeatLock:
         self.token = uuid.uuid4().hex
 
     def hold(self) -> bool:
-        """Take the lock or keep it; False while another beat holds it."""
-        if self.client.eval(_RENEW, 1, self.key, self.token, self.ttl_ms):
-            return True
-        return bool(self.client.set(self.key, self.token, nx=True, px=self.ttl_ms))
+        """Take the lock or keep it; False while another beat holds it, and while Redis is
+        unreachable (the beat waits instead of crashing; nothing could be sent anyway)."""
+        try:
+            if self.client.eval(_RENEW, 1, self.key, self.token, self.ttl_ms):
+                return True
+            return bool(self.client.set(self.key, self.token, nx=True, px=self.ttl_ms))
+        except redis.RedisError as exc:
+            log.warning("beat lock unavailable (%s): sending nothing until Redis answers", exc)
+            return False
 
     def release(self) -> None:
-        self.client.eval(_RELEASE, 1, self.key, self.token)
+        try:
+            self.client.eval(_RELEASE, 1, self.key, self.token)
+        except redis.RedisError:
+            pass  # it lapses by itself
 
 
 class SingletonScheduler(PersistentScheduler):

@@ -5,6 +5,9 @@ from django.urls import include, path
 
 from portal import views
 
+# An outage of the database, cache or broker is a 503 with Retry-After, never a 500.
+handler500 = "portal.views.server_error"
+
 admin.site.site_header = "GPU Portal — platform console"
 admin.site.site_title = "GPU Portal console"
 admin.site.index_title = "Capacity, tenants and audit"

@@ -1,10 +1,14 @@
 """Home and team dashboards (they bring tenants' and the scheduler's data together)."""
 
+import sys
+
+import kombu.exceptions
+import redis.exceptions
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
 from metering.selectors import budget_state
@@ -125,3 +129,38 @@ def _cluster() -> None:
 
 
 READINESS_CHECKS = {"database": _database, "redis": _redis, "cluster": _cluster}
+
+
+def _unavailable(exc: BaseException | None) -> str | None:
+    """What backing service an exception says is down, if it is an outage and not a bug."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return "the database"
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return "the cache"
+    if isinstance(exc, kombu.exceptions.OperationalError):
+        return "the task queue"
+    return None
+
+
+def server_error(request):
+    """`handler500`: an outage of the database, cache or task queue is a 503 with
+    `Retry-After` (a client retries with the same Idempotency-Key: nothing is done twice);
+    anything else is a 500. JSON under /api/, a short page elsewhere."""
+    what = _unavailable(sys.exc_info()[1])
+    api = request.path.startswith("/api/")
+    if what:
+        detail = f"{what} is unavailable for a moment; retry in a few seconds"
+        status, code = 503, "unavailable"
+    else:
+        detail = "an unexpected error; it was logged with this request's id"
+        status, code = 500, "server_error"
+    if api:
+        response = JsonResponse({"code": code, "detail": detail, "errors": {}}, status=status)
+    else:
+        response = HttpResponse(
+            f"<!doctype html><title>{status}</title><h1>{detail[0].upper()}{detail[1:]}.</h1>",
+            status=status,
+        )
+    if status == 503:
+        response["Retry-After"] = "5"
+    return response

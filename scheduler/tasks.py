@@ -2,12 +2,14 @@
 
 from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory, sync_queues
 from scheduler.mig.tasks import apply_plan, resume_stuck_rollouts
+from scheduler.workloads.leftovers import delete_leftover_workloads
 from scheduler.workloads.overquota import stop_work_over_quota_task
 from scheduler.workloads.tasks import create_workload, delete_workload, sync_workloads
 
 __all__ = [
     "apply_plan",
     "create_workload",
+    "delete_leftover_workloads",
     "delete_workload",
     "reconcile_all",
     "reconcile_tenant",

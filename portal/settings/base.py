@@ -288,6 +288,11 @@ CELERY_BEAT_SCHEDULE["stop-work-over-quota"] = {
     "schedule": env.float("OVER_QUOTA_EVERY_S", default=60.0),
     "options": {"expires": 55},
 }
+CELERY_BEAT_SCHEDULE["delete-leftover-workloads"] = {
+    "task": "scheduler.tasks.delete_leftover_workloads",
+    "schedule": env.float("DELETE_LEFTOVERS_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
 CELERY_BEAT_SCHEDULE["resume-stuck-rollouts"] = {
     "task": "scheduler.tasks.resume_stuck_rollouts",
     "schedule": 60.0,

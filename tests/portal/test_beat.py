@@ -57,3 +57,9 @@ def test_two_beats_side_by_side_send_each_periodic_task_once(tmp_path, settings)
     finally:
         app.conf.beat_schedule = settings.CELERY_BEAT_SCHEDULE
         beats[1].close()
+
+
+def test_an_unreachable_redis_makes_a_standby_not_a_crash():
+    lock = BeatLock("redis://127.0.0.1:1/0", "unreachable", ttl_s=1)
+    assert lock.hold() is False
+    lock.release()  # no error either

@@ -37,6 +37,7 @@ class PrometheusServer:
         if binary is None:
             raise RuntimeError("Debian's prometheus is not installed (scripts/bootstrap.sh)")
         targets = ", ".join(f'"{t}"' for t in self.targets)
+        self._dir.mkdir(parents=True, exist_ok=True)  # started again after a stop
         (self._dir / "prometheus.yml").write_text(
             "global:\n"
             f"  scrape_interval: {self.scrape_interval}\n"
