@@ -39,6 +39,15 @@ migrations-check:
 	@echo "==> makemigrations --check"
 	@$(PY) manage.py makemigrations --check --dry-run -v1
 
+# Django's deployment check of the production settings, with a throwaway secret made here.
+.PHONY: deploy-check
+deploy-check:
+	@echo "==> manage.py check --deploy (production settings)"
+	@DJANGO_SETTINGS_MODULE=portal.settings.prod \
+	  SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \
+	  ALLOWED_HOSTS=portal.example.com WORKLOAD_IMAGE_ALLOWLIST=registry.example.com \
+	  $(PY) manage.py check --deploy --fail-level WARNING
+
 pytest:
 	@echo "==> pytest"
 	@$(PY) -m pytest --ds=portal.settings.test; rc=$$?; \
@@ -46,7 +55,7 @@ pytest:
 	  exit $$rc
 
 test: cluster
-	@$(MAKE) --no-print-directory lint layers typecheck migrations-check pytest
+	@$(MAKE) --no-print-directory lint layers typecheck migrations-check deploy-check pytest
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench

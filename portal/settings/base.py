@@ -1,7 +1,10 @@
 """Settings shared by every mode; every value that differs between machines comes from the
 environment (docs/configuration.md lists them all)."""
 
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 
@@ -43,6 +46,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into its answer
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -79,10 +84,13 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Single sign-on (OpenID Connect): off unless OIDC_RP_CLIENT_ID is set (docs/configuration.md).
 OIDC_ENABLED = bool(env("OIDC_RP_CLIENT_ID", default=""))
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: a locked-out sign-in goes no further
+    "django.contrib.auth.backends.ModelBackend",
+]
 if OIDC_ENABLED:
     INSTALLED_APPS.append("mozilla_django_oidc")
-    AUTHENTICATION_BACKENDS.insert(0, "portal.oidc.PortalOIDCBackend")
+    AUTHENTICATION_BACKENDS.insert(1, "portal.oidc.PortalOIDCBackend")
     OIDC_RP_CLIENT_ID = env("OIDC_RP_CLIENT_ID")
     OIDC_RP_CLIENT_SECRET = env("OIDC_RP_CLIENT_SECRET", default="")
     OIDC_RP_SIGN_ALGO = env("OIDC_RP_SIGN_ALGO", default="RS256")
@@ -92,6 +100,34 @@ if OIDC_ENABLED:
     OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT", default="")
     OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", default="openid email profile")
     OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", default="preferred_username")
+    # Accounts are bound to the provider's (issuer, sub), never matched by name or e-mail.
+    _op = urlsplit(OIDC_OP_AUTHORIZATION_ENDPOINT)
+    OIDC_OP_ISSUER = env("OIDC_OP_ISSUER", default=f"{_op.scheme}://{_op.netloc}")
+    LOGIN_REDIRECT_URL_FAILURE = "login"  # where a refused sign-in's message is shown
+# Sign-in lockout (django-axes): AXES_FAILURE_LIMIT wrong passwords for one username from one
+# address lock that pair out for the cool-off; counted in the shared cache, so in every worker.
+INSTALLED_APPS.append("axes")
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_CACHE = "default"
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # a guesser cannot lock the owner out
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.signin.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.signin.client_ip"
+AXES_WHITELIST_CALLABLE = "portal.signin.not_a_password_sign_in"  # single sign-on: no guessing
+AXES_ENABLE_ADMIN = False  # attempts live in the cache, not in the tables its admin would show
+AXES_VERBOSE = False  # no start-up banner on every command; lockouts are still logged
+# Reverse proxies in front of the portal that append to X-Forwarded-For; 0: use the peer address.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# One cache for every process: API throttling and sign-in lockouts must not be per worker.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env("CACHE_URL", default="redis://127.0.0.1:6379/1"),
+        "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="gpu-portal"),
+    }
+}
 SESSION_ENGINE = env("SESSION_ENGINE", default="django.contrib.sessions.backends.db")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -110,6 +146,24 @@ STATICFILES_DIRS = [
     ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
     ("vendor/chartjs", BASE_DIR / "node_modules" / "chart.js" / "dist"),
 ]
+
+# Content-Security-Policy (django-csp): scripts and stylesheets only from the portal's own static
+# files; no template has an inline script or event handler (tests/portal/test_security.py scans
+# them). `style-src-attr` lets style="" attributes through (bar widths and tenant colours computed
+# per row) and nothing else inline: no <style> element, no injected stylesheet.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+    }
+}
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
@@ -159,6 +213,9 @@ CELERY_BEAT_SCHEDULE = {
 # --- Portal -------------------------------------------------------------------------------
 PLATFORM_ADMIN_GROUP = "platform-admins"
 GRANT_EXPIRY_WARNING_HOURS = env.int("GRANT_EXPIRY_WARNING_HOURS", default=72)
+# GPU-equivalents a tenant without a ceiling of its own may hold in grants (one 8-GPU node):
+# no tenant holds without bound, however many asks the auto-approval lets through.
+TENANT_DEFAULT_GPU_CEILING = Decimal(env("TENANT_DEFAULT_GPU_CEILING", default="8"))
 PORTAL_BASE_URL = env("PORTAL_BASE_URL", default="http://127.0.0.1:8000")
 
 # --- Logging: one JSON object per line, with the request id --------------------------------
@@ -235,6 +292,12 @@ REST_FRAMEWORK = {
         "core.api.filters.PortalFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
+    # DRF's, refusing too-deep JSON and text PostgreSQL cannot store (core/api/parsers.py)
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.PortalJSONParser",
+        "core.api.parsers.PortalFormParser",
+        "core.api.parsers.PortalMultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PortalPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "core.api.schema.PortalAutoSchema",
@@ -266,9 +329,16 @@ SPECTACULAR_SETTINGS = {
         "PriorityClassEnum": "tenants.models.PRIORITY_CLASSES",
     },
 }
-# fnmatch patterns an image must match (e.g. "registry.example.com/*"); empty: any image
+# Registries or repository prefixes workloads may pull from ("registry.example.com",
+# "docker.io/pytorch"; "*": any). Empty refuses every image: production fails closed.
 WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=[])
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
+# Records past their TTL replay nothing; beat deletes them (core.tasks).
+CELERY_BEAT_SCHEDULE["purge-idempotency-records"] = {
+    "task": "core.tasks.purge_idempotency_records",
+    "schedule": env.float("IDEMPOTENCY_PURGE_EVERY_S", default=3600.0),
+    "options": {"expires": 3000},
+}
 # Pod metrics that autoscaled deployments follow, as a Prometheus adapter serves them on the
 # custom metrics API: DCGM's GPU utilisation gauge (0-100 %) and a request latency in seconds.
 AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_FI_DEV_GPU_UTIL")
@@ -303,6 +373,12 @@ CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),
     "options": {"expires": 9},
 }
+# The sync reads what changed since its last run (watches); every so often it reads every live
+# workload again (level-triggered), which repairs whatever a watch missed.
+SYNC_WORKLOADS_FULL_EVERY_S = env.float("SYNC_WORKLOADS_FULL_EVERY_S", default=300.0)
+# How long each watch stays open (in parallel); the API server bookmarks a quiet watch 2 s before
+# its end, so below 3 s a quiet collection's cursor ages until it expires.
+SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
 
 # --- metering (issue 7) -------------------------------------------------------------------------
 PROMETHEUS_URL = env("PROMETHEUS_URL", default="")

@@ -17,3 +17,13 @@ RECONCILE_ON_COMMIT = False  # tests that need it turn it on
 # (Overridable so that two suites can run side by side against one cluster.)
 PORTAL_INSTANCE = env("TEST_PORTAL_INSTANCE", default="test")
 TENANT_NAMESPACE_PREFIX = env("TEST_NAMESPACE_PREFIX", default="test-")
+# The tests' own cache database, and keys prefixed per suite (tests/conftest.py clears them
+# before each test): throttle counts and lockouts never leak between tests or suites.
+CACHES = {
+    "default": {
+        **CACHES["default"],  # noqa: F405
+        "LOCATION": env("TEST_CACHE_URL", default="redis://127.0.0.1:6379/14"),
+        "KEY_PREFIX": f"test-{PORTAL_INSTANCE}",
+    }
+}
+WORKLOAD_IMAGE_ALLOWLIST = ["*"]  # tests that need an allow-list set one
