@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from core.api.idempotency import purge_expired_records
 from core.errors import TransientClusterError
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -25,3 +26,9 @@ def portal_task(*args, **kwargs):
     }
     options.update(kwargs)
     return shared_task(*args, **options)
+
+
+@portal_task(name="core.tasks.purge_idempotency_records")
+def purge_idempotency_records() -> int:
+    """Beat, hourly: delete Idempotency-Key records past IDEMPOTENCY_KEY_TTL_HOURS."""
+    return purge_expired_records()

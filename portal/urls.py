@@ -5,6 +5,8 @@ from django.urls import include, path
 
 from portal import views
 
+# Django's own 400s (a body over the upload limit, an unknown Host) are JSON under /api/.
+handler400 = "core.api.exceptions.bad_request"
 # An outage of the database, cache or broker is a 503 with Retry-After, never a 500.
 handler500 = "portal.views.server_error"
 

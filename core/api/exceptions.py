@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404, JsonResponse
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -20,7 +28,21 @@ def _flatten(detail) -> dict:
     return {}
 
 
+def _too_large(exc: SuspiciousOperation) -> tuple[int, dict] | None:
+    """Django's refusals of a body too big to read (otherwise its HTML 400 page)."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        detail = f"the request body is larger than {limit} bytes; send a smaller body"
+        return 413, {"code": "request_too_large", "detail": detail, "errors": {}}
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        detail = f"the request has too many fields or files ({exc}); send fewer"
+        return 400, {"code": "too_many_fields", "detail": detail, "errors": {}}
+    return None
+
+
 def exception_handler(exc, context):
+    if isinstance(exc, SuspiciousOperation) and (refused := _too_large(exc)):
+        return Response(refused[1], status=refused[0])
     if isinstance(exc, ServiceError):
         data = exc.as_dict()
         data.setdefault("errors", {})
@@ -58,4 +80,24 @@ def endpoint_not_found(request, *args, **kwargs) -> JsonResponse:
     return JsonResponse(
         {"code": "not_found", "detail": f"no such API endpoint: {request.path}", "errors": {}},
         status=404,
+    )
+
+
+def bad_request(request, exception, *args, **kwargs):
+    """`handler400`: what Django itself refuses before or outside an API view (a body over
+    DATA_UPLOAD_MAX_MEMORY_SIZE, a host not in ALLOWED_HOSTS) is JSON under /api/ too; pages
+    keep Django's own answer."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception, *args, **kwargs)
+    if isinstance(exception, SuspiciousOperation) and (refused := _too_large(exception)):
+        return JsonResponse(refused[1], status=refused[0])
+    # The exception's text may quote the configuration (ALLOWED_HOSTS): not echoed.
+    return JsonResponse(
+        {
+            "code": "bad_request",
+            "detail": "the request was refused as malformed: check its Host header, "
+            "its encoding and its size",
+            "errors": {},
+        },
+        status=400,
     )

@@ -1,7 +1,12 @@
 """`Idempotency-Key` on creating POSTs: the same key and body replays the first answer; the same
 key with another body is a 409. Records live in PostgreSQL, written in the same transaction as
 what the call created; calls with one key take turns on an advisory lock, so a retry racing the
-first call waits for it and then replays it."""
+first call waits for it and then replays it.
+
+A secret in an answer (an API token's) is never stored: the record keeps the answer without it,
+and a retry is answered `409 secret_shown_once` with what was created, never the secret again.
+Records older than `IDEMPOTENCY_KEY_TTL_HOURS` replay nothing and are deleted by the beat task
+`core.tasks.purge_idempotency_records`."""
 
 from __future__ import annotations
 
@@ -29,7 +34,8 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     required=False,
     description="Any unique string (≤200 chars). A retry with the same key and body gets the "
     "first answer again; the same key with another body is refused with 409 "
-    "`idempotency_key_reused`.",
+    "`idempotency_key_reused`. An answer with a secret (a new API token) is not kept: its "
+    "retry is 409 `secret_shown_once`, naming what the first call created.",
 )
 
 
@@ -42,15 +48,49 @@ def body_hash(data) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _replay(record: IdempotencyRecord, digest: str, method: str, path: str) -> Response:
+def _replay(
+    record: IdempotencyRecord, digest: str, method: str, path: str, secret_fields: tuple
+) -> Response:
     if record.body_hash != digest or record.path != path or record.method != method:
         raise IdempotencyKeyReused(
             f"the Idempotency-Key {record.key!r} was used for another request "
             f"({record.method} {record.path} with another body); use a new key"
         )
-    return Response(
-        record.response_body, status=record.status_code, headers={REPLAYED_HEADER: "true"}
-    )
+    headers = {REPLAYED_HEADER: "true"}
+    if secret_fields:
+        # The first answer held a secret that was not kept: say what was created instead of
+        # answering as if it had been (a client would take the answer for a usable one).
+        created = (record.response_body or {}).get("id")
+        return Response(
+            {
+                "code": "secret_shown_once",
+                "detail": f"the first call with the Idempotency-Key {record.key!r} created "
+                f"id {created}; its {' and '.join(secret_fields)} was in that answer only and "
+                "is not kept, so it cannot be sent again. If that answer was lost, revoke "
+                f"id {created} and create another with a new Idempotency-Key",
+                "errors": {},
+            },
+            status=409,
+            headers=headers,
+        )
+    return Response(record.response_body, status=record.status_code, headers=headers)
+
+
+def _without(data, secret_fields: tuple):
+    """The answer as it is stored: JSON, less its secrets."""
+    body = json.loads(JSONRenderer().render(data) or b"null")
+    if isinstance(body, dict):
+        for name in secret_fields:
+            body.pop(name, None)
+    return body
+
+
+def purge_expired_records(now=None) -> int:
+    """Delete the records older than the TTL (they replay nothing any more); the count."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS)
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=cutoff).delete()
+    return deleted
 
 
 def _lock_key(user_id: int, key: str) -> None:
@@ -62,8 +102,11 @@ def _lock_key(user_id: int, key: str) -> None:
         )
 
 
-def idempotent(method):
-    """Decorate a viewset's creating method (create or a POST action)."""
+def idempotent(method=None, *, secret_fields: tuple[str, ...] = ()):
+    """Decorate a viewset's creating method (create or a POST action). `secret_fields`: the
+    answer's top-level fields that are secrets, never stored nor replayed."""
+    if method is None:
+        return functools.partial(idempotent, secret_fields=tuple(secret_fields))
 
     @functools.wraps(method)
     def wrapper(self, request, *args, **kwargs):
@@ -72,12 +115,14 @@ def idempotent(method):
             return method(self, request, *args, **kwargs)
         if len(key) > 200:
             raise InvalidInput("the Idempotency-Key may be at most 200 characters")
+        if "\x00" in key:  # PostgreSQL refuses NUL in text: it would be a 500 at the lookup
+            raise InvalidInput("the Idempotency-Key has a NUL character (\\x00); remove it")
         digest = body_hash(request.data)
         user = request.user
         fresh_after = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS)
         existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
         if existing is not None and existing.created_at >= fresh_after:
-            return _replay(existing, digest, request.method, request.path)
+            return _replay(existing, digest, request.method, request.path, secret_fields)
         try:
             with transaction.atomic():
                 # Calls with one key take turns: a second one waits here until the first has
@@ -86,7 +131,7 @@ def idempotent(method):
                 _lock_key(user.pk, key)
                 existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
                 if existing is not None and existing.created_at >= fresh_after:
-                    return _replay(existing, digest, request.method, request.path)
+                    return _replay(existing, digest, request.method, request.path, secret_fields)
                 if existing is not None:  # stale: its key may be used again
                     IdempotencyRecord.objects.filter(pk=existing.pk).delete()
                 response = method(self, request, *args, **kwargs)
@@ -98,14 +143,14 @@ def idempotent(method):
                         path=request.path,
                         body_hash=digest,
                         status_code=response.status_code,
-                        response_body=json.loads(JSONRenderer().render(response.data) or b"null"),
+                        response_body=_without(response.data, secret_fields),
                     )
         except IntegrityError:
             # A concurrent call with the same key won the race: answer as it did.
             winner = IdempotencyRecord.objects.filter(user=user, key=key).first()
             if winner is None:
                 raise
-            return _replay(winner, digest, request.method, request.path)
+            return _replay(winner, digest, request.method, request.path, secret_fields)
         return response
 
     return wrapper

@@ -13,6 +13,7 @@ from tenants.models import (
     Membership,
     QuotaGrant,
     Tenant,
+    dns_label,
 )
 from tenants.selectors import quota_lines_for
 
@@ -89,7 +90,10 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class TenantCreateSerializer(serializers.Serializer):
-    slug = serializers.CharField(max_length=40)
+    # The slug's rule in the schema too (a `pattern`), so clients and the fuzz can meet it.
+    slug = serializers.RegexField(
+        dns_label.regex, max_length=40, error_messages={"invalid": dns_label.message}
+    )
     name = serializers.CharField(max_length=120)
     cost_centre = serializers.CharField(max_length=40, required=False, default="")
     gpu_ceiling = serializers.DecimalField(

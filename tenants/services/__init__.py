@@ -47,6 +47,7 @@ from tenants.services.tokens import (
     hash_token,
     issue_token,
     revoke_token,
+    token_holder,
 )
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "set_auto_approval_rule",
     "set_pool",
     "submit_capacity_request",
+    "token_holder",
     "update_tenant",
     "warn_expiring_grants",
 ]

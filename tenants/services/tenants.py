@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
@@ -42,10 +42,34 @@ def create_tenant(
             f"unknown priority classes {sorted(unknown)}; choose from {list(PRIORITY_CLASSES)}",
             field="allowed_priority_classes",
         )
+    try:
+        return _create_tenant(actor, slug, name, cost_centre, gpu_ceiling, monthly_budget, allowed)
+    except IntegrityError:
+        # A concurrent create took the slug or the robot's name between the checks and the
+        # insert (it has committed, so it is seen now): the refusal it would have had.
+        taken = Tenant.objects.filter(slug=slug).exists()
+        if not taken and not User.objects.filter(username=f"robot-{slug}").exists():
+            raise
+        raise InvalidInput(
+            f"a tenant {slug!r} or its CI robot's user 'robot-{slug}' was created at the same "
+            "time; choose another slug",
+            field="slug",
+        ) from None
+
+
+def _create_tenant(actor, slug, name, cost_centre, gpu_ceiling, monthly_budget, allowed):
+    robot_name = f"robot-{slug}"
     with transaction.atomic():
         if Tenant.objects.filter(slug=slug).exists():
             raise InvalidInput(f"a tenant {slug!r} exists already", field="slug")
-        robot = User.objects.create_user(username=f"robot-{slug}", is_active=True)
+        # The CI robot is `robot-<slug>`: a person (or a leftover) may hold that name already.
+        if User.objects.filter(username=robot_name).exists():
+            raise InvalidInput(
+                f"the tenant's CI robot would be the user {robot_name!r}, which exists already; "
+                "choose another slug (or rename that user first)",
+                field="slug",
+            )
+        robot = User.objects.create_user(username=robot_name, is_active=True)
         robot.set_unusable_password()
         robot.save(update_fields=["password"])
         tenant = Tenant.objects.create(

@@ -10,11 +10,12 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Forbidden, InvalidInput, InvalidTransition
+from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
 from core.permissions import is_platform_admin
 from tenants import audit
 from tenants.models import ApiToken, Tenant
-from tenants.permissions import OWNER_ROLES, require_role
+from tenants.permissions import OWNER_ROLES, require_role, role_in
+from tenants.services._common import User
 
 TOKEN_PREFIX = "gpp_"
 TOKEN_FIELDS = ["name", "prefix", "scopes", "expires_at", "revoked_at"]
@@ -22,6 +23,28 @@ TOKEN_FIELDS = ["name", "prefix", "scopes", "expires_at", "revoked_at"]
 
 def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _not_yours(username: str) -> Forbidden:
+    return Forbidden(
+        f"you may issue tokens only for yourself or the CI robot of a tenant you own; "
+        f"{username!r} is neither",
+        field="username",
+    )
+
+
+def token_holder(*, actor, username: str | None):
+    """Whom a token asked for by `username` is for (default: the actor). Whether a user is
+    missing or not the actor's to issue tokens for, the refusal is the same, so that it never
+    confirms who exists; platform admins, who see every user, are told when one is missing."""
+    if not username or username == actor.get_username():
+        return actor
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        if is_platform_admin(actor):
+            raise NotFound(f"no user {username!r}", field="username")
+        raise _not_yours(username)
+    return user
 
 
 def issue_token(
@@ -57,8 +80,9 @@ def issue_token(
     # actor None: the system (manage.py issue_token), with the platform's authority.
     if actor is not None and user.pk != actor.pk and not is_platform_admin(actor):
         robot_of = Tenant.objects.filter(robot=user).first()
-        if robot_of is None:
-            raise Forbidden("you may issue tokens only for yourself or your tenant's CI robot")
+        # Another team's robot is refused as any other user is, not with a 404 for its team.
+        if robot_of is None or role_in(actor, robot_of) is None:
+            raise _not_yours(user.get_username())
         require_role(actor, robot_of, OWNER_ROLES, "issue tokens for the CI robot")
     raw = f"{TOKEN_PREFIX}{secrets.token_urlsafe(32)}"
     with transaction.atomic():
