@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import date
 
 from metering import pricing
@@ -29,6 +30,21 @@ CSV_FIELDS = [
     "idle_hours",
     "idle_cost",
 ]
+# Columns of numbers the portal computes; the others hold text, some of it typed by people.
+NUMBER_FIELDS = frozenset(CSV_FIELDS[CSV_FIELDS.index("gpu_fraction") :])
+
+# What a spreadsheet may read as the start of a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", re.ASCII)
+
+
+def csv_cell(value, *, number: bool = False) -> str:
+    """A cell a spreadsheet shows as written: text that could start a formula gets a leading
+    single quote. In a number column a real number (-3.5) stays as it is, so it sums."""
+    text = "" if value is None else str(value)
+    if not text.startswith(_FORMULA_START) or (number and _NUMBER.fullmatch(text)):
+        return text
+    return "'" + text
 
 
 def statement_dict(tenant: Tenant, month: date, statement: pricing.Statement, budget=None) -> dict:
@@ -64,17 +80,18 @@ def statement_dict(tenant: Tenant, month: date, statement: pricing.Statement, bu
 def statements_csv(rows: list[dict]) -> str:
     """Flat CSV of statement dicts: one line per tenant and resource class."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    # RFC 4180's CRLF: the csv module quotes a cell holding the line terminator's characters
+    # only, so with "\n" alone a carriage return in a cell went out unquoted and split the row.
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\r\n")
     writer.writeheader()
     for st in rows:
         for line in st["lines"]:
-            writer.writerow(
-                {
-                    "tenant": st["tenant"],
-                    "cost_centre": st["cost_centre"],
-                    "month": st["month"],
-                    "basis": st["basis"],
-                    **{k: line[k] for k in CSV_FIELDS[4:]},
-                }
-            )
+            row = {
+                "tenant": st["tenant"],
+                "cost_centre": st["cost_centre"],
+                "month": st["month"],
+                "basis": st["basis"],
+                **{k: line[k] for k in CSV_FIELDS[4:]},
+            }
+            writer.writerow({k: csv_cell(v, number=k in NUMBER_FIELDS) for k, v in row.items()})
     return out.getvalue()

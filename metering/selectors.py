@@ -4,6 +4,7 @@ data behind the team and platform dashboards. The page, the CSV/JSON export and 
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from collections import defaultdict
 from dataclasses import dataclass
@@ -33,12 +34,27 @@ def current_month(now: datetime | None = None) -> date:
     return (now or timezone.now()).astimezone(billing_tz()).date().replace(day=1)
 
 
+# The months a statement can be asked for. Bounded so that a month's window, its neighbours (the
+# page's links) and any time zone's offset stay inside `datetime`'s years 1-9999: 9999-12 and
+# 0001-01 were 500s.
+FIRST_MONTH = date(2000, 1, 1)
+LAST_MONTH = date(2999, 12, 1)
+MONTH_HELP = f"month must be YYYY-MM, from {FIRST_MONTH:%Y-%m} to {LAST_MONTH:%Y-%m}"
+_MONTH = re.compile(r"(\d{4})-(\d{1,2})", re.ASCII)
+
+
 def parse_month(value: str | None, now: datetime | None = None) -> date:
-    """'2026-11' -> date(2026, 11, 1); empty -> this month; anything else -> ValueError."""
+    """'2026-11' -> date(2026, 11, 1); empty -> this month; anything else, or a month outside
+    FIRST_MONTH..LAST_MONTH -> ValueError(MONTH_HELP)."""
     if not value:
         return current_month(now)
-    year, _, month = value.partition("-")
-    return date(int(year), int(month), 1)
+    match = _MONTH.fullmatch(value)
+    if not match or not 1 <= int(match[2]) <= 12:
+        raise ValueError(MONTH_HELP)
+    month = date(int(match[1]), int(match[2]), 1)
+    if not FIRST_MONTH <= month <= LAST_MONTH:
+        raise ValueError(MONTH_HELP)
+    return month
 
 
 def price_schedules(classes=None) -> dict[int, pricing.PriceSchedule]:

@@ -4,13 +4,14 @@ the API's."""
 
 from __future__ import annotations
 
+import functools
 import json
 import zoneinfo
 from datetime import date, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
@@ -37,11 +38,27 @@ def display_tz(request) -> str:
     return asked or request.session.get(TZ_SESSION_KEY) or settings.TIME_ZONE
 
 
+class BadQuery(Exception):
+    """A query value a page cannot use: a 400 page that says what to change."""
+
+
+def answers_bad_query(view):
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except BadQuery as exc:
+            context = {"detail": str(exc), "back": request.path}
+            return render(request, "metering/bad_query.html", context, status=400)
+
+    return wrapper
+
+
 def _month(request) -> date:
     try:
         return selectors.parse_month(request.GET.get("month"))
-    except ValueError:
-        raise Http404("month must look like 2026-11") from None
+    except ValueError as exc:
+        raise BadQuery(str(exc)) from None
 
 
 def _basis(request) -> str:
@@ -54,21 +71,27 @@ def _team(request, slug) -> Tenant:
 
 
 @login_required
+@answers_bad_query
 def team_usage(request, slug):
     tenant = _team(request, slug)
     tz = display_tz(request)
-    timezone.activate(zoneinfo.ZoneInfo(tz))
     month, basis = _month(request), _basis(request)
+    # override, not activate: an activated zone stays with the thread, so its next request
+    # (anyone's) would show times in this viewer's zone
+    with timezone.override(zoneinfo.ZoneInfo(tz)):
+        return render(request, "metering/team_usage.html", _team_usage(tenant, tz, month, basis))
+
+
+def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
     statement = statement_dicts([tenant], month, basis)[0]
-    state = selectors.budget_state(tenant)
-    context = {
+    return {
         "tenant": tenant,
         "month": month,
         "basis": basis,
         "bases": pricing.BASES,
         "tz": tz,
         "statement": statement,
-        "budget": state,
+        "budget": selectors.budget_state(tenant),
         "enforce": settings.BUDGET_ENFORCE,
         "series": selectors.team_series(tenant),
         "low_use": selectors.low_use_holders(tenant),
@@ -76,13 +99,18 @@ def team_usage(request, slug):
         .filter(tenant=tenant)
         .select_related("resource_class")
         .order_by("-started_at")[:50],
-        "prev_month": pricing.month_start(month - timedelta(days=1)),
-        "next_month": pricing.next_month(month),
+        # no link beyond the months a statement can be asked for
+        "prev_month": (
+            pricing.month_start(month - timedelta(days=1))
+            if month > selectors.FIRST_MONTH
+            else None
+        ),
+        "next_month": pricing.next_month(month) if month < selectors.LAST_MONTH else None,
     }
-    return render(request, "metering/team_usage.html", context)
 
 
 @login_required
+@answers_bad_query
 def team_statement_export(request, slug, fmt):
     tenant = _team(request, slug)
     month = _month(request)
@@ -93,17 +121,22 @@ def team_statement_export(request, slug, fmt):
 
 
 @platform_admin_required
+@answers_bad_query
 def platform_usage(request):
     tz = display_tz(request)
-    timezone.activate(zoneinfo.ZoneInfo(tz))
     try:
         days = max(1, min(int(request.GET.get("days", 30)), 366))
     except ValueError:
         days = 30
     month = _month(request)
+    with timezone.override(zoneinfo.ZoneInfo(tz)):  # not activate: see team_usage
+        return render(request, "metering/platform_usage.html", _platform_usage(tz, days, month))
+
+
+def _platform_usage(tz: str, days: int, month: date) -> dict:
     data = selectors.platform_series(days=days)
     costs = selectors.cost_by_tenant(month)
-    context = {
+    return {
         "days": days,
         "month": month,
         "tz": tz,
@@ -112,10 +145,10 @@ def platform_usage(request):
         "idle_month": selectors.idle_hours_this_month(month),
         "costs_data": [[slug, float(c)] for slug, c in costs[:25]],
     }
-    return render(request, "metering/platform_usage.html", context)
 
 
 @platform_admin_required
+@answers_bad_query
 def chargeback_export(request, fmt):
     month = _month(request)
     rows = statement_dicts(list(Tenant.objects.order_by("slug")), month, _basis(request))

@@ -1,5 +1,6 @@
 """The platform console: pages for platform admins. Same services as the admin and the API."""
 
+import re
 from collections import defaultdict
 
 from django.contrib import messages
@@ -20,9 +21,15 @@ from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary
 
+_REQUEST_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a primary key, never past bigint
+
 
 @platform_admin_required
 def queue(request):
+    return _queue_page(request)
+
+
+def _queue_page(request, status=200):
     pending = (
         CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED)
         .select_related("tenant", "requester")
@@ -30,7 +37,7 @@ def queue(request):
         .order_by("created_at")
     )
     free = {line.resource_class.pk: line.free for line in pool_summary()}
-    return render(request, "console/queue.html", {"pending": pending, "free": free})
+    return render(request, "console/queue.html", {"pending": pending, "free": free}, status=status)
 
 
 @platform_admin_required
@@ -43,6 +50,10 @@ def decide(request):
     if action not in ("approve", "reject") or not ids:
         messages.error(request, "Select at least one request, then approve or reject.")
         return redirect("console:queue")
+    if not all(_REQUEST_ID.fullmatch(i) for i in ids):
+        # only a tampered form sends these: decide nothing, show the queue again
+        messages.error(request, "Request ids are whole numbers. Select requests from the list.")
+        return _queue_page(request, status=400)
     done = 0
     for req in CapacityRequest.objects.filter(pk__in=ids).order_by("pk"):
         try:

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
 from core.errors import InvalidInput, NotFound
+from core.filters import UTCIsoDateTimeFilter
 from metering import exports, pricing, selectors, services
 from metering.api import serializers as s
 from metering.models import AllocationInterval, Budget, PriceRule
@@ -28,8 +29,8 @@ BASIS = OpenApiParameter("basis", str, enum=list(pricing.BASES), description="de
 def _month(request) -> date:
     try:
         return selectors.parse_month(request.query_params.get("month"))
-    except ValueError:
-        raise InvalidInput("month must look like 2026-11", field="month") from None
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="month") from None
 
 
 def _basis(request) -> str:
@@ -100,7 +101,7 @@ class StatementViewSet(PortalGenericViewSet):
 class IntervalFilter(filters.FilterSet):
     tenant = filters.CharFilter(field_name="tenant__slug")
     open = filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull")
-    since = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    since = UTCIsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
 
     class Meta:
         model = AllocationInterval

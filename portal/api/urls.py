@@ -1,7 +1,8 @@
-"""/api/v1/ (the resources), /api/schema/ (OpenAPI 3) and /api/docs/ (Swagger UI, no CDN)."""
+"""/api/v1/ (the resources), /api/schema/ (OpenAPI 3) and /api/docs/ (Swagger UI, no CDN; its
+start script comes from `/api/docs/?script=`, not inline, so the page keeps the portal's CSP)."""
 
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
 from core.api.exceptions import endpoint_not_found
@@ -15,7 +16,11 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path(
         "docs/",
-        SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[AllowAny]),
+        SpectacularSwaggerSplitView.as_view(
+            url_name="api:schema",
+            permission_classes=[AllowAny],
+            template_name="portal/swagger_ui.html",
+        ),
         name="docs",
     ),
     # Last: every other path under /api/ ending in a slash is a JSON 404 (without the slash,

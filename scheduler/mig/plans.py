@@ -3,6 +3,7 @@ planner (scheduler.mig.planner) and keep its proposal as a Plan row."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict
 
@@ -140,8 +141,12 @@ def create_plan(
         raise InvalidInput(f"sharing must be one of {', '.join(SHARING_MODES)}", field="sharing")
     if method not in METHODS:
         raise InvalidInput(f"method must be one of {', '.join(METHODS)}", field="method")
-    if not large_shape_weight >= 0:  # also refuses NaN
-        raise InvalidInput("the large-shape weight must be ≥ 0", field="large_shape_weight")
+    # NaN fails `>= 0`; infinity would reach the JSON column, which refuses it (a 500)
+    if not (large_shape_weight >= 0 and math.isfinite(large_shape_weight)):
+        raise InvalidInput(
+            "the large-shape weight must be a finite number ≥ 0, e.g. 0.5",
+            field="large_shape_weight",
+        )
     policy = pl.Policy(
         allow_draining=allow_draining,
         large_shape_weight=large_shape_weight,

@@ -12,7 +12,7 @@ from metering import rollups, selectors
 from metering.models import AllocationInterval, UsageSample
 from scheduler.cluster.models import Cluster, Node
 from tenants import services as tenant_services
-from tests.portal.test_browser import SHOTS, browser, sign_in  # noqa: F401 (fixture)
+from tests.portal.test_browser import SHOTS, browser, csp_refusals, sign_in  # noqa: F401 (fixture)
 from tests.tenants.factories import PlatformAdminFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,6 +78,7 @@ def usage_world(world):
 
 def test_team_and_platform_usage_pages_draw_their_charts(live_server, browser, world, usage_world):  # noqa: F811
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    refused = csp_refusals(page)  # the charts draw under the Content-Security-Policy
     sign_in(page, live_server.url, "pat")
     page.goto(f"{live_server.url}/usage/teams/{world.tenant.slug}/?tz=Europe/Berlin")
     page.wait_for_function(
@@ -96,3 +97,4 @@ def test_team_and_platform_usage_pages_draw_their_charts(live_server, browser, w
     )
     assert "really used" in page.content()
     page.screenshot(path=SHOTS / "platform-usage.png", full_page=True)
+    assert refused == []

@@ -73,6 +73,17 @@ def portal_world(kube, tenant_namespaces, settings):
         yield admin, member, tenant
 
 
+def csp_refusals(page) -> list[str]:
+    """What the browser refuses for the Content-Security-Policy, as it logs it (filled while the
+    page runs): a test asserts it stays empty."""
+    refused: list[str] = []
+    page.on(
+        "console",
+        lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    return refused
+
+
 def sign_in(page, base, username):
     page.goto(f"{base}/accounts/login/")
     page.get_by_label("Username").fill(username)
@@ -83,6 +94,7 @@ def sign_in(page, base, username):
 def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_world, kube):
     admin, member, tenant = portal_world
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    refused = csp_refusals(page)  # htmx's live hint works under the policy
 
     sign_in(page, live_server.url, "mia")
     expect(page.get_by_role("heading", name="My teams")).to_be_visible()
@@ -101,6 +113,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     request = CapacityRequest.objects.get(tenant=tenant)
 
     admin_page = browser.new_page(viewport={"width": 1280, "height": 900})
+    admin_refused = csp_refusals(admin_page)
     sign_in(admin_page, live_server.url, "platform")
     admin_page.goto(f"{live_server.url}/console/")
     admin_page.get_by_label(f"Select request {request.pk}").check()
@@ -108,6 +121,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     admin_page.screenshot(path=SHOTS / "console-approvals.png", full_page=True)
     admin_page.get_by_role("button", name="Approve selected").click()
     expect(admin_page.get_by_text("Approved 1 request.")).to_be_visible()
+    assert refused == [] and admin_refused == []
 
     ns = reconcile.tenant_namespace(tenant)
     wait_for(
@@ -164,6 +178,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     scheduler_services.sync_inventory(kube)
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    refused = csp_refusals(page)  # the map's colours are style="" attributes: allowed
     sign_in(page, live_server.url, "platform")
     page.goto(f"{live_server.url}/console/capacity/")
     for node in ("gpu-a100-0", "gpu-h100-0", "gpu-h200-0", "gpu-l40s-0", "gpu-rtx4090-0"):
@@ -175,3 +190,4 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
         16
     )
     page.screenshot(path=SHOTS / "capacity-map.png", full_page=True)
+    assert refused == []
