@@ -37,6 +37,21 @@ def _pairs(values: tuple[str, ...], what: str, as_int: bool = False) -> dict:
     return out
 
 
+def _secret_refs(values: tuple[str, ...]) -> dict:
+    """--secret-env NAME=SECRET/KEY: the value of KEY in the Secret SECRET of the team's
+    namespace, so that the secret itself never passes through the portal."""
+    out: dict = {}
+    for name, ref in _pairs(values, "--secret-env").items():
+        secret, slash, key = ref.partition("/")
+        if not slash or not secret or not key:
+            raise click.BadParameter(
+                f"{name}={ref!r}: use NAME=SECRET/KEY, e.g. AWS_SECRET_ACCESS_KEY=s3-creds/secret",
+                param_hint="--secret-env",
+            )
+        out[name] = {"secret": secret, "key": key}
+    return out
+
+
 @click.group()
 @click.option("--url", envvar="GPU_PORTAL_URL", required=True, help="env GPU_PORTAL_URL")
 @click.option("--token", envvar="GPU_PORTAL_TOKEN", required=True, help="env GPU_PORTAL_TOKEN")
@@ -163,6 +178,12 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
 @click.option("--gpu", "resources", multiple=True, required=True, help="CLASS=UNITS")
 @click.option("--priority", default="gpu-low")
 @click.option("--env", "env", multiple=True, help="NAME=VALUE (repeatable)")
+@click.option(
+    "--secret-env",
+    "secret_env",
+    multiple=True,
+    help="NAME=SECRET/KEY: a value from a Secret in the team's namespace (repeatable)",
+)
 @click.option("--replicas", type=int, default=1)
 @click.option("--min-replicas", type=int, help="autoscaling: pods at least (default --replicas)")
 @click.option("--max-replicas", type=int, help="autoscaling: pods at most (quota is held for it)")
@@ -175,9 +196,9 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
 @click.option("--idempotency-key", help="reuse on a retried CI step (e.g. $CI_JOB_ID)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, min_replicas,
-           max_replicas, target_gpu_util, target_latency_ms, backoff_limit, wait, timeout,
-           interval, idempotency_key, command):  # fmt: skip
+def submit(ctx, tenant, name, kind, image, resources, priority, env, secret_env, replicas,
+           min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, wait,
+           timeout, interval, idempotency_key, command):  # fmt: skip
     """Submit a workload; the container command follows `--`. A deployment autoscales between
     --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms."""
     autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms)
@@ -188,7 +209,7 @@ def submit(ctx, tenant, name, kind, image, resources, priority, env, replicas, m
         "image": image,
         "resources": _pairs(resources, "--gpu", as_int=True),
         "priority": priority,
-        "env": _pairs(env, "--env"),
+        "env": {**_pairs(env, "--env"), **_secret_refs(secret_env)},
         "command": list(command),
         "replicas": replicas,
         "backoff_limit": backoff_limit,

@@ -73,7 +73,8 @@ class Tenant(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(Decimal("0"))],
-        help_text="Most GPU-equivalents the tenant may hold in grants; empty: no ceiling",
+        help_text="Most GPU-equivalents the tenant may hold in grants; empty: the platform's "
+        "default (setting TENANT_DEFAULT_GPU_CEILING)",
     )
     allowed_priority_classes = models.JSONField(default=list, blank=True)
     critical_gpu_quota = models.PositiveIntegerField(
@@ -102,6 +103,13 @@ class Tenant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status == self.Status.ACTIVE
+
+    @property
+    def effective_gpu_ceiling(self) -> Decimal:
+        """The tenant's own ceiling, or the platform's default: no tenant holds without bound."""
+        if self.gpu_ceiling is not None:
+            return self.gpu_ceiling
+        return Decimal(settings.TENANT_DEFAULT_GPU_CEILING)
 
     @property
     def namespace(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -31,10 +32,13 @@ def evaluate(
     *,
     starts_at: datetime,
     ends_at: datetime | None,
-    envelopes: dict[str, Envelope],
+    envelopes: Mapping[str, Envelope],
+    held: Mapping[str, int],
 ) -> Decision:
-    """Auto-approve only when every item is inside its class's envelope. The reasons say,
-    in words a requester understands, why an ask goes to the platform team instead."""
+    """Auto-approve only when every item is inside its class's envelope. `held` is what the
+    tenant holds already through auto-approval, by class: the envelope bounds that plus the
+    ask, or many small asks would add up to any amount without a human. The reasons say, in
+    words a requester understands, why an ask goes to the platform team instead."""
     reasons: list[str] = []
     hours = None if ends_at is None else (ends_at - starts_at).total_seconds() / 3600
     for item in items:
@@ -42,7 +46,14 @@ def evaluate(
         if envelope is None:
             reasons.append(f"{item.resource_class}: no auto-approval for this class")
             continue
-        if item.amount > envelope.max_amount:
+        already = held.get(item.resource_class, 0)
+        if already and already + item.amount > envelope.max_amount:
+            reasons.append(
+                f"{item.resource_class}: the team holds {already} approved automatically "
+                f"already; {item.amount} more makes {already + item.amount}, more than the "
+                f"{envelope.max_amount} approved automatically"
+            )
+        elif item.amount > envelope.max_amount:
             reasons.append(
                 f"{item.resource_class}: {item.amount} is more than the "
                 f"{envelope.max_amount} approved automatically"

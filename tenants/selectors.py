@@ -92,6 +92,18 @@ def quota_lines(tenant: Tenant) -> list[QuotaLine]:
     return quota_lines_for([tenant.pk])[tenant.pk]
 
 
+def auto_approved_units(tenant: Tenant, now: datetime | None = None) -> dict[str, int]:
+    """resource class slug -> units the tenant holds (now or later) in grants that came from
+    auto-approved requests: what the auto-approval envelope bounds, together with a new ask."""
+    rows = (
+        QuotaGrant.objects.holding(now)
+        .filter(tenant=tenant, request__auto_approved=True)
+        .values("resource_class__slug")
+        .annotate(total=Sum("amount"))
+    )
+    return {row["resource_class__slug"]: row["total"] for row in rows}
+
+
 # --- pools -------------------------------------------------------------------------------------
 
 

@@ -6,6 +6,8 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASSES
 
+SECRET_KEY_REF = "secretKeyRef:"  # KEY=secretKeyRef:SECRET/KEY in the env box
+
 
 class WorkloadForm(forms.Form):
     """The browser's submit form: the same fields as the API, parsed into the same service call."""
@@ -42,7 +44,10 @@ class WorkloadForm(forms.Form):
         required=False, min_value=1, label="Target request latency (ms, p95)"
     )
     env = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="One KEY=value per line"
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One KEY=value per line; for a secret, KEY=secretKeyRef:SECRET/KEY reads it "
+        "from that key of a Secret in the team's namespace",
     )
 
     def clean_command(self):
@@ -59,8 +64,22 @@ class WorkloadForm(forms.Form):
             key, sep, value = line.partition("=")
             if not sep or not key.strip():
                 raise forms.ValidationError(f"line {number}: write KEY=value")
-            env[key.strip()] = value
+            env[key.strip()] = self._env_value(number, value)
         return env
+
+    @staticmethod
+    def _env_value(number: int, value: str) -> str | dict[str, str]:
+        """A plain value, or the API's Secret reference for `secretKeyRef:SECRET/KEY`."""
+        ref = value.strip()
+        if not ref.startswith(SECRET_KEY_REF):
+            return value
+        secret, slash, key = ref.removeprefix(SECRET_KEY_REF).partition("/")
+        if not slash:
+            raise forms.ValidationError(
+                f"line {number}: write KEY={SECRET_KEY_REF}SECRET/KEY, e.g. "
+                f"AWS_SECRET_ACCESS_KEY={SECRET_KEY_REF}s3-creds/secret-key"
+            )
+        return {"secret": secret, "key": key}
 
     def autoscaling(self) -> dict | None:
         """The API's `autoscaling` object, when the form asks for one."""

@@ -4,7 +4,6 @@ field to blame. Admission (`scheduler.workloads.submit_workload`) calls them fir
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from typing import Any
 
@@ -20,18 +19,65 @@ RESERVED_LABEL_PREFIXES = ("gpu-portal", "app.kubernetes.io/", "kubernetes.io/",
 MAX_BACKOFF_LIMIT = 10
 MAX_REPLICAS = 64
 MAX_TARGET_LATENCY_MS = 60_000
+ALLOW_ANY_IMAGE = "*"  # an allow-list entry that lets every image through (dev and tests)
+DOCKER_HUB = "docker.io"
+_DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
 
 
 def check_image(image: str) -> None:
     if not image or len(image) > 300 or any(c.isspace() for c in image):
         raise InvalidInput("give an image reference without spaces", field="image")
-    allowed = list(settings.WORKLOAD_IMAGE_ALLOWLIST)
-    if allowed and not any(fnmatch.fnmatchcase(image, pattern) for pattern in allowed):
+    allowed = [entry.strip() for entry in settings.WORKLOAD_IMAGE_ALLOWLIST if entry.strip()]
+    if not allowed:
+        # Fail closed: a platform that forgot to list its registries runs nothing unvetted.
         raise InvalidInput(
-            f"image {image!r} is not on the platform's allow-list ({', '.join(allowed)})",
+            "no image may run yet: the platform's allow-list (setting WORKLOAD_IMAGE_ALLOWLIST) "
+            "is empty; a platform admin must list the registries or repositories workloads may "
+            "use, e.g. registry.example.com/team-a",
             field="image",
             code="image_not_allowed",
         )
+    if not any(image_allowed_by(image, entry) for entry in allowed):
+        raise InvalidInput(
+            f"image {image!r} is not on the platform's allow-list (WORKLOAD_IMAGE_ALLOWLIST: "
+            f"{', '.join(allowed)}); use an image under one of those registries or repositories, "
+            "or ask a platform admin to add yours",
+            field="image",
+            code="image_not_allowed",
+        )
+
+
+def canonical_image(image: str) -> str:
+    """The reference as the kubelet resolves it: a short Docker Hub name (`busybox:1.36`,
+    `pytorch/pytorch`) gets its registry and, alone, the `library/` namespace."""
+    host, slash, path = image.partition("/")
+    # Docker's rule: the first component is a registry only if it looks like a host name.
+    if not slash or not ("." in host or ":" in host or host == "localhost"):
+        host, path = DOCKER_HUB, image
+    host = DOCKER_HUB if host in _DOCKER_HUB_ALIASES else host
+    if host == DOCKER_HUB and "/" not in path:
+        path = f"library/{path}"
+    return f"{host}/{path}"
+
+
+def image_allowed_by(image: str, entry: str) -> bool:
+    """An entry is a registry (`registry.example.com`, `localhost:5000`) or a repository prefix
+    (`registry.example.com/team-a`, `docker.io/pytorch`) that ends at a path boundary, so
+    `registry.example.com` does not let `registry.example.com.evil.io/x` through. `*` allows any
+    image; a trailing `/*` (the older spelling) is the same prefix."""
+    entry = entry.removesuffix("/*").rstrip("/")
+    if entry == ALLOW_ANY_IMAGE:
+        return True
+    if not entry:
+        return False
+    host, slash, path = entry.partition("/")
+    entry = f"{DOCKER_HUB if host in _DOCKER_HUB_ALIASES else host}{slash}{path}"
+    image = canonical_image(image)
+    if image == entry or image.startswith(entry + "/"):
+        return True
+    # A repository covers its own tags and digests; after a bare host a ':' starts a port,
+    # which is another registry.
+    return bool(slash) and image.startswith((entry + ":", entry + "@"))
 
 
 def check_strings(value: Any, name: str) -> list[str]:
@@ -42,14 +88,127 @@ def check_strings(value: Any, name: str) -> list[str]:
     return value
 
 
-def check_env(env: Any) -> dict[str, str]:
+# --- env: plain values and references to Secrets ------------------------------------------------
+# Every member of a team reads a workload's plain values (and anyone who may read its pods),
+# so secrets come from a Secret in the team's namespace: {"NAME": {"secret": S, "key": K}}.
+SECRET_REF_FIELDS = ("secret", "key")
+_SECRET_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")  # DNS-1123 subdomain
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")  # what a Secret's data may be keyed by
+# Name words that say "secret": matched on the name without '_' (PGPASSWORD, WANDB_APIKEY)...
+_SECRET_NAME_PARTS = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "APIKEY")
+_SECRET_NAME_PAIRS = ("PRIVATE_KEY", "API_KEY")
+# ...except TOKEN, a whole word only: TOKENIZERS_PARALLELISM and MAX_TOKENS are settings.
+_TOKEN_WORD = re.compile(r"(^|_)TOKEN(_|$)")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Values in a known secret format, whatever the name (gitleaks' common rules, simplified).
+_SECRET_FORMATS = (
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), "an AWS access key id"),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}|\bgithub_pat_[A-Za-z0-9_]{22,}"), "a GitHub token"),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}"), "a GitLab token"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), "a Hugging Face token"),
+    (
+        re.compile(r"\bsk-(proj-)?[A-Za-z0-9_-]{20,}|\b[rs]k_(live|test)_[A-Za-z0-9]{16,}"),
+        "an API key",
+    ),
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."), "a JSON Web Token"),
+    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@"), "a URL with a password"),
+)
+_FILE_PATH = re.compile(r"^/\S*$")  # where a secret lives (POSTGRES_PASSWORD_FILE), not one
+
+
+def is_secret_ref(value: Any) -> bool:
+    """A checked env value that reads a Secret (see `check_env`), rather than a plain one."""
+    return isinstance(value, dict)
+
+
+def secret_looking_name(name: str) -> bool:
+    """Does the variable's name say it holds a secret (AWS_SECRET_ACCESS_KEY, HF_TOKEN, apiKey)?"""
+    words = _CAMEL.sub("_", name).upper()
+    joined = words.replace("_", "")
+    return (
+        any(part in joined for part in _SECRET_NAME_PARTS)
+        or any(pair in words for pair in _SECRET_NAME_PAIRS)
+        or bool(_TOKEN_WORD.search(words))
+    )
+
+
+def secret_format(value: str) -> str | None:
+    """What kind of secret the value looks like (an AWS access key id, a private key), or None."""
+    for pattern, kind in _SECRET_FORMATS:
+        if pattern.search(value):
+            return kind
+    return None
+
+
+def _refuse_plain_secret(name: str, why: str) -> InvalidInput:
+    # Never repeat the value: the refusal is shown, logged and may be stored for a replay.
+    return InvalidInput(
+        f"env {name}: {why}; a secret must not be a plain value, which every member of the team "
+        "can read. Put it in a Secret in the team's namespace and refer to it: "
+        f'"{name}": {{"secret": "<secret name>", "key": "<key>"}}',
+        field="env",
+        code="secret_in_env",
+    )
+
+
+def _check_secret_ref(name: str, ref: dict) -> dict[str, str]:
+    if set(ref) != set(SECRET_REF_FIELDS):
+        raise InvalidInput(
+            f"env {name}: a Secret reference has the fields secret and key, e.g. "
+            f'{{"secret": "s3-creds", "key": "secret-key"}}; got {sorted(map(str, ref))}',
+            field="env",
+        )
+    secret, key = ref["secret"], ref["key"]
+    if not isinstance(secret, str) or not _SECRET_NAME.match(secret):
+        raise InvalidInput(
+            f"env {name}: secret {secret!r} is not a Secret name: use at most 253 lower-case "
+            "letters, digits, '-' and '.', starting and ending with a letter or digit",
+            field="env",
+        )
+    if not isinstance(key, str) or not _SECRET_KEY.match(key) or key == "." or key[:2] == "..":
+        raise InvalidInput(
+            f"env {name}: key {key!r} is not a key of a Secret: use at most 253 letters, "
+            "digits, '-', '_' and '.' (not '.', nor starting with '..')",
+            field="env",
+        )
+    return {"secret": secret, "key": key}
+
+
+def check_env(env: Any) -> dict[str, str | dict[str, str]]:
+    """NAME -> a plain string, or {"secret": SECRET, "key": KEY}: the value of that key of that
+    Secret in the team's namespace. A plain value that looks like a secret (by its name or its
+    format) is refused with code `secret_in_env`: it would be readable by every member."""
     env = env or {}
     if not isinstance(env, dict):
-        raise InvalidInput("env must be an object of NAME: value", field="env")
+        raise InvalidInput(
+            'env must be an object of NAME: "value", or NAME: {"secret": SECRET, "key": KEY} '
+            "to read the value from a Secret in the team's namespace",
+            field="env",
+        )
+    out: dict[str, str | dict[str, str]] = {}
     for key, value in env.items():
-        if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+        if not _ENV_NAME.match(str(key)):
             raise InvalidInput(f"env {key!r}: use NAME (letters, digits, _) = string", field="env")
-    return env
+        if isinstance(value, dict):
+            out[key] = _check_secret_ref(key, value)
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput(
+                f'env {key}: give a string, or {{"secret": ..., "key": ...}} to read the value '
+                "from a Secret in the team's namespace",
+                field="env",
+            )
+        if "\x00" in value:
+            raise InvalidInput(f"env {key}: the value must not contain NUL characters", field="env")
+        plain_path = bool(_FILE_PATH.match(value))
+        if value and not plain_path and secret_looking_name(key):
+            raise _refuse_plain_secret(key, "its name says it holds a secret")
+        if kind := secret_format(value):
+            raise _refuse_plain_secret(key, f"the value looks like {kind}")
+        out[key] = value
+    return out
 
 
 def check_labels(labels: Any) -> dict[str, str]:

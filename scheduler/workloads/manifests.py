@@ -9,6 +9,7 @@ The services that admit workloads and drive the cluster are in `scheduler.worklo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeSchedu
 # Kueue Workload to its Job.
 KUEUE_GATE = "kueue.x-k8s.io/admission"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# A container that cannot start for what its spec refers to: a Secret (or key) that is missing.
+CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -42,6 +45,34 @@ class AutoscalingSpec:
 
 
 @dataclass(frozen=True)
+class SecretKeyRef:
+    """An env value read from one key of a Secret in the workload's namespace: the portal
+    never sees the value, and the pod waits (CreateContainerConfigError) until it exists."""
+
+    secret: str
+    key: str
+
+
+EnvValue = str | SecretKeyRef
+
+
+def env_values(env: Mapping[str, Any]) -> dict[str, EnvValue]:
+    """A workload's stored env (`input.check_env`'s shape: a string, or {"secret", "key"}) as
+    the spec's values."""
+    return {
+        name: SecretKeyRef(value["secret"], value["key"]) if isinstance(value, dict) else value
+        for name, value in env.items()
+    }
+
+
+def _env_var(name: str, value: EnvValue) -> dict:
+    if isinstance(value, SecretKeyRef):
+        ref = {"name": value.secret, "key": value.key}
+        return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+    return {"name": name, "value": value}
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """Everything a manifest is made from (no Django, no I/O)."""
 
@@ -57,7 +88,7 @@ class WorkloadSpec:
     gpus: dict[str, int]  # Kubernetes resource name -> units per pod
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, EnvValue] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     replicas: int = 1
     backoff_limit: int = 0
@@ -106,7 +137,7 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     if spec.args:
         container["args"] = list(spec.args)
     if spec.env:
-        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+        container["env"] = [_env_var(k, v) for k, v in sorted(spec.env.items())]
     return {
         "metadata": {"labels": _queued_labels(spec)},
         "spec": {
@@ -262,6 +293,12 @@ def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
             return Observation(
                 Workload.State.PENDING, scheduled.get("reason", ""), scheduled.get("message", "")
             )
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in CONTAINER_CONFIG_ERRORS:  # e.g. a Secret not found
+                return Observation(
+                    Workload.State.PENDING, waiting["reason"], waiting.get("message", "")
+                )
     return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
 
 

@@ -14,6 +14,7 @@ from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.forms import WorkloadForm
 from scheduler.workloads.models import Workload
+from scheduler.workloads.selectors import can_read_env_values, env_shown
 from tenants.models import Tenant
 from tenants.permissions import can_ask
 
@@ -46,6 +47,7 @@ def workload_detail(request, pk):
     workload = get_object_or_404(
         Workload.objects.visible_to(request.user).select_related("tenant", "submitted_by"), pk=pk
     )
+    env_values = can_read_env_values(request.user, workload.tenant)
     return render(
         request,
         "scheduler/workload_detail.html",
@@ -53,6 +55,8 @@ def workload_detail(request, pk):
             "w": workload,
             "events": workload.events.all(),
             "can_cancel": not workload.is_final and can_ask(request.user, workload.tenant),
+            "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
+            "env_values": env_values,
         },
     )
 

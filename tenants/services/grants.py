@@ -71,7 +71,12 @@ def grant_quota(
 def revoke_grant(*, actor, grant: QuotaGrant, comment: str) -> QuotaGrant:
     require_platform_admin(actor, "revoke grants")
     with transaction.atomic():
-        grant = QuotaGrant.objects.select_for_update().get(pk=grant.pk)
+        # The tenant first, as workload admission takes it: an admission counting this grant
+        # finishes before it ends, and one that starts after sees it gone.
+        tenant_id = QuotaGrant.objects.values_list("tenant_id", flat=True).get(pk=grant.pk)
+        locked = lock_rows(tenant=tenant_id, grants=[grant.pk])
+        grant = locked.grants[0]
+        grant.tenant = locked.tenant
         before = audit.snapshot(grant, GRANT_FIELDS)
         grant.end(QuotaGrant.State.REVOKED, timezone.now())
         grant.save(update_fields=["state", "ended_at"])

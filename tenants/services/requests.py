@@ -22,6 +22,7 @@ from tenants.models import (
     Tenant,
 )
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
+from tenants.selectors import auto_approved_units
 from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed
 from tenants.services.locks import lock_rows
 
@@ -87,16 +88,29 @@ def _tenant_gpu_equivalents(tenant: Tenant, now: datetime) -> Decimal:
     return total
 
 
+def _plain(number: Decimal) -> Decimal:
+    """12.00 as 12, 0.50 as 0.5: how a message shows a number read from a decimal column."""
+    return number.quantize(Decimal(1)) if number == number.to_integral() else number.normalize()
+
+
 def _check_ceiling(tenant: Tenant, items: list[tuple[ResourceClass, int]], now: datetime) -> None:
-    if tenant.gpu_ceiling is None:
-        return
+    """Refuse what would take the tenant above its ceiling: its own, or the platform's default
+    where it has none (`Tenant.effective_gpu_ceiling`)."""
+    ceiling = tenant.effective_gpu_ceiling
     held = _tenant_gpu_equivalents(tenant, now)
     asked = sum((rc.gpu_fraction * n for rc, n in items), Decimal(0))
-    if held + asked > tenant.gpu_ceiling:
-        room = max(Decimal(0), tenant.gpu_ceiling - held)
+    if held + asked > ceiling:
+        room = _plain(max(Decimal(0), ceiling - held))
+        ceiling, held, asked = _plain(ceiling), _plain(held), _plain(asked)
+        if tenant.gpu_ceiling is None:
+            whose = " (the platform's default ceiling)"
+            fix = f"ask the platform team to set a ceiling for {tenant.slug}"
+        else:
+            whose, fix = "", f"ask the platform team to raise {tenant.slug}'s ceiling"
         raise QuotaExceeded(
-            f"{tenant.slug} may hold at most {tenant.gpu_ceiling:g} GPU-equivalents; it holds "
-            f"{held:g} and this asks for {asked:g} more (room left: {room:g})",
+            f"{tenant.slug} may hold at most {ceiling:g} GPU-equivalents{whose}; it holds "
+            f"{held:g} and this asks for {asked:g} more (room left: {room:g}); ask for less, "
+            f"or {fix}",
             field="items",
         )
 
@@ -126,7 +140,10 @@ def _check_capacity(
             )
 
 
-def _policy_decision(items, starts_at, ends_at) -> policy.Decision:
+def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -> policy.Decision:
+    """The auto-approval policy's answer to this ask of `tenant`. Made under the tenant's row
+    lock (see `submit_capacity_request`), what the tenant holds through auto-approval cannot
+    change until the ask is approved or left to a human."""
     rules = {
         r.resource_class.slug: policy.Envelope(r.max_amount, r.max_duration_hours)
         for r in AutoApprovalRule.objects.filter(
@@ -134,14 +151,20 @@ def _policy_decision(items, starts_at, ends_at) -> policy.Decision:
         ).select_related("resource_class")
     }
     asked = [policy.AskedItem(rc.slug, n, rc.gpu_fraction) for rc, n in items]
-    return policy.evaluate(asked, starts_at=starts_at, ends_at=ends_at, envelopes=rules)
+    return policy.evaluate(
+        asked,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        envelopes=rules,
+        held=auto_approved_units(tenant, now),
+    )
 
 
 def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, ends_at=None):
     """What would happen to this ask (for the form's live hint): policy decision and free units."""
     now = timezone.now()
     resolved = _resolve_items(items)
-    decision = _policy_decision(resolved, starts_at or now, ends_at)
+    decision = _policy_decision(tenant, resolved, starts_at or now, ends_at, now)
     return decision, {rc.slug: free_capacity(rc, now) for rc, _ in resolved}
 
 
@@ -157,8 +180,9 @@ def submit_capacity_request(
     justification: str,
     starts_at: datetime | None = None,
 ) -> CapacityRequest:
-    """Ask for capacity. Inside the policy envelope it is approved at once (two audit events:
-    submitted, then approved by the system); otherwise it waits for a platform admin."""
+    """Ask for capacity. Inside the policy envelope it is approved at once, in the same
+    transaction (two audit events: submitted, then approved by the system); otherwise it waits
+    for a platform admin."""
     require_role(actor, tenant, WRITE_ROLES, "ask for capacity")
     tenant.refresh_from_db(fields=["status"])
     if not tenant.is_active:
@@ -169,11 +193,17 @@ def submit_capacity_request(
     if not (justification or "").strip():
         raise InvalidInput("say why the team needs this capacity", field="justification")
     resolved = _resolve_items(items)
-    _check_ceiling(tenant, resolved, now)
-    _check_capacity(resolved, now)
-    decision = _policy_decision(resolved, starts_at, ends_at)
 
     with transaction.atomic():
+        # Pools, then the tenant (the order of `lock_rows`, as an approval takes them): two asks
+        # of one team cannot both see the envelope or the ceiling free and both pass it.
+        locked = lock_rows(pools=[rc.pk for rc, _ in resolved], tenant=tenant)
+        tenant = locked.tenant
+        if not tenant.is_active:
+            raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
+        _check_capacity(resolved, now, pools=locked.pools)
+        _check_ceiling(tenant, resolved, now)
+        decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
         request = CapacityRequest.objects.create(
             tenant=tenant,
             requester=actor,
@@ -196,13 +226,16 @@ def submit_capacity_request(
                 "policy": "auto-approve" if decision.auto_approve else decision.reasons,
             },
         )
-    if decision.auto_approve:
-        try:
-            request = _approve(actor=None, request=request, comment="auto-approved by policy")
-        except (CapacityExceeded, QuotaExceeded) as exc:
-            # Someone took the last units between our check and now: leave it to a human.
-            CapacityRequest.objects.filter(pk=request.pk).update(policy_reasons=[exc.detail])
-            request.refresh_from_db()
+        if decision.auto_approve:
+            request = _approve_locked(
+                actor=None,
+                tenant=tenant,
+                request=request,
+                items=resolved,
+                pools=locked.pools,
+                comment="auto-approved by policy",
+                now=now,
+            )
     return request
 
 
@@ -224,41 +257,63 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
         locked = lock_rows(
             pools=[rc.pk for rc, _ in items], tenant=request.tenant_id, request=request
         )
-        _check_capacity(items, now, pools=locked.pools)
-        tenant, request = locked.tenant, locked.request
-        before = audit.snapshot(request, REQUEST_FIELDS)
-        request.transition("approve")  # re-checked under the lock: no double approval
-        if not tenant.is_active:
-            raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be approved")
-        if request.ends_at is not None and request.ends_at <= now:
-            raise InvalidTransition(f"request #{request.pk} ended before it was approved")
-        _check_ceiling(tenant, items, now)
-        request.auto_approved = actor is None
-        request.decided_by = actor
-        request.decided_at = now
-        request.decision_comment = comment
-        request.save()
-        QuotaGrant.objects.bulk_create(
-            QuotaGrant(
-                tenant=tenant,
-                resource_class=rc,
-                amount=n,
-                starts_at=max(request.starts_at, now),
-                ends_at=request.ends_at,
-                request=request,
-                created_by=actor,
-            )
-            for rc, n in items
-        )
-        audit.record(
+        return _approve_locked(
             actor=actor,
-            verb="capacity_request.approved",
-            obj=request,
-            tenant=tenant,
-            before=before,
-            after=audit.snapshot(request, REQUEST_FIELDS),
+            tenant=locked.tenant,
+            request=locked.request,
+            items=items,
+            pools=locked.pools,
+            comment=comment,
+            now=now,
         )
-        _notify_desired_state_changed(tenant)
+
+
+def _approve_locked(
+    *,
+    actor,
+    tenant: Tenant,
+    request: CapacityRequest,
+    items: list[tuple[ResourceClass, int]],
+    pools: Mapping[int, Pool],
+    comment: str,
+    now: datetime,
+) -> CapacityRequest:
+    """Approve a request whose pools and tenant the caller locked (with `lock_rows`), and the
+    request too unless the caller created it in this transaction. `actor` None: the policy."""
+    _check_capacity(items, now, pools=pools)
+    before = audit.snapshot(request, REQUEST_FIELDS)
+    request.transition("approve")  # re-checked under the lock: no double approval
+    if not tenant.is_active:
+        raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be approved")
+    if request.ends_at is not None and request.ends_at <= now:
+        raise InvalidTransition(f"request #{request.pk} ended before it was approved")
+    _check_ceiling(tenant, items, now)
+    request.auto_approved = actor is None
+    request.decided_by = actor
+    request.decided_at = now
+    request.decision_comment = comment
+    request.save()
+    QuotaGrant.objects.bulk_create(
+        QuotaGrant(
+            tenant=tenant,
+            resource_class=rc,
+            amount=n,
+            starts_at=max(request.starts_at, now),
+            ends_at=request.ends_at,
+            request=request,
+            created_by=actor,
+        )
+        for rc, n in items
+    )
+    audit.record(
+        actor=actor,
+        verb="capacity_request.approved",
+        obj=request,
+        tenant=tenant,
+        before=before,
+        after=audit.snapshot(request, REQUEST_FIELDS),
+    )
+    _notify_desired_state_changed(tenant)
     return request
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.errors import InvalidTransition
 from tenants import services
-from tenants.models import AuditEvent, CapacityRequest, QuotaGrant, Tenant
+from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
 from tenants.services.locks import LOCK_ORDER, lock_rows
 from tests.race import race
 from tests.tenants.factories import (
@@ -249,6 +249,9 @@ def test_lock_rows_outside_a_transaction_is_refused():
         ("approve", ["pools", "tenant", "request"]),
         ("grant", ["pools", "tenant"]),
         ("cancel", ["tenant", "request", "grants"]),
+        ("revoke", ["tenant", "grants"]),
+        ("submit", ["pools", "tenant"]),
+        ("auto-approve", ["pools", "tenant"]),
         ("expire", ["tenant", "request", "grants"]),
         ("archive", ["tenant", "grants"]),
     ],
@@ -262,12 +265,31 @@ def test_every_service_locks_in_the_documented_order(world, name, expected):
     ).request
     if name != "approve":
         services.approve_capacity_request(actor=world.admin, request=request)
+    if name == "auto-approve":
+        AutoApprovalRule.objects.create(resource_class=rc, max_amount=5, max_duration_hours=48)
     calls = {
         "approve": lambda: services.approve_capacity_request(actor=world.admin, request=request),
         "grant": lambda: services.grant_quota(
             actor=world.admin, tenant=world.tenant, resource_class=rc, amount=1
         ),
         "cancel": lambda: services.cancel_capacity_request(actor=world.member, request=request),
+        "revoke": lambda: services.revoke_grant(
+            actor=world.admin, grant=request.grants.get(), comment="capacity needed elsewhere"
+        ),
+        "submit": lambda: services.submit_capacity_request(
+            actor=world.member,
+            tenant=world.tenant,
+            items={rc.slug: 1},
+            ends_at=timezone.now() + timedelta(hours=12),
+            justification="one more",
+        ),
+        "auto-approve": lambda: services.submit_capacity_request(
+            actor=world.member,
+            tenant=world.tenant,
+            items={rc.slug: 1},
+            ends_at=timezone.now() + timedelta(hours=12),
+            justification="one more",
+        ),
         "expire": lambda: services.expire_grants(now=request.ends_at + timedelta(seconds=1)),
         "archive": lambda: services.change_tenant_status(
             actor=world.admin, tenant=world.tenant, action="archive"
@@ -280,3 +302,39 @@ def test_every_service_locks_in_the_documented_order(world, name, expected):
     concepts = locked_tables(ctx.captured_queries)
     assert concepts == expected
     assert_in_documented_order(concepts)
+    if name == "auto-approve":
+        assert CapacityRequest.objects.filter(auto_approved=True).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("name", ["revoke", "cancel"])
+def test_revoke_and_cancel_wait_for_the_tenant_lock_that_workload_admission_holds(name):
+    """While a workload submit holds its tenant's row, a revoke or a cancel that would lower the
+    tenant's grants waits for it: admission never counts a grant that is being taken away."""
+    admin = PlatformAdminFactory()
+    rc = ResourceClassFactory(slug="a100-80gb")
+    PoolFactory(resource_class=rc, capacity=100)
+    request = CapacityRequestItemFactory(resource_class=rc, amount=1).request
+    services.approve_capacity_request(actor=admin, request=request)
+    grant = request.grants.get()
+
+    def call(lock_timeout):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = '{lock_timeout}'")
+        if name == "revoke":
+            return services.revoke_grant(actor=admin, grant=grant, comment="needed elsewhere")
+        return services.cancel_capacity_request(actor=request.requester, request=request)
+
+    with transaction.atomic():
+        # What `submit_workload` takes for the whole of its admission.
+        Tenant.objects.select_for_update().get(pk=request.tenant_id)
+        [waited] = race([lambda: call("300ms")])
+    assert isinstance(waited, OperationalError), waited
+    assert "lock timeout" in str(waited)
+    grant.refresh_from_db()
+    assert grant.state == QuotaGrant.State.ACTIVE  # nothing happened while the lock was held
+
+    [done] = race([lambda: call("5s")])  # once admission committed, it goes through
+    assert not isinstance(done, Exception), done
+    grant.refresh_from_db()
+    assert grant.state == QuotaGrant.State.REVOKED

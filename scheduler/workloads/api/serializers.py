@@ -1,11 +1,39 @@
 from __future__ import annotations
 
+from typing import cast
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
+from scheduler.workloads.selectors import env_shown, env_values_readable
 from tenants.models import PRIORITY_CLASSES
+
+SECRET_REF_SCHEMA = {
+    "type": "object",
+    "description": "read the value from a key of a Secret in the team's namespace",
+    "properties": {
+        "secret": {"type": "string", "description": "the Secret's name (a DNS subdomain)"},
+        "key": {"type": "string", "description": "the key in the Secret's data"},
+    },
+    "required": ["secret", "key"],
+    "additionalProperties": False,
+}
+ENV_VALUE_SCHEMA = {"oneOf": [{"type": "string"}, SECRET_REF_SCHEMA]}
+
+
+@extend_schema_field(ENV_VALUE_SCHEMA)
+class EnvValueField(serializers.Field):
+    """A plain value, or {"secret": NAME, "key": KEY}. Admission (`input.check_env`) checks
+    both, for the API and the browser form alike, and refuses plain values that look secret."""
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
 
 
 class ResourceClassSerializer(serializers.ModelSerializer):
@@ -101,6 +129,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
     autoscaling = AutoscalingSerializer(
         read_only=True, allow_null=True, help_text="null: a fixed number of replicas"
     )
+    env = serializers.SerializerMethodField(
+        help_text="NAME -> plain value or Secret reference; null: hidden (viewers see names only)"
+    )
 
     class Meta:
         model = Workload
@@ -136,6 +167,24 @@ class WorkloadSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(
+        {"type": "object", "additionalProperties": {**ENV_VALUE_SCHEMA, "nullable": True}}
+    )
+    def get_env(self, workload: Workload) -> dict:
+        return env_shown(workload.env or {}, values=self._env_values_visible(workload))
+
+    def _env_values_visible(self, workload: Workload) -> bool:
+        """Asked once per request, for every row of a list; without a request (no reader
+        known), values stay hidden."""
+        request = self.context.get("request")
+        if request is None:
+            return False
+        # The context is the root serializer's dict, shared by every row of a list.
+        context = cast(dict, self.context)
+        if "_env_values_readable" not in context:
+            context["_env_values_readable"] = env_values_readable(request.user)
+        return context["_env_values_readable"](workload.tenant_id)
+
 
 class WorkloadDetailSerializer(WorkloadSerializer):
     events = WorkloadEventSerializer(many=True, read_only=True)
@@ -152,7 +201,13 @@ class WorkloadCreateSerializer(serializers.Serializer):
     image = serializers.CharField(max_length=300)
     command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     args = serializers.ListField(child=serializers.CharField(), required=False, default=list)
-    env = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+    env = serializers.DictField(
+        child=EnvValueField(),
+        required=False,
+        default=dict,
+        help_text='NAME -> "value", or {"secret": NAME, "key": KEY} for a value from a Secret '
+        "in the team's namespace; plain values that look secret are refused",
+    )
     labels = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
     resources = serializers.DictField(
         child=serializers.IntegerField(min_value=1), help_text="resource class slug -> units/pod"

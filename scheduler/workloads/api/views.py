@@ -114,13 +114,17 @@ class WorkloadViewSet(
         tenant = visible_tenant(request.user, v.pop("tenant"))
         workload = workloads.submit_workload(actor=request.user, tenant=tenant, **v)
         workload = self.get_queryset().get(pk=workload.pk)
-        return Response(s.WorkloadSerializer(workload).data, status=status.HTTP_201_CREATED)
+        return Response(
+            s.WorkloadSerializer(workload, context=self.get_serializer_context()).data,
+            status=status.HTTP_201_CREATED,
+        )
 
     @extend_schema(request=None, responses=s.WorkloadSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         workload = workloads.cancel_workload(actor=request.user, workload=self.get_object())
-        return Response(s.WorkloadSerializer(self.get_queryset().get(pk=workload.pk)).data)
+        workload = self.get_queryset().get(pk=workload.pk)
+        return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("tail", int, description="last lines (default 500)")],
