@@ -12,7 +12,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
     parser.add_argument(
         "--only",
-        choices=["reconcile", "api", "metering", "planner", "queue"],
+        choices=["reconcile", "api", "metering", "planner", "queue", "workload-sync"],
         help="run one benchmark (default: all, in order)",
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
@@ -20,6 +20,9 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
     parser.add_argument(
         "--meter-tenants", type=int, default=200, help="metering: tenants (pods and dashboard)"
+    )
+    parser.add_argument(
+        "--workloads", type=int, default=5000, help="workload-sync: live workloads to follow"
     )
     args = parser.parse_args()
     import django
@@ -42,6 +45,10 @@ def main() -> int:
         from bench import queue_bench
 
         rc |= queue_bench.run()
+    if args.only in (None, "workload-sync"):
+        from bench import workload_sync_bench
+
+        rc |= workload_sync_bench.run(workloads=args.workloads)
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     return rc

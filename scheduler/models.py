@@ -4,7 +4,7 @@ workloads). Import a model from its own module, not from here: that keeps the la
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.mig.models import MigConfig, Plan
-from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.models import Workload, WorkloadEvent, WorkloadSyncState
 
 __all__ = [
     "Cluster",
@@ -18,4 +18,5 @@ __all__ = [
     "TenantSyncState",
     "Workload",
     "WorkloadEvent",
+    "WorkloadSyncState",
 ]

@@ -221,3 +221,18 @@ class WorkloadEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {self.state} {self.reason}"
+
+
+class WorkloadSyncState(models.Model):
+    """Where the periodic workload sync stands (one row): a watch cursor (resourceVersion) per
+    watched kind, the workloads whose last sync failed and are tried again, and when the last
+    full resync ran. PostgreSQL holds it, so any worker carries on where the last one stopped."""
+
+    key = models.CharField(max_length=40, unique=True, default="workloads")
+    cursors = models.JSONField(default=dict, blank=True, help_text="kind -> resourceVersion")
+    retry_ids = models.JSONField(default=list, blank=True)
+    full_sync_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"workload sync state {self.key}"

@@ -18,4 +18,6 @@ def delete_workload(*, workload_id: int) -> bool:
 
 @portal_task(name="scheduler.tasks.sync_workloads")
 def sync_workloads() -> int:
+    # Change-driven (watch cursors in PostgreSQL), a full resync now and then; a run that finds
+    # another one running skips, so beat may send it while the last one is still going.
     return sync.sync_live_workloads(kube.gateway())

@@ -1,0 +1,202 @@
+"""Follow N live workloads on the local cluster: the full per-namespace sync (three lists a
+namespace and a GET a workload, the periodic sync before issue 14 and its full resync now) next
+to the change-driven periodic sync (a watch per kind from cursors in PostgreSQL), with nothing
+changed and with 1 % of the workloads changed, in the same run.
+
+Goals (issue 14): with nothing changed, one call per watched kind whatever N; with 1 % changed,
+at most 5 % of the full sync's calls. The workloads are suspended Jobs with the portal's labels
+in namespaces Kueue does not manage (created through the gateway; they make no pods) and their
+rows in a throwaway database; the namespaces are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from localcluster import cluster
+from scheduler.cluster import render
+from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads import sync
+from scheduler.workloads.manifests import WORKLOAD_LABEL, queue_wait
+from scheduler.workloads.models import Workload
+from tenants.models import Tenant
+
+INSTANCE = "wsbench"
+NAMESPACES = 5
+PARALLEL = 16  # concurrent creates: the local API server takes them faster than one by one
+
+
+def _job(name: str, namespace: str, workload_id: int) -> dict:
+    labels = {
+        render.MANAGED_BY_LABEL: render.MANAGED_BY,
+        render.INSTANCE_LABEL: INSTANCE,
+        WORKLOAD_LABEL: str(workload_id),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "suspend": True,  # no pods: the fleet costs the API server objects, not kubelets
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                },
+            },
+        },
+    }
+
+
+def _seed(kube: KubeGateway, n: int) -> list[Workload]:
+    user = get_user_model().objects.create(username="wsbench")
+    steady = queue_wait(None)
+    now = timezone.now()
+    namespaces = [f"wsbench-{i}" for i in range(NAMESPACES)]
+    tenants = Tenant.objects.bulk_create(
+        Tenant(slug=f"wsbench-{i}", name=f"Bench team {i}") for i in range(NAMESPACES)
+    )
+    rows = Workload.objects.bulk_create(
+        Workload(
+            tenant=tenants[i % NAMESPACES],
+            name=f"w{i:05d}",
+            kind=Workload.Kind.JOB,
+            image="registry.k8s.io/pause:3.10",
+            resources={"h100-80gb-mig-3g.40gb": 1},
+            gpu_model="H100-80GB",
+            priority_class="gpu-low",
+            # what the sync reads of a suspended Job that no queue has taken in: steady state
+            state=steady.state,
+            reason=steady.reason,
+            message=steady.message,
+            namespace=namespaces[i % NAMESPACES],
+            k8s_name=f"w{i:05d}",
+            submitted_by=user,
+            cluster_created_at=now,
+        )
+        for i in range(n)
+    )
+    for ns in namespaces:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(lambda w: kube.create(_job(w.k8s_name, w.namespace, w.pk)), rows))
+    return rows
+
+
+def _cleanup(kube: KubeGateway) -> None:
+    for i in range(NAMESPACES):
+        kube.delete("Namespace", f"wsbench-{i}")
+
+
+def _measure(kube: KubeGateway, run) -> tuple[float, int, int, int]:
+    """(wall s, API calls, GETs, workloads looked at) of one run."""
+    calls, gets = kube.stats.total, kube.stats.calls[("get", "Job")]
+    t0 = time.perf_counter()
+    looked_at = run()
+    return (
+        time.perf_counter() - t0,
+        kube.stats.total - calls,
+        kube.stats.calls[("get", "Job")] - gets,
+        looked_at,
+    )
+
+
+def _quiet(kube: KubeGateway, timeout: float = 120) -> None:
+    """Periodic runs until one finds nothing changed (the Job controller has settled the new
+    Jobs' status, the full resync has recorded every state)."""
+    deadline = time.monotonic() + timeout
+    while sync.sync_live_workloads(kube) and time.monotonic() < deadline:
+        pass
+
+
+def run(*, workloads: int) -> int:
+    cluster.up()
+    settings.PORTAL_INSTANCE = INSTANCE
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_wsync_bench"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
+    setup = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))  # its calls are not measured
+    changed = max(1, workloads // 100)
+    try:
+        _cleanup(setup)
+        for i in range(NAMESPACES):  # an earlier run's namespaces still terminating
+            while setup.get("Namespace", f"wsbench-{i}") is not None:
+                time.sleep(1)
+        print(f"creating {workloads} suspended Jobs in {NAMESPACES} namespaces ...", flush=True)
+        t0 = time.perf_counter()
+        rows = _seed(setup, workloads)
+        created_s = time.perf_counter() - t0
+        print(f"  created in {created_s:.1f} s; measuring ...", flush=True)
+        results = [
+            (
+                "first run: cursors + full sync",
+                _measure(kube, lambda: sync.sync_live_workloads(kube, full=True)),
+            ),
+            ("full per-namespace sync", _measure(kube, lambda: sync.sync_all_live_workloads(kube))),
+        ]
+        _quiet(kube)
+        results.append(
+            (
+                "change-driven, nothing changed",
+                _measure(kube, lambda: sync.sync_live_workloads(kube)),
+            )
+        )
+        with ThreadPoolExecutor(PARALLEL) as pool:  # 1 %: a change the watch sees on each Job
+            list(
+                pool.map(
+                    lambda w: setup.merge_patch(
+                        "Job",
+                        w.k8s_name,
+                        {"metadata": {"annotations": {"bench": "1"}}},
+                        w.namespace,
+                    ),
+                    random.Random(14).sample(rows, changed),  # in every namespace
+                )
+            )
+        results.append(
+            (
+                f"change-driven, 1 % changed ({changed})",
+                _measure(kube, lambda: sync.sync_live_workloads(kube)),
+            )
+        )
+    finally:
+        _cleanup(setup)
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    full_s, full_calls, _, _ = results[1][1]
+    _, quiet_calls, _, _ = results[2][1]
+    one_s, one_calls, _, _ = results[3][1]
+    print()
+    print(f"Sync {workloads} live workloads in {NAMESPACES} namespaces on the local cluster")
+    print(f"{'run':<36} {'wall s':>8} {'API calls':>10} {'GETs':>6} {'synced':>7}")
+    for label, (secs, calls, gets, looked_at) in results:
+        print(f"{label:<36} {secs:>8.2f} {calls:>10} {gets:>6} {looked_at:>7}")
+    print()
+    kinds = len(sync.watched_collections(INSTANCE))
+    checks = [
+        ("calls, nothing changed", quiet_calls, f"= {kinds}", quiet_calls == kinds),
+        (
+            "calls, 1 % changed / full",
+            one_calls / full_calls,
+            "≤ 0.05",
+            one_calls / full_calls <= 0.05,
+        ),
+        ("wall, 1 % changed / full", one_s / full_s, "—", True),
+    ]
+    print(f"{'ratio':<36} {'value':>8} {'goal':>10} {'met':>6}")
+    for name, value, goal, ok in checks:
+        shown = f"{value:>8.3f}" if isinstance(value, float) else f"{value:>8}"
+        print(f"{name:<36} {shown} {goal:>10} {'yes' if ok else 'NO':>6}")
+    print(
+        f"(creating the {workloads} Jobs took {created_s:.1f} s; a change-driven run lasts at "
+        f"least its watch window, SYNC_WORKLOADS_WATCH_S = {settings.SYNC_WORKLOADS_WATCH_S} s)"
+    )
+    return 0

@@ -1,0 +1,186 @@
+"""The periodic workload sync on the real local cluster: it reads what changed since its last
+run (a watch per kind from cursors kept in PostgreSQL), so an unchanged fleet costs the same
+whatever its size; a change is picked up by the next run; an expired cursor and the periodic
+full resync read everything again."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler.cluster import reconcile
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.models import Workload, WorkloadSyncState
+from tenants import services
+from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+KINDS = ("Job", "Deployment", "Pod", "KueueWorkload", "Event")
+WATCHES = {("watch", kind): 1 for kind in KINDS}
+
+
+@pytest.fixture
+def team(kube, tenant_namespaces, world):
+    """A fresh tenant with two H100 MIG slices granted: two jobs run, the rest wait in Kueue."""
+    tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "ws", "Watched")
+    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    wait_for(
+        "quota status",
+        lambda: (
+            (kube.get("ResourceQuota", "gpu-portal-quota", tenant.namespace) or {})
+            .get("status", {})
+            .get("hard")
+        ),
+    )
+    tenant.refresh_from_db()
+    return tenant, mig
+
+
+def submit_jobs(kube, world, tenant, rc, names):
+    jobs = []
+    for name in names:
+        w = workloads.submit_workload(
+            actor=world.admin,
+            tenant=tenant,
+            name=name,
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={rc.slug: 1},
+            priority="gpu-low",
+        )
+        jobs.append(workload_sync.create_in_cluster(kube, w.pk))
+    return jobs
+
+
+def sync_calls(kube, **kw) -> tuple[int, dict]:
+    """One periodic sync: (workloads it looked at, the API calls it made)."""
+    before = dict(kube.stats.calls)
+    looked_at = workload_sync.sync_live_workloads(kube, **kw)
+    calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
+    return looked_at, calls
+
+
+def settle(kube, timeout=120):
+    """Sync until a run finds nothing changed: Kueue has admitted what fits and the pods run.
+    Such a run costs one watch per kind and nothing else (the full path would cost three lists
+    and a GET a workload). The cluster is shared with other tests, whose changes (a node they
+    take down, a cohort they change) may touch our workloads for a run or two: hence a wait,
+    not a single run."""
+    wait_for("a sync with nothing changed", lambda: sync_calls(kube) == (0, WATCHES), timeout)
+
+
+def states(tenant):
+    return sorted(Workload.objects.filter(tenant=tenant).values_list("state", flat=True))
+
+
+def test_an_unchanged_fleet_costs_one_watch_per_kind_whatever_its_size(kube, team, world):
+    tenant, mig = team
+    submit_jobs(kube, world, tenant, mig, [f"a{i}" for i in range(3)])
+    looked_at, calls = sync_calls(kube)  # the first run: a full resync, cursors taken
+    assert looked_at == 3
+    assert {k for k, n in calls.items() if n} >= {("list", kind) for kind in KINDS}
+    settle(kube)  # 3 live workloads, nothing changed: 5 watches
+    assert states(tenant) == ["queued", "running", "running"]
+
+    submit_jobs(kube, world, tenant, mig, [f"b{i}" for i in range(9)])
+    settle(kube)  # 12 live workloads, nothing changed: the same 5 watches
+    assert states(tenant) == ["queued"] * 10 + ["running"] * 2
+
+    # the full path the periodic one replaces: a namespace's reading and a GET per workload
+    before = dict(kube.stats.calls)
+    assert workload_sync.sync_all_live_workloads(kube) == 12
+    assert kube.stats.calls[("get", "Job")] - before.get(("get", "Job"), 0) == 12
+
+
+def test_a_finished_job_is_picked_up_by_the_next_sync_and_the_queue_moves_up(kube, team, world):
+    tenant, mig = team
+    submit_jobs(kube, world, tenant, mig, [f"f{i}" for i in range(6)])
+    settle(kube)
+    running = [w for w in Workload.objects.filter(tenant=tenant) if w.state == "running"]
+    assert len(running) == 2
+    queued = Workload.objects.filter(tenant=tenant, state="queued").order_by("queue_position")
+    assert [w.queue_position for w in queued] == [1, 2, 3, 4]
+    done = running[0]
+    pod = kube.list("Pod", done.namespace, label_selector=f"gpu-portal.io/workload={done.pk}")[0]
+    kube.apply_status(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod["metadata"]["name"], "namespace": done.namespace},
+            "status": {"phase": "Succeeded"},
+        }
+    )
+    wait_for(
+        "the Job complete",
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (kube.get("Job", done.k8s_name, done.namespace).get("status") or {}).get(
+                "conditions"
+            )
+            or []
+        ),
+    )
+
+    looked_at, calls = sync_calls(kube)  # the next run sees it
+    done.refresh_from_db()
+    assert (done.state, done.reason) == ("succeeded", "Completed")
+    # it read the namespace once and GOT what changed (the finished job, what Kueue may have
+    # admitted in its place already): a GET per workload it looked at, nothing per other one
+    assert looked_at == calls[("get", "Job")] >= 1
+    assert calls[("list", "Pod")] == calls[("list", "KueueWorkload")] == 1
+
+    # Kueue admits the next one in the freed place: picked up too, and the queue moves up
+    wait_for(
+        "the next job running and the queue moved up",
+        lambda: (
+            sync_calls(kube)
+            and states(tenant) == ["queued"] * 3 + ["running"] * 2 + ["succeeded"]
+            and sorted(
+                Workload.objects.filter(tenant=tenant, state="queued").values_list(
+                    "queue_position", flat=True
+                )
+            )
+            == [1, 2, 3]
+        ),
+        timeout=60,
+    )
+
+
+def test_an_expired_cursor_falls_back_to_a_full_resync_which_repairs_what_was_missed(
+    kube, team, world
+):
+    tenant, mig = team
+    first, second = submit_jobs(kube, world, tenant, mig, ["e0", "e1"])
+    settle(kube)
+    # history the API server no longer keeps, and a Job deleted behind the portal's back
+    state = WorkloadSyncState.objects.get()
+    state.cursors = dict.fromkeys(state.cursors, "1")
+    state.save()
+    kube.delete("Job", second.k8s_name, second.namespace, propagation="Foreground")
+    wait_for("job gone", lambda: kube.get("Job", second.k8s_name, second.namespace) is None)
+
+    looked_at, calls = sync_calls(kube)
+    assert looked_at == 2  # every live workload, as in a full resync
+    assert ("watch", "Job") in calls  # it tried, got 410 Gone (the rest may not even start)
+    assert all(calls[("list", kind)] >= 1 for kind in KINDS)  # and listed for new cursors
+    assert calls[("get", "Job")] == 2
+    state.refresh_from_db()
+    assert "1" not in state.cursors.values()
+    second.refresh_from_db()
+    assert (second.state, second.reason) == ("failed", "Deleted")
+    settle(kube)  # and it goes on from the new cursors
+
+
+def test_a_full_resync_runs_every_sync_workloads_full_every_s(kube, team, world, settings):
+    settings.SYNC_WORKLOADS_FULL_EVERY_S = 300
+    tenant, mig = team
+    submit_jobs(kube, world, tenant, mig, ["p0"])
+    settle(kube)
+    WorkloadSyncState.objects.update(full_sync_at=timezone.now() - timedelta(seconds=301))
+    looked_at, calls = sync_calls(kube)
+    assert looked_at == 1 and calls[("get", "Job")] == 1 and ("watch", "Job") not in calls
+    settle(kube)
+    assert sync_calls(kube, full=True)[0] == 1  # and on demand

@@ -1,0 +1,166 @@
+"""The change-driven workload sync without the cluster: which workloads a watch event concerns
+(pure), queue places refreshed from Kueue's list, and one run at a time."""
+
+import threading
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from scheduler.workloads import sync
+from scheduler.workloads.models import Workload, WorkloadSyncState
+from scheduler.workloads.sync import LiveRef, NamespaceReading, touched_workloads
+from tests.scheduler.factories import WorkloadFactory
+
+LIVE = [
+    LiveRef(5, "team-a", "train-5", "uid-5"),
+    LiveRef(50, "team-a", "train-50", "uid-50"),
+    LiveRef(7, "team-a", "serve-7"),
+    LiveRef(9, "team-b", "eval-9", "uid-9"),
+]
+
+
+def ev(obj, type_="MODIFIED"):
+    return {"type": type_, "object": obj}
+
+
+def meta(name, namespace="team-a", **labels):
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def event(reason, name, namespace="team-a", kind="Pod"):
+    return {
+        "metadata": {"name": f"{name}.17a", "namespace": namespace},
+        "reason": reason,
+        "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+    }
+
+
+W = "gpu-portal.io/workload"
+
+
+def test_the_portals_objects_and_pods_map_by_the_workload_label():
+    touched = touched_workloads(
+        {
+            "Job": [ev(meta("train-5", **{W: "5"}))],
+            "Pod": [ev(meta("serve-7-6b9f-x2", **{W: "7"}), "DELETED")],
+            "Deployment": [ev(meta("x", **{W: "not-a-number"}))],
+        },
+        LIVE,
+    )
+    assert (touched.ids, touched.queue_namespaces) == ({5, 7}, set())
+
+
+def test_a_label_of_a_workload_that_is_over_or_of_another_namespace_is_ignored():
+    touched = touched_workloads(
+        {
+            "Pod": [
+                ev(meta("p", **{W: "404"})),  # not live (finished, or another database's)
+                ev(meta("p", namespace="team-b", **{W: "5"})),  # 5 lives in team-a
+            ]
+        },
+        LIVE,
+    )
+    assert touched.ids == set()
+
+
+def test_kueues_workloads_map_by_job_uid_else_by_the_pod_they_queue_and_mark_the_queue():
+    touched = touched_workloads(
+        {
+            "KueueWorkload": [
+                ev(meta("job-train-50-8f2c1", **{"kueue.x-k8s.io/job-uid": "uid-50"})),
+                ev(meta("pod-serve-7-6b9f4d7c5-x2k9q-1a2b3")),
+                ev(meta("job-other-3-aaaaa", namespace="someone-else")),
+            ]
+        },
+        LIVE,
+    )
+    assert touched.ids == {50, 7}
+    assert touched.queue_namespaces == {"team-a"}  # not someone-else's: no workload of ours
+
+
+def test_a_change_in_a_queue_with_none_of_ours_in_it_only_marks_the_queue():
+    touched = touched_workloads({"KueueWorkload": [ev(meta("job-x-1-abc"), "DELETED")]}, LIVE)
+    assert (touched.ids, touched.queue_namespaces) == (set(), {"team-a"})
+
+
+def test_events_map_by_the_object_they_involve_and_only_those_the_sync_reads():
+    touched = touched_workloads(
+        {
+            "Event": [
+                ev(event("Preempted", "train-5-abcde"), "ADDED"),  # the job's pod
+                ev(event("FailedCreate", "serve-7-6b9f4d7c5", kind="ReplicaSet")),
+                ev(event("Preempted", "job-eval-9-1f2e3", "team-b", "Workload")),
+                ev(event("Scheduled", "train-50-zzzzz")),  # not a reason observe reads
+                ev(event("Preempted", "train-50-zzzzz"), "DELETED"),  # an event expiring
+                ev(event("Preempted", "train-5-abcde", "team-b")),  # no train-5 there
+            ]
+        },
+        LIVE,
+    )
+    assert touched.ids == {5, 7, 9}
+    assert touched.queue_namespaces == set()
+
+
+def test_a_name_prefix_does_not_confuse_train_5_with_train_50():
+    touched = touched_workloads({"Event": [ev(event("Preempted", "train-50-pod12"))]}, LIVE)
+    assert touched.ids == {50}
+
+
+def test_no_changes_touch_nothing():
+    assert touched_workloads({"Job": [], "Pod": [], "Event": []}, LIVE) == sync.Touched()
+
+
+def queue_workload(name, uid, created, priority=0, reserved=False):
+    conditions = [{"type": "QuotaReserved", "status": "True" if reserved else "False"}]
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+        },
+        "spec": {"priority": priority},
+        "status": {"conditions": conditions},
+    }
+
+
+@pytest.mark.django_db
+def test_queued_workloads_get_their_new_places_from_the_queue_without_a_get(world):
+    on_cluster = {"state": "queued", "namespace": "ns-q", "cluster_created_at": timezone.now()}
+    first = WorkloadFactory(k8s_uid="u1", queue_position=2, **on_cluster)
+    second = WorkloadFactory(k8s_uid="u2", queue_position=3, **on_cluster)
+    queue = [
+        queue_workload("job-a", "u0", "2026-01-01T00:00:00Z", reserved=True),  # admitted now
+        queue_workload("job-b", "u1", "2026-01-01T00:01:00Z"),
+        queue_workload("job-c", "u2", "2026-01-01T00:02:00Z"),
+    ]
+    reading = NamespaceReading(pods={}, events=[], queue_workloads=queue)
+    sync.refresh_queue_positions(object(), ["ns-q"], {"ns-q": reading}, synced=set())
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.queue_position, second.queue_position) == (1, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_that_finds_another_one_running_skips(world):
+    """Two runs at once would both move the cursors: the second one does nothing at all (it
+    does not even touch the cluster: the gateway here is a bare object)."""
+    held, release = threading.Event(), threading.Event()
+
+    def other_run():
+        with sync._sync_lock() as acquired:
+            assert acquired
+            held.set()
+            release.wait(10)
+        connection.close()
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    try:
+        assert held.wait(10)
+        assert sync.sync_live_workloads(object()) == 0
+        assert not WorkloadSyncState.objects.exists()
+    finally:
+        release.set()
+        thread.join(10)
+    assert Workload.objects.count() == 0
