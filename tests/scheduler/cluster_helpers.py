@@ -1,6 +1,7 @@
 """Helpers for tests against the local cluster."""
 
 import uuid
+from decimal import Decimal
 
 import pytest
 
@@ -85,7 +86,10 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
         name=name,
         allowed_priority_classes=["gpu-critical", "gpu-low"],
     )
-    services.update_tenant(actor=world.admin, tenant=tenant, critical_gpu_quota=1)
+    # a ceiling of its own: the platform's default (8 GPU-equivalents) is below what tests grant
+    services.update_tenant(
+        actor=world.admin, tenant=tenant, critical_gpu_quota=1, gpu_ceiling=Decimal(64)
+    )
     mig = ResourceClassFactory(
         slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name="nvidia.com/mig-3g.40gb"
     )
