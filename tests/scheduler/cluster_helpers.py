@@ -1,6 +1,7 @@
 """Helpers for tests against the local cluster."""
 
 import uuid
+from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
@@ -16,6 +17,40 @@ def as_user(kube_cluster, username: str) -> KubeGateway:
     gateway = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
     gateway.api.set_default_header("Impersonate-User", username)
     return gateway
+
+
+def wait_until_refused(gateway: KubeGateway, manifest: dict, message: str, what: str) -> None:
+    """Wait until a dry-run create of `manifest` is refused with `message`: an admission policy
+    just applied takes a moment to be enforced."""
+    from core.errors import ClusterError
+
+    def refused() -> bool:
+        try:
+            gateway.create(manifest, dry_run=True)
+        except ClusterError as exc:
+            return message in str(exc)
+        return False
+
+    wait_for(what, refused, timeout=30)
+
+
+@contextmanager
+def celery_worker(queues: list[str], concurrency: int = 1):
+    """A real Celery worker (threads) on the tests' broker, consuming `queues`."""
+    from celery.contrib.testing.worker import start_worker
+
+    from portal.celery import app
+
+    app.control.purge()  # messages a portal left in the tests' broker database are not ours
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=concurrency,
+        perform_ping_check=False,
+        shutdown_timeout=30,
+        queues=queues,
+    ) as worker:
+        yield worker
 
 
 def unique_slug(prefix="rt") -> str:

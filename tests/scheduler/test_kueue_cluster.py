@@ -16,7 +16,13 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants import services
-from tests.scheduler.cluster_helpers import as_user, restricted_pod, unique_slug, wait_for
+from tests.scheduler.cluster_helpers import (
+    as_user,
+    restricted_pod,
+    unique_slug,
+    wait_for,
+    wait_until_refused,
+)
 from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -148,15 +154,9 @@ def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
     jumper["metadata"].update(
         namespace=ns, labels={"kueue.x-k8s.io/priority-class": "gpu-critical"}
     )
-
-    def guard_in_force():  # a policy just applied takes a moment to be enforced
-        try:
-            member.create(jumper, dry_run=True)
-        except ClusterError as exc:
-            return "must name the same priority class" in str(exc)
-        return False
-
-    wait_for("the queue guard policy in force", guard_in_force, timeout=30)
+    wait_until_refused(
+        member, jumper, "must name the same priority class", "the queue guard policy in force"
+    )
     with pytest.raises(ClusterError, match="must name the same priority class"):
         member.create(jumper)
     named = member_job("by-name", {MIG: 1}, node_name="gpu-a100-0")

@@ -8,7 +8,13 @@ from core.errors import ClusterError
 from scheduler.cluster import reconcile
 from tenants import services
 from tenants.models import Membership
-from tests.scheduler.cluster_helpers import as_user, restricted_pod, unique_slug, wait_for
+from tests.scheduler.cluster_helpers import (
+    as_user,
+    restricted_pod,
+    unique_slug,
+    wait_for,
+    wait_until_refused,
+)
 from tests.tenants.factories import MembershipFactory, UserFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -69,15 +75,9 @@ def test_a_member_cannot_run_pods_at_a_priority_class_the_portal_does_not_hand_o
     tenant, ns, people = team
     member = as_user(kube_cluster, people["member"])
     node_critical = _in(ns, restricted_pod("node-critical", {}, "system-node-critical"))
-
-    def guard_in_force():  # a policy just applied takes a moment to be enforced
-        try:
-            member.create(node_critical, dry_run=True)
-        except ClusterError as exc:
-            return "only the portal's priority classes" in str(exc)
-        return False
-
-    wait_for("the priority rule of the queue guard in force", guard_in_force, timeout=30)
+    wait_until_refused(
+        member, node_critical, "only the portal's priority classes", "the priority rule in force"
+    )
     for pc in ("system-node-critical", "system-cluster-critical"):
         with pytest.raises(ClusterError, match="only the portal's priority classes"):
             member.create(_in(ns, restricted_pod("crit", {}, pc)), dry_run=True)

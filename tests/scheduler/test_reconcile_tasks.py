@@ -3,16 +3,14 @@
 from datetime import timedelta
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
 from localcluster import build, cluster
-from portal.celery import app
 from scheduler.cluster import reconcile
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
 from tenants import services
 from tenants.models import CapacityRequest
-from tests.scheduler.cluster_helpers import unique_slug, wait_for
+from tests.scheduler.cluster_helpers import celery_worker, unique_slug, wait_for
 from tests.tenants.factories import (
     PlatformAdminFactory,
     PoolFactory,
@@ -26,15 +24,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.celery, pytest.mark.django_db(tra
 @pytest.fixture
 def reconcile_worker(kube, settings):
     settings.RECONCILE_ON_COMMIT = True
-    app.control.purge()
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=2,
-        perform_ping_check=False,
-        shutdown_timeout=30,
-        queues=["reconcile"],
-    ) as worker:
+    with celery_worker(["reconcile"], concurrency=2) as worker:
         yield worker
 
 

@@ -17,7 +17,7 @@ from scheduler.mig import planner, plans, rollout
 from scheduler.mig.models import Plan
 from tenants import services as tenant_services
 from tenants.models import AuditEvent
-from tests.scheduler.cluster_helpers import wait_for
+from tests.scheduler.cluster_helpers import celery_worker, wait_for
 from tests.tenants.factories import (
     CapacityRequestFactory,
     CapacityRequestItemFactory,
@@ -204,19 +204,7 @@ def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, pla
 
 @pytest.fixture
 def rollout_worker(kube):
-    from celery.contrib.testing.worker import start_worker
-
-    from portal.celery import app
-
-    app.control.purge()
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=1,
-        perform_ping_check=False,
-        shutdown_timeout=30,
-        queues=["reconcile"],
-    ) as worker:
+    with celery_worker(["reconcile"]) as worker:
         yield worker
 
 
