@@ -24,6 +24,7 @@ from faults.stack import say
 SHORT = ["worker-kill-reconcile", "redis-flushed", "postgres-restart", "beat-double"]
 ALL = [
     "worker-kill-reconcile",
+    "worker-kill-rollout",
     "redis-restart",
     "redis-flushed",
     "apiserver-stop",
@@ -44,6 +45,7 @@ class Row:
     metering: list[str] = field(default_factory=list)
     server_errors: list[str] = field(default_factory=list)
     duplicate_beats: list[str] = field(default_factory=list)
+    rollouts: list[str] = field(default_factory=list)
     answers: str = ""
 
     @property
@@ -57,6 +59,7 @@ class Row:
                 self.metering,
                 self.server_errors,
                 self.duplicate_beats,
+                self.rollouts,
             )
         )
 
@@ -64,6 +67,7 @@ class Row:
 class Run:
     def __init__(self, args):
         self.args = args
+        self._cleanup: list[tuple[str, str, str | None]] = []  # cluster objects a fault made
         self.pg = stack.Postgres()
         self.redis = stack.Redis()
         self.rows: list[Row] = []
@@ -146,6 +150,7 @@ class Run:
             lambda: self.prometheus and self.prometheus.stop(),
             lambda: self.dcgm.stop(),
             lambda: self._clean_cluster(),
+            lambda: [self.kube.delete(kind, name, ns) for kind, name, ns in self._cleanup],
             lambda: self.redis.stop(keep=False),
             lambda: self.pg.stop(),
         ):
@@ -234,6 +239,134 @@ class Run:
         time.sleep(5)  # approvals keep arriving; their reconcile messages wait
         self.portal.worker.start()
 
+    def f_worker_kill_rollout(self) -> None:
+        """A MIG rollout over two fresh nodes; the worker is killed while the first node's drain
+        waits on a PodDisruptionBudget (lifted meanwhile). The periodic check must resume it
+        where it stopped: both nodes relabelled, none left cordoned, resumed once."""
+        from django.contrib.auth import get_user_model
+        from django.db import close_old_connections
+
+        from localcluster.fleet import node_manifest
+        from scheduler.mig import services as mig_services
+        from scheduler.mig.models import Plan
+
+        tag = f"{int(time.time()) % 100000}"
+        nodes = [f"faults-mig-{tag}-{n}" for n in range(2)]
+        ns = f"{stack.INSTANCE}-mig-{tag}"
+        self._cleanup += [("Node", n, None) for n in nodes] + [("Namespace", ns, None)]
+        self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for name in nodes:
+            self.kube.create(
+                node_manifest(
+                    {
+                        "name": name,
+                        "model": "A100-80GB",
+                        "gpus": 1,
+                        "migConfig": "all-1g.10gb",
+                        "devicePluginConfig": "default",
+                    }
+                )
+            )
+        self._guarded_pod(ns, nodes[0])
+        entries = [
+            {
+                "node": name,
+                "model": "A100-80GB",
+                "changed_gpus": [0],
+                "current_mig_config": "all-1g.10gb",
+                "mig_config": "all-balanced",
+                "current_device_plugin_config": "default",
+                "device_plugin_config": "",
+                "state": "pending",
+                "message": "",
+            }
+            for name in nodes
+        ]
+        admin = get_user_model().objects.get(username="admin")
+        plan = Plan.objects.create(created_by=admin, nodes=entries, summary={}, policy={})
+        mig_services.request_plan_apply(actor=admin, plan=plan)
+
+        def first_node_draining():
+            close_old_connections()
+            entry = Plan.objects.get(pk=plan.pk).nodes[0]
+            return entry["state"] == "applying" and entry.get("cordoned")
+
+        stack.wait_until("the first node's drain waiting on its budget", first_node_draining, 60)
+        self.portal.worker.kill9()
+        self.kube.delete("PodDisruptionBudget", "guarded", ns)  # the budget is lifted meanwhile
+        time.sleep(2)
+        self.portal.worker.start()
+        limit = Plan.stuck_after_s() + 60 + 60  # stuck, then the periodic check's period
+        started = time.monotonic()
+        problems = []
+        self._rollout_s: float | None = None
+        try:
+            stack.wait_until(
+                "the rollout resumed and applied",
+                lambda: (
+                    close_old_connections()
+                    or Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED
+                ),
+                limit,
+                2,
+            )
+            self._rollout_s = time.monotonic() - started
+            say(f"  rollout resumed and applied {self._rollout_s:.0f} s after the restart")
+        except TimeoutError as exc:
+            problems.append(f"{exc} (status {Plan.objects.get(pk=plan.pk).status})")
+        for name in nodes:
+            node = self.kube.get("Node", name) or {}
+            labels = node.get("metadata", {}).get("labels", {})
+            if labels.get("nvidia.com/mig.config") != "all-balanced":
+                problems.append(f"{name}: mig.config {labels.get('nvidia.com/mig.config')}")
+            if node.get("spec", {}).get("unschedulable"):
+                problems.append(f"{name}: left cordoned")
+        from tenants.models import AuditEvent
+
+        resumed = AuditEvent.objects.filter(verb="plan.apply_resumed", object_id=str(plan.pk))
+        if resumed.count() != 1:
+            problems.append(f"resumed {resumed.count()} times")
+        self._rollout_problems = problems
+
+    def _guarded_pod(self, ns: str, node: str) -> None:
+        self.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "guarded", "namespace": ns, "labels": {"app": "guarded"}},
+                "spec": {
+                    "nodeName": node,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "limits": {"nvidia.com/mig-1g.10gb": "1"},
+                                "requests": {"nvidia.com/mig-1g.10gb": "1"},
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+        self.kube.create(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "guarded", "namespace": ns},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+            }
+        )
+        stack.wait_until(
+            "the guarded pod running",
+            lambda: (
+                (self.kube.get("Pod", "guarded", ns) or {}).get("status", {}).get("phase")
+                == "Running"
+            ),
+            60,
+        )
+
     def _redis(self, keep: bool) -> None:
         self.portal.worker.stop()  # messages queue up while the worker is away
         time.sleep(4)
@@ -311,6 +444,13 @@ class Run:
                 row = self.fault(name)
                 if name == "beat-double":
                     row.duplicate_beats = self._beat_problems
+                if name == "worker-kill-rollout":
+                    # recovered once the rollout is applied too, counted from the restart
+                    row.rollouts = self._rollout_problems
+                    if row.recovery_s is not None and self._rollout_s is not None:
+                        row.recovery_s += self._rollout_s
+                    else:
+                        row.recovery_s = None
                 self.rows.append(row)
         finally:
             self.teardown()
@@ -321,19 +461,26 @@ class Run:
         print()
         print(
             "| fault | recovery s | grants lost | workloads lost/duplicated | audit lost | "
-            "metering gaps (min) | 5xx | duplicate beats | answers during the fault |"
+            "metering gaps (min) | 5xx | duplicate beats | rollouts stuck | "
+            "answers during the fault |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in self.rows:
             rec = "not recovered" if r.recovery_s is None else f"{r.recovery_s:.1f}"
             print(
                 f"| {r.fault} | {rec} | {len(r.grants)} | {len(r.workloads)} | {len(r.audit)} | "
                 f"{len(r.metering)} | {len(r.server_errors)} | {len(r.duplicate_beats)} | "
-                f"{r.answers} |"
+                f"{len(r.rollouts)} | {r.answers} |"
             )
         for r in self.rows:
             details = (
-                r.grants + r.workloads + r.audit + r.metering + r.server_errors + r.duplicate_beats
+                r.grants
+                + r.workloads
+                + r.audit
+                + r.metering
+                + r.server_errors
+                + r.duplicate_beats
+                + r.rollouts
             )
             for d in details[:10]:
                 print(f"  {r.fault}: {d}")

@@ -33,6 +33,9 @@ PERIODS = {
     "METERING_INGEST_EVERY_S": "15",
     "DELETE_LEFTOVERS_EVERY_S": "10",
     "BEAT_LOCK_TTL_S": "10",
+    # a rollout step's limits, and so how soon a rollout whose worker died counts as stuck
+    "MIG_NODE_TIMEOUT_S": "10",
+    "MIG_DRAIN_TIMEOUT_S": "20",
 }
 
 
