@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
+from core.images import allowlist_spellings
 from scheduler.catalog.facts import product_label
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import render
@@ -514,7 +515,9 @@ def cluster_desired() -> list[dict]:
         *render.render_flavors(flavor_specs()),
         *render.render_workload_priority_classes(priority_class_specs()),
         *render.render_queue_guard(
-            tuple(settings.KUEUE_USERNAMES), tuple(pc.name for pc in priority_class_specs())
+            tuple(settings.KUEUE_USERNAMES),
+            tuple(pc.name for pc in priority_class_specs()),
+            allowlist_spellings(settings.WORKLOAD_IMAGE_ALLOWLIST),
         ),
     ]
 

@@ -14,6 +14,7 @@ import ipaddress
 import json
 from dataclasses import dataclass, field
 
+from core.images import Spellings
 from core.names import namespace_name
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -615,16 +616,56 @@ def _priority_known(spec: str, classes: str) -> str:
     return f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in [{classes}])"
 
 
+def _cel_list(values) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
+
+
+def _image_ok(image: str, rules: Spellings) -> str:
+    """CEL: `image` (a string expression) is allowed by the allow-list's spellings."""
+    terms = [f"{image} in {_cel_list(rules.exact)}"]
+    if rules.prefixes:
+        terms.append(f"{_cel_list(rules.prefixes)}.exists(p, {image}.startsWith(p))")
+    if rules.any_library_short or rules.any_hub_short:
+        first = f"{image}.split('/')[0]"
+        no_host = f"!({first}.contains('.') || {first}.contains(':') || {first} == 'localhost')"
+        terms.append(
+            f"!{image}.contains('/')"
+            if not rules.any_hub_short
+            else f"(!{image}.contains('/') || {no_host})"
+        )
+    return "(" + " || ".join(terms) + ")"
+
+
+def _images_allowed(spec: str, rules: Spellings) -> str:
+    ok = _image_ok("c.image", rules)
+    return (
+        f"{spec}.containers.all(c, {ok}) && "
+        f"(!has({spec}.initContainers) || {spec}.initContainers.all(c, {ok}))"
+    )
+
+
+def _per_kind(rule, template: str) -> str:
+    """CEL: `rule(pod spec)` for a Pod, a CronJob's job template and any other pod template."""
+    return (
+        f"request.kind.kind == 'Pod' ? {rule('object.spec')} : "
+        f"request.kind.kind == 'CronJob' ? {rule('object.spec.jobTemplate.spec.template.spec')}"
+        f" : {rule(template)}"
+    )
+
+
 def render_queue_guard(
-    trusted_users: tuple[str, ...], priority_classes: tuple[str, ...] = ()
+    trusted_users: tuple[str, ...],
+    priority_classes: tuple[str, ...] = (),
+    images: Spellings | None = None,
 ) -> list[dict]:
     """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
     Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
     (`nodeName` skips both the scheduler and Kueue's flavors), lifting Kueue's scheduling gate
     from a pod, unsuspending a Job Kueue has not admitted, and a priority class that is not the
     portal's (`system-node-critical` would preempt every team; the portal's own classes are
-    capped per team by its quotas). Kueue and cluster admins (`trusted_users`,
-    `system:masters`) do these things legitimately."""
+    capped per team by its quotas), and an image the portal's allow-list refuses (`images`,
+    the same rule as the submit path's; none when it allows any). Kueue and cluster admins
+    (`trusted_users`, `system:masters`) do these things legitimately."""
     trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
     classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
@@ -710,12 +751,7 @@ def render_queue_guard(
                     "class as the pods' priorityClassName",
                 },
                 {
-                    "expression": "request.kind.kind == 'Pod' ? "
-                    + _priority_known("object.spec", classes)
-                    + " : request.kind.kind == 'CronJob' ? "
-                    + _priority_known("object.spec.jobTemplate.spec.template.spec", classes)
-                    + " : "
-                    + _priority_known(template, classes),
+                    "expression": _per_kind(lambda spec: _priority_known(spec, classes), template),
                     "message": "team namespaces may use only the portal's priority classes ("
                     + ", ".join(sorted(priority_classes))
                     + "), and only those the team was granted",
@@ -723,6 +759,15 @@ def render_queue_guard(
             ],
         },
     }
+    if images is not None and not images.allow_all:
+        policy["spec"]["validations"].append(
+            {
+                "expression": _per_kind(lambda spec: _images_allowed(spec, images), template),
+                "message": "an image is not on the platform's allow-list "
+                "(WORKLOAD_IMAGE_ALLOWLIST): use an image under a listed registry or "
+                "repository, or ask a platform admin to add yours",
+            }
+        )
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",

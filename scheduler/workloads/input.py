@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from core.errors import InvalidInput
+from core.images import image_allowed_by
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -19,9 +20,6 @@ RESERVED_LABEL_PREFIXES = ("gpu-portal", "app.kubernetes.io/", "kubernetes.io/",
 MAX_BACKOFF_LIMIT = 10
 MAX_REPLICAS = 64
 MAX_TARGET_LATENCY_MS = 60_000
-ALLOW_ANY_IMAGE = "*"  # an allow-list entry that lets every image through (dev and tests)
-DOCKER_HUB = "docker.io"
-_DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
 
 
 def check_image(image: str) -> None:
@@ -45,39 +43,6 @@ def check_image(image: str) -> None:
             field="image",
             code="image_not_allowed",
         )
-
-
-def canonical_image(image: str) -> str:
-    """The reference as the kubelet resolves it: a short Docker Hub name (`busybox:1.36`,
-    `pytorch/pytorch`) gets its registry and, alone, the `library/` namespace."""
-    host, slash, path = image.partition("/")
-    # Docker's rule: the first component is a registry only if it looks like a host name.
-    if not slash or not ("." in host or ":" in host or host == "localhost"):
-        host, path = DOCKER_HUB, image
-    host = DOCKER_HUB if host in _DOCKER_HUB_ALIASES else host
-    if host == DOCKER_HUB and "/" not in path:
-        path = f"library/{path}"
-    return f"{host}/{path}"
-
-
-def image_allowed_by(image: str, entry: str) -> bool:
-    """An entry is a registry (`registry.example.com`, `localhost:5000`) or a repository prefix
-    (`registry.example.com/team-a`, `docker.io/pytorch`) that ends at a path boundary, so
-    `registry.example.com` does not let `registry.example.com.evil.io/x` through. `*` allows any
-    image; a trailing `/*` (the older spelling) is the same prefix."""
-    entry = entry.removesuffix("/*").rstrip("/")
-    if entry == ALLOW_ANY_IMAGE:
-        return True
-    if not entry:
-        return False
-    host, slash, path = entry.partition("/")
-    entry = f"{DOCKER_HUB if host in _DOCKER_HUB_ALIASES else host}{slash}{path}"
-    image = canonical_image(image)
-    if image == entry or image.startswith(entry + "/"):
-        return True
-    # A repository covers its own tags and digests; after a bare host a ':' starts a port,
-    # which is another registry.
-    return bool(slash) and image.startswith((entry + ":", entry + "@"))
 
 
 def check_strings(value: Any, name: str) -> list[str]:

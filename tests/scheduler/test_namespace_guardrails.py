@@ -188,3 +188,28 @@ def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(kube, worl
     assert kube.get("RoleBinding", "handmade-again", ns) is None
     assert kube.get("RoleBinding", "kept", ns) is not None
     assert kube.get("RoleBinding", "gpu-portal-team-owners", ns) is not None
+
+
+def test_a_member_cannot_run_an_image_the_portal_would_refuse(kube, kube_cluster, team, settings):
+    tenant, ns, people = team
+    member = as_user(kube_cluster, people["member"])
+    settings.WORKLOAD_IMAGE_ALLOWLIST = ["registry.k8s.io", "docker.io/pytorch"]
+    reconcile.reconcile_cluster_objects(kube)
+    try:
+        miner = _in(ns, restricted_pod("miner", {}))
+        miner["spec"]["containers"][0]["image"] = "evil.example.com/miner:1"
+        wait_until_refused(member, miner, "allow-list", "the image rule in force")
+        job = _in(ns, _job("miner-job"))
+        job["spec"]["template"]["spec"]["initContainers"] = [
+            {**job["spec"]["template"]["spec"]["containers"][0], "name": "init", "image": "x/y"}
+        ]
+        with pytest.raises(ClusterError, match="allow-list"):
+            member.create(job, dry_run=True)  # an init container counts too
+        # what the allow-list names runs, short Docker Hub names included
+        member.create(_in(ns, restricted_pod("pause", {})), dry_run=True)
+        torch = _in(ns, _job("torch"))
+        torch["spec"]["template"]["spec"]["containers"][0]["image"] = "pytorch/pytorch:2.4"
+        member.create(torch, dry_run=True)
+    finally:
+        settings.WORKLOAD_IMAGE_ALLOWLIST = ["*"]
+        reconcile.reconcile_cluster_objects(kube)  # the policy is cluster-wide: others' tests
