@@ -1,5 +1,7 @@
 """The one decorator for every Celery task of the portal (house style: Celery done carefully)."""
 
+import logging
+
 from celery import shared_task
 
 from core.api.idempotency import purge_expired_records
@@ -10,6 +12,21 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
     TransientClusterError,
 )
+
+
+log = logging.getLogger(__name__)
+
+
+def send_hint(task, why: str, **kwargs) -> None:
+    """Queue a task that only hastens what a periodic task does anyway (PostgreSQL holds the
+    truth): if the broker cannot take it, log and carry on, so the request that made the change
+    still succeeds. `why` says what waits for the periodic run."""
+    try:
+        task.apply_async(kwargs=kwargs)
+    except Exception:  # noqa: BLE001 - any broker failure: the periodic task repairs it
+        log.warning(
+            "could not queue %s (%s waits for the periodic run)", task.name, why, exc_info=True
+        )
 
 
 def portal_task(*args, **kwargs):

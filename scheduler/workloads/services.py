@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
+from core.tasks import send_hint
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.workloads import admission, tasks
 from scheduler.workloads.input import (
@@ -38,9 +38,6 @@ from tenants import audit
 from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES, Tenant, dns_label
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import quota_lines
-
-log = logging.getLogger(__name__)
-
 
 # --- admission (portal side) -----------------------------------------------------------------
 
@@ -149,10 +146,8 @@ def _check_critical(
 
 
 def _enqueue_create(workload_id: int) -> None:
-    try:
-        tasks.create_workload.delay(workload_id=workload_id)
-    except Exception:  # the periodic sync creates what a lost message left behind
-        log.exception("could not queue the creation of workload %s", workload_id)
+    # the periodic sync creates what a lost message left behind
+    send_hint(tasks.create_workload, f"workload {workload_id}", workload_id=workload_id)
 
 
 def submit_workload(
@@ -286,7 +281,5 @@ def cancel_workload(*, actor, workload: Workload) -> Workload:
 
 
 def _enqueue_delete(workload_id: int) -> None:
-    try:
-        tasks.delete_workload.delay(workload_id=workload_id)
-    except Exception:
-        log.exception("could not queue the deletion of workload %s", workload_id)
+    # the periodic left-over pass deletes what a lost message left behind
+    send_hint(tasks.delete_workload, f"workload {workload_id}", workload_id=workload_id)
