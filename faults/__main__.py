@@ -329,43 +329,11 @@ class Run:
         self._rollout_problems = problems
 
     def _guarded_pod(self, ns: str, node: str) -> None:
-        self.kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "guarded", "namespace": ns, "labels": {"app": "guarded"}},
-                "spec": {
-                    "nodeName": node,
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {
-                                "limits": {"nvidia.com/mig-1g.10gb": "1"},
-                                "requests": {"nvidia.com/mig-1g.10gb": "1"},
-                            },
-                        }
-                    ],
-                },
-            }
-        )
-        self.kube.create(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "guarded", "namespace": ns},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
-            }
-        )
-        stack.wait_until(
-            "the guarded pod running",
-            lambda: (
-                (self.kube.get("Pod", "guarded", ns) or {}).get("status", {}).get("phase")
-                == "Running"
-            ),
-            60,
-        )
+        """A GPU pod on `node` that its PodDisruptionBudget lets nobody evict."""
+        from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
+
+        gpu_pod_on(self.kube, ns, node, "guarded", labels={"app": "guarded"})
+        self.kube.create(no_disruption_budget("guarded", ns, {"app": "guarded"}))
 
     def _redis(self, keep: bool) -> None:
         self.portal.worker.stop()  # messages queue up while the worker is away

@@ -1,5 +1,5 @@
 """The stack a fault run owns: its own PostgreSQL cluster (Debian's pg_createcluster, port
-55432), its own Redis (56379), the portal's web (gunicorn), worker and beat processes, a
+55432), its own Redis (on a free port), the portal's web (gunicorn), worker and beat processes, a
 Prometheus scraping a DCGM stand-in; and the shared local Kubernetes cluster, under a portal
 instance of its own (`faults`). Nothing here touches the developer's database or broker."""
 
@@ -9,6 +9,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +19,17 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".local" / "faults"
 VENV = REPO / ".venv" / "bin"
-PG_PORT, REDIS_PORT, WEB_PORT = 55432, 56379, 58000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# PostgreSQL's port is the cluster's (pg_createcluster, once); Redis and the web take any free
+# port, so the run never collides with whatever else listens on this machine.
+PG_PORT, REDIS_PORT, WEB_PORT = 55432, _free_port(), _free_port()
 PG_CLUSTER = "gpu-portal-faults"
 DB = "gpu_portal_faults"
 INSTANCE = "faults"

@@ -142,3 +142,44 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     tenant_namespaces.append(reconcile.tenant_namespace(tenant))
     reconcile.reconcile_cluster_objects(kube)
     return tenant, mig, h200
+
+
+def gpu_pod_on(kube, namespace, node, name, labels=None):
+    """A running pod holding one MIG 1g slice, bound to `node` (what a drain must move)."""
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {
+                            "limits": {"nvidia.com/mig-1g.10gb": "1"},
+                            "requests": {"nvidia.com/mig-1g.10gb": "1"},
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    wait_for(
+        f"{name} running",
+        lambda: (
+            (kube.get("Pod", name, namespace) or {}).get("status", {}).get("phase") == "Running"
+        ),
+    )
+
+
+def no_disruption_budget(name: str, namespace: str, selector: dict) -> dict:
+    """A PodDisruptionBudget that lets none of the selected pods be evicted."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
+    }

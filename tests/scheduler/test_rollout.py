@@ -11,6 +11,7 @@ from localcluster.pytest_plugin import wait_for
 from scheduler.mig import rollout
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
+from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
 
 
 def test_config_manifests_carry_every_config(settings):
@@ -145,40 +146,10 @@ def test_a_drain_moves_gpu_pods_lowest_priority_first_and_leaves_the_rest():
     ]
 
 
-def _gpu_pod(kube, namespace, node, name, labels=None):
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {
-                "nodeName": node,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {
-                            "limits": {"nvidia.com/mig-1g.10gb": "1"},
-                            "requests": {"nvidia.com/mig-1g.10gb": "1"},
-                        },
-                    }
-                ],
-            },
-        }
-    )
-    wait_for(
-        f"{name} running",
-        lambda: (
-            (kube.get("Pod", name, namespace) or {}).get("status", {}).get("phase") == "Running"
-        ),
-    )
-
-
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_a_node_is_drained_before_it_is_relabelled(kube, kube_namespace, unanswered_node):
-    _gpu_pod(kube, kube_namespace, unanswered_node, "trainer")
+    gpu_pod_on(kube, kube_namespace, unanswered_node, "trainer")
     plan = Plan.objects.create()
     entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
     ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0, drain_timeout_s=30)
@@ -200,15 +171,8 @@ def test_a_node_is_drained_before_it_is_relabelled(kube, kube_namespace, unanswe
 def test_a_disruption_budget_stops_the_drain_and_nothing_is_relabelled(
     kube, kube_namespace, unanswered_node
 ):
-    _gpu_pod(kube, kube_namespace, unanswered_node, "guarded", labels={"app": "guarded"})
-    kube.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "guarded", "namespace": kube_namespace},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
-        }
-    )
+    gpu_pod_on(kube, kube_namespace, unanswered_node, "guarded", labels={"app": "guarded"})
+    kube.create(no_disruption_budget("guarded", kube_namespace, {"app": "guarded"}))
     wait_for(
         "the budget's status",
         lambda: (
