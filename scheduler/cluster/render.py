@@ -670,7 +670,7 @@ def render_queue_guard(
     classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
     template = "object.spec.template.spec"
-    policy = {
+    policy: dict = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
