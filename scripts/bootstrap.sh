@@ -52,12 +52,16 @@ fi
 # 3. PostgreSQL on 127.0.0.1:5432 (Debian's cluster), with the portal's role and database.
 if ! pg_isready -q -h 127.0.0.1 -p 5432; then
   say "Starting PostgreSQL"
-  if ! pg_lsclusters -h | grep -q .; then
-    $SUDO pg_createcluster 15 main >/dev/null
+  # The cluster on port 5432, not the first one listed: the fault run keeps a cluster of its own
+  # (gpu-portal-faults, port 55432) that sorts before "main".
+  cluster=$(pg_lsclusters -h | awk '$3 == 5432 {print $1, $2; exit}')
+  if [ -z "$cluster" ]; then
+    ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+    $SUDO pg_createcluster --port 5432 "$ver" main >/dev/null
+    cluster="$ver main"
   fi
-  ver=$(pg_lsclusters -h | awk 'NR==1{print $1}')
-  name=$(pg_lsclusters -h | awk 'NR==1{print $2}')
-  $SUDO pg_ctlcluster "$ver" "$name" start
+  # shellcheck disable=SC2086  # "version name", split on purpose
+  $SUDO pg_ctlcluster $cluster start
   for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done
 fi
 psql_admin() { $SUDO -u postgres psql -v ON_ERROR_STOP=1 -qtA "$@"; }
