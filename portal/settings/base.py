@@ -37,6 +37,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.metrics.RequestMetricsMiddleware",  # first: times everything below
     "portal.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -273,8 +274,9 @@ CLUSTER_DNS_POD_LABELS = env.dict("CLUSTER_DNS_POD_LABELS", default={"k8s-app": 
 KUEUE_USERNAMES = env.list(
     "KUEUE_USERNAMES", default=["system:serviceaccount:kueue-system:kueue-controller-manager"]
 )
-# Kueue ResourceFlavors add these tolerations to admitted GPU pods: GPU nodes are commonly
-# tainted `nvidia.com/gpu:NoSchedule` so that nothing else lands on them. JSON list.
+# Kueue ResourceFlavors add these tolerations to admitted GPU pods, and the portal's workload
+# pods carry them: GPU nodes are commonly tainted `nvidia.com/gpu:NoSchedule` so that nothing
+# else lands on them. JSON list, checked at start-up (scheduler.E002).
 GPU_NODE_TOLERATIONS = env.json(
     "GPU_NODE_TOLERATIONS",
     default=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -379,6 +381,15 @@ SYNC_WORKLOADS_FULL_EVERY_S = env.float("SYNC_WORKLOADS_FULL_EVERY_S", default=3
 # How long each watch stays open (in parallel); the API server bookmarks a quiet watch 2 s before
 # its end, so below 3 s a quiet collection's cursor ages until it expires.
 SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
+
+# --- The portal's own Prometheus metrics (portal/metrics.py, /metrics) ------------------------
+# /metrics answers a request bearing this token (Authorization: Bearer ...), or one from these
+# addresses that came through no proxy; nobody else.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_CIDRS = env.list("METRICS_ALLOWED_CIDRS", default=["127.0.0.0/8", "::1/128"])
+METRICS_GRANTS_EXPIRING_WITHIN_HOURS = env.int("METRICS_GRANTS_EXPIRING_WITHIN_HOURS", default=168)
+# Each Celery worker serves its task metrics on this port (0: not at all).
+WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=9808)
 
 # --- metering (issue 7) -------------------------------------------------------------------------
 PROMETHEUS_URL = env("PROMETHEUS_URL", default="")

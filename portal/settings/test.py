@@ -27,3 +27,4 @@ CACHES = {
     }
 }
 WORKLOAD_IMAGE_ALLOWLIST = ["*"]  # tests that need an allow-list set one
+WORKER_METRICS_PORT = 0  # the tests' workers serve no metrics; tests that need it set a port
