@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from localcluster import cluster
+from localcluster.fleet import gpu_tolerations
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import reconcile
@@ -60,6 +61,7 @@ def _direct_job(name: str, namespace: str) -> dict:
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                    "tolerations": gpu_tolerations(),  # the GPU nodes are tainted
                     "containers": [
                         {
                             "name": "main",

@@ -52,6 +52,23 @@ def _secret_refs(values: tuple[str, ...]) -> dict:
     return out
 
 
+def _volumes(values: tuple[str, ...]) -> list[dict]:
+    """--volume CLAIM:/path[:ro]: an existing PersistentVolumeClaim of the team's namespace,
+    mounted at /path (read-only with :ro)."""
+    out = []
+    for value in values:
+        claim, sep, path = value.partition(":")
+        read_only = path.endswith(":ro")
+        path = path.removesuffix(":ro")
+        if not sep or not claim or not path.startswith("/"):
+            raise click.BadParameter(
+                f"{value!r}: use CLAIM:/path or CLAIM:/path:ro, e.g. datasets:/data:ro",
+                param_hint="--volume",
+            )
+        out.append({"claim": claim, "mount_path": path, "read_only": read_only})
+    return out
+
+
 @click.group()
 @click.option("--url", envvar="GPU_PORTAL_URL", required=True, help="env GPU_PORTAL_URL")
 @click.option("--token", envvar="GPU_PORTAL_TOKEN", required=True, help="env GPU_PORTAL_TOKEN")
@@ -190,6 +207,28 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
 @click.option("--target-gpu-util", type=int, help="autoscaling: average GPU utilisation, %")
 @click.option("--target-latency-ms", type=int, help="autoscaling: average request latency, ms")
 @click.option("--backoff-limit", type=int, default=0)
+@click.option("--cpu", help="CPU cores, requests = limits, e.g. 8 or 500m")
+@click.option("--memory", help="memory, requests = limits, e.g. 64Gi")
+@click.option("--ephemeral-storage", help="scratch disk, requests = limits, e.g. 100Gi")
+@click.option("--shm", help="size of /dev/shm (memory-backed, counts against --memory), e.g. 16Gi")
+@click.option(
+    "--volume",
+    "volumes",
+    multiple=True,
+    help="CLAIM:/path[:ro]: mount an existing PersistentVolumeClaim of the team (repeatable)",
+)
+@click.option(
+    "--env-from-secret",
+    "env_from_secrets",
+    multiple=True,
+    help="NAME: every key of this Secret of the team becomes an env variable (repeatable)",
+)
+@click.option(
+    "--image-pull-secret",
+    "image_pull_secrets",
+    multiple=True,
+    help="NAME: a Secret of the team with the registry's credentials (repeatable)",
+)
 @click.option("--wait", is_flag=True, help="wait until it ends; exit status tells how")
 @click.option("--timeout", type=float, default=3600.0, help="seconds to wait")
 @click.option("--interval", type=float, default=2.0, help="seconds between polls")
@@ -197,10 +236,14 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def submit(ctx, tenant, name, kind, image, resources, priority, env, secret_env, replicas,
-           min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, wait,
+           min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
+           memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
            timeout, interval, idempotency_key, command):  # fmt: skip
     """Submit a workload; the container command follows `--`. A deployment autoscales between
-    --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms."""
+    --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms.
+    --cpu, --memory and --ephemeral-storage size the container (the namespace's defaults
+    otherwise); --volume, --env-from-secret and --image-pull-secret name what already exists in
+    the team's namespace."""
     autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms)
     body = {
         "tenant": tenant,
@@ -216,6 +259,14 @@ def submit(ctx, tenant, name, kind, image, resources, priority, env, secret_env,
     }
     if autoscaling:
         body["autoscaling"] = autoscaling
+    sizes = {"cpu": cpu, "memory": memory, "ephemeral_storage": ephemeral_storage, "shm": shm}
+    body.update({k: v for k, v in sizes.items() if v})
+    if volumes:
+        body["volumes"] = _volumes(volumes)
+    if env_from_secrets:
+        body["env_from_secrets"] = list(env_from_secrets)
+    if image_pull_secrets:
+        body["image_pull_secrets"] = list(image_pull_secrets)
     try:
         w = ctx.obj["client"].post("/api/v1/workloads/", body, idempotency_key=idempotency_key)
     except ApiError as exc:
@@ -263,6 +314,21 @@ def status(ctx, workload_id):
             f"  autoscaling {scaling['min_replicas']}-{scaling['max_replicas']} replicas on "
             + " and ".join(targets)
         )
+    sizes = [
+        f"{label} {w[key]}"
+        for key, label in (
+            ("cpu", "cpu"),
+            ("memory", "memory"),
+            ("ephemeral_storage", "ephemeral storage"),
+            ("shm", "shared memory"),
+        )
+        if w.get(key)
+    ]
+    if sizes:
+        lines.append("  " + ", ".join(sizes))
+    for v in w.get("volumes") or []:
+        mode = " (read-only)" if v.get("read_only") else ""
+        lines.append(f"  volume {v['claim']} at {v['mount_path']}{mode}")
     for e in w.get("events", []):
         lines.append(f"  {e['created_at']}  {e['state']:<10} {e['reason']}  {e['message']}")
     _out(ctx, w, "\n".join(lines))

@@ -2,12 +2,15 @@
 controller-manager, scheduler, kwok and the GPU simulator, as detached processes with pid files.
 
 Everything lives under <repo>/.local/cluster (state, logs, pids, PKI); the admin kubeconfig is
-<repo>/.local/kubeconfig. `up` is idempotent: running components are left alone.
+<repo>/.local/kubeconfig. `up` is idempotent: running components are left alone, except the GPU
+simulator when its code changed since it started (it is restarted; its state is in the nodes'
+annotations), and the fleet's nodes are brought up to date (fleet.ensure_nodes).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -318,6 +321,43 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
     ]
 
 
+# What the GPU simulator runs and reads: when any of it changed since the running one started,
+# `up` restarts it, so a developer's running cluster follows a pull (e.g. new node labels).
+SIMULATOR_SOURCES = (
+    PACKAGE_DIR / "simulator.py",
+    PACKAGE_DIR / "gpu_layout.py",
+    PACKAGE_DIR / "fleet.py",
+    PACKAGE_DIR / "fleet.yaml",
+    REPO_ROOT / "scheduler" / "catalog" / "facts.py",
+    REPO_ROOT / "scheduler" / "catalog" / "data" / "gpu_catalog.json",
+)
+
+
+def _code_version(comp: Component) -> str:
+    """A digest of the simulator's sources ("" for the built binaries: their tag pins them)."""
+    if comp.name != "gpu-simulator":
+        return ""
+    digest = hashlib.sha256()
+    for path in SIMULATOR_SOURCES:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _versionfile(name: str) -> Path:
+    return RUN / f"{name}.version"
+
+
+def _stale(comp: Component) -> bool:
+    """Runs older code than the checkout's (or code from before versions were recorded)."""
+    version = _code_version(comp)
+    if not version:
+        return False
+    try:
+        return _versionfile(comp.name).read_text() != version
+    except OSError:
+        return True
+
+
 def _pidfile(name: str) -> Path:
     return RUN / f"{name}.pid"
 
@@ -355,6 +395,8 @@ def start(comp: Component) -> subprocess.Popen:
             close_fds=True,
         )
     _pidfile(comp.name).write_text(str(proc.pid))
+    if version := _code_version(comp):
+        _versionfile(comp.name).write_text(version)
     return proc
 
 
@@ -467,7 +509,10 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     kueue_proc = None
     for comp in specs:
         if running_pid(comp) is not None:
-            continue
+            if not _stale(comp):
+                continue
+            _log(f"restarting {comp.name}: its code changed since it started")
+            stop(comp)
         _free_ports(comp)
         if comp.name == "kueue":
             # Its CRDs, cert, config and webhooks first; the API server may have been running.

@@ -3,6 +3,8 @@
 KWOK manages every node annotated kwok.x-k8s.io/node=fake: it fills in conditions, keeps the
 node lease fresh and moves pods bound to it to Running. Capacity is set at creation (the API
 server keeps status on create) and later rewritten by the simulator via the status subresource.
+Every GPU node carries the fleet's GPU taints; `up` adds them to nodes made before they existed
+(and drops labels the fleet no longer sets), leaving everything else as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +24,16 @@ ANN_MIG_EFFECTIVE = "gpu-portal.local/mig.config.effective"
 ANN_DP_OBSERVED = "gpu-portal.local/device-plugin.config.observed"
 ANN_DP_EFFECTIVE = "gpu-portal.local/device-plugin.config.effective"
 LABEL_BENCH = "gpu-portal.local/bench"
+
+
+def gpu_taints() -> list[dict[str, str]]:
+    """The taints of every GPU node (fleet.yaml `gpuTaints`)."""
+    return [dict(t) for t in gl.fleet_spec().get("gpuTaints") or []]
+
+
+def gpu_tolerations() -> list[dict[str, str]]:
+    """Tolerations of the GPU taints, for pods the tests place on GPU nodes themselves."""
+    return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in gpu_taints()]
 
 
 def node_templates(large: int = 0) -> list[dict]:
@@ -70,26 +82,62 @@ def node_manifest(spec: dict) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": spec["name"], "labels": labels, "annotations": annotations},
-        "spec": {},
+        "spec": {"taints": gpu_taints()},
         "status": {"capacity": resources, "allocatable": dict(resources)},
     }
 
 
+def _taint_key(taint: dict[str, Any]) -> tuple[str, str]:
+    return taint.get("key") or "", taint.get("effect") or ""
+
+
+def node_update(node: dict[str, Any]) -> dict[str, Any] | None:
+    """The patch that brings an existing fleet node up to date: the fleet's GPU taints added
+    (others, such as a cordon's, kept), labels the fleet no longer sets removed; None when it
+    is up to date. The GPU layout the simulator or a test applied is left alone (pure)."""
+    spec, meta = node.get("spec") or {}, node.get("metadata") or {}
+    taints = [dict(t) for t in spec.get("taints") or []]
+    have = {_taint_key(t): t for t in taints}
+    patch: dict[str, Any] = {}
+    changed = False
+    for wanted in gpu_taints():
+        current = have.get(_taint_key(wanted))
+        if current is None:
+            taints.append(wanted)
+            changed = True
+        elif current.get("value", "") != wanted.get("value", ""):
+            current["value"] = wanted.get("value", "")
+            changed = True
+    if changed:
+        patch["spec"] = {"taints": taints}
+    stale = [k for k in gl.OBSOLETE_LABELS if k in (meta.get("labels") or {})]
+    if stale:
+        patch["metadata"] = {"labels": dict.fromkeys(stale)}
+    return patch or None
+
+
 def ensure_nodes(api: client.ApiClient, large: int | None = None) -> list[str]:
-    """Create missing fleet nodes (existing ones are left as they are) and return all names.
+    """Create missing fleet nodes, bring existing ones up to date (`node_update`) and return
+    all names. Running it again changes nothing.
 
     With `large` given, bench nodes beyond that count are deleted, so `--large 0` removes them.
     """
     core = client.CoreV1Api(api)
-    existing = {n.metadata.name for n in core.list_node().items}
+    existing = {n.metadata.name: n for n in core.list_node().items}
     specs = node_templates(large or 0)
     for spec in specs:
-        if spec["name"] not in existing:
+        node = existing.get(spec["name"])
+        if node is None:
             try:
                 core.create_node(node_manifest(spec))
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+            continue
+        patch = node_update(api.sanitize_for_serialization(node))
+        if patch:
+            # a merge patch replaces the taint list whole: the list above keeps the others
+            core.patch_node(spec["name"], patch)
     names = [s["name"] for s in specs]
     if large is not None:
         for node in core.list_node(label_selector=f"{LABEL_BENCH}=true").items:

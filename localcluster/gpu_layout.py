@@ -22,7 +22,11 @@ DEVICE_PLUGIN_CONFIG_FILE = facts.CATALOG_PATH.with_name("device-plugin-config.y
 FLEET_FILE = PACKAGE_DIR / "fleet.yaml"
 
 GPU = "nvidia.com/gpu"
-LABEL_MODEL = "gpu-portal/gpu-model"
+# GPU feature discovery's product label: what the simulator finds GPU nodes by and reads their
+# model from (through the catalog), as the portal's inventory does on a real cluster.
+LABEL_PRODUCT = "nvidia.com/gpu.product"
+# Labelled by earlier versions of the fleet; removed from existing nodes on `up`.
+OBSOLETE_LABELS = ("gpu-portal/gpu-model",)
 LABEL_MIG_CONFIG = "nvidia.com/mig.config"
 LABEL_MIG_STATE = "nvidia.com/mig.config.state"
 LABEL_DP_CONFIG = "nvidia.com/device-plugin.config"
@@ -96,12 +100,18 @@ class ModelInfo:
 
 
 def model_info(key: str) -> ModelInfo:
+    """What GFD reports for a model; its product label is the catalog's, so the portal and the
+    simulator read a node's model back from it."""
     models = fleet_spec()["models"]
     if key not in models:
         raise LayoutError(f"GPU model {key!r} is not described in {FLEET_FILE.name}")
     m = models[key]
     return ModelInfo(
-        key, m["product"], int(m["memoryMiB"]), bool(m["migCapable"]), m.get("family", "")
+        key,
+        facts.product_label(key),
+        int(m["memoryMiB"]),
+        bool(m["migCapable"]),
+        m.get("family", ""),
     )
 
 
@@ -228,9 +238,8 @@ def node_gpu_state(
 
     resources = {k: v for k, v in resources.items() if v}  # kubelet lists no empty resource
     labels = {
-        LABEL_MODEL: model,
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": info.product,
+        LABEL_PRODUCT: info.product,
         "nvidia.com/gpu.family": info.family,
         "nvidia.com/gpu.count": str(gpu_count),
         "nvidia.com/gpu.memory": str(info.memory_mib),
@@ -255,6 +264,13 @@ def node_gpu_state(
             }
         )
     return resources, labels
+
+
+def model_of(labels: dict[str, str]) -> str | None:
+    """The catalog model of a node, from its product label (None when it names no model the
+    catalog knows)."""
+    model = facts.model_for_product_label(labels.get(LABEL_PRODUCT) or "")
+    return model.key if model else None
 
 
 def stale_mig_labels(labels: dict[str, str], fresh: dict[str, str]) -> list[str]:

@@ -1,6 +1,7 @@
 """Plays NVIDIA's MIG manager and device plugin for the fake GPU nodes.
 
-Watches Nodes labelled gpu-portal/gpu-model. When a node's nvidia.com/mig.config (or
+Watches Nodes labelled nvidia.com/gpu.product (GPU feature discovery's label, from which the
+catalog tells the node's model, as on a real cluster). When a node's nvidia.com/mig.config (or
 nvidia.com/device-plugin.config) label differs from the value last processed (annotation
 gpu-portal.local/...observed), it sets the state label to `pending`, waits a moment (the real
 MIG manager drains and reconfigures), then either
@@ -30,7 +31,7 @@ from . import gpu_layout as gl
 from .fleet import ANN_DP_EFFECTIVE, ANN_DP_OBSERVED, ANN_MIG_EFFECTIVE, ANN_MIG_OBSERVED
 
 log = logging.getLogger("gpu-simulator")
-SELECTOR = gl.LABEL_MODEL  # every simulated GPU node carries the model label
+SELECTOR = gl.LABEL_PRODUCT  # every GPU node carries GFD's product label
 COMPONENT = "gpu-portal-localcluster-simulator"
 PUBLISHED_LABEL = "gpu-portal/config"  # ConfigMaps with mig-parted or device-plugin configs
 
@@ -115,7 +116,7 @@ class Simulator:
             return
         labels, ann = node.metadata.labels or {}, node.metadata.annotations or {}
         mig_changed, dp_changed = _wanted(labels, ann)
-        model, count = labels.get(gl.LABEL_MODEL), int(labels.get("nvidia.com/gpu.count", "0"))
+        model, count = gl.model_of(labels), int(labels.get("nvidia.com/gpu.count", "0"))
         eff_mig = ann.get(ANN_MIG_EFFECTIVE) or None
         eff_dp = ann.get(ANN_DP_EFFECTIVE) or None
         new_labels: dict[str, str | None] = {}
@@ -190,7 +191,10 @@ class Simulator:
     @staticmethod
     def _try(model: str | None, count: int, mig: str | None, dp: str | None) -> str | None:
         if not model or count <= 0:
-            return "node has no gpu-portal/gpu-model or nvidia.com/gpu.count label"
+            return (
+                "node has no nvidia.com/gpu.product of a GPU model the catalog knows, or no "
+                "nvidia.com/gpu.count label"
+            )
         try:
             gl.node_gpu_state(model, count, mig, dp)
         except (gl.LayoutError, KeyError) as exc:

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localcluster import build
+from localcluster import build, fleet
 from localcluster.pytest_plugin import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -46,6 +46,7 @@ def gpu_pod(
         ],
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 0,
+        "tolerations": fleet.gpu_tolerations(),  # every GPU node is tainted
     }
     if node:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
@@ -143,7 +144,7 @@ def test_seed_nodes_ready_with_gpu_allocatable(kube_cluster):
         assert alloc == gpus, name
     a100 = nodes["gpu-a100-0"].metadata.labels
     assert a100["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
-    assert a100["gpu-portal/gpu-model"] == "A100-80GB"
+    assert "gpu-portal/gpu-model" not in a100  # the product label is what tells the model
     assert a100["nvidia.com/mig.config"] == "mixed"
     assert a100["nvidia.com/mig.config.state"] == "success"
     assert a100["nvidia.com/mig-1g.10gb.count"] == "7"
@@ -158,9 +159,49 @@ def test_mig_pod_lands_on_a100_and_runs(kube_cluster, kube_namespace):
     core.create_namespaced_pod(kube_namespace, gpu_pod("mig-1g", {"nvidia.com/mig-1g.10gb": 1}))
     wait_for("pod Running", lambda: pod_phase(core, kube_namespace, "mig-1g") == "Running")
     node = core.read_node(core.read_namespaced_pod("mig-1g", kube_namespace).spec.node_name)
-    assert node.metadata.labels["gpu-portal/gpu-model"] == "A100-80GB"
+    assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
     if not core.list_node(label_selector="gpu-portal.local/bench=true").items:
         assert node.metadata.name == "gpu-a100-0"  # the seed fleet's only MIG-1g node
+
+
+def test_every_gpu_node_is_tainted_and_keeps_untolerating_pods_off(kube_cluster, kube_namespace):
+    core = kube_cluster.core
+    for name in SEED_GPU_ALLOCATABLE:
+        taints = [(t.key, t.value, t.effect) for t in core.read_node(name).spec.taints or []]
+        assert ("nvidia.com/gpu", "present", "NoSchedule") in taints, name
+    untolerating = gpu_pod("no-toleration", {"nvidia.com/mig-1g.10gb": 1})
+    del untolerating["spec"]["tolerations"]
+    core.create_namespaced_pod(kube_namespace, untolerating)
+    messages = wait_for(
+        "FailedScheduling event", lambda: scheduling_failures(core, kube_namespace, "no-toleration")
+    )
+    assert any("untolerated taint" in m and "nvidia.com/gpu" in m for m in messages), messages
+
+
+def test_up_brings_existing_nodes_up_to_date_and_then_changes_nothing(kube_cluster):
+    core = kube_cluster.core
+    name = "gpu-rtx4090-0"
+    # as a node made by an older fleet: no GPU taint, the old model label
+    kept = [t for t in core.read_node(name).spec.taints or [] if t.key != "nvidia.com/gpu"]
+    core.patch_node(
+        name,
+        {
+            "metadata": {"labels": {"gpu-portal/gpu-model": "RTX4090-24GB"}},
+            "spec": {
+                "taints": [kube_cluster.api_client.sanitize_for_serialization(t) for t in kept]
+            },
+        },
+    )
+    try:
+        fleet.ensure_nodes(kube_cluster.api_client)
+        node = core.read_node(name)
+        assert "gpu-portal/gpu-model" not in node.metadata.labels
+        assert [t.key for t in node.spec.taints or []].count("nvidia.com/gpu") == 1
+        version = node.metadata.resource_version
+        fleet.ensure_nodes(kube_cluster.api_client)
+        assert core.read_node(name).metadata.resource_version == version  # nothing written
+    finally:
+        fleet.ensure_nodes(kube_cluster.api_client)
 
 
 def test_pod_larger_than_any_node_stays_pending(kube_cluster, kube_namespace):

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localcluster import kueue
+from localcluster import fleet, kueue
 from localcluster.pytest_plugin import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -135,7 +135,9 @@ def kueue_env(kube_cluster) -> Iterator[KueueEnv]:
             {
                 "kind": "ResourceFlavor",
                 "metadata": {"name": env.gpu_flavor},
-                "spec": {"nodeLabels": {PRODUCT: H100}},
+                # Kueue puts the flavor's tolerations on the pods it admits: the GPU nodes'
+                # taint is no obstacle to a member's plain Job
+                "spec": {"nodeLabels": {PRODUCT: H100}, "tolerations": fleet.gpu_tolerations()},
             },
         )
         create(
@@ -303,6 +305,9 @@ def test_unlabelled_job_is_suspended_admitted_and_runs_on_h100(
     assert podset["flavors"] == flavors
     (pod,) = [p for p in job_pods(env, "fits-h100") if p.status.phase == "Running"]
     assert pod.spec.node_selector == {PRODUCT: H100}  # the flavor's nodeLabels
+    tolerations = env.core.api_client.sanitize_for_serialization(pod.spec.tolerations)
+    for toleration in fleet.gpu_tolerations():  # and its tolerations (the job had none)
+        assert toleration in tolerations, tolerations
     node = env.core.read_node(pod.spec.node_name)
     assert node.metadata.labels[PRODUCT] == H100
     if not env.core.list_node(label_selector="gpu-portal.local/bench=true").items:

@@ -39,6 +39,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "portal.metrics.RequestMetricsMiddleware",  # first: times everything below
     "portal.middleware.RequestIdMiddleware",
+    # Probes and /metrics answer whatever the Host (the pod's IP): before anything checks it.
+    "portal.middleware.HostFreeProbesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -257,6 +259,16 @@ PLATFORM_NAMESPACE = env("PLATFORM_NAMESPACE", default="gpu-portal-system")
 TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
+# Kueue's line for ephemeral storage in each team's ClusterQueue (it admits no pod asking for a
+# resource its queue does not list).
+TENANT_EPHEMERAL_STORAGE_QUOTA = env("TENANT_EPHEMERAL_STORAGE_QUOTA", default="4Ti")
+# The most one workload's container may ask for (Kubernetes quantities). The portal refuses
+# more, and each team namespace's LimitRange has the same cpu and memory maxima, so the portal
+# and the cluster agree (checked at start-up: scheduler.E004).
+WORKLOAD_MAX_CPU = env("WORKLOAD_MAX_CPU", default="64")
+WORKLOAD_MAX_MEMORY = env("WORKLOAD_MAX_MEMORY", default="256Gi")
+WORKLOAD_MAX_EPHEMERAL_STORAGE = env("WORKLOAD_MAX_EPHEMERAL_STORAGE", default="1Ti")
+WORKLOAD_MAX_VOLUMES = env.int("WORKLOAD_MAX_VOLUMES", default=8)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
 # Team members may exec into, attach to and port-forward their own pods.
 TENANT_POD_EXEC = env.bool("TENANT_POD_EXEC", default=True)
@@ -281,6 +293,10 @@ GPU_NODE_TOLERATIONS = env.json(
     "GPU_NODE_TOLERATIONS",
     default=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
 )
+# GPU feature discovery's `nvidia.com/gpu.product` per GPU model where this platform's nodes
+# differ from the catalog's (e.g. {"H100-80GB": "NVIDIA-H100-PCIe"}); JSON object, keys are
+# catalog models or their slugs (checked at start-up: scheduler.E003).
+GPU_PRODUCT_LABELS = env.json("GPU_PRODUCT_LABELS", default={})
 
 # --- REST API (issue 5) ---------------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN

@@ -126,20 +126,27 @@ def get_model(key: str) -> GpuModel:
     raise UnknownModel(f"unknown GPU model {key!r}; known models: {', '.join(catalog)}")
 
 
-def product_label(key: str) -> str:
-    """GPU feature discovery's `nvidia.com/gpu.product` for a model (catalog key or slug); a
-    model the catalog does not know gets GFD's usual form `NVIDIA-<model>`."""
+def product_label(key: str, overrides: Mapping[str, str] | None = None) -> str:
+    """GPU feature discovery's `nvidia.com/gpu.product` for a model (catalog key or slug): the
+    platform's override (catalog key -> product, where its nodes say otherwise, e.g. a PCIe
+    card), else the catalog's; a model the catalog does not know gets GFD's usual form
+    `NVIDIA-<model>`."""
+    overrides = overrides or {}
     try:
-        return get_model(key).product_label
+        model = get_model(key)
     except UnknownModel:
-        return f"NVIDIA-{key}"
+        return overrides.get(key, f"NVIDIA-{key}")
+    return overrides.get(model.key, model.product_label)
 
 
-def model_for_product_label(product: str) -> GpuModel | None:
-    """Map GPU feature discovery's `nvidia.com/gpu.product` (maybe with `-MIG-<profile>`)."""
+def model_for_product_label(
+    product: str, overrides: Mapping[str, str] | None = None
+) -> GpuModel | None:
+    """Map GPU feature discovery's `nvidia.com/gpu.product` (maybe with `-MIG-<profile>`) back
+    to its model, with the same overrides as `product_label`: the two always agree."""
     base = product.split("-MIG-")[0]
     for model in load_catalog().values():
-        if model.product_label == base:
+        if product_label(model.key, overrides) == base:
             return model
     return None
 

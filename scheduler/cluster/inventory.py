@@ -8,10 +8,14 @@ capacity of each pool.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.catalog import facts
+from scheduler.catalog.product_labels import configured_product_labels
 
+# Optional: a platform admin may pin a node's model with this label where its product label
+# does not tell (no GPU feature discovery). Nodes are otherwise read by their product label.
 MODEL_LABEL = "gpu-portal/gpu-model"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -73,7 +77,12 @@ def class_units(
     return dict(units)
 
 
-def parse_node(node: dict) -> NodeInfo:
+def parse_node(node: dict, product_labels: Mapping[str, str] | None = None) -> NodeInfo:
+    """A node as the portal sees it. Its model comes from GFD's product label, read with the
+    platform's `GPU_PRODUCT_LABELS` (or `product_labels`, catalog key -> product), unless the
+    node pins it with `MODEL_LABEL`."""
+    if product_labels is None:
+        product_labels = configured_product_labels()
     meta = node.get("metadata", {})
     labels: dict[str, str] = meta.get("labels") or {}
     status = node.get("status", {})
@@ -90,7 +99,7 @@ def parse_node(node: dict) -> NodeInfo:
         except facts.UnknownModel:
             model_key = ""
     if not model_key and product:
-        model = facts.model_for_product_label(product)
+        model = facts.model_for_product_label(product, product_labels)
         model_key = model.key if model else ""
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")

@@ -43,7 +43,7 @@ def _nominal(cq: dict) -> dict[tuple[str, str], int]:
     for group in (cq.get("spec") or {}).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
             for res in flavor.get("resources") or []:
-                if res["name"] in ("cpu", "memory"):
+                if res["name"] in render.NODE_RESOURCES:
                     continue
                 out[(flavor["name"], res["name"])] = _units(res.get("nominalQuota"))
     return out
@@ -53,7 +53,7 @@ def _usage(cq: dict) -> dict[tuple[str, str], tuple[int, int]]:
     out = {}
     for flavor in (cq.get("status") or {}).get("flavorsUsage") or []:
         for res in flavor.get("resources") or []:
-            if res["name"] in ("cpu", "memory"):
+            if res["name"] in render.NODE_RESOURCES:
                 continue
             out[(flavor["name"], res["name"])] = (
                 _units(res.get("total")),

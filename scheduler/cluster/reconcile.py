@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from core.images import allowlist_spellings
-from scheduler.catalog.facts import product_label
 from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.product_labels import product_label
 from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
@@ -70,7 +70,8 @@ def flavor_name(gpu_model: str) -> str:
 
 def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[render.FlavorSpec]:
     """One flavor per GPU model that has an active class; the product label GFD sets comes from
-    the catalog (a model the catalog does not know gets GFD's usual `NVIDIA-<model>`)."""
+    `GPU_PRODUCT_LABELS` or the catalog (a model neither knows gets GFD's usual
+    `NVIDIA-<model>`), and the tolerations from `GPU_NODE_TOLERATIONS`."""
     if classes is None:
         classes = ResourceClass.objects.filter(active=True)
     models = sorted({rc.gpu_model for rc in classes if rc.active})
@@ -149,7 +150,12 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
             namespace_prefix=settings.TENANT_NAMESPACE_PREFIX,
             cpu_quota=settings.TENANT_CPU_QUOTA,
             memory_quota=settings.TENANT_MEMORY_QUOTA,
+            ephemeral_storage_quota=settings.TENANT_EPHEMERAL_STORAGE_QUOTA,
             pod_quota=settings.TENANT_POD_QUOTA,
+            container_max={
+                "cpu": settings.WORKLOAD_MAX_CPU,
+                "memory": settings.WORKLOAD_MAX_MEMORY,
+            },
             user_prefix=settings.KUBE_USER_PREFIX,
             pod_exec=settings.TENANT_POD_EXEC,
             egress_allowed_cidrs=tuple(settings.TENANT_EGRESS_ALLOWED_CIDRS),

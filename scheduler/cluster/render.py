@@ -50,8 +50,19 @@ QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
 LOCAL_QUEUE = "default"  # the name also makes Kueue label unlabelled jobs and pods with it
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-DEFAULT_FLAVOR = "gpu-portal-default"  # cpu and memory: no node labels
+DEFAULT_FLAVOR = "gpu-portal-default"  # cpu, memory and ephemeral storage: no node labels
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
+# What the default flavor covers. Kueue never admits a pod asking for a resource its
+# ClusterQueue does not list ("resource ... unavailable in ClusterQueue"), so a workload's
+# ephemeral storage needs a line too.
+NODE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+# The LimitRange's per-container defaults: a container that names no cpu or memory gets these
+# (and the namespace's ResourceQuota, which caps requests.cpu/memory, needs every pod to have
+# them). Its maxima (`TenantSpec.container_max`) must not be below `default`.
+CONTAINER_DEFAULTS: dict[str, dict[str, str]] = {
+    "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
+    "default": {"cpu": "2", "memory": "4Gi"},
+}
 
 # Namespaced kinds the portal manages inside a tenant namespace (prune looks at these).
 NAMESPACED_KINDS = (
@@ -129,13 +140,16 @@ class TenantSpec:
     namespace_prefix: str = "tenant-"
     cpu_quota: str = "64"
     memory_quota: str = "256Gi"
+    # Kueue's line for ephemeral storage on the default flavor; "" lists none (work asking for
+    # ephemeral storage is then never admitted).
+    ephemeral_storage_quota: str = ""
     pod_quota: int = 200
     container_defaults: dict[str, dict[str, str]] = field(
-        default_factory=lambda: {
-            "defaultRequest": {"cpu": "100m", "memory": "256Mi"},
-            "default": {"cpu": "2", "memory": "4Gi"},
-        }
+        default_factory=lambda: {k: dict(v) for k, v in CONTAINER_DEFAULTS.items()}
     )
+    # The most one container may ask for (LimitRange `max`, e.g. {"cpu": "64"}): the settings
+    # WORKLOAD_MAX_CPU / WORKLOAD_MAX_MEMORY, which bound the portal's own checks too.
+    container_max: dict[str, str] = field(default_factory=dict)
     user_prefix: str = ""
     instance: str = "default"
     # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
@@ -253,12 +267,18 @@ def render_quotas(spec: TenantSpec, namespace: str) -> list[dict]:
 
 
 def render_limit_range(spec: TenantSpec, namespace: str) -> dict:
+    """Defaults for containers that name no cpu or memory, and the most one may ask for (only
+    for resources with a default limit: the API server refuses a container with no limit of a
+    resource that has a `max`)."""
+    limits: dict = {"type": "Container", **spec.container_defaults}
+    if spec.container_max:
+        limits["max"] = dict(sorted(spec.container_max.items()))
     return _finish(
         {
             "apiVersion": "v1",
             "kind": "LimitRange",
             "metadata": _meta(spec, LIMIT_RANGE, namespace),
-            "spec": {"limits": [{"type": "Container", **spec.container_defaults}]},
+            "spec": {"limits": [limits]},
         }
     )
 
@@ -450,24 +470,22 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
                 quota["lendingLimit"] = "0"
             resources.append(quota)
         gpu_flavors.append({"name": flavor, "resources": resources})
+    node_quota = {"cpu": spec.cpu_quota, "memory": spec.memory_quota}
+    if spec.ephemeral_storage_quota:
+        node_quota["ephemeral-storage"] = spec.ephemeral_storage_quota
     cpu_memory = {
-        "coveredResources": ["cpu", "memory"],
+        "coveredResources": list(node_quota),
         "flavors": [
             {
                 "name": DEFAULT_FLAVOR,
                 "resources": [
                     {
-                        "name": "cpu",
-                        "nominalQuota": spec.cpu_quota if spec.active else "0",
+                        "name": name,
+                        "nominalQuota": quota if spec.active else "0",
                         "borrowingLimit": "0",
                         "lendingLimit": "0",
-                    },
-                    {
-                        "name": "memory",
-                        "nominalQuota": spec.memory_quota if spec.active else "0",
-                        "borrowingLimit": "0",
-                        "lendingLimit": "0",
-                    },
+                    }
+                    for name, quota in node_quota.items()
                 ],
             }
         ],
@@ -536,8 +554,15 @@ def render_tenant(spec: TenantSpec) -> list[dict]:
 
 
 def render_flavors(flavors: list[FlavorSpec]) -> list[dict]:
-    """One ResourceFlavor per GPU model (pods are placed by GFD's product label; the flavor's
-    tolerations are added to admitted pods) and a label-less one for cpu and memory."""
+    """One ResourceFlavor per GPU model (pods are placed by GFD's product label) and a
+    label-less one for cpu, memory and ephemeral storage.
+
+    GPU nodes are usually tainted (`nvidia.com/gpu:NoSchedule` on GKE, EKS and many GPU Operator
+    installs). A flavor's `tolerations` are what Kueue injects into the pods it admits on that
+    flavor, so every admitted GPU workload, the portal's and a member's kubectl Job alike, may
+    land on the tainted nodes. `nodeTaints` would do the opposite: Kueue would then refuse the
+    flavor to a workload that does not already tolerate them, and kubectl work would queue for
+    ever. The portal's own pods carry the same tolerations in their templates as well."""
     out = [
         {
             "apiVersion": KUEUE_API,

@@ -7,6 +7,7 @@ from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASSES
 
 SECRET_KEY_REF = "secretKeyRef:"  # KEY=secretKeyRef:SECRET/KEY in the env box
+READ_ONLY_SUFFIX = ":ro"  # CLAIM:/path:ro in the volumes box
 
 
 class WorkloadForm(forms.Form):
@@ -49,6 +50,39 @@ class WorkloadForm(forms.Form):
         help_text="One KEY=value per line; for a secret, KEY=secretKeyRef:SECRET/KEY reads it "
         "from that key of a Secret in the team's namespace",
     )
+    cpu = forms.CharField(
+        required=False,
+        max_length=32,
+        label="CPU",
+        help_text="Cores, e.g. 8 or 500m (thousandths); empty: the namespace's default",
+    )
+    memory = forms.CharField(
+        required=False,
+        max_length=32,
+        help_text="e.g. 64Gi; empty: the namespace's default",
+    )
+    shm = forms.CharField(
+        required=False,
+        max_length=32,
+        label="Shared memory (/dev/shm)",
+        help_text="e.g. 16Gi, for data loaders and NCCL; it counts against Memory",
+    )
+    volumes = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Existing PersistentVolumeClaims of the team's namespace: one CLAIM:/path per "
+        "line, CLAIM:/path:ro to mount it read-only",
+    )
+    env_from_secrets = forms.CharField(
+        required=False,
+        label="Secrets as env",
+        help_text="Comma-separated Secrets of the team's namespace; each key becomes a variable",
+    )
+    image_pull_secrets = forms.CharField(
+        required=False,
+        label="Image pull Secrets",
+        help_text="Comma-separated Secrets with the registry's credentials",
+    )
 
     def clean_command(self):
         try:
@@ -80,6 +114,33 @@ class WorkloadForm(forms.Form):
                 f"AWS_SECRET_ACCESS_KEY={SECRET_KEY_REF}s3-creds/secret-key"
             )
         return {"secret": secret, "key": key}
+
+    def clean_volumes(self) -> list[dict]:
+        """The API's volumes from CLAIM:/path[:ro] lines (admission checks names and paths)."""
+        volumes = []
+        for number, line in enumerate((self.cleaned_data["volumes"] or "").splitlines(), 1):
+            line = line.strip()
+            if not line:
+                continue
+            claim, sep, path = line.partition(":")
+            read_only = path.endswith(READ_ONLY_SUFFIX)
+            path = path.removesuffix(READ_ONLY_SUFFIX)
+            if not sep or not claim.strip() or not path.startswith("/"):
+                raise forms.ValidationError(
+                    f"line {number}: write CLAIM:/path or CLAIM:/path:ro, e.g. datasets:/data:ro"
+                )
+            volumes.append({"claim": claim.strip(), "mount_path": path, "read_only": read_only})
+        return volumes
+
+    @staticmethod
+    def _names(value: str) -> list[str]:
+        return [name.strip() for name in (value or "").split(",") if name.strip()]
+
+    def clean_env_from_secrets(self) -> list[str]:
+        return self._names(self.cleaned_data["env_from_secrets"])
+
+    def clean_image_pull_secrets(self) -> list[str]:
+        return self._names(self.cleaned_data["image_pull_secrets"])
 
     def autoscaling(self) -> dict | None:
         """The API's `autoscaling` object, when the form asks for one."""

@@ -1,16 +1,22 @@
 """Checks of what a workload submit asks for that need no database: image, command, env,
-labels and the autoscaling range. Each returns the clean value or raises `InvalidInput` with the
+labels, the autoscaling range, and what the pod asks for besides GPUs (cpu, memory, storage,
+shared memory, volumes, Secrets). Each returns the clean value or raises `InvalidInput` with the
 field to blame. Admission (`scheduler.workloads.submit_workload`) calls them first."""
 
 from __future__ import annotations
 
+import posixpath
 import re
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, QuotaExceeded
 from core.images import image_allowed_by
+from core.quantities import BadQuantity, parse_quantity
+from scheduler.cluster import render
+from scheduler.workloads.manifests import SHM_MOUNT_PATH
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -238,3 +244,220 @@ def check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None
         "target_gpu_util": gpu_util,
         "target_latency_ms": latency_ms,
     }
+
+
+# --- what the pod asks for besides GPUs ---------------------------------------------------------
+# field -> (the setting with its most, an example, the least a container runs with, its name)
+_MIB = Decimal(1024**2)
+QUANTITY_FIELDS: dict[str, tuple[str, str, Decimal, str]] = {
+    "cpu": ("WORKLOAD_MAX_CPU", "8 or 500m", Decimal("0.001"), "1m"),
+    "memory": ("WORKLOAD_MAX_MEMORY", "64Gi", _MIB, "1Mi"),
+    "ephemeral_storage": ("WORKLOAD_MAX_EPHEMERAL_STORAGE", "100Gi", _MIB, "1Mi"),
+}
+# The namespace-wide line each is counted against (Kueue's ClusterQueue, never borrowed).
+NAMESPACE_QUOTAS = {
+    "cpu": "TENANT_CPU_QUOTA",
+    "memory": "TENANT_MEMORY_QUOTA",
+    "ephemeral_storage": "TENANT_EPHEMERAL_STORAGE_QUOTA",
+}
+# Where a volume may not be mounted: over the image's system directories, the kernel's, or
+# where Kubernetes puts its own files (a service account token, /dev/shm).
+SYSTEM_PATHS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib64",
+    "/proc",
+    "/run/secrets",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/run/secrets",
+)
+_MOUNT_PATH = re.compile(r"^/[A-Za-z0-9._@+=,-]+(/[A-Za-z0-9._@+=,-]+)*$")
+MAX_MOUNT_PATH = 256
+VOLUME_FIELDS = ("claim", "mount_path", "read_only")
+MAX_SECRET_NAMES = 16
+
+
+def _quantity(value: Any, field: str, example: str) -> tuple[str, Decimal] | None:
+    """(the quantity as given, its value), None when not given; a JSON number is taken as
+    its decimal spelling (8 -> "8")."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} is a Kubernetes quantity, e.g. {example}", field=field)
+    value = value.strip()
+    try:
+        amount = parse_quantity(value)
+    except BadQuantity as exc:
+        raise InvalidInput(f"{field} {value!r}: {exc}; e.g. {example}", field=field) from None
+    if amount <= 0:
+        raise InvalidInput(
+            f"{field} must be above zero (leave it out for the namespace's default), "
+            f"e.g. {example}",
+            field=field,
+        )
+    return value, amount
+
+
+def check_quantity(value: Any, field: str) -> str:
+    """cpu, memory or ephemeral_storage: "" when not given, else a quantity between the least
+    a container runs with and the platform's most (the same as the namespaces' LimitRange)."""
+    setting, example, least, least_text = QUANTITY_FIELDS[field]
+    given = _quantity(value, field, example)
+    if given is None:
+        return ""
+    text, amount = given
+    if amount < least:
+        raise InvalidInput(
+            f"{field} {text!r} is below the least a container runs with ({least_text}); "
+            f"e.g. {example}",
+            field=field,
+        )
+    most = getattr(settings, setting)
+    if amount > parse_quantity(most):
+        raise InvalidInput(
+            f"{field} {text!r} is above the most one workload may ask for ({most}, "
+            f"setting {setting}); ask for less, e.g. {example}",
+            field=field,
+        )
+    return text
+
+
+def check_shm(shm: Any, memory: str) -> str:
+    """Shared memory is memory-backed: what a process writes there counts against the
+    container's memory, so it may be at most `memory` (or the namespace's default limit)."""
+    given = _quantity(shm, "shm", "16Gi")
+    if given is None:
+        return ""
+    text, amount = given
+    if amount < _MIB:
+        raise InvalidInput(f"shm {text!r} is below 1Mi; e.g. 16Gi", field="shm")
+    if memory:
+        if amount > parse_quantity(memory):
+            raise InvalidInput(
+                f"shm {text!r} is above memory {memory!r}: /dev/shm is memory-backed and counts "
+                f"against the container's memory; ask for memory of at least {text}",
+                field="shm",
+            )
+        return text
+    default = render.CONTAINER_DEFAULTS["default"]["memory"]
+    if amount > parse_quantity(default):
+        raise InvalidInput(
+            f"shm {text!r} is above the namespace's default memory limit ({default}): /dev/shm "
+            f"is memory-backed and counts against the container's memory; give memory too, "
+            f"at least {text}",
+            field="shm",
+        )
+    return text
+
+
+def check_fits_namespace(asked: dict[str, str], pods: int) -> None:
+    """Refuse what can never run: more cpu, memory or ephemeral storage over all pods than the
+    team's namespace may ever hold (its Kueue line, which is never borrowed)."""
+    for field, text in asked.items():
+        if not text or field not in NAMESPACE_QUOTAS:
+            continue
+        setting = NAMESPACE_QUOTAS[field]
+        cap = getattr(settings, setting)
+        if parse_quantity(text) * pods > parse_quantity(cap):
+            each = f"{pods} pods × {text}" if pods > 1 else text
+            raise QuotaExceeded(
+                f"{field}: {each} is more than a team's namespace ever runs ({cap}, setting "
+                f"{setting}); ask for less",
+                field=field,
+            )
+
+
+def _check_mount_path(path: Any, number: int) -> str:
+    where = f"volume {number}"
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidInput(
+            f"{where}: mount_path must be an absolute path, e.g. /data", field="volumes"
+        )
+    if len(path) > MAX_MOUNT_PATH or not _MOUNT_PATH.match(path):
+        raise InvalidInput(
+            f"{where}: mount_path {path!r} must be an absolute path of letters, digits and "
+            f"._@+=,- (no '//', no trailing '/', at most {MAX_MOUNT_PATH} characters), e.g. /data",
+            field="volumes",
+        )
+    if posixpath.normpath(path) != path or "/../" in f"{path}/" or "/./" in f"{path}/":
+        raise InvalidInput(f"{where}: mount_path {path!r} has . or .. in it", field="volumes")
+    for system in SYSTEM_PATHS:
+        if path == system or path.startswith(f"{system}/"):
+            shm = " (ask for shared memory with shm instead)" if path == SHM_MOUNT_PATH else ""
+            raise InvalidInput(
+                f"{where}: {path} is under {system}, which belongs to the system or to "
+                f"Kubernetes{shm}; mount it elsewhere, e.g. /data",
+                field="volumes",
+            )
+    return path
+
+
+def check_volumes(volumes: Any) -> list[dict]:
+    """Existing PersistentVolumeClaims of the team's namespace to mount: [{claim, mount_path,
+    read_only}] (the portal does not create them; the pod waits until they exist)."""
+    if volumes is None:
+        return []
+    if not isinstance(volumes, list):
+        raise InvalidInput(
+            'volumes must be a list of {"claim": PVC, "mount_path": "/data"}', field="volumes"
+        )
+    most = settings.WORKLOAD_MAX_VOLUMES
+    if len(volumes) > most:
+        raise InvalidInput(
+            f"at most {most} volumes (setting WORKLOAD_MAX_VOLUMES); this has {len(volumes)}",
+            field="volumes",
+        )
+    out: list[dict] = []
+    for number, volume in enumerate(volumes, 1):
+        if not isinstance(volume, dict) or set(volume) - set(VOLUME_FIELDS):
+            raise InvalidInput(
+                f'volume {number}: give {{"claim": PVC, "mount_path": "/data", "read_only": '
+                "false}",
+                field="volumes",
+            )
+        claim = volume.get("claim")
+        if not isinstance(claim, str) or not _SECRET_NAME.match(claim):
+            raise InvalidInput(
+                f"volume {number}: claim {claim!r} is not a PersistentVolumeClaim name: use at "
+                "most 253 lower-case letters, digits, '-' and '.', starting and ending with a "
+                "letter or digit",
+                field="volumes",
+            )
+        path = _check_mount_path(volume.get("mount_path"), number)
+        read_only = volume.get("read_only", False)
+        if not isinstance(read_only, bool):
+            raise InvalidInput(f"volume {number}: read_only is true or false", field="volumes")
+        for earlier in out:
+            if earlier["claim"] == claim:
+                raise InvalidInput(f"claim {claim!r} is mounted twice", field="volumes")
+            if earlier["mount_path"] == path:
+                raise InvalidInput(f"two volumes are mounted at {path}", field="volumes")
+        out.append({"claim": claim, "mount_path": path, "read_only": read_only})
+    return out
+
+
+def check_secret_names(names: Any, field: str) -> list[str]:
+    """Names of Secrets in the team's namespace (env_from_secrets, image_pull_secrets)."""
+    if names is None:
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidInput(f"{field} must be a list of Secret names", field=field)
+    if len(names) > MAX_SECRET_NAMES:
+        raise InvalidInput(f"{field}: at most {MAX_SECRET_NAMES} Secrets", field=field)
+    for name in names:
+        if not _SECRET_NAME.match(name):
+            raise InvalidInput(
+                f"{field}: {name!r} is not a Secret name: use at most 253 lower-case letters, "
+                "digits, '-' and '.', starting and ending with a letter or digit",
+                field=field,
+            )
+    if len(set(names)) != len(names):
+        raise InvalidInput(f"{field}: a Secret is named twice", field=field)
+    return list(names)

@@ -25,6 +25,9 @@ KUEUE_GATE = "kueue.x-k8s.io/admission"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # A container that cannot start for what its spec refers to: a Secret (or key) that is missing.
 CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
+SHM_VOLUME = "shm"
+SHM_MOUNT_PATH = "/dev/shm"  # noqa: S108 - the pod's shared memory, not a temporary file
+CLAIM_VOLUME_PREFIX = "data-"  # data-0, data-1, ...: the workload's PersistentVolumeClaims
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -54,6 +57,22 @@ class SecretKeyRef:
 
 
 EnvValue = str | SecretKeyRef
+
+
+@dataclass(frozen=True)
+class ClaimMount:
+    """An existing PersistentVolumeClaim of the namespace, mounted into the main container."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+
+def claim_mounts(volumes: list[dict]) -> tuple[ClaimMount, ...]:
+    """A workload's stored volumes (`input.check_volumes`' shape) as the spec's mounts."""
+    return tuple(
+        ClaimMount(v["claim"], v["mount_path"], bool(v.get("read_only", False))) for v in volumes
+    )
 
 
 def env_values(env: Mapping[str, Any]) -> dict[str, EnvValue]:
@@ -94,6 +113,16 @@ class WorkloadSpec:
     backoff_limit: int = 0
     instance: str = "default"
     autoscaling: AutoscalingSpec | None = None
+    # Besides GPUs, as Kubernetes quantities ("" leaves it to the namespace's LimitRange).
+    cpu: str = ""
+    memory: str = ""
+    ephemeral_storage: str = ""
+    shm: str = ""  # size of a memory-backed /dev/shm; "" keeps the runtime's small default
+    volumes: tuple[ClaimMount, ...] = ()
+    env_from_secrets: tuple[str, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    # The GPU nodes' taints the pods tolerate (setting GPU_NODE_TOLERATIONS).
+    tolerations: tuple[dict, ...] = ()
 
 
 def _labels(spec: WorkloadSpec) -> dict[str, str]:
@@ -116,15 +145,51 @@ def _queued_labels(spec: WorkloadSpec) -> dict[str, str]:
     }
 
 
+def _container_resources(spec: WorkloadSpec) -> dict[str, str]:
+    """GPUs, and cpu, memory and ephemeral storage where the workload names them."""
+    amounts = {name: str(units) for name, units in spec.gpus.items()}
+    for name, value in (
+        ("cpu", spec.cpu),
+        ("memory", spec.memory),
+        ("ephemeral-storage", spec.ephemeral_storage),
+    ):
+        if value:
+            amounts[name] = value
+    return dict(sorted(amounts.items()))
+
+
+def _volumes(spec: WorkloadSpec) -> tuple[list[dict], list[dict]]:
+    """(the pod's volumes, the main container's mounts): a memory-backed /dev/shm of its size,
+    and the namespace's PersistentVolumeClaims. Both kinds are allowed by Pod Security
+    `restricted`."""
+    volumes: list[dict] = []
+    mounts: list[dict] = []
+    if spec.shm:
+        memory_backed = {"medium": "Memory", "sizeLimit": spec.shm}
+        volumes.append({"name": SHM_VOLUME, "emptyDir": memory_backed})
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_MOUNT_PATH})
+    for i, mount in enumerate(spec.volumes):
+        name = f"{CLAIM_VOLUME_PREFIX}{i}"
+        claim: dict[str, Any] = {"claimName": mount.claim}
+        mounted: dict[str, Any] = {"name": name, "mountPath": mount.mount_path}
+        if mount.read_only:
+            claim["readOnly"] = True
+            mounted["readOnly"] = True
+        volumes.append({"name": name, "persistentVolumeClaim": claim})
+        mounts.append(mounted)
+    return volumes, mounts
+
+
 def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
-    """A pod that Pod Security `restricted` admits, holding its GPUs as requests = limits, on a
-    node of its GPU model (GPU feature discovery's product label, which is also what Kueue's
-    flavor for the model selects), at its priority."""
-    gpus = {name: str(units) for name, units in sorted(spec.gpus.items())}
+    """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
+    ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
+    discovery's product label, which is also what Kueue's flavor for the model selects),
+    tolerating the GPU nodes' taints, at its priority."""
+    resources = _container_resources(spec)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
-        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
@@ -138,23 +203,33 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
         container["args"] = list(spec.args)
     if spec.env:
         container["env"] = [_env_var(k, v) for k, v in sorted(spec.env.items())]
-    return {
-        "metadata": {"labels": _queued_labels(spec)},
-        "spec": {
-            "restartPolicy": restart_policy,
-            "priorityClassName": spec.priority_class,
-            "nodeSelector": {render.GPU_PRODUCT_LABEL: spec.gpu_product},
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 1000,
-                "runAsGroup": 1000,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [container],
+    if spec.env_from_secrets:
+        # the whole Secret as env; `env` above wins where a name is in both (Kubernetes' order)
+        container["envFrom"] = [{"secretRef": {"name": name}} for name in spec.env_from_secrets]
+    volumes, mounts = _volumes(spec)
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "priorityClassName": spec.priority_class,
+        "nodeSelector": {render.GPU_PRODUCT_LABEL: spec.gpu_product},
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
+        "containers": [container],
     }
+    if spec.tolerations:
+        pod["tolerations"] = [dict(t) for t in spec.tolerations]
+    if volumes:
+        pod["volumes"] = volumes
+    if spec.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
+    return {"metadata": {"labels": _queued_labels(spec)}, "spec": pod}
 
 
 def _object_meta(spec: WorkloadSpec, *, queued: bool = True) -> dict:

@@ -118,6 +118,19 @@ class Workload(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Autoscaling: average request latency (ms) the pods should answer in",
     )
+    # What the main container asks for besides GPUs, as Kubernetes quantities (requests =
+    # limits); "" leaves it to the namespace's LimitRange defaults.
+    cpu = models.CharField(max_length=32, blank=True, help_text="e.g. 8 or 500m")
+    memory = models.CharField(max_length=32, blank=True, help_text="e.g. 64Gi")
+    ephemeral_storage = models.CharField(max_length=32, blank=True, help_text="e.g. 100Gi")
+    shm = models.CharField(
+        max_length=32, blank=True, help_text="Shared memory size (memory-backed), e.g. 16Gi"
+    )
+    # Existing PersistentVolumeClaims of the team's namespace: [{claim, mount_path, read_only}]
+    volumes = models.JSONField(default=list, blank=True)
+    # Secrets of the team's namespace: every key becomes an env variable (envFrom)
+    env_from_secrets = models.JSONField(default=list, blank=True)
+    image_pull_secrets = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     reason = models.CharField(max_length=120, blank=True)
     message = models.TextField(blank=True)

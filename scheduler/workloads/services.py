@@ -27,9 +27,14 @@ from scheduler.workloads.input import (
     MAX_REPLICAS,
     check_autoscaling,
     check_env,
+    check_fits_namespace,
     check_image,
     check_labels,
+    check_quantity,
+    check_secret_names,
+    check_shm,
     check_strings,
+    check_volumes,
 )
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
@@ -38,6 +43,17 @@ from tenants import audit
 from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES, Tenant, dns_label
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import quota_lines
+
+# What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
+POD_SPEC_FIELDS = [
+    "cpu",
+    "memory",
+    "ephemeral_storage",
+    "shm",
+    "volumes",
+    "env_from_secrets",
+    "image_pull_secrets",
+]
 
 # --- admission (portal side) -----------------------------------------------------------------
 
@@ -166,9 +182,19 @@ def submit_workload(
     replicas: int = DEFAULT_REPLICAS,
     backoff_limit: int = 0,
     autoscaling: dict | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    ephemeral_storage: str | None = None,
+    shm: str | None = None,
+    volumes: list | None = None,
+    env_from_secrets: list | None = None,
+    image_pull_secrets: list | None = None,
 ) -> Workload:
     """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
-    deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit."""
+    deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit.
+    cpu, memory and ephemeral storage are requests = limits of its container (left out: the
+    namespace's defaults); volumes, env_from_secrets and image_pull_secrets name existing
+    PersistentVolumeClaims and Secrets of the team's namespace."""
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
     try:
         dns_label(name or "")
@@ -194,6 +220,15 @@ def submit_workload(
         raise InvalidInput(f"backoff_limit must be 0–{MAX_BACKOFF_LIMIT}", field="backoff_limit")
     if priority not in PRIORITY_CLASSES:
         raise InvalidInput(f"priority must be one of {list(PRIORITY_CLASSES)}", field="priority")
+    pod_asks = {
+        "cpu": check_quantity(cpu, "cpu"),
+        "memory": check_quantity(memory, "memory"),
+        "ephemeral_storage": check_quantity(ephemeral_storage, "ephemeral_storage"),
+    }
+    pod_asks["shm"] = check_shm(shm, pod_asks["memory"])
+    volumes = check_volumes(volumes)
+    env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
+    image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
     asked = _resolve_resources(resources)
     with transaction.atomic():
         # The tenant row serialises admissions of one tenant: two submits cannot both take
@@ -216,6 +251,7 @@ def submit_workload(
         pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
         if scaling is not None:
             pods = scaling["max_replicas"]
+        check_fits_namespace(pod_asks, pods)
         _check_fits(tenant, asked, pods, priority, autoscaled=scaling is not None)
         workload = Workload.objects.create(
             tenant=tenant,
@@ -234,6 +270,10 @@ def submit_workload(
             max_replicas=scaling["max_replicas"] if scaling else None,
             target_gpu_util=scaling["target_gpu_util"] if scaling else None,
             target_latency_ms=scaling["target_latency_ms"] if scaling else None,
+            **pod_asks,
+            volumes=volumes,
+            env_from_secrets=env_from_secrets,
+            image_pull_secrets=image_pull_secrets,
             namespace=tenant.namespace,
             submitted_by=actor,
         )
@@ -252,6 +292,7 @@ def submit_workload(
                 "resources": workload.resources,
                 "replicas": replicas,
                 "autoscaling": workload.autoscaling,
+                **audit.snapshot(workload, POD_SPEC_FIELDS),
             },
         )
         workload_id = workload.pk

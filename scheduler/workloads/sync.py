@@ -16,8 +16,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError, ServiceError, TransientClusterError
-from scheduler.catalog.facts import product_label
 from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.product_labels import product_label
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render import INSTANCE_LABEL
 from scheduler.workloads.manifests import (
@@ -27,6 +27,7 @@ from scheduler.workloads.manifests import (
     AutoscalingSpec,
     Observation,
     WorkloadSpec,
+    claim_mounts,
     env_values,
     observe,
     queue_position,
@@ -72,6 +73,14 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         backoff_limit=workload.backoff_limit,
         instance=settings.PORTAL_INSTANCE,
         autoscaling=_autoscaling_spec(workload),
+        cpu=workload.cpu,
+        memory=workload.memory,
+        ephemeral_storage=workload.ephemeral_storage,
+        shm=workload.shm,
+        volumes=claim_mounts(workload.volumes or []),
+        env_from_secrets=tuple(workload.env_from_secrets or ()),
+        image_pull_secrets=tuple(workload.image_pull_secrets or ()),
+        tolerations=tuple(settings.GPU_NODE_TOLERATIONS),
     )
 
 

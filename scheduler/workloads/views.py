@@ -57,6 +57,16 @@ def workload_detail(request, pk):
             "can_cancel": not workload.is_final and can_ask(request.user, workload.tenant),
             "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
             "env_values": env_values,
+            "sizes": [
+                f"{value} {what}"
+                for value, what in (
+                    (workload.cpu, "CPU"),
+                    (workload.memory, "memory"),
+                    (workload.ephemeral_storage, "ephemeral storage"),
+                    (workload.shm, "shared memory"),
+                )
+                if value
+            ],
         },
     )
 
@@ -97,6 +107,12 @@ def workload_create(request, slug):
                 replicas=d["replicas"],
                 backoff_limit=d["backoff_limit"],
                 autoscaling=form.autoscaling(),
+                cpu=d["cpu"],
+                memory=d["memory"],
+                shm=d["shm"],
+                volumes=d["volumes"],
+                env_from_secrets=d["env_from_secrets"],
+                image_pull_secrets=d["image_pull_secrets"],
             )
         except ServiceError as exc:
             field = {

@@ -120,6 +120,36 @@ class AutoscalingSerializer(serializers.Serializer):
         return attrs
 
 
+class VolumeSerializer(serializers.Serializer):
+    """An existing PersistentVolumeClaim of the team's namespace, mounted into the container
+    (the portal does not create it: the pod waits until it exists and is bound)."""
+
+    claim = serializers.CharField(help_text="the PersistentVolumeClaim's name")
+    mount_path = serializers.CharField(
+        help_text="absolute path in the container, e.g. /data (not under /dev, /proc, /sys, "
+        "/etc, /usr, ...)"
+    )
+    # DRF's metaclass takes declared fields off the class, so this does not shadow Field.read_only
+    read_only = serializers.BooleanField(required=False, default=False)  # type: ignore[assignment]
+
+
+QUANTITY_HELP = {
+    "cpu": 'CPU cores as a Kubernetes quantity, requests = limits, e.g. "8" or "500m"; empty: '
+    "the namespace's default",
+    "memory": 'memory, requests = limits, e.g. "64Gi"; empty: the namespace\'s default',
+    "ephemeral_storage": 'scratch disk of the container, requests = limits, e.g. "100Gi"',
+    "shm": 'size of /dev/shm (memory-backed, counts against memory), e.g. "16Gi"; empty: the '
+    "container runtime's small default",
+}
+
+
+def _quantity_field(name: str) -> serializers.CharField:
+    # A string (a JSON number is taken as one); admission (`input.check_quantity`) reads it.
+    return serializers.CharField(
+        max_length=32, required=False, allow_blank=True, default="", help_text=QUANTITY_HELP[name]
+    )
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     submitted_by = serializers.CharField(source="submitted_by.username", read_only=True)
@@ -132,6 +162,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
     env = serializers.SerializerMethodField(
         help_text="NAME -> plain value or Secret reference; null: hidden (viewers see names only)"
     )
+    volumes = VolumeSerializer(many=True, read_only=True)
+    env_from_secrets = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Secrets whose keys are env"
+    )
+    image_pull_secrets = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = Workload
@@ -147,6 +182,13 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "labels",
             "resources",
             "gpu_model",
+            "cpu",
+            "memory",
+            "ephemeral_storage",
+            "shm",
+            "volumes",
+            "env_from_secrets",
+            "image_pull_secrets",
             "priority",
             "replicas",
             "autoscaling",
@@ -218,6 +260,26 @@ class WorkloadCreateSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
     )
     backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
+    cpu = _quantity_field("cpu")
+    memory = _quantity_field("memory")
+    ephemeral_storage = _quantity_field("ephemeral_storage")
+    shm = _quantity_field("shm")
+    volumes = VolumeSerializer(
+        many=True, required=False, default=list, help_text="PersistentVolumeClaims to mount"
+    )
+    env_from_secrets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Secrets of the team's namespace whose every key becomes an env variable",
+    )
+    image_pull_secrets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Secrets of the team's namespace with registry credentials "
+        "(kubernetes.io/dockerconfigjson)",
+    )
 
 
 class LogsSerializer(serializers.Serializer):

@@ -86,6 +86,29 @@ class WorkloadViewSet(
                 },
             ),
             OpenApiExample(
+                "A training job with cpu, memory, shared memory, a dataset and its Secrets",
+                request_only=True,
+                value={
+                    "tenant": "team-a",
+                    "name": "train-8",
+                    "kind": "job",
+                    "image": "registry.example.com/team-a/trainer:1.4",
+                    "command": ["torchrun", "train.py"],
+                    "resources": {"h100-80gb": 2},
+                    "priority": "gpu-low",
+                    "cpu": "16",
+                    "memory": "128Gi",
+                    "ephemeral_storage": "100Gi",
+                    "shm": "32Gi",
+                    "volumes": [
+                        {"claim": "imagenet", "mount_path": "/data", "read_only": True},
+                        {"claim": "checkpoints", "mount_path": "/checkpoints"},
+                    ],
+                    "env_from_secrets": ["wandb"],
+                    "image_pull_secrets": ["registry-team-a"],
+                },
+            ),
+            OpenApiExample(
                 "An inference deployment that scales on GPU utilisation and latency",
                 request_only=True,
                 value={
