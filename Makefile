@@ -48,6 +48,12 @@ deploy-check:
 	  ALLOWED_HOSTS=portal.example.com WORKLOAD_IMAGE_ALLOWLIST=registry.example.com \
 	  $(PY) manage.py check --deploy --fail-level WARNING
 
+# The Helm chart (deploy/helm/): helm lint --strict and helm template with each values set.
+.PHONY: chart
+chart:
+	@echo "==> helm lint, helm template (deploy/helm/gpu-portal)"
+	@PY=$(PY) bash deploy/helm/check.sh
+
 pytest:
 	@echo "==> pytest"
 	@$(PY) -m pytest --ds=portal.settings.test; rc=$$?; \
@@ -55,7 +61,7 @@ pytest:
 	  exit $$rc
 
 test: cluster
-	@$(MAKE) --no-print-directory lint layers typecheck migrations-check deploy-check pytest
+	@$(MAKE) --no-print-directory lint layers typecheck migrations-check deploy-check chart pytest
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from faults import stack
 from faults.stack import say
+from localcluster import cluster
 
 SHORT = ["worker-kill-reconcile", "redis-flushed", "postgres-restart", "beat-double"]
 ALL = [
@@ -87,7 +88,7 @@ class Run:
 
         from scheduler.cluster.kube import KubeGateway
 
-        self.kube = KubeGateway.from_kubeconfig(os.environ["KUBECONFIG"])
+        self.kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))  # set-up: the admin
         self._clean_cluster()
         say("migrate and seed")
         call_command("migrate", verbosity=0)

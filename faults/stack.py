@@ -16,6 +16,8 @@ from pathlib import Path
 
 import requests
 
+from localcluster import portal_account
+
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".local" / "faults"
 VENV = REPO / ".venv" / "bin"
@@ -251,7 +253,8 @@ def portal_env(prometheus_url: str, redis_url: str, db_url: str) -> dict[str, st
         CACHE_URL=f"{redis_url}/1",
         PORTAL_INSTANCE=INSTANCE,
         TENANT_NAMESPACE_PREFIX=f"{INSTANCE}-",
-        KUBECONFIG=str(REPO / ".local" / "kubeconfig"),
+        # the portal acts as the Helm chart's ServiceAccount, not as the cluster's admin
+        KUBECONFIG=str(portal_account.kubeconfig()),
         PROMETHEUS_URL=prometheus_url,
         RECONCILE_ON_COMMIT="true",
         LOG_LEVEL="INFO",

@@ -24,6 +24,10 @@ KUBERNETES_VERSION = "v1.33.5"
 ETCD_VERSION = "v3.5.24"
 KWOK_VERSION = "v0.7.0"
 KUEUE_VERSION = "v0.17.0"
+# Helm, for `helm lint` / `helm template` of the chart in deploy/helm (not a cluster component,
+# but built and cached the same way so make test needs no download but Go modules).
+HELM_VERSION = "v3.22.0"
+HELM_K8S_MINOR = "37"  # helm v3.22.0's go.mod: k8s.io/client-go v0.37.0
 # Kubernetes 1.33's go.mod says go 1.24.0, Kueue v0.17's go 1.25.0; GOTOOLCHAIN=local cannot
 # switch toolchains, so the local Go must satisfy the newest of them.
 MIN_GO = (1, 25)
@@ -97,6 +101,15 @@ def _k8s_ldflags() -> str:
     return " ".join(flags)
 
 
+def _helm_ldflags() -> str:
+    # As helm's Makefile: the Kubernetes version `helm template` and `helm lint` assume is the
+    # one of its client-go (v0.37 for helm v3.22), not the v1.20 fallback.
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"]
+    for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_K8S_MINOR}"]
+    return " ".join(flags)
+
+
 def components() -> list[Component]:
     staging_version = "v0." + KUBERNETES_VERSION.split(".", 1)[1]
     k8s_cmds = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
@@ -137,6 +150,14 @@ def components() -> list[Component]:
                 "config/components/webhook/manifests.yaml": "webhook",
             },
             source_edits={"cmd/kueue/main.go": KUEUE_METRICS_CERT_EDIT},
+        ),
+        Component(
+            tag=f"helm-{HELM_VERSION}",
+            module="helm.sh/helm/v3",
+            version=HELM_VERSION,
+            packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+            ldflags=_helm_ldflags(),
+            go_version="1.25.0",
         ),
     ]
 
@@ -416,13 +437,11 @@ def _verify_versions() -> None:
         "kubectl": KUBERNETES_VERSION,
         "etcd": ETCD_VERSION.lstrip("v"),
         "kwok": KWOK_VERSION.lstrip("v"),
+        "helm": HELM_VERSION,
     }
+    version_args = {"kubectl": ["version", "--client"], "helm": ["version", "--short"]}
     for name, want in checks.items():
-        args = (
-            [str(paths[name]), "version", "--client"]
-            if name == "kubectl"
-            else [str(paths[name]), "--version"]
-        )
+        args = [str(paths[name]), *version_args.get(name, ["--version"])]
         out = subprocess.run(
             args, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
         )

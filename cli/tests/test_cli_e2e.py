@@ -25,9 +25,13 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 
 class ClusterWorker(threading.Thread):
-    def __init__(self, kube, namespace):
+    """Plays the kubelet (pods named ok-* succeed, as the admin) and the portal's periodic
+    workload sync (as the portal's ServiceAccount)."""
+
+    def __init__(self, kube, kubelet, namespace):
         super().__init__(daemon=True)
-        self.kube, self.namespace, self.stop = kube, namespace, threading.Event()
+        self.kube, self.kubelet = kube, kubelet
+        self.namespace, self.stop = namespace, threading.Event()
 
     def run(self):
         try:
@@ -37,7 +41,7 @@ class ClusterWorker(threading.Thread):
                 ):
                     name = pod["metadata"]["name"]
                     if name.startswith("ok-") and pod["status"].get("phase") == "Running":
-                        self.kube.apply_status(
+                        self.kubelet.apply_status(
                             {
                                 "apiVersion": "v1",
                                 "kind": "Pod",
@@ -51,7 +55,7 @@ class ClusterWorker(threading.Thread):
 
 
 @pytest.fixture
-def portal(kube, tenant_namespaces, world, live_server, settings):
+def portal(kube, kube_admin, tenant_namespaces, world, live_server, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True  # the create task runs at once, in the web thread
     tenant, _mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "cli", "CLI")
     member = world.member
@@ -63,7 +67,7 @@ def portal(kube, tenant_namespaces, world, live_server, settings):
     _, admin_token = services.issue_token(
         actor=world.admin, user=world.admin, name="ops", scopes=["read", "approve"]
     )
-    worker = ClusterWorker(kube, ns)
+    worker = ClusterWorker(kube, kube_admin, ns)
     worker.start()
     yield tenant, member_token, admin_token, live_server.url, h200
     worker.stop.set()

@@ -5,6 +5,8 @@ from .base import BASE_DIR, STATICFILES_DIRS, env
 
 DEBUG = False
 SECRET_KEY = env("SECRET_KEY")  # required: no default in production
+# Empty: the pod's own ServiceAccount (in-cluster configuration), what the Helm chart runs.
+KUBECONFIG = env("KUBECONFIG", default="")
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=True)
 # HTTPS only: browsers remember it for a year (HSTS), plain HTTP is redirected. TLS ends at the

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,9 +133,44 @@ class KubeGateway:
         self.cluster_objects_at = float("-inf")  # when cluster-wide objects were last converged
 
     @classmethod
+    def configured(cls) -> KubeGateway:
+        """The cluster the settings name: the KUBECONFIG file, or, when it is empty (the
+        production default), the pod's own ServiceAccount (in-cluster configuration)."""
+        if settings.KUBECONFIG:
+            return cls.from_kubeconfig(settings.KUBECONFIG)
+        return cls.in_cluster()
+
+    @classmethod
     def from_kubeconfig(cls, path: str | None = None) -> KubeGateway:
         cfg = client.Configuration()
         config.load_kube_config(config_file=path or settings.KUBECONFIG, client_configuration=cfg)
+        return cls._with(cfg)
+
+    @classmethod
+    def in_cluster(
+        cls,
+        token_file: str = config.incluster_config.SERVICE_TOKEN_FILENAME,
+        ca_file: str = config.incluster_config.SERVICE_CERT_FILENAME,
+        environ: Mapping[str, str] | None = None,
+    ) -> KubeGateway:
+        """The pod's ServiceAccount: the API server from KUBERNETES_SERVICE_HOST/PORT, the
+        projected token (re-read as the kubelet rotates it) and the cluster's CA."""
+        cfg = client.Configuration()
+        try:
+            config.incluster_config.InClusterConfigLoader(
+                token_filename=token_file,
+                cert_filename=ca_file,
+                environ=os.environ if environ is None else environ,
+            ).load_and_set(cfg)
+        except config.ConfigException as exc:
+            raise PermanentClusterError(
+                f"no cluster configured: KUBECONFIG is empty and this is not a pod with a "
+                f"ServiceAccount ({exc}); set KUBECONFIG to a kubeconfig file"
+            ) from exc
+        return cls._with(cfg)
+
+    @classmethod
+    def _with(cls, cfg: client.Configuration) -> KubeGateway:
         cfg.retries = False  # retries are the task layer's job, with backoff and jitter
         cfg.connection_pool_maxsize = 16
         return cls(client.ApiClient(cfg))
@@ -397,7 +434,7 @@ def gateway() -> KubeGateway:
     global _gateway
     with _lock:
         if _gateway is None:
-            _gateway = KubeGateway.from_kubeconfig()
+            _gateway = KubeGateway.configured()
         return _gateway
 
 

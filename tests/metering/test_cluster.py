@@ -12,6 +12,7 @@ from django.utils.dateparse import parse_datetime
 from metering import ingest, pricing, prometheus, rollups, selectors
 from metering.models import AllocationInterval, UsageRollup, UsageSample
 from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.product_labels import product_label
 from scheduler.cluster import reconcile
 from scheduler.cluster import services as scheduler_services
 from tenants import services as tenant_services
@@ -23,7 +24,9 @@ H200 = "h200-141gb"
 MIG_1G = "a100-80gb-mig-1g.10gb"
 
 
-def _tenant_with_pod(kube, world, tenant_namespaces, *, slug_prefix, rc_slug, units, model):
+def _tenant_with_pod(
+    kube, kube_admin, world, tenant_namespaces, *, slug_prefix, rc_slug, units, model
+):
     tenant = tenant_services.create_tenant(
         actor=world.admin, slug=unique_slug(slug_prefix), name=slug_prefix
     )
@@ -40,8 +43,8 @@ def _tenant_with_pod(kube, world, tenant_namespaces, *, slug_prefix, rc_slug, un
     )
     pod = restricted_pod("trainer", {rc.resource_name: units})
     pod["metadata"]["namespace"] = ns
-    pod["spec"]["nodeSelector"] = {"gpu-portal/gpu-model": model}
-    kube.create(pod)
+    pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": product_label(model)}
+    kube_admin.create(pod)  # the team's own pod, not the portal's doing
     running = wait_for(
         "pod running",
         lambda: (
@@ -53,12 +56,13 @@ def _tenant_with_pod(kube, world, tenant_namespaces, *, slug_prefix, rc_slug, un
 
 
 def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
-    kube, tenant_namespaces, world, dcgm, prometheus_server, settings
+    kube, kube_admin, tenant_namespaces, world, dcgm, prometheus_server, settings
 ):
     settings.PROMETHEUS_URL = ""
     scheduler_services.sync_inventory(kube)
     a, a_rc, a_ns, a_start = _tenant_with_pod(
         kube,
+        kube_admin,
         world,
         tenant_namespaces,
         slug_prefix="meta",
@@ -68,6 +72,7 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     )
     b, b_rc, b_ns, b_start = _tenant_with_pod(
         kube,
+        kube_admin,
         world,
         tenant_namespaces,
         slug_prefix="metb",
@@ -121,7 +126,7 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
 
     # A's pod goes; the next minute closes its interval where it was last seen.
     seen = AllocationInterval.objects.with_seen_until().get(namespace=a_ns).seen_until
-    kube.delete("Pod", "trainer", a_ns)
+    kube_admin.delete("Pod", "trainer", a_ns)
     wait_for("pod gone", lambda: kube.get("Pod", "trainer", a_ns) is None, timeout=60)
     third = ingest.ingest_allocations(kube, now=base + timedelta(minutes=2, seconds=10))
     assert third.closed >= 1

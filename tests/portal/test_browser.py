@@ -152,7 +152,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     phone.screenshot(path=SHOTS / "team-page-phone.png", full_page=True)
 
 
-def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world, kube):
+def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world, kube, kube_admin):
     admin, member, tenant = portal_world
     # The team runs a pod on two 1g.10gb slices of the A100: the map colours them as the team's.
     rc = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
@@ -171,7 +171,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     )
     pod = restricted_pod("notebook", {"nvidia.com/mig-1g.10gb": 2})
     pod["metadata"]["namespace"] = ns
-    kube.create(pod)
+    kube_admin.create(pod)  # the team's own pod
     wait_for(
         "pod running", lambda: kube.get("Pod", "notebook", ns)["status"].get("phase") == "Running"
     )

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from localcluster.fleet import gpu_tolerations
 from localcluster.pytest_plugin import wait_for  # noqa: F401 - re-exported for the tests
 from scheduler.cluster import kube as kube_module
 from scheduler.cluster.kube import KubeGateway
@@ -58,7 +59,8 @@ def unique_slug(prefix="rt") -> str:
 
 
 def restricted_pod(name: str, resources: dict[str, int], priority_class: str | None = None) -> dict:
-    """A pod that the `restricted` Pod Security level admits."""
+    """A pod that the `restricted` Pod Security level admits, tolerating the GPU nodes' taint
+    (as a team member's pod must to land there outside the portal's queue)."""
     limits = {k: str(v) for k, v in resources.items()}
     spec = {
         "securityContext": {
@@ -79,20 +81,40 @@ def restricted_pod(name: str, resources: dict[str, int], priority_class: str | N
         ],
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 0,
+        "tolerations": gpu_tolerations(),
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
+@pytest.fixture(scope="session")
+def portal_kubeconfig(kube_cluster) -> str:
+    """A kubeconfig acting as the portal's ServiceAccount with the Helm chart's RBAC."""
+    from localcluster import portal_account
+
+    try:
+        return str(portal_account.kubeconfig())
+    except portal_account.PortalAccountError as exc:
+        pytest.fail(f"cannot set up the portal's ServiceAccount: {exc}", pytrace=False)
+
+
 @pytest.fixture
-def kube(kube_cluster, settings) -> KubeGateway:
-    """A fresh, counted gateway to the local cluster; the process-wide one points there too."""
-    settings.KUBECONFIG = str(kube_cluster.kubeconfig)
+def kube(kube_cluster, portal_kubeconfig, settings) -> KubeGateway:
+    """A fresh, counted gateway to the local cluster as the portal's own ServiceAccount (the
+    chart's least-privilege RBAC, not an admin); the process-wide one acts as it too."""
+    settings.KUBECONFIG = portal_kubeconfig
     kube_module.reset_gateway()
-    gateway = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
+    gateway = KubeGateway.from_kubeconfig(portal_kubeconfig)
     yield gateway
     kube_module.reset_gateway()
+
+
+@pytest.fixture
+def kube_admin(kube_cluster) -> KubeGateway:
+    """The local cluster's admin, for set-up that is not the portal's to do: pods and volumes
+    of a test's own, node changes the simulated GPU operator would make."""
+    return KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
 
 
 @pytest.fixture
@@ -154,6 +176,7 @@ def gpu_pod_on(kube, namespace, node, name, labels=None):
             "spec": {
                 "nodeName": node,
                 "terminationGracePeriodSeconds": 0,
+                "tolerations": gpu_tolerations(),  # bound by name, but as a GPU pod would be
                 "containers": [
                     {
                         "name": "main",

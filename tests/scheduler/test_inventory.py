@@ -26,7 +26,6 @@ def node(labels, allocatable, unschedulable=False, ready="True"):
 
 
 A100_MIXED = {
-    "gpu-portal/gpu-model": "A100-80GB",
     "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
     "nvidia.com/gpu.count": "4",
     "nvidia.com/mig.strategy": "mixed",
@@ -102,10 +101,10 @@ def test_cordoned_and_not_ready_nodes_add_no_capacity():
 
 
 @pytest.fixture
-def extra_node(kube):
+def extra_node(kube_admin):
     """A fresh simulated A100 node with 4 GPUs in all-1g.10gb; deleted afterwards."""
     name = f"inv-a100-{uuid.uuid4().hex[:6]}"
-    kube.create(
+    kube_admin.create(
         node_manifest(
             {
                 "name": name,
@@ -120,11 +119,11 @@ def extra_node(kube):
         "node Ready",
         lambda: any(
             c["type"] == "Ready" and c["status"] == "True"
-            for c in (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
+            for c in (kube_admin.get("Node", name) or {}).get("status", {}).get("conditions", [])
         ),
     )
     yield name
-    kube.delete("Node", name)
+    kube_admin.delete("Node", name)
 
 
 def capacity(slug):
@@ -133,7 +132,7 @@ def capacity(slug):
 
 @pytest.mark.cluster
 @pytest.mark.django_db
-def test_sync_follows_the_fleet(kube, extra_node):
+def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
     first = services.sync_inventory(kube)
     assert "gpu-h200-0" in Node.objects.values_list("name", flat=True)
     assert extra_node in first.added or Node.objects.filter(name=extra_node).exists()
@@ -180,8 +179,8 @@ def test_sync_follows_the_fleet(kube, extra_node):
     assert not Node.objects.get(name=extra_node).schedulable
     assert capacity("a100-80gb-mig-3g.40gb") == 2
 
-    # Delete: gone from the inventory.
-    kube.delete("Node", extra_node)
+    # Delete (an operator's doing, not the portal's): gone from the inventory.
+    kube_admin.delete("Node", extra_node)
     result = services.sync_inventory(kube)
     assert extra_node in result.removed
     assert not Node.objects.filter(name=extra_node).exists()
@@ -189,7 +188,7 @@ def test_sync_follows_the_fleet(kube, extra_node):
 
 @pytest.mark.cluster
 @pytest.mark.django_db
-def test_sync_records_which_tenant_pods_hold_gpus(kube, tenant_namespaces, world):
+def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_namespaces, world):
     from scheduler.cluster import reconcile
     from scheduler.cluster.models import PodAllocation
     from tenants import services as tenant_services
@@ -207,8 +206,8 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, tenant_namespaces, world
     )
     pod = restricted_pod("holder", {"nvidia.com/gpu": 1})
     pod["metadata"]["namespace"] = ns
-    pod["spec"]["nodeSelector"] = {"gpu-portal/gpu-model": "RTX4090-24GB"}
-    kube.create(pod)
+    pod["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4090"}
+    kube_admin.create(pod)  # the team's own pod
     wait_for(
         "pod running", lambda: kube.get("Pod", "holder", ns)["status"].get("phase") == "Running"
     )
@@ -218,7 +217,7 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, tenant_namespaces, world
     allocation = PodAllocation.objects.get(namespace=ns, pod_name="holder")
     assert allocation.tenant == tenant and allocation.node_name == "gpu-rtx4090-0"
     assert allocation.resources == {"nvidia.com/gpu": 1} and allocation.phase == "Running"
-    kube.delete("Pod", "holder", ns)
+    kube_admin.delete("Pod", "holder", ns)
     wait_for("pod gone", lambda: kube.get("Pod", "holder", ns) is None, timeout=30)
     services.sync_inventory(kube)
     assert not PodAllocation.objects.filter(namespace=ns).exists()

@@ -170,10 +170,13 @@ def test_members_and_owners_run_workloads_but_cannot_change_access_isolation_or_
         viewer.create(_in(ns, _job("train")), dry_run=True)
 
 
-def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(kube, world, team):
+def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(
+    kube, kube_admin, world, team
+):
     tenant, ns, people = team
-    kube.create(_in(ns, _binding("handmade", "someone-outside")))
-    kube.create(_in(ns, _binding("kept", "auditor", labels={"gpu-portal.io/keep": "true"})))
+    # a cluster admin's bindings (the portal itself may bind nobody to these roles)
+    kube_admin.create(_in(ns, _binding("handmade", "someone-outside")))
+    kube_admin.create(_in(ns, _binding("kept", "auditor", labels={"gpu-portal.io/keep": "true"})))
 
     run = reconcile.reconcile_tenant(kube, tenant.pk)
 
@@ -182,7 +185,7 @@ def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(kube, worl
     assert f"RoleBinding/{ns}/handmade: deleted" in run.changes
     assert f"RoleBinding/{ns}/handmade: access granted outside the portal" in run.drift
     # the periodic run, from one cluster-wide listing, does the same
-    kube.create(_in(ns, _binding("handmade-again", "someone-outside")))
+    kube_admin.create(_in(ns, _binding("handmade-again", "someone-outside")))
     summary = reconcile.reconcile_all(kube)
     assert summary.drifted >= 1
     assert kube.get("RoleBinding", "handmade-again", ns) is None

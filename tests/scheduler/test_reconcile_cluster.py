@@ -63,7 +63,7 @@ def quota_hard(kube, ns, name="gpu-portal-quota"):
     return kube.get("ResourceQuota", name, ns)["spec"]["hard"]
 
 
-def test_approval_becomes_namespace_quota_access_and_isolation(kube, setup, world):
+def test_approval_becomes_namespace_quota_access_and_isolation(kube, kube_admin, setup, world):
     tenant, gpu, ns, owner = setup
     request = approve(world, tenant, gpu, 2, owner)
 
@@ -93,11 +93,11 @@ def test_approval_becomes_namespace_quota_access_and_isolation(kube, setup, worl
         "quota status",
         lambda: kube.get("ResourceQuota", "gpu-portal-quota", ns).get("status", {}).get("hard"),
     )
-    kube.create(
+    kube_admin.create(  # the team's own pods (the portal creates none)
         {**restricted_pod("a", {"nvidia.com/gpu": 2}), "metadata": {"name": "a", "namespace": ns}}
     )
     with pytest.raises(PermanentClusterError, match="exceeded quota.*requests.nvidia.com/gpu"):
-        kube.create(
+        kube_admin.create(
             {
                 **restricted_pod("b", {"nvidia.com/gpu": 1}),
                 "metadata": {"name": "b", "namespace": ns},
@@ -215,7 +215,7 @@ def test_priority_classes_are_the_seed_ones(kube, setup):
     assert not any(kube.get("PriorityClass", n).get("globalDefault") for n in values)
 
 
-def test_a_forbidden_priority_class_is_refused_by_the_api_server(kube, setup, world):
+def test_a_forbidden_priority_class_is_refused_by_the_api_server(kube, kube_admin, setup, world):
     tenant, gpu, ns, owner = setup
     approve(world, tenant, gpu, 1, owner)
     reconcile.reconcile_tenant(kube, tenant.pk)  # allowed: gpu-high, gpu-low only
@@ -228,7 +228,7 @@ def test_a_forbidden_priority_class_is_refused_by_the_api_server(kube, setup, wo
     pod = restricted_pod("crit", {"nvidia.com/gpu": 1}, priority_class="gpu-critical")
     pod["metadata"]["namespace"] = ns
     with pytest.raises(PermanentClusterError, match="exceeded quota"):
-        kube.create(pod)
+        kube_admin.create(pod)
 
 
 def test_unreachable_api_server_is_transient_and_recorded(setup, world, settings, tmp_path):

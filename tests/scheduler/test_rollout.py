@@ -6,7 +6,7 @@ import uuid
 import pytest
 import yaml
 
-from localcluster.fleet import node_manifest
+from localcluster.fleet import gpu_tolerations, node_manifest
 from localcluster.pytest_plugin import wait_for
 from scheduler.mig import rollout
 from scheduler.mig.models import Plan
@@ -26,9 +26,9 @@ def test_config_manifests_carry_every_config(settings):
 
 
 @pytest.fixture
-def unanswered_node(kube, kube_namespace):
-    """A real (KWOK) A100 node with a running pod, but without the model label the simulated MIG
-    manager watches: relabel it and nothing ever answers, as with a dead MIG manager."""
+def unanswered_node(kube_admin, kube_namespace):
+    """A real (KWOK) A100 node with a running pod, but without the product label the simulated
+    MIG manager watches: relabel it and nothing ever answers, as with a dead MIG manager."""
     name = f"silent-{uuid.uuid4().hex[:6]}"
     manifest = node_manifest(
         {
@@ -39,16 +39,16 @@ def unanswered_node(kube, kube_namespace):
             "devicePluginConfig": "default",
         }
     )
-    del manifest["metadata"]["labels"]["gpu-portal/gpu-model"]
-    kube.create(manifest)
+    del manifest["metadata"]["labels"]["nvidia.com/gpu.product"]
+    kube_admin.create(manifest)
     wait_for(
         "node Ready",
         lambda: any(
             c["type"] == "Ready" and c["status"] == "True"
-            for c in (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
+            for c in (kube_admin.get("Node", name) or {}).get("status", {}).get("conditions", [])
         ),
     )
-    kube.create(
+    kube_admin.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -56,16 +56,17 @@ def unanswered_node(kube, kube_namespace):
             "spec": {
                 "nodeName": name,
                 "terminationGracePeriodSeconds": 0,
+                "tolerations": gpu_tolerations(),
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
             },
         }
     )
     wait_for(
         "pod running",
-        lambda: kube.get("Pod", "busy", kube_namespace)["status"].get("phase") == "Running",
+        lambda: kube_admin.get("Pod", "busy", kube_namespace)["status"].get("phase") == "Running",
     )
     yield name
-    kube.delete("Node", name)
+    kube_admin.delete("Node", name)
 
 
 @pytest.mark.cluster
@@ -148,8 +149,10 @@ def test_a_drain_moves_gpu_pods_lowest_priority_first_and_leaves_the_rest():
 
 @pytest.mark.cluster
 @pytest.mark.django_db
-def test_a_node_is_drained_before_it_is_relabelled(kube, kube_namespace, unanswered_node):
-    gpu_pod_on(kube, kube_namespace, unanswered_node, "trainer")
+def test_a_node_is_drained_before_it_is_relabelled(
+    kube, kube_admin, kube_namespace, unanswered_node
+):
+    gpu_pod_on(kube_admin, kube_namespace, unanswered_node, "trainer")
     plan = Plan.objects.create()
     entry = {"node": unanswered_node, "mig_config": "all-balanced", "device_plugin_config": ""}
     ok, message = rollout.apply_node(kube, plan, entry, timeout_s=1.0, drain_timeout_s=30)
@@ -169,15 +172,17 @@ def test_a_node_is_drained_before_it_is_relabelled(kube, kube_namespace, unanswe
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_a_disruption_budget_stops_the_drain_and_nothing_is_relabelled(
-    kube, kube_namespace, unanswered_node
+    kube, kube_admin, kube_namespace, unanswered_node
 ):
-    gpu_pod_on(kube, kube_namespace, unanswered_node, "guarded", labels={"app": "guarded"})
-    kube.create(no_disruption_budget("guarded", kube_namespace, {"app": "guarded"}))
+    gpu_pod_on(kube_admin, kube_namespace, unanswered_node, "guarded", labels={"app": "guarded"})
+    kube_admin.create(no_disruption_budget("guarded", kube_namespace, {"app": "guarded"}))
     wait_for(
         "the budget's status",
         lambda: (
             "disruptionsAllowed"
-            in (kube.get("PodDisruptionBudget", "guarded", kube_namespace) or {}).get("status", {})
+            in (kube_admin.get("PodDisruptionBudget", "guarded", kube_namespace) or {}).get(
+                "status", {}
+            )
         ),
     )
     plan = Plan.objects.create()

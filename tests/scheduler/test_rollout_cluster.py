@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.db.models import F
 
-from localcluster.fleet import node_manifest
+from localcluster.fleet import gpu_tolerations, node_manifest
 from scheduler.catalog.models import Pool
 from scheduler.cluster import services
 from scheduler.cluster.models import Node
@@ -40,12 +40,12 @@ def _ready(kube, name):
 
 
 @pytest.fixture
-def plan_nodes(kube):
+def plan_nodes(kube_admin):
     """Two fresh one-GPU A100 nodes in all-1g.10gb; deleted afterwards, with the ConfigMaps."""
     tag = uuid.uuid4().hex[:6]
     names = [f"plan-a-{tag}", f"plan-b-{tag}"]
     for name in names:
-        kube.create(
+        kube_admin.create(
             node_manifest(
                 {
                     "name": name,
@@ -57,12 +57,12 @@ def plan_nodes(kube):
             )
         )
     for name in names:
-        wait_for(f"{name} Ready", lambda n=name: _ready(kube, n))
+        wait_for(f"{name} Ready", lambda n=name: _ready(kube_admin, n))
     yield names
     for name in names:
-        kube.delete("Node", name)
+        kube_admin.delete("Node", name)
     for kind in ("mig-parted", "device-plugin"):
-        kube.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
+        kube_admin.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
 
 
 def _approve(admin, items: dict[str, int]) -> None:
@@ -93,6 +93,7 @@ def _pending_pod(kube, namespace, node):
         "metadata": {"name": "wants-2g", "namespace": namespace},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": gpu_tolerations(),
             "containers": [
                 {
                     "name": "main",
@@ -118,6 +119,7 @@ def _plain_pod(kube, namespace, node):
             "metadata": {"name": "bystander", "namespace": namespace},
             "spec": {
                 "nodeSelector": {"kubernetes.io/hostname": node},
+                "tolerations": gpu_tolerations(),
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
                 "terminationGracePeriodSeconds": 0,
             },
@@ -125,12 +127,12 @@ def _plain_pod(kube, namespace, node):
     )
 
 
-def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_namespace, plan_nodes):
+def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace, plan_nodes):
     node = plan_nodes[0]
     admin = PlatformAdminFactory()
     services.sync_inventory(kube)
-    _pending_pod(kube, kube_namespace, node)
-    _plain_pod(kube, kube_namespace, node)
+    _pending_pod(kube_admin, kube_namespace, node)  # the team's pods
+    _plain_pod(kube_admin, kube_namespace, node)  # the team's pods
     wait_for(
         "bystander running",
         lambda: (
