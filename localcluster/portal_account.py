@@ -24,7 +24,11 @@ RELEASE_NAMESPACE = "gpu-portal-system"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 SERVICE_ACCOUNT = "gpu-portal"
 KUBECONFIG = cluster.LOCAL_DIR / "portal-kubeconfig"
-RBAC_TEMPLATES = ("templates/serviceaccount.yaml", "templates/rbac.yaml")
+RBAC_TEMPLATES = (
+    "templates/serviceaccount.yaml",
+    "templates/rbac.yaml",
+    "templates/rbac-guard.yaml",
+)
 TOKEN_SECONDS = 24 * 3600  # a run lasts minutes; a kubeconfig left behind expires in a day
 
 _lock = threading.Lock()

@@ -9,7 +9,7 @@ import pytest
 from core.errors import PermanentClusterError
 from localcluster import portal_account
 from scheduler.cluster.kube import KubeGateway
-from tests.scheduler.cluster_helpers import unique_slug
+from tests.scheduler.cluster_helpers import unique_slug, wait_until_refused
 
 pytestmark = pytest.mark.cluster
 
@@ -32,10 +32,26 @@ def can_i(verb: str, resource: str, namespace: str | None = None, name: str = ""
         raise
 
 
+def _namespace(kube_admin, labels: dict[str, str]):
+    name = unique_slug("rbac")
+    kube_admin.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    )
+    return name
+
+
 @pytest.fixture
 def tenant_ns(kube_admin):
-    name = f"tenant-{unique_slug('rbac')}"
-    kube_admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    """A namespace labelled as a tenant's (what the reconciler makes)."""
+    name = _namespace(kube_admin, {"gpu-portal.io/tenant": "rbac"})
+    yield name
+    kube_admin.delete("Namespace", name)
+
+
+@pytest.fixture
+def other_ns(kube_admin):
+    """A namespace that is not a tenant's (kube-system, a platform team's, ...)."""
+    name = _namespace(kube_admin, {})
     yield name
     kube_admin.delete("Namespace", name)
 
@@ -64,6 +80,10 @@ REFUSED = [
     ("create", "mutatingwebhookconfigurations", None),
     ("update", "deployments", "kube-system"),
     ("create", "persistentvolumes", None),
+    # cluster-wide objects other than its own, by name
+    ("patch", "validatingadmissionpolicies", None),
+    ("delete", "validatingadmissionpolicybindings", None),
+    ("patch", "priorityclasses", None),
 ]
 
 
@@ -86,6 +106,17 @@ def test_it_binds_and_escalates_only_the_portal_roles(portal_kubeconfig, tenant_
     assert can_i("get", "pods/log", tenant_ns)
     # and config maps only where the GPU operator reads them
     assert can_i("patch", "configmaps", portal_account.GPU_OPERATOR_NAMESPACE)
+
+
+def test_it_writes_its_own_cluster_objects_by_name_only(portal_kubeconfig):
+    assert can_i("patch", "validatingadmissionpolicies", None, "gpu-portal-queue-guard")
+    assert can_i("patch", "priorityclasses", None, "gpu-low")
+    guard = f"{portal_account.RELEASE}-rbac-guard"
+    for verb in ("patch", "delete"):
+        assert not can_i(verb, "validatingadmissionpolicies", None, guard)
+        assert not can_i(verb, "validatingadmissionpolicybindings", None, guard)
+    assert not can_i("patch", "priorityclasses", None, "system-cluster-critical")
+    assert not can_i("create", "priorityclasses", None, "gpu-portal-higher-than-critical")
 
 
 def _role(name: str, namespace: str, rules: list[dict]) -> dict:
@@ -150,3 +181,58 @@ def test_without_kubeconfig_or_pod_the_error_says_what_to_set(tmp_path):
         KubeGateway.in_cluster(
             token_file=str(tmp_path / "none"), ca_file=str(tmp_path / "none"), environ={}
         )
+
+
+def _binding(namespace: str, subject: dict) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "gpu-portal-team-members", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "gpu-portal-workloads",
+        },
+        "subjects": [subject],
+    }
+
+
+ALICE = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
+
+
+def test_bind_and_escalate_stay_inside_tenant_namespaces(
+    portal_kubeconfig, kube_admin, tenant_ns, other_ns
+):
+    """RBAC lets the account bind and escalate the team Role names in every namespace; the
+    chart's RBAC guard keeps it to tenant namespaces and to people, so it cannot grant itself
+    the Secrets of kube-system through a Role of that name."""
+    portal = KubeGateway.from_kubeconfig(portal_kubeconfig)
+    wait_until_refused(
+        portal,
+        _binding(other_ns, ALICE),
+        "tenant namespaces only",
+        "the RBAC guard to be enforced",
+    )
+    with pytest.raises(PermanentClusterError, match="tenant namespaces only"):
+        portal.apply(_role("gpu-portal-workloads", other_ns, SECRETS_READ))
+    assert kube_admin.get("Role", "gpu-portal-workloads", other_ns) is None
+
+    # In a tenant namespace: people yes; itself (a User named like its token), or a
+    # ServiceAccount of another namespace, no.
+    portal.apply(_role("gpu-portal-workloads", tenant_ns, SECRETS_READ))
+    portal.apply(_binding(tenant_ns, ALICE))
+    itself = {"kind": "User", "name": portal_account.service_account_user()}
+    foreign_sa = {"kind": "ServiceAccount", "name": "default", "namespace": other_ns}
+    for subject in (itself, foreign_sa):
+        with pytest.raises(PermanentClusterError, match="no system identity"):
+            portal.apply(_binding(tenant_ns, subject))
+    own_sa = {"kind": "ServiceAccount", "name": "gpu-portal-robot", "namespace": tenant_ns}
+    portal.apply(_binding(tenant_ns, own_sa))
+
+    # Nor can it make a namespace a tenant's by labelling it, or delete one that is not.
+    label = {"metadata": {"labels": {"gpu-portal.io/tenant": "mine-now"}}}
+    with pytest.raises(PermanentClusterError, match="existing namespace into a tenant"):
+        portal.merge_patch("Namespace", other_ns, label)
+    with pytest.raises(PermanentClusterError, match="tenant namespaces only"):
+        portal.delete("Namespace", other_ns)
+    assert kube_admin.get("Namespace", other_ns)["status"]["phase"] == "Active"
