@@ -140,13 +140,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The environment of every portal container (web, workers, beat). */}}
 {{- define "gpu-portal.env" -}}
-- name: POD_IP
-  valueFrom:
-    fieldRef:
-      fieldPath: status.podIP
-# The pod's own address too: the kubelet's probes and Prometheus send it as the Host header.
+# The kubelet's probes and Prometheus send the pod's IP as Host: the portal answers /healthz,
+# /readyz and /metrics whatever the Host (HostFreeProbesMiddleware), so the IP is not added here.
 - name: ALLOWED_HOSTS
-  value: {{ printf "%s,$(POD_IP)" (include "gpu-portal.allowedHosts" .) | quote }}
+  value: {{ include "gpu-portal.allowedHosts" . | quote }}
 {{- range list "SECRET_KEY" "DATABASE_URL" "CELERY_BROKER_URL" "CACHE_URL" }}
 {{ include "gpu-portal.secretEnv" (dict "name" . "root" $) }}
 {{- end }}
