@@ -19,6 +19,7 @@ import yaml
 from . import build, cluster
 
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "gpu-portal"
+REQUIRED_VALUES = CHART.parent / "check-values" / "required.yaml"
 RELEASE = "gpu-portal"
 RELEASE_NAMESPACE = "gpu-portal-system"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -46,23 +47,14 @@ def _run(args: list[str], *, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def rendered_rbac(**values: str) -> list[dict]:
-    """The chart's ServiceAccount and RBAC objects, as `helm template` renders them."""
+def rendered_rbac() -> list[dict]:
+    """The chart's ServiceAccount and RBAC objects, as `helm template` renders them (with the
+    values every install must name, which `make chart` checks too)."""
     helm = str(build.ensure_built(verbose=False)["helm"])
     args = [helm, "template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE]
+    args += ["-f", str(REQUIRED_VALUES), "--set", f"gpuOperator.namespace={GPU_OPERATOR_NAMESPACE}"]
     for template in RBAC_TEMPLATES:
         args += ["--show-only", template]
-    values = {
-        "gpuOperator.namespace": GPU_OPERATOR_NAMESPACE,
-        # what an install must name (the RBAC does not depend on them)
-        "allowedHosts[0]": "portal.localcluster",
-        "secretKey.existingSecret": "gpu-portal",
-        "externalDatabase.existingSecret": "gpu-portal",
-        "externalRedis.existingSecret": "gpu-portal",
-        **values,
-    }
-    for key, value in values.items():
-        args += ["--set", f"{key}={value}"]
     return [doc for doc in yaml.safe_load_all(_run(args)) if doc]
 
 
