@@ -636,9 +636,17 @@ def _priority_agrees(meta: str, spec: str) -> str:
     )
 
 
-def _priority_known(spec: str, classes: str) -> str:
-    """CEL: the pod spec names no priority class, or one of the portal's."""
-    return f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in [{classes}])"
+_UPDATE = "request.operation == 'UPDATE'"
+
+
+def _priority_known(spec: str, old: str, classes: str) -> str:
+    """CEL: the pod spec names no priority class, one of the portal's, or the one it had (an
+    update that does not change it, e.g. a controller removing a finalizer, is not refused)."""
+    return (
+        f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in [{classes}] || "
+        f"({_UPDATE} && has({old}.priorityClassName) && "
+        f"{old}.priorityClassName == {spec}.priorityClassName))"
+    )
 
 
 def _cel_list(values) -> str:
@@ -661,20 +669,26 @@ def _image_ok(image: str, rules: Spellings) -> str:
     return "(" + " || ".join(terms) + ")"
 
 
-def _images_allowed(spec: str, rules: Spellings) -> str:
-    ok = _image_ok("c.image", rules)
-    return (
-        f"{spec}.containers.all(c, {ok}) && "
-        f"(!has({spec}.initContainers) || {spec}.initContainers.all(c, {ok}))"
-    )
+def _images_allowed(spec: str, old: str, rules: Spellings) -> str:
+    """CEL: every image is allowed, or was already there before this update (narrowing the
+    allow-list must not refuse the updates controllers make to running pods)."""
+
+    def each(containers: str) -> str:
+        before = f"{old}.{containers}"
+        kept = f"({_UPDATE} && has({before}) && {before}.exists(o, o.image == c.image))"
+        return f"{spec}.{containers}.all(c, {_image_ok('c.image', rules)} || {kept})"
+
+    return f"{each('containers')} && (!has({spec}.initContainers) || {each('initContainers')})"
 
 
 def _per_kind(rule, template: str) -> str:
-    """CEL: `rule(pod spec)` for a Pod, a CronJob's job template and any other pod template."""
+    """CEL: `rule(pod spec, its old spec)` for a Pod, a CronJob's job template and any other
+    pod template."""
+    cron = "spec.jobTemplate.spec.template.spec"
     return (
-        f"request.kind.kind == 'Pod' ? {rule('object.spec')} : "
-        f"request.kind.kind == 'CronJob' ? {rule('object.spec.jobTemplate.spec.template.spec')}"
-        f" : {rule(template)}"
+        f"request.kind.kind == 'Pod' ? {rule('object.spec', 'oldObject.spec')} : "
+        f"request.kind.kind == 'CronJob' ? {rule(f'object.{cron}', f'oldObject.{cron}')}"
+        f" : {rule(template, template.replace('object.', 'oldObject.', 1))}"
     )
 
 
@@ -733,15 +747,19 @@ def render_queue_guard(
             ],
             "validations": [
                 {
-                    "expression": "request.kind.kind != 'Pod' || !has(object.spec.nodeName) "
-                    "|| object.spec.nodeName == ''",
+                    # On create only: the scheduler's binding sets it later, and every update
+                    # of a scheduled pod (a finalizer removed, a label) carries it.
+                    "expression": "request.kind.kind != 'Pod' || request.operation != 'CREATE' "
+                    "|| !has(object.spec.nodeName) || object.spec.nodeName == ''",
                     "message": "pods in team namespaces may not name a node: submit through "
                     "the team's queue (the portal, or a Job with kueue.x-k8s.io/queue-name: "
                     f"{LOCAL_QUEUE}) and pick the GPU model with nvidia.com/gpu.product",
                 },
                 {
                     "expression": "request.kind.kind == 'Pod' || request.kind.kind == 'CronJob' "
-                    f"|| !has({template}.nodeName) || {template}.nodeName == ''",
+                    f"|| !has({template}.nodeName) || {template}.nodeName == '' "
+                    f"|| ({_UPDATE} && has(oldObject.spec.template.spec.nodeName) "
+                    f"&& oldObject.spec.template.spec.nodeName == {template}.nodeName)",
                     "message": "pod templates in team namespaces may not name a node: pick the "
                     "GPU model with nvidia.com/gpu.product and let the team's queue admit it",
                 },
@@ -776,7 +794,9 @@ def render_queue_guard(
                     "class as the pods' priorityClassName",
                 },
                 {
-                    "expression": _per_kind(lambda spec: _priority_known(spec, classes), template),
+                    "expression": _per_kind(
+                        lambda spec, old: _priority_known(spec, old, classes), template
+                    ),
                     "message": "team namespaces may use only the portal's priority classes ("
                     + ", ".join(sorted(priority_classes))
                     + "), and only those the team was granted",
@@ -787,7 +807,9 @@ def render_queue_guard(
     if images is not None and not images.allow_all:
         policy["spec"]["validations"].append(
             {
-                "expression": _per_kind(lambda spec: _images_allowed(spec, images), template),
+                "expression": _per_kind(
+                    lambda spec, old: _images_allowed(spec, old, images), template
+                ),
                 "message": "an image is not on the platform's allow-list "
                 "(WORKLOAD_IMAGE_ALLOWLIST): use an image under a listed registry or "
                 "repository, or ask a platform admin to add yours",

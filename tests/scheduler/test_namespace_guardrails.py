@@ -216,3 +216,41 @@ def test_a_member_cannot_run_an_image_the_portal_would_refuse(kube, kube_cluster
     finally:
         settings.WORKLOAD_IMAGE_ALLOWLIST = ["*"]
         reconcile.reconcile_cluster_objects(kube)  # the policy is cluster-wide: others' tests
+
+
+def test_updates_of_pods_already_running_are_not_refused(
+    kube, kube_admin, kube_cluster, team, settings
+):
+    """The guard judges what a request adds, not what a pod already had: a scheduled pod carries
+    nodeName, and an image the allow-list has since dropped, in every later update (a controller
+    removing its finalizer, a member labelling it); refusing those would leave Job pods stuck."""
+    tenant, ns, people = team
+    member = as_user(kube_cluster, people["member"])
+    settings.WORKLOAD_IMAGE_ALLOWLIST = ["docker.io/pytorch"]  # registry.k8s.io is not on it
+    reconcile.reconcile_cluster_objects(kube)
+    try:
+        wait_until_refused(
+            member, _in(ns, restricted_pod("probe", {})), "allow-list", "the image rule in force"
+        )
+        # a pod that ran before the list was narrowed: admitted by Kueue, bound by the scheduler
+        running = _in(ns, restricted_pod("ran-before", {}))
+        running["spec"]["tolerations"] = [{"operator": "Exists"}]  # every node has GPUs here
+        kube_admin.create(running)
+        wait_for(
+            "the pod bound to a node",
+            lambda: (kube.get("Pod", "ran-before", ns) or {}).get("spec", {}).get("nodeName"),
+            timeout=60,
+        )
+        labelled = member.merge_patch(
+            "Pod", "ran-before", {"metadata": {"labels": {"seen": "yes"}}}, ns
+        )
+        assert labelled["metadata"]["labels"]["seen"] == "yes"
+        # what an update adds is still judged: a new image off the list is refused
+        containers = labelled["spec"]["containers"]
+        containers[0]["image"] = "evil.example.com/miner:1"
+        with pytest.raises(ClusterError, match="allow-list"):
+            member.merge_patch("Pod", "ran-before", {"spec": {"containers": containers}}, ns)
+    finally:
+        kube_admin.delete("Pod", "ran-before", ns)
+        settings.WORKLOAD_IMAGE_ALLOWLIST = ["*"]
+        reconcile.reconcile_cluster_objects(kube)  # the policy is cluster-wide: others' tests
