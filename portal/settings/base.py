@@ -262,8 +262,11 @@ TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
 # Kueue's line for ephemeral storage in each team's ClusterQueue (it admits no pod asking for a
 # resource its queue does not list).
 TENANT_EPHEMERAL_STORAGE_QUOTA = env("TENANT_EPHEMERAL_STORAGE_QUOTA", default="4Ti")
+# PersistentVolumeClaims per tenant namespace: how many, and the storage they request in all.
+TENANT_PVC_QUOTA = env.int("TENANT_PVC_QUOTA", default=50)
+TENANT_STORAGE_QUOTA = env("TENANT_STORAGE_QUOTA", default="10Ti")
 # The most one workload's container may ask for (Kubernetes quantities). The portal refuses
-# more, and each team namespace's LimitRange has the same cpu and memory maxima, so the portal
+# more, and each team namespace's LimitRange has the same maxima (ephemeral storage too), so the portal
 # and the cluster agree (checked at start-up: scheduler.E004).
 WORKLOAD_MAX_CPU = env("WORKLOAD_MAX_CPU", default="64")
 WORKLOAD_MAX_MEMORY = env("WORKLOAD_MAX_MEMORY", default="256Gi")

@@ -44,6 +44,7 @@ KINDS: dict[str, Kind] = {
     "LimitRange": Kind("/api/v1", "limitranges", True),
     "ConfigMap": Kind("/api/v1", "configmaps", True),
     "Secret": Kind("/api/v1", "secrets", True),
+    "Service": Kind("/api/v1", "services", True),
     "PersistentVolumeClaim": Kind("/api/v1", "persistentvolumeclaims", True),
     "Role": Kind("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),

@@ -152,9 +152,12 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
             memory_quota=settings.TENANT_MEMORY_QUOTA,
             ephemeral_storage_quota=settings.TENANT_EPHEMERAL_STORAGE_QUOTA,
             pod_quota=settings.TENANT_POD_QUOTA,
+            pvc_quota=settings.TENANT_PVC_QUOTA,
+            storage_quota=settings.TENANT_STORAGE_QUOTA,
             container_max={
                 "cpu": settings.WORKLOAD_MAX_CPU,
                 "memory": settings.WORKLOAD_MAX_MEMORY,
+                "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
             },
             user_prefix=settings.KUBE_USER_PREFIX,
             pod_exec=settings.TENANT_POD_EXEC,

@@ -140,10 +140,13 @@ class TenantSpec:
     namespace_prefix: str = "tenant-"
     cpu_quota: str = "64"
     memory_quota: str = "256Gi"
-    # Kueue's line for ephemeral storage on the default flavor; "" lists none (work asking for
-    # ephemeral storage is then never admitted).
+    # Kueue's line for ephemeral storage on the default flavor, and the namespace's quota of it;
+    # "" lists none (work asking for ephemeral storage is then never admitted).
     ephemeral_storage_quota: str = ""
     pod_quota: int = 200
+    # PersistentVolumeClaims: how many, and how much storage they may request in all.
+    pvc_quota: int = 50
+    storage_quota: str = "10Ti"
     container_defaults: dict[str, dict[str, str]] = field(
         default_factory=lambda: {k: dict(v) for k, v in CONTAINER_DEFAULTS.items()}
     )
@@ -228,7 +231,15 @@ def render_quotas(spec: TenantSpec, namespace: str) -> list[dict]:
         "requests.cpu": spec.cpu_quota if spec.active else "0",
         "requests.memory": spec.memory_quota if spec.active else "0",
         "pods": str(spec.pod_quota if spec.active else 0),
+        "persistentvolumeclaims": str(spec.pvc_quota if spec.active else 0),
+        "requests.storage": spec.storage_quota if spec.active else "0",
+        # Members may write Services (for their own pods), never ones that open the cluster's
+        # nodes or cloud load balancers to the outside.
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
     }
+    if spec.ephemeral_storage_quota:
+        hard["requests.ephemeral-storage"] = spec.ephemeral_storage_quota if spec.active else "0"
     quotas = [
         {
             "apiVersion": "v1",
@@ -267,12 +278,16 @@ def render_quotas(spec: TenantSpec, namespace: str) -> list[dict]:
 
 
 def render_limit_range(spec: TenantSpec, namespace: str) -> dict:
-    """Defaults for containers that name no cpu or memory, and the most one may ask for (only
-    for resources with a default limit: the API server refuses a container with no limit of a
-    resource that has a `max`)."""
-    limits: dict = {"type": "Container", **spec.container_defaults}
+    """Defaults for containers that name no cpu or memory, and the most one may ask for. A
+    resource with a `max` but no default (ephemeral storage) defaults its limit to the max, as
+    the API server would, and its request to 0, so a container that names none asks nothing."""
+    limits: dict = {"type": "Container", **{k: dict(v) for k, v in spec.container_defaults.items()}}
     if spec.container_max:
         limits["max"] = dict(sorted(spec.container_max.items()))
+        for resource, most in spec.container_max.items():
+            if resource not in limits.setdefault("default", {}):
+                limits["default"][resource] = most
+                limits.setdefault("defaultRequest", {})[resource] = "0"
     return _finish(
         {
             "apiVersion": "v1",
@@ -625,6 +640,13 @@ def object_key(manifest: dict) -> tuple[str, str, str]:
 
 
 QUEUE_GUARD = "gpu-portal-queue-guard"
+# What the queue guard's pod rules look at; it also sees Secrets and Services (rules of theirs).
+POD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "ReplicaSet", "StatefulSet")
+
+
+def _for_pods(expression: str) -> str:
+    """CEL: `expression` holds for the kinds that carry pods; other kinds pass."""
+    return f"!(request.kind.kind in {_cel_list(POD_KINDS)}) || ({expression})"
 
 
 def _priority_agrees(meta: str, spec: str) -> str:
@@ -736,6 +758,12 @@ def render_queue_guard(
                             "statefulsets",
                         ],
                     },
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["secrets", "services"],
+                    },
                 ],
             },
             "matchConditions": [
@@ -815,6 +843,26 @@ def render_queue_guard(
                 "repository, or ask a platform admin to add yours",
             }
         )
+    validations = policy["spec"]["validations"]
+    for rule in validations:
+        rule["expression"] = _for_pods(rule["expression"])
+    validations += [
+        {
+            # Such a Secret gets a token that never expires and outlives the person's
+            # membership; CI authenticates with a portal API token instead.
+            "expression": "request.kind.kind != 'Secret' || !has(object.type) "
+            "|| object.type != 'kubernetes.io/service-account-token'",
+            "message": "team namespaces may not hold ServiceAccount token Secrets (they never "
+            "expire): give CI a portal API token instead",
+        },
+        {
+            # externalIPs let a Service intercept traffic to any address (CVE-2020-8554).
+            "expression": "request.kind.kind != 'Service' || !has(object.spec.externalIPs) "
+            "|| size(object.spec.externalIPs) == 0",
+            "message": "Services in team namespaces may not set externalIPs: expose a workload "
+            "through the platform's ingress",
+        },
+    ]
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",

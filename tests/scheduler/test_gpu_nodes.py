@@ -208,7 +208,17 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
     settings.WORKLOAD_MAX_MEMORY = "128Gi"
     settings.TENANT_EPHEMERAL_STORAGE_QUOTA = "2Ti"
     tenant_spec = reconcile.build_specs([world.tenant])[world.tenant.pk]
-    assert tenant_spec.container_max == {"cpu": "32", "memory": "128Gi"}
+    assert tenant_spec.container_max == {
+        "cpu": "32",
+        "memory": "128Gi",
+        "ephemeral-storage": "512Gi",
+    }
+    # a max without a default limit: the limit defaults to it, the request to nothing
+    (limits,) = render.render_limit_range(tenant_spec, "ns")["spec"]["limits"]
+    assert limits["max"]["ephemeral-storage"] == limits["default"]["ephemeral-storage"] == "512Gi"
+    assert limits["defaultRequest"]["ephemeral-storage"] == "0"
+    quota = render.render_quotas(tenant_spec, "ns")[0]["spec"]["hard"]
+    assert quota["requests.ephemeral-storage"] == "2Ti"
     cq = render.render_cluster_queue(tenant_spec, "ns")
     node_group = cq["spec"]["resourceGroups"][0]
     assert node_group["coveredResources"] == ["cpu", "memory", "ephemeral-storage"]
@@ -218,6 +228,7 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
         "borrowingLimit": "0",
         "lendingLimit": "0",
     }
+    settings.WORKLOAD_MAX_EPHEMERAL_STORAGE = "512Gi"
 
 
 @pytest.mark.parametrize(

@@ -271,3 +271,53 @@ def test_updates_of_pods_already_running_are_not_refused(
         containers[0]["image"] = "evil.example.com/miner:1"
         with pytest.raises(ClusterError, match="allow-list"):
             member.merge_patch("Pod", "ran-before", {"spec": {"containers": containers}}, ns)
+
+
+def _object(kind: str, name: str, ns: str, **body) -> dict:
+    api = "v1"
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns}, **body}
+
+
+def test_a_member_cannot_open_the_cluster_or_outgrow_the_namespace_with_kubectl(kube_cluster, team):
+    """What `edit`-like write on Services, Secrets, PVCs and pods would otherwise allow."""
+    tenant, ns, people = team
+    member = as_user(kube_cluster, people["member"])
+    token = _object(
+        "Secret",
+        "forever",
+        ns,
+        type="kubernetes.io/service-account-token",
+        metadata={
+            "name": "forever",
+            "namespace": ns,
+            "annotations": {"kubernetes.io/service-account.name": "gpu-portal-robot"},
+        },
+    )
+    wait_until_refused(member, token, "ServiceAccount token Secrets", "the Secret rule in force")
+    member.create(_object("Secret", "creds", ns, stringData={"key": "v"}), dry_run=True)
+
+    port = [{"port": 80}]
+    intercept = _object("Service", "mitm", ns, spec={"ports": port, "externalIPs": ["8.8.8.8"]})
+    with pytest.raises(ClusterError, match="may not set externalIPs"):
+        member.create(intercept, dry_run=True)
+    for kind in ("LoadBalancer", "NodePort"):
+        exposed = _object("Service", "out", ns, spec={"type": kind, "ports": port})
+        with pytest.raises(ClusterError, match="exceeded quota"):
+            member.create(exposed, dry_run=True)
+    member.create(_object("Service", "inside", ns, spec={"ports": port}), dry_run=True)
+
+    huge = _object(
+        "PersistentVolumeClaim",
+        "huge",
+        ns,
+        spec={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Ti"}}},
+    )
+    with pytest.raises(ClusterError, match="exceeded quota.*requests.storage"):
+        member.create(huge, dry_run=True)
+
+    # the portal refuses more ephemeral storage than WORKLOAD_MAX_EPHEMERAL_STORAGE; so does
+    # the namespace, to kubectl
+    greedy = _in(ns, restricted_pod("greedy", {}))
+    greedy["spec"]["containers"][0]["resources"] = {"limits": {"ephemeral-storage": "2Ti"}}
+    with pytest.raises(ClusterError, match="maximum ephemeral-storage usage per Container is 1Ti"):
+        member.create(greedy, dry_run=True)

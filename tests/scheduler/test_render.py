@@ -91,6 +91,10 @@ def test_gpu_quota_counts_requests_only_with_zero_lines_for_the_rest():
                 "requests.cpu": "64",
                 "requests.memory": "256Gi",
                 "pods": "200",
+                "persistentvolumeclaims": "50",
+                "requests.storage": "10Ti",
+                "services.loadbalancers": "0",
+                "services.nodeports": "0",
             }
         },
     }

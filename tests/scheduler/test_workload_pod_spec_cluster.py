@@ -141,5 +141,6 @@ def test_a_sized_job_with_shm_a_claim_and_a_secret_runs(kube, team, dataset, wor
         "memory": settings.WORKLOAD_MAX_MEMORY,
     }
 
+        "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
     workloads.cancel_workload(actor=world.admin, workload=w)
     workload_sync.delete_from_cluster(kube, w.pk)
