@@ -256,6 +256,13 @@ KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
 PORTAL_INSTANCE = env("PORTAL_INSTANCE", default="default")
 TENANT_NAMESPACE_PREFIX = env("TENANT_NAMESPACE_PREFIX", default="tenant-")
 PLATFORM_NAMESPACE = env("PLATFORM_NAMESPACE", default="gpu-portal-system")
+# The portal's web pods there and their port: what team pods may reach in that namespace (the
+# Helm chart sets both to its own labels).
+PLATFORM_WEB_POD_LABELS = env.dict(
+    "PLATFORM_WEB_POD_LABELS",
+    default={"app.kubernetes.io/name": "gpu-portal", "app.kubernetes.io/component": "web"},
+)
+PLATFORM_WEB_PORT = env.int("PLATFORM_WEB_PORT", default=8000)
 TENANT_CPU_QUOTA = env("TENANT_CPU_QUOTA", default="64")
 TENANT_MEMORY_QUOTA = env("TENANT_MEMORY_QUOTA", default="256Gi")
 TENANT_POD_QUOTA = env.int("TENANT_POD_QUOTA", default=200)
@@ -266,8 +273,8 @@ TENANT_EPHEMERAL_STORAGE_QUOTA = env("TENANT_EPHEMERAL_STORAGE_QUOTA", default="
 TENANT_PVC_QUOTA = env.int("TENANT_PVC_QUOTA", default=50)
 TENANT_STORAGE_QUOTA = env("TENANT_STORAGE_QUOTA", default="10Ti")
 # The most one workload's container may ask for (Kubernetes quantities). The portal refuses
-# more, and each team namespace's LimitRange has the same maxima (ephemeral storage too), so the portal
-# and the cluster agree (checked at start-up: scheduler.E004).
+# more, and each team namespace's LimitRange has the same maxima (ephemeral storage too), so
+# the portal and the cluster agree (checked at start-up: scheduler.E004).
 WORKLOAD_MAX_CPU = env("WORKLOAD_MAX_CPU", default="64")
 WORKLOAD_MAX_MEMORY = env("WORKLOAD_MAX_MEMORY", default="256Gi")
 WORKLOAD_MAX_EPHEMERAL_STORAGE = env("WORKLOAD_MAX_EPHEMERAL_STORAGE", default="1Ti")

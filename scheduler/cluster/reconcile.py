@@ -147,6 +147,8 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
             critical_priority_class=CRITICAL_PRIORITY_CLASS,
             critical_units=t.critical_gpu_quota,
             platform_namespace=settings.PLATFORM_NAMESPACE,
+            platform_web_pod_labels=tuple(sorted(settings.PLATFORM_WEB_POD_LABELS.items())),
+            platform_web_port=settings.PLATFORM_WEB_PORT,
             namespace_prefix=settings.TENANT_NAMESPACE_PREFIX,
             cpu_quota=settings.TENANT_CPU_QUOTA,
             memory_quota=settings.TENANT_MEMORY_QUOTA,

@@ -130,6 +130,13 @@ class TenantSpec:
     critical_priority_class: str = "gpu-critical"
     critical_units: int = 0
     platform_namespace: str = "gpu-portal-system"
+    # The portal's web pods in the platform namespace: the only thing there team pods may reach
+    # (its API, e.g. from CI running in the cluster), not its database, broker or workers.
+    platform_web_pod_labels: tuple[tuple[str, str], ...] = (
+        ("app.kubernetes.io/component", "web"),
+        ("app.kubernetes.io/name", "gpu-portal"),
+    )
+    platform_web_port: int = 8000
     # Egress: CIDRs pods may reach besides DNS, their own and the platform namespace, minus the
     # denied ones (cloud metadata, the API server) wherever an allowed CIDR covers them.
     egress_allowed_cidrs: tuple[str, ...] = ()
@@ -422,9 +429,10 @@ def egress_blocks(allowed: tuple[str, ...], denied: tuple[str, ...]) -> list[dic
 
 
 def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
-    """Ingress from the team's own and the platform namespace only; egress to DNS, the same two
-    namespaces and the configured CIDRs. Everything else, the cloud metadata address and the API
-    server included, is denied (where the CNI enforces NetworkPolicies)."""
+    """Ingress from the team's own and the platform namespace only; egress to DNS, the team's
+    own namespace, the portal's web port in the platform namespace and the configured CIDRs.
+    Everything else, the cloud metadata address, the API server and the portal's database and
+    broker included, is denied (where the CNI enforces NetworkPolicies)."""
     allowed = sorted({namespace, spec.platform_namespace})
     dns_ports = [{"protocol": p, "port": 53} for p in ("UDP", "TCP")]
     egress: list[dict] = [
@@ -437,7 +445,16 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
             ],
             "ports": dns_ports,
         },
-        {"to": [{"namespaceSelector": _names_in(allowed)}]},
+        {"to": [{"namespaceSelector": _names_in([namespace])}]},
+        {
+            "to": [
+                {
+                    "namespaceSelector": _names_in([spec.platform_namespace]),
+                    "podSelector": {"matchLabels": dict(spec.platform_web_pod_labels)},
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": spec.platform_web_port}],
+        },
     ]
     blocks = egress_blocks(spec.egress_allowed_cidrs, spec.egress_denied_cidrs)
     if blocks:

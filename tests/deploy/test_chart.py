@@ -377,6 +377,15 @@ def test_settings_for_gpu_nodes_kueue_and_the_operator(full):
     assert data["TRUSTED_PROXY_COUNT"] == "1"  # the ingress appends to X-Forwarded-For
     assert data["SECURE_SSL_REDIRECT"] == "true"
     assert data["PLATFORM_NAMESPACE"] == NAMESPACE
+    # team pods may reach this release's web pods (and nothing else there): the labels the
+    # portal renders into their NetworkPolicy select exactly those pods
+    selector = dict(pair.split("=", 1) for pair in data["PLATFORM_WEB_POD_LABELS"].split(","))
+    for kind, name in full:
+        if kind == "Deployment":
+            labels = full[(kind, name)]["spec"]["template"]["metadata"]["labels"]
+            selected = selector.items() <= labels.items()
+            assert selected == name.endswith("-web"), name
+    assert data["PLATFORM_WEB_PORT"] == "8000"
 
 
 def test_ingress_with_tls_and_an_autoscaled_web_that_keeps_one_pod_through_drains(full):

@@ -237,8 +237,8 @@ def test_network_policy_admits_own_and_platform_namespace_only():
     }
     assert np["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert np["spec"]["ingress"] == [{"from": [both]}]
-    # Egress by default: DNS, and the same two namespaces; no CIDR, so no metadata address
-    # and no API server.
+    # Egress by default: DNS, the own namespace and the portal's web port; no CIDR, so no
+    # metadata address and no API server, and not the portal's database or broker.
     assert np["spec"]["egress"] == [
         {
             "to": [
@@ -253,7 +253,35 @@ def test_network_policy_admits_own_and_platform_namespace_only():
             ],
             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
         },
-        {"to": [both]},
+        {
+            "to": [
+                {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {"key": NS_NAME, "operator": "In", "values": ["tenant-team-a"]}
+                        ]
+                    }
+                }
+            ]
+        },
+        {
+            "to": [
+                {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {"key": NS_NAME, "operator": "In", "values": ["gpu-portal-system"]}
+                        ]
+                    },
+                    "podSelector": {
+                        "matchLabels": {
+                            "app.kubernetes.io/component": "web",
+                            "app.kubernetes.io/name": "gpu-portal",
+                        }
+                    },
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8000}],
+        },
     ]
 
 
@@ -266,7 +294,7 @@ def test_allowed_egress_cidrs_except_the_metadata_address_and_the_api_server():
             )
         )
     )[("NetworkPolicy", "gpu-portal-isolation")]
-    assert np["spec"]["egress"][2] == {
+    assert np["spec"]["egress"][3] == {
         "to": [
             # every denied address inside a block is excepted from it, per address family
             {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.20.0.1/32", "169.254.169.254/32"]}},
