@@ -18,6 +18,7 @@ from django.db import connection
 
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
+from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import reconcile
@@ -60,7 +61,7 @@ def _direct_job(name: str, namespace: str) -> dict:
                 "metadata": {"labels": {"bench": name}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                    "nodeSelector": {"nvidia.com/gpu.product": facts.product_label("H100-80GB")},
                     "tolerations": gpu_tolerations(),  # the GPU nodes are tainted
                     "containers": [
                         {

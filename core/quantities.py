@@ -41,11 +41,3 @@ def parse_quantity(text: str) -> Decimal:
     if suffix[:1] in ("e", "E") and len(suffix) > 1:
         return number.scaleb(int(suffix[1:]))
     return number.scaleb(_DECIMAL[suffix])
-
-
-def is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except BadQuantity:
-        return False
-    return True

@@ -323,14 +323,23 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
 
 # What the GPU simulator runs and reads: when any of it changed since the running one started,
 # `up` restarts it, so a developer's running cluster follows a pull (e.g. new node labels).
-SIMULATOR_SOURCES = (
-    PACKAGE_DIR / "simulator.py",
-    PACKAGE_DIR / "gpu_layout.py",
-    PACKAGE_DIR / "fleet.py",
-    PACKAGE_DIR / "fleet.yaml",
-    REPO_ROOT / "scheduler" / "catalog" / "facts.py",
-    REPO_ROOT / "scheduler" / "catalog" / "data" / "gpu_catalog.json",
+# Globs, not a list: a module or data file the simulator starts reading is counted without a
+# second edit here.
+SIMULATOR_SOURCE_GLOBS = (
+    (PACKAGE_DIR, "*.py"),
+    (PACKAGE_DIR, "*.yaml"),
+    (REPO_ROOT / "scheduler" / "catalog", "facts.py"),
+    (REPO_ROOT / "scheduler" / "catalog" / "data", "*"),
 )
+
+
+def simulator_sources() -> list[Path]:
+    return sorted(
+        path
+        for folder, pattern in SIMULATOR_SOURCE_GLOBS
+        for path in folder.glob(pattern)
+        if path.is_file()
+    )
 
 
 def _code_version(comp: Component) -> str:
@@ -338,7 +347,9 @@ def _code_version(comp: Component) -> str:
     if comp.name != "gpu-simulator":
         return ""
     digest = hashlib.sha256()
-    for path in SIMULATOR_SOURCES:
+    for path in simulator_sources():
+        # the name too: a file added or removed changes the version
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -25,6 +25,7 @@ from django.utils.dateparse import parse_datetime
 
 from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
+from scheduler.catalog import product_labels
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import inventory, render
 from scheduler.cluster.kube import KubeGateway
@@ -142,8 +143,9 @@ def _node_facts(
         ).values_list("name", "gpu_model", "sharing_strategy", "gpu_product")
     }
     if names - facts.keys():  # not in the inventory yet: ask the cluster
+        labels_by_model = product_labels.configured_product_labels()
         for node in list_nodes():
-            info = inventory.parse_node(node)
+            info = inventory.parse_node(node, labels_by_model)
             if info.name in names and info.name not in facts:
                 facts[info.name] = NodeFacts(
                     info.gpu_model, info.sharing_strategy, info.gpu_product

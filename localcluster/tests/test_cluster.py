@@ -4,14 +4,18 @@ the GPU simulator. Plain pytest; fixtures from localcluster.pytest_plugin."""
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localcluster import build, fleet
+from localcluster import build, cluster, fleet, simulator
+from localcluster import gpu_layout as gl
 from localcluster.pytest_plugin import wait_for
+from scheduler.catalog import facts
 
 pytestmark = pytest.mark.cluster
 
@@ -178,30 +182,49 @@ def test_every_gpu_node_is_tainted_and_keeps_untolerating_pods_off(kube_cluster,
     assert any("untolerated taint" in m and "nvidia.com/gpu" in m for m in messages), messages
 
 
-def test_up_brings_existing_nodes_up_to_date_and_then_changes_nothing(kube_cluster):
+def test_up_brings_an_old_node_up_to_date_and_then_changes_nothing(kube_cluster):
+    """The API server applies `node_update`'s merge patch as `ensure_nodes` means it: the stale
+    label deleted, the taint list replaced with the others kept. On a node of the test's own
+    (no KWOK annotation, so never Ready, and a taint of its own): untainting a shared fleet
+    node would let other sessions' pods land on it meanwhile."""
     core = kube_cluster.core
-    name = "gpu-rtx4090-0"
+    name = f"t-old-fleet-node-{uuid.uuid4().hex[:6]}"
+    keep = {"key": "gpu-portal.local/test-only", "value": "true", "effect": "NoSchedule"}
     # as a node made by an older fleet: no GPU taint, the old model label
-    kept = [t for t in core.read_node(name).spec.taints or [] if t.key != "nvidia.com/gpu"]
-    core.patch_node(
-        name,
+    core.create_node(
         {
-            "metadata": {"labels": {"gpu-portal/gpu-model": "RTX4090-24GB"}},
-            "spec": {
-                "taints": [kube_cluster.api_client.sanitize_for_serialization(t) for t in kept]
+            "metadata": {
+                "name": name,
+                "labels": {"gpu-portal/gpu-model": "RTX4090-24GB", "gpu-portal.local/test": "true"},
             },
-        },
+            "spec": {"taints": [keep]},
+        }
     )
     try:
-        fleet.ensure_nodes(kube_cluster.api_client)
+
+        def update() -> dict | None:
+            node = core.read_node(name)
+            patch = fleet.node_update(kube_cluster.api_client.sanitize_for_serialization(node))
+            if patch:
+                core.patch_node(name, patch)
+            return patch
+
+        assert update() is not None
         node = core.read_node(name)
-        assert "gpu-portal/gpu-model" not in node.metadata.labels
-        assert [t.key for t in node.spec.taints or []].count("nvidia.com/gpu") == 1
-        version = node.metadata.resource_version
-        fleet.ensure_nodes(kube_cluster.api_client)
-        assert core.read_node(name).metadata.resource_version == version  # nothing written
+        assert node.metadata.labels == {"gpu-portal.local/test": "true"}
+        taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
+        assert taints.count(("nvidia.com/gpu", "present", "NoSchedule")) == 1
+        assert (keep["key"], keep["value"], keep["effect"]) in taints
+        assert update() is None  # nothing left to write
     finally:
-        fleet.ensure_nodes(kube_cluster.api_client)
+        core.delete_node(name)
+
+
+def test_the_simulator_restarts_when_any_file_it_reads_changes():
+    sources = set(cluster.simulator_sources())
+    read = {gl.MIG_CONFIG_FILE, gl.DEVICE_PLUGIN_CONFIG_FILE, gl.FLEET_FILE, facts.CATALOG_PATH}
+    assert read <= sources
+    assert {Path(simulator.__file__), Path(gl.__file__), Path(facts.__file__)} <= sources
 
 
 def test_pod_larger_than_any_node_stays_pending(kube_cluster, kube_namespace):

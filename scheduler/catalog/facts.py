@@ -145,8 +145,9 @@ def model_for_product_label(
     """Map GPU feature discovery's `nvidia.com/gpu.product` (maybe with `-MIG-<profile>`) back
     to its model, with the same overrides as `product_label`: the two always agree."""
     base = product.split("-MIG-")[0]
+    overrides = overrides or {}
     for model in load_catalog().values():
-        if product_label(model.key, overrides) == base:
+        if overrides.get(model.key, model.product_label) == base:
             return model
     return None
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from core.quantities import BadQuantity, parse_quantity
-from scheduler.catalog import facts
+from scheduler.catalog.product_labels import LABEL_VALUE, read_product_labels
 from scheduler.cluster import render
 
 
@@ -37,7 +37,6 @@ _QUALIFIED_NAME = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 MAX_FLAVOR_TOLERATIONS = 8  # what Kueue's ResourceFlavor allows
@@ -66,7 +65,7 @@ def toleration_problems(tolerations: Any) -> list[str]:
             problems.append(f"#{i}: without a key the operator must be Exists")
         if operator == "Exists" and value:
             problems.append(f"#{i}: with operator Exists there is no value")
-        if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+        if not isinstance(value, str) or not LABEL_VALUE.match(value):
             problems.append(f"#{i}: value {value!r} is not a label value")
         if effect not in TAINT_EFFECTS:
             problems.append(f"#{i}: effect {effect!r} is not one of {list(TAINT_EFFECTS[1:])}")
@@ -94,30 +93,7 @@ def check_gpu_node_tolerations(app_configs=None, **kwargs) -> list[checks.CheckM
 
 def product_label_problems(labels: Any) -> list[str]:
     """What is wrong with `GPU_PRODUCT_LABELS` (model -> product label), one line each."""
-    if not isinstance(labels, dict):
-        return ["it must be a JSON object of model -> product label"]
-    problems = []
-    overrides: dict[str, str] = {}
-    for key, product in labels.items():
-        try:
-            model = facts.get_model(str(key)).key
-        except facts.UnknownModel as exc:
-            problems.append(str(exc).strip('"'))
-            continue
-        if not isinstance(product, str) or not product or not _LABEL_VALUE.match(product):
-            problems.append(f"{key}: {product!r} is not a label value")
-        elif "-MIG-" in product:
-            problems.append(f"{key}: give the product without -MIG-<profile>")
-        else:
-            overrides[model] = product
-    # The inventory maps a node's product back to one model: two models cannot share one.
-    owners: dict[str, list[str]] = {}
-    for model in facts.load_catalog():
-        owners.setdefault(facts.product_label(model, overrides), []).append(model)
-    for product, models in owners.items():
-        if len(models) > 1 and set(models) & set(overrides):
-            problems.append(f"{' and '.join(models)} would both be {product!r}")
-    return problems
+    return read_product_labels(labels)[1]
 
 
 @checks.register(checks.Tags.compatibility)

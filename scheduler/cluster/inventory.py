@@ -11,12 +11,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.catalog import facts
-from scheduler.catalog.product_labels import configured_product_labels
+from scheduler.catalog import facts, product_labels
 
-# Optional: a platform admin may pin a node's model with this label where its product label
-# does not tell (no GPU feature discovery). Nodes are otherwise read by their product label.
-MODEL_LABEL = "gpu-portal/gpu-model"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -77,12 +73,11 @@ def class_units(
     return dict(units)
 
 
-def parse_node(node: dict, product_labels: Mapping[str, str] | None = None) -> NodeInfo:
-    """A node as the portal sees it. Its model comes from GFD's product label, read with the
-    platform's `GPU_PRODUCT_LABELS` (or `product_labels`, catalog key -> product), unless the
-    node pins it with `MODEL_LABEL`."""
-    if product_labels is None:
-        product_labels = configured_product_labels()
+def parse_node(node: dict, labels_by_model: Mapping[str, str] | None = None) -> NodeInfo:
+    """A node as the portal sees it. Its model comes from GFD's product label alone, the label
+    workloads and Kueue's flavors select: read with `labels_by_model` (catalog key -> product,
+    what `product_labels.configured_product_labels` gives: a caller parsing many nodes reads it
+    once), or the platform's `GPU_PRODUCT_LABELS` when None."""
     meta = node.get("metadata", {})
     labels: dict[str, str] = meta.get("labels") or {}
     status = node.get("status", {})
@@ -92,15 +87,8 @@ def parse_node(node: dict, product_labels: Mapping[str, str] | None = None) -> N
         if k.startswith("nvidia.com/")
     }
     product = labels.get(PRODUCT_LABEL, "")
-    model_key = labels.get(MODEL_LABEL, "")
-    if model_key:
-        try:
-            model_key = facts.get_model(model_key).key
-        except facts.UnknownModel:
-            model_key = ""
-    if not model_key and product:
-        model = facts.model_for_product_label(product, product_labels)
-        model_key = model.key if model else ""
+    model = product_labels.model_for_product(product, labels_by_model) if product else None
+    model_key = model.key if model else ""
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
     return NodeInfo(
@@ -117,7 +105,7 @@ def parse_node(node: dict, product_labels: Mapping[str, str] | None = None) -> N
         sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
         device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
         allocatable=allocatable,
-        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k == MODEL_LABEL},
+        labels={k: v for k, v in labels.items() if "nvidia.com/" in k},
         schedulable=not node.get("spec", {}).get("unschedulable", False),
         ready=conditions.get("Ready") == "True",
         units=class_units(model_key, allocatable, sharing, product),

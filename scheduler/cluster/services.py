@@ -11,6 +11,7 @@ from django.utils.dateparse import parse_datetime
 
 from core.errors import InvalidTransition
 from scheduler.catalog.models import Pool
+from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory, render
 from scheduler.cluster.kube import KubeGateway
@@ -51,7 +52,8 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
     """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
     them. Idempotent; a pool whose capacity changes gets one audit event. Every call to the API
     server happens before the transaction: approvals never wait on the cluster for a pool lock."""
-    nodes = [inventory.parse_node(n) for n in kube.list("Node")]
+    labels_by_model = configured_product_labels()
+    nodes = [inventory.parse_node(n, labels_by_model) for n in kube.list("Node")]
     gpu_nodes = [n for n in nodes if n.gpu_model]
     pods = [p for p in map(inventory.parse_gpu_pod, kube.list("Pod")) if p is not None]
     namespaces = {

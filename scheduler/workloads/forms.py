@@ -61,6 +61,12 @@ class WorkloadForm(forms.Form):
         max_length=32,
         help_text="e.g. 64Gi; empty: the namespace's default",
     )
+    ephemeral_storage = forms.CharField(
+        required=False,
+        max_length=32,
+        label="Ephemeral storage",
+        help_text="Scratch disk per pod, e.g. 100Gi; empty: none asked",
+    )
     shm = forms.CharField(
         required=False,
         max_length=32,

@@ -283,12 +283,10 @@ MAX_SECRET_NAMES = 16
 
 
 def _quantity(value: Any, field: str, example: str) -> tuple[str, Decimal] | None:
-    """(the quantity as given, its value), None when not given; a JSON number is taken as
-    its decimal spelling (8 -> "8")."""
+    """(the quantity as given, its value), None when not given. A string: the API's field
+    reads a JSON number as one (8 -> "8"), the form's are strings."""
     if value is None or value == "":
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
     if not isinstance(value, str):
         raise InvalidInput(f"{field} is a Kubernetes quantity, e.g. {example}", field=field)
     value = value.strip()
@@ -386,7 +384,7 @@ def _check_mount_path(path: Any, number: int) -> str:
             f"._@+=,- (no '//', no trailing '/', at most {MAX_MOUNT_PATH} characters), e.g. /data",
             field="volumes",
         )
-    if posixpath.normpath(path) != path or "/../" in f"{path}/" or "/./" in f"{path}/":
+    if posixpath.normpath(path) != path:  # a . or .. component
         raise InvalidInput(f"{where}: mount_path {path!r} has . or .. in it", field="volumes")
     for system in SYSTEM_PATHS:
         if path == system or path.startswith(f"{system}/"):

@@ -230,6 +230,10 @@ def submit_workload(
     env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
     image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
     asked = _resolve_resources(resources)
+    pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
+    if scaling is not None:
+        pods = scaling["max_replicas"]
+    check_fits_namespace(pod_asks, pods)  # pure: no need to hold the tenant's lock for it
     with transaction.atomic():
         # The tenant row serialises admissions of one tenant: two submits cannot both take
         # the last free unit.
@@ -248,10 +252,6 @@ def submit_workload(
             raise InvalidInput(
                 f"{tenant.slug} already runs a workload named {name!r}", field="name"
             )
-        pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
-        if scaling is not None:
-            pods = scaling["max_replicas"]
-        check_fits_namespace(pod_asks, pods)
         _check_fits(tenant, asked, pods, priority, autoscaled=scaling is not None)
         workload = Workload.objects.create(
             tenant=tenant,

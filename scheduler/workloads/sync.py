@@ -306,9 +306,14 @@ def sync_all_live_workloads(kube: KubeGateway) -> int:
     namespace once (3 lists a namespace and a GET a workload); returns how many were looked
     at. The periodic sync falls back to it (first run, expired cursors, and every
     SYNC_WORKLOADS_FULL_EVERY_S), so whatever a watch missed is repaired."""
+    return _sync_all_live(kube)[0]
+
+
+def _sync_all_live(kube: KubeGateway) -> tuple[int, list[int]]:
+    """How many live workloads the full sync looked at, and the ids whose sync failed."""
     live = list(Workload.objects.live().values_list("pk", "namespace"))
-    _sync_each(kube, live)
-    return len(live)
+    _, failed = _sync_each(kube, live)
+    return len(live), failed
 
 
 # --- the periodic sync: what changed since the last run (watch), not the whole fleet --------
@@ -498,8 +503,9 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
     except ClusterError as exc:  # no cursors: the next run is a full one again
         log.warning("workload sync cannot take watch cursors: %s", exc)
         return sync_all_live_workloads(kube)
-    looked_at = sync_all_live_workloads(kube)
-    state.cursors, state.retry_ids, state.full_sync_at = cursors, [], timezone.now()
+    looked_at, failed = _sync_all_live(kube)
+    # those whose sync failed are retried by the next run, not the next full resync
+    state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
     state.save()
     return looked_at
 

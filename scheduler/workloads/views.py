@@ -107,12 +107,7 @@ def workload_create(request, slug):
                 replicas=d["replicas"],
                 backoff_limit=d["backoff_limit"],
                 autoscaling=form.autoscaling(),
-                cpu=d["cpu"],
-                memory=d["memory"],
-                shm=d["shm"],
-                volumes=d["volumes"],
-                env_from_secrets=d["env_from_secrets"],
-                image_pull_secrets=d["image_pull_secrets"],
+                **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
             )
         except ServiceError as exc:
             field = {

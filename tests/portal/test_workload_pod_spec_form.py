@@ -1,4 +1,4 @@
-"""The browser's submit form asks for cpu, memory, shm, volumes and Secrets as the API does
+"""The browser's submit form asks for cpu, memory, ephemeral storage, shm, volumes and Secrets
 (issue 15), and says what is wrong on the field."""
 
 import pytest
@@ -37,6 +37,14 @@ def test_the_form_sends_the_asks_and_the_detail_shows_them(client, granted):  # 
     assert "<code>imagenet</code> at <code>/data</code> (read-only)" in page
 
 
+def test_the_form_asks_for_ephemeral_storage_as_the_api_does(client, granted):  # noqa: F811
+    client.force_login(granted.member)
+    response = submit(client, memory="64Gi", ephemeral_storage="200Gi")
+
+    assert Workload.objects.get().ephemeral_storage == "200Gi"
+    assert "64Gi memory, 200Gi ephemeral storage per pod" in response.content.decode()
+
+
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
@@ -44,6 +52,7 @@ def test_the_form_sends_the_asks_and_the_detail_shows_them(client, granted):  # 
         ("volumes", "imagenet:/proc", "is under /proc"),
         ("cpu", "-1", "must not be negative"),
         ("shm", "16Gi", "give memory too"),
+        ("ephemeral_storage", "2Pi", "setting WORKLOAD_MAX_EPHEMERAL_STORAGE"),
         ("env_from_secrets", "Bad_Name", "is not a Secret name"),
     ],
 )
@@ -64,6 +73,7 @@ def test_the_form_labels_every_new_field(client, granted):  # noqa: F811
     for name, label in (
         ("cpu", "CPU"),
         ("memory", "Memory"),
+        ("ephemeral_storage", "Ephemeral storage"),
         ("shm", "Shared memory (/dev/shm)"),
         ("volumes", "Volumes"),
         ("env_from_secrets", "Secrets as env"),

@@ -59,11 +59,27 @@ def test_the_inventory_reads_nodes_by_product_with_the_setting(settings):
     assert inventory.parse_node(gpu_node({"nvidia.com/gpu.product": PCIE}), {}).gpu_model == ""
 
 
-def test_the_model_label_is_only_an_optional_pin():
-    pinned = {"nvidia.com/gpu.product": "Custom-Board", inventory.MODEL_LABEL: "H200-141GB"}
-    assert inventory.parse_node(gpu_node(pinned)).gpu_model == "H200-141GB"
+def test_only_the_product_label_tells_the_model(settings):
+    # Workloads and Kueue's flavors select nvidia.com/gpu.product: a node whose product names no
+    # model never gets their pods, so its GPUs must not count as capacity, whatever else it says.
+    pinned = {"nvidia.com/gpu.product": "Custom-Board", "gpu-portal/gpu-model": "H200-141GB"}
+    info = inventory.parse_node(gpu_node(pinned))
+    assert (info.gpu_model, info.units) == ("", {})
+    assert "gpu-portal/gpu-model" not in info.labels
     unpinned = {"nvidia.com/gpu.product": "NVIDIA-H200"}
     assert inventory.parse_node(gpu_node(unpinned)).gpu_model == "H200-141GB"
+    # the platform names such a board through the setting, and workloads then select it
+    settings.GPU_PRODUCT_LABELS = {"H200-141GB": "Custom-Board"}
+    assert inventory.parse_node(gpu_node(pinned)).units == {"h200-141gb": 8}
+
+
+def test_a_wrong_setting_entry_is_left_out_of_the_mapping(settings):
+    settings.GPU_PRODUCT_LABELS = {
+        "K80": "Tesla-K80",
+        "H100-80GB": "NVIDIA H100",
+        "A100-80GB": PCIE,
+    }
+    assert configured_product_labels() == {"A100-80GB": PCIE}
 
 
 @pytest.mark.django_db
@@ -206,6 +222,7 @@ def test_the_limit_range_caps_containers_at_the_workload_maxima():
 def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, world):
     settings.WORKLOAD_MAX_CPU = "32"
     settings.WORKLOAD_MAX_MEMORY = "128Gi"
+    settings.WORKLOAD_MAX_EPHEMERAL_STORAGE = "512Gi"
     settings.TENANT_EPHEMERAL_STORAGE_QUOTA = "2Ti"
     tenant_spec = reconcile.build_specs([world.tenant])[world.tenant.pk]
     assert tenant_spec.container_max == {
@@ -228,7 +245,6 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
         "borrowingLimit": "0",
         "lendingLimit": "0",
     }
-    settings.WORKLOAD_MAX_EPHEMERAL_STORAGE = "512Gi"
 
 
 @pytest.mark.parametrize(

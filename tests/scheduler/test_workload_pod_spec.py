@@ -157,7 +157,6 @@ def test_a_bad_quantity_is_refused_naming_its_field(settings, field, value, says
 def test_good_quantities_are_kept_as_given(settings):
     settings.WORKLOAD_MAX_CPU = "64"
     assert workload_input.check_quantity("500m", "cpu") == "500m"
-    assert workload_input.check_quantity(8, "cpu") == "8"  # a JSON number
     assert workload_input.check_quantity("", "cpu") == ""
     assert workload_input.check_quantity(None, "memory") == ""
 

@@ -121,7 +121,9 @@ def test_a_sized_job_with_shm_a_claim_and_a_secret_runs(kube, team, dataset, wor
     wait_for("the sized job running", running, timeout=90)
     (pod,) = kube.list("Pod", ns, label_selector=f"gpu-portal.io/workload={w.pk}")
     spec = pod["spec"]
-    assert spec["nodeName"] == "gpu-h200-0"  # a tainted GPU node
+    # an H200 node (with `localcluster up --large N` any of several)
+    node = kube.get("Node", spec["nodeName"])
+    assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H200"
     assert GPU_TOLERATION in spec["tolerations"]
     (container,) = spec["containers"]
     sized = {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "10Gi", "nvidia.com/gpu": "1"}
@@ -139,8 +141,8 @@ def test_a_sized_job_with_shm_a_claim_and_a_secret_runs(kube, team, dataset, wor
     assert limits["max"] == {
         "cpu": settings.WORKLOAD_MAX_CPU,
         "memory": settings.WORKLOAD_MAX_MEMORY,
+        "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
     }
 
-        "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
     workloads.cancel_workload(actor=world.admin, workload=w)
     workload_sync.delete_from_cluster(kube, w.pk)

@@ -186,3 +186,20 @@ def test_a_full_resync_runs_every_sync_workloads_full_every_s(kube, team, world,
     assert looked_at == 1 and calls[("get", "Job")] == 1 and ("watch", "Job") not in calls
     settle(kube)
     assert sync_calls(kube, full=True)[0] == 1  # and on demand
+
+
+def test_a_workload_whose_sync_failed_in_a_full_resync_is_retried_by_the_next_run(
+    kube, team, world
+):
+    tenant, mig = team
+    (job,) = submit_jobs(kube, world, tenant, mig, ["r0"])
+    settle(kube)
+    # a namespace the API server answers 404 for: this workload's sync fails on a cluster error
+    Workload.objects.filter(pk=job.pk).update(namespace=f"{job.namespace}/unreadable")
+    assert sync_calls(kube, full=True)[0] == 1
+    assert WorkloadSyncState.objects.get().retry_ids == [job.pk]
+
+    Workload.objects.filter(pk=job.pk).update(namespace=job.namespace)
+    looked_at, calls = sync_calls(kube)  # nothing changed on the cluster: only the retry
+    assert looked_at == calls[("get", "Job")] == 1
+    assert WorkloadSyncState.objects.get().retry_ids == []
