@@ -3,7 +3,6 @@ CMD): `gunicorn -c deploy/gunicorn.conf.py portal.wsgi:application`.
 
 Every value can be changed from the environment (docs/configuration.md, "Web server")."""
 
-import glob
 import json
 import os
 from datetime import UTC, datetime
@@ -38,8 +37,11 @@ keepalive = _int("WEB_KEEPALIVE", 5)
 timeout = _int("WEB_TIMEOUT", 60)
 graceful_timeout = _int("WEB_GRACEFUL_TIMEOUT", 25)
 # A worker is replaced after this many requests (a slow leak stays bounded); the jitter keeps
-# the workers from restarting at the same moment.
-max_requests = _int("WEB_MAX_REQUESTS", 2000)
+# the workers from restarting at the same moment. Not by default with multiprocess metrics
+# (PROMETHEUS_MULTIPROC_DIR, the image): a replaced worker's files stay (its counts must not
+# vanish from the totals) and every scrape reads them all, so scrapes would grow slower with
+# each replacement for the pod's whole life.
+max_requests = _int("WEB_MAX_REQUESTS", 0 if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else 2000)
 max_requests_jitter = _int("WEB_MAX_REQUESTS_JITTER", 200)
 # The proxies whose X-Forwarded-Proto (the scheme) gunicorn believes; Django's own setting
 # (SECURE_PROXY_SSL_HEADER) decides for the portal. Comma-separated addresses or CIDRs, "*": any.
@@ -94,16 +96,6 @@ logger_class = JsonAccessLogger
 def on_starting(server):
     """Start from an empty directory: files of an earlier run (a restarted container keeps its
     emptyDir) would add a dead process's counts to this one's."""
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-        for stale in glob.glob(os.path.join(directory, "*.db")):  # only prometheus-client's
-            os.remove(stale)
+    from portal.metrics import clear_multiprocess_dir  # imports no models: Django is not set up
 
-
-def child_exit(server, worker):
-    """A worker that exited (max_requests, a timeout) no longer counts in live gauges."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(worker.pid)
+    clear_multiprocess_dir()

@@ -2,16 +2,19 @@
 
 - HTTP request durations, by view (the URL pattern's name, never the raw path), method, status:
   `RequestMetricsMiddleware`.
-- Celery task runs, failures and durations, by task: Celery's signals (connected when
-  portal.celery imports this module); each worker serves them on WORKER_METRICS_PORT.
+- Celery task runs (counted when a task starts), failures and durations, by task: Celery's
+  signals (connected when portal.celery imports this module); each worker serves them on
+  WORKER_METRICS_PORT.
 - The portal's state, computed when Prometheus scrapes the web's /metrics (`PortalStateCollector`:
   three queries and one Redis round trip): reconcile failures and lag per tenant, Celery queue
   depths, pending approvals, grants about to end. Only the web's /metrics computes them, never a
   worker's port.
 
 Several processes (gunicorn's workers, a prefork Celery worker's children) add up through
-prometheus-client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is set (the image sets it);
-without it (tests, `make run`), the process's own registry is served.
+prometheus-client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is set. A prefork worker
+needs it: its children run the tasks and its main process serves the port. The image sets it,
+and `make run` sets one for its worker (scripts/serve.sh); without it (runserver, the tests'
+in-process workers), the process's own registry is served.
 
 Imported by portal.celery before Django is set up: models are imported where they are used."""
 
@@ -33,7 +36,6 @@ from celery.signals import (
     task_postrun,
     task_prerun,
     worker_init,
-    worker_process_shutdown,
     worker_shutdown,
 )
 from django.conf import settings
@@ -93,7 +95,8 @@ def multiprocess_dir() -> str | None:
 
 def clear_multiprocess_dir() -> None:
     """Remove prometheus-client's files of an earlier run (a restarted container keeps its
-    emptyDir): a dead process's counts would add to this run's. Only its *.db files go."""
+    emptyDir): a dead process's counts would add to this run's. Only its *.db files go.
+    Called by gunicorn's master (deploy/gunicorn.conf.py) and a Celery worker's main process."""
     directory = multiprocess_dir()
     if directory:
         os.makedirs(directory, exist_ok=True)
@@ -153,41 +156,47 @@ class RequestMetricsMiddleware:
 _task_started: dict[str, float] = {}
 
 
+def _task_name(task) -> str:
+    return getattr(task, "name", None) or "unknown"
+
+
+# A run counts when it starts: task_postrun never comes for a task killed by the hard time
+# limit or in a pool child that died, while task_failure still does (failures <= runs).
 @task_prerun.connect
-def _note_task_start(task_id=None, **_kwargs) -> None:
+def _count_task_run(task_id=None, task=None, **_kwargs) -> None:
+    TASK_RUNS.labels(task=_task_name(task)).inc()
     if task_id:
         _task_started[task_id] = time.perf_counter()
 
 
 @task_postrun.connect
-def _count_task_run(task_id=None, task=None, **_kwargs) -> None:
-    name = getattr(task, "name", None) or "unknown"
-    TASK_RUNS.labels(task=name).inc()
+def _observe_task_duration(task_id=None, task=None, **_kwargs) -> None:
     started = _task_started.pop(task_id, None) if task_id else None
     if started is not None:
-        TASK_DURATION.labels(task=name).observe(time.perf_counter() - started)
+        TASK_DURATION.labels(task=_task_name(task)).observe(time.perf_counter() - started)
 
 
 @task_failure.connect
 def _count_task_failure(sender=None, **_kwargs) -> None:
-    TASK_FAILURES.labels(task=getattr(sender, "name", None) or "unknown").inc()
+    TASK_FAILURES.labels(task=_task_name(sender)).inc()
 
 
 _worker_server = None
 
 
 def start_worker_metrics_server(port: int):
-    """Serve the task metrics on `port` (all addresses), once per worker; a port already taken
-    is logged, not fatal: the worker's work matters more than its metrics."""
+    """Serve the task metrics on `port` (all addresses; 0: a free one, the server's
+    `server_port`), once per worker, and return the server; a port already taken is logged,
+    not fatal: the worker's work matters more than its metrics."""
     global _worker_server
-    if not port or _worker_server is not None:
+    if _worker_server is not None:
         return _worker_server
     try:
         _worker_server, _thread = start_http_server(port, registry=process_registry())
     except OSError as exc:
         log.warning("worker metrics: cannot listen on port %s: %s", port, exc)
         return None
-    log.info("worker metrics on port %s", port)
+    log.info("worker metrics on port %s", _worker_server.server_port)
     return _worker_server
 
 
@@ -211,12 +220,6 @@ def _serve_worker_metrics(**_kwargs) -> None:
 @worker_shutdown.connect
 def _stop_worker_metrics(**_kwargs) -> None:
     stop_worker_metrics_server()
-
-
-@worker_process_shutdown.connect
-def _forget_pool_process(pid=None, **_kwargs) -> None:
-    if multiprocess_dir():
-        multiprocess.mark_process_dead(pid or os.getpid())
 
 
 # --- The portal's state, computed at scrape time -----------------------------------------------
@@ -472,7 +475,10 @@ def metrics_access_allowed(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
     if token:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token):
+        # As bytes: compare_digest raises TypeError on a non-ASCII str (`Bearer café`, a 500).
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+        ):
             return True
     if "X-Forwarded-For" in request.headers:
         return False

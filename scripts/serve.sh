@@ -7,7 +7,12 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
-.venv/bin/celery -A portal worker -Q default,reconcile,metering,notify --concurrency 2 \
+# A prefork worker's tasks run in its children and its main process serves their metrics
+# (WORKER_METRICS_PORT): prometheus-client's multiprocess mode, a directory of the worker's own.
+worker_metrics="$PWD/.local/prometheus/worker"
+rm -rf "$worker_metrics" && mkdir -p "$worker_metrics"
+PROMETHEUS_MULTIPROC_DIR="$worker_metrics" \
+  .venv/bin/celery -A portal worker -Q default,reconcile,metering,notify --concurrency 2 \
   --loglevel INFO >>.local/worker.log 2>&1 &
 pids+=($!)
 .venv/bin/celery -A portal beat --loglevel INFO \

@@ -8,8 +8,8 @@ import importlib.util
 import json
 import os
 import re
+import runpy
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +20,8 @@ import requests
 from django.conf import settings
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.metering.standins.prometheus_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # the suite's virtualenv: the image's dependencies
@@ -107,6 +109,9 @@ def image(tmp_path_factory) -> Path:
     return dest
 
 
+# Marked like the image's other tests, which need the database: pytest-django runs marked tests
+# first, and this one apart from them would build the image a second time.
+@pytest.mark.django_db(transaction=True)
 def test_the_image_holds_the_app_and_its_static_files_and_nothing_else(image):
     for left_out in (".env", ".local", ".git", ".venv", "node_modules", "tests", "docs"):
         assert not (image / left_out).exists(), left_out
@@ -121,10 +126,13 @@ def test_the_image_holds_the_app_and_its_static_files_and_nothing_else(image):
 
 def prod_env(**extra: str) -> dict[str, str]:
     """What a web pod's environment holds, and nothing of this test process's."""
-    db = connection.settings_dict  # the test database (created by django_db_setup)
+    db = connection.settings_dict
+    # The test database (a django_db test), never the developer's.
+    assert db["NAME"].startswith("test_"), db["NAME"]
     return {
         "PATH": f"{VENV_BIN}:/usr/bin:/bin",
         "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",  # as the Dockerfile sets: no __pycache__ in the image
         "DJANGO_SETTINGS_MODULE": "portal.settings.prod",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": HOST,
@@ -139,7 +147,8 @@ def prod_env(**extra: str) -> dict[str, str]:
     }
 
 
-def test_the_image_passes_the_deployment_check_without_node_modules(image, django_db_setup):
+@pytest.mark.django_db(transaction=True)  # the check runs in another process
+def test_the_image_passes_the_deployment_check_without_node_modules(image):
     done = subprocess.run(
         [str(VENV_BIN / "python"), "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=image,
@@ -156,10 +165,22 @@ def test_the_image_passes_the_deployment_check_without_node_modules(image, djang
 # --- gunicorn serving the image -----------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def gunicorn_settings(monkeypatch, **environ: str) -> dict:
+    """deploy/gunicorn.conf.py's values under `environ` (and none of this process's)."""
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "WEB_MAX_REQUESTS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+
+
+def test_workers_are_not_recycled_with_multiprocess_metrics_unless_asked(monkeypatch, tmp_path):
+    """Each recycled worker's metric files stay and every scrape reads them all."""
+    assert gunicorn_settings(monkeypatch)["max_requests"] == 2000
+    multiproc = {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    assert gunicorn_settings(monkeypatch, **multiproc)["max_requests"] == 0
+    asked = gunicorn_settings(monkeypatch, WEB_MAX_REQUESTS="500", **multiproc)
+    assert asked["max_requests"] == 500
 
 
 @pytest.fixture(scope="module")
@@ -168,13 +189,17 @@ def web(image, django_db_setup, tmp_path_factory):
     metrics; yields (base URL, access log path)."""
     run_dir = tmp_path_factory.mktemp("web")
     port = free_port()
+    multiproc_dir = run_dir / "prometheus"
     env = prod_env(
         PORT=str(port),
         WEB_WORKERS="2",
         WEB_THREADS="2",
-        PROMETHEUS_MULTIPROC_DIR=str(run_dir / "prometheus"),
+        PROMETHEUS_MULTIPROC_DIR=str(multiproc_dir),
         HOME=str(run_dir),
     )
+    multiproc_dir.mkdir()
+    stale = multiproc_dir / "counter_1.db"  # what an earlier run of the container left
+    stale.write_bytes(b"")
     log_path = run_dir / "gunicorn.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -201,6 +226,7 @@ def web(image, django_db_setup, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.2)
+        assert not stale.exists(), "gunicorn's on_starting empties the metrics directory"
         yield url, log_path
     finally:
         proc.terminate()
@@ -211,6 +237,7 @@ def web(image, django_db_setup, tmp_path_factory):
             proc.wait()
 
 
+@pytest.mark.django_db(transaction=True)  # gunicorn reads the test database
 def test_gunicorn_serves_the_image_with_the_production_settings(web):
     url, log_path = web
     pod_ip = {"Host": "10.1.2.3"}  # how the kubelet's probes and Prometheus arrive

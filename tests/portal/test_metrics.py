@@ -2,7 +2,6 @@
 request histogram's labels, /metrics and the probes whatever the Host, task metrics from a real
 Celery worker, and a real Prometheus scraping the portal."""
 
-import socket
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -10,6 +9,7 @@ import pytest
 import redis
 import requests
 import time_machine
+from celery.signals import task_postrun, task_prerun
 from django.conf import settings as django_settings
 from django.test import RequestFactory
 from django.urls import reverse
@@ -38,12 +38,6 @@ def samples(text_or_families) -> dict[tuple, float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value for fam in families for s in fam.samples
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- pure rules -----------------------------------------------------------------------------
@@ -107,6 +101,7 @@ def test_lag_is_zero_in_sync_and_counts_from_the_start_of_a_failing_streak():
         ({"HTTP_AUTHORIZATION": "Bearer s3cret-token"}, "203.0.113.9", True),
         ({"HTTP_AUTHORIZATION": "Bearer wrong"}, "203.0.113.9", False),
         ({"HTTP_AUTHORIZATION": "Basic s3cret-token"}, "203.0.113.9", False),
+        ({"HTTP_AUTHORIZATION": "Bearer café"}, "203.0.113.9", False),  # not ASCII
         (
             {"HTTP_AUTHORIZATION": "Bearer s3cret-token", "HTTP_X_FORWARDED_FOR": "1.2.3.4"},
             "10.0.0.7",
@@ -278,6 +273,8 @@ def test_metrics_refuse_the_world_whatever_the_host(client, settings):
     assert client.get("/metrics", HTTP_X_FORWARDED_FOR="1.2.3.4").status_code == 403
     allowed = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token", **outside)
     assert allowed.status_code == 200
+    # A token that is not ASCII is a wrong token, never an error.
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer café", **outside).status_code == 403
     assert allowed["Content-Type"].startswith("text/plain")
     assert client.post("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 405
 
@@ -290,13 +287,34 @@ def fails_on_purpose():
     raise RuntimeError("this task fails on purpose")
 
 
+def _task_sample(sample, task) -> float:
+    return REGISTRY.get_sample_value(sample, {"task": task.name}) or 0.0
+
+
+def test_a_run_counts_when_the_task_starts_its_duration_when_it_ends():
+    """A task killed by the hard time limit, or in a pool child that died, never sends
+    task_postrun (but task_failure): its run counts all the same."""
+    task, task_id = fails_on_purpose, uuid.uuid4().hex
+    runs = _task_sample("gpu_portal_task_runs_total", task)
+    durations = _task_sample("gpu_portal_task_duration_seconds_count", task)
+    task_prerun.send(sender=task, task_id=task_id, task=task, args=(), kwargs={})
+    assert _task_sample("gpu_portal_task_runs_total", task) == runs + 1
+    assert _task_sample("gpu_portal_task_duration_seconds_count", task) == durations
+    task_postrun.send(sender=task, task_id=task_id, task=task, args=(), kwargs={}, state="SUCCESS")
+    assert _task_sample("gpu_portal_task_runs_total", task) == runs + 1
+    assert _task_sample("gpu_portal_task_duration_seconds_count", task) == durations + 1
+
+
 @pytest.mark.celery
 def test_a_failing_task_counts_a_run_and_a_failure_on_the_workers_port(settings):
     name = fails_on_purpose.name
-    port = settings.WORKER_METRICS_PORT = free_port()
+    # Bound before the worker starts, on a port the OS chose (no other process can take it
+    # in between): the worker's worker_init finds it serving and keeps it.
+    server = metrics.start_worker_metrics_server(0)
+    port = settings.WORKER_METRICS_PORT = server.server_port
 
     def value(sample):
-        return REGISTRY.get_sample_value(sample, {"task": name}) or 0.0
+        return _task_sample(sample, fails_on_purpose)
 
     runs, failures = value("gpu_portal_task_runs_total"), value("gpu_portal_task_failures_total")
     durations = value("gpu_portal_task_duration_seconds_count")
@@ -307,7 +325,11 @@ def test_a_failing_task_counts_a_run_and_a_failure_on_the_workers_port(settings)
                 "the failure to be counted",
                 lambda: value("gpu_portal_task_failures_total") > failures,
             )
-            wait_for("the run to be counted", lambda: value("gpu_portal_task_runs_total") > runs)
+            # The last of the three: observed at task_postrun, after task_failure.
+            wait_for(
+                "the duration to be observed",
+                lambda: value("gpu_portal_task_duration_seconds_count") > durations,
+            )
             served = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
     finally:
         # A real worker stops it on worker_shutdown; the test harness's worker sends none.
