@@ -404,6 +404,10 @@ def step(
     )
     with transaction.atomic():
         fresh = Plan.objects.select_for_update().get(pk=plan_id)
+        if fresh.rollout_id != rollout_id:
+            # taken over while this node was in progress: the rollout that resumed owns the
+            # nodes' states and their record now, and does this node again
+            return False
         for e in fresh.nodes:
             if e["node"] == entry["node"]:
                 e.update(entry, state="applied" if ok else "failed", message=message)
@@ -417,8 +421,8 @@ def step(
             tenant=None,
             after={"node": entry["node"], "message": message},
         )
-        if fresh.status != Plan.Status.APPLYING or fresh.rollout_id != rollout_id:
-            return False  # abandoned (or taken over) while this node was in progress
+        if fresh.status != Plan.Status.APPLYING:
+            return False  # abandoned while this node was in progress (its result is kept)
         more = bool(_pending(fresh))
         if not ok or not more:
             _end(kube, fresh, actor, None if ok else done)
