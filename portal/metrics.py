@@ -234,10 +234,10 @@ def reconcile_lag_seconds(
     now: datetime,
 ) -> float:
     """How long a tenant's namespace has not matched what PostgreSQL says it should have; 0 when
-    it does. The model keeps no "desired state changed at": a change enqueues a reconcile at
-    once, so the first failed run since the last success started when the change was made (the
-    streak's start); a tenant never reconciled has waited since it was created; a run in progress
-    after a success (syncing, no failure yet) is converging and counts 0."""
+    it does. A change enqueues a reconcile at once, so the first failed run of the current
+    streak (`TenantSyncState.failing_since`) started about when the change was made; a tenant
+    never reconciled has waited since it was created; a run in progress after a success
+    (syncing, no failure yet) is converging and counts 0."""
     if status == "in_sync":
         return 0.0
     if first_failure_at is not None:
@@ -266,41 +266,24 @@ class PortalState:
 
 def read_portal_state(now: datetime) -> PortalState:
     """The database's part: one query per gauge family, whatever the number of tenants."""
-    from django.db.models import Count, DateTimeField, Min, OuterRef, Q, Subquery, Value
-    from django.db.models.functions import Coalesce
+    from django.db.models import Count, Min, Q
 
-    from scheduler.cluster.models import ReconcileRun, TenantSyncState
+    from scheduler.cluster.models import TenantSyncState
     from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
     in_sync = TenantSyncState.Status.IN_SYNC
-    never = Value(datetime(2000, 1, 1, tzinfo=now.tzinfo), output_field=DateTimeField())
-    # Failed runs since the tenant's last success: the streak (ReconcileRun is indexed by
-    # tenant and start, so each tenant's count is a short index range).
-    streak = (
-        ReconcileRun.objects.filter(
-            tenant=OuterRef("pk"),
-            status=ReconcileRun.Status.FAILED,
-            started_at__gt=Coalesce(OuterRef("sync_state__last_success_at"), never),
-        )
-        .order_by()
-        .values("tenant")
-    )
     rows = (
         Tenant.objects.exclude(  # an archived tenant counts only while its clean-up is unfinished
             Q(status=Tenant.Status.ARCHIVED)
             & (Q(sync_state__isnull=True) | Q(sync_state__status=in_sync))
-        )
-        .annotate(
-            failures=Coalesce(Subquery(streak.annotate(n=Count("pk")).values("n")), 0),
-            first_failure_at=Subquery(streak.annotate(first=Min("started_at")).values("first")),
         )
         .values_list(
             "slug",
             "created_at",
             "sync_state__status",
             "sync_state__last_success_at",
-            "failures",
-            "first_failure_at",
+            "sync_state__consecutive_failures",
+            "sync_state__failing_since",
         )
         .order_by("slug")
     )
@@ -309,7 +292,7 @@ def read_portal_state(now: datetime) -> PortalState:
         state.tenants.append(
             TenantReconcile(
                 slug=slug,
-                consecutive_failures=0 if status == in_sync else failures,
+                consecutive_failures=failures or 0,  # None: never reconciled
                 lag_seconds=reconcile_lag_seconds(
                     status=status,
                     last_success_at=last_success_at,

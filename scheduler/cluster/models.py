@@ -107,9 +107,29 @@ class TenantSyncState(models.Model):
     # Since when the team has run more than its grant plus borrowing (ISO time; empty: not over):
     # the over-quota policy stops work after a grace period (scheduler.workloads.overquota).
     over_quota_since = models.CharField(max_length=40, blank=True)
+    # The current run of failed reconciles: how many, and when the first of them started (a
+    # change enqueues a reconcile at once, so that is about when the namespace fell behind).
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.tenant}: {self.get_status_display()}"
+
+    def record_run(self, *, started, finished, error: str | None = None) -> None:
+        """One reconcile's outcome (`error` None: it succeeded): a failure extends the streak,
+        a success ends it."""
+        self.last_run_at = finished
+        if error is not None:
+            self.status = self.Status.FAILED
+            self.last_error = error[:2000]
+            if not self.consecutive_failures:
+                self.failing_since = started
+            self.consecutive_failures += 1
+        else:
+            self.status = self.Status.IN_SYNC
+            self.last_success_at = finished
+            self.last_error = ""
+            self.consecutive_failures, self.failing_since = 0, None
 
     @property
     def summary(self) -> str:

@@ -378,15 +378,10 @@ def _record(
     with transaction.atomic():
         if tenant is not None:
             state, _ = TenantSyncState.objects.select_for_update().get_or_create(tenant=tenant)
-            state.last_run_at = now
+            failure = None if error is None else (str(error) or type(error).__name__)
+            state.record_run(started=started, finished=now, error=failure)
             if error is None:
-                state.status = TenantSyncState.Status.IN_SYNC
-                state.last_success_at = now
-                state.last_error = ""
                 state.applied_hashes = outcome.applied if outcome else {}
-            else:
-                state.status = TenantSyncState.Status.FAILED
-                state.last_error = str(error)[:2000]
             state.save()
         if not (always or changes or drift or error):
             return None

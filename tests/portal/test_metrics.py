@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from localcluster.pytest_plugin import wait_for
 from portal import metrics
 from portal.celery import app
-from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from scheduler.cluster.models import TenantSyncState
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tests.metering.standins.prometheus_server import PrometheusServer
 from tests.scheduler.cluster_helpers import celery_worker
@@ -127,32 +127,27 @@ def test_without_a_token_a_bearer_header_opens_nothing(settings):
 # --- the state gauges against the database and Redis -------------------------------------------
 
 
-def _run(tenant, status, started):
-    return ReconcileRun.objects.create(
-        tenant=tenant, trigger="tests", status=status, started_at=started, finished_at=started
-    )
+def _runs(tenant, *outcomes):
+    """The tenant's sync state after reconciles (start, error or None), as `_record` keeps it."""
+    state = TenantSyncState.objects.create(tenant=tenant)
+    for started, error in outcomes:
+        state.record_run(started=started, finished=started, error=error)
+    state.save()
 
 
 @pytest.mark.django_db
 def test_the_collector_reads_reconcile_state_approvals_and_grants(settings):
     settings.METRICS_GRANTS_EXPIRING_WITHIN_HOURS = 7 * 24
-    failed, succeeded = ReconcileRun.Status.FAILED, ReconcileRun.Status.SUCCEEDED
+    ago = lambda **kw: NOW - timedelta(**kw)  # noqa: E731
     with time_machine.travel(NOW, tick=False):
         created = NOW - timedelta(days=30)
         steady = TenantFactory(slug="m-steady", created_at=created)
-        TenantSyncState.objects.create(
-            tenant=steady, status="in_sync", last_success_at=NOW - timedelta(hours=1)
-        )
-        _run(steady, failed, NOW - timedelta(hours=2))  # before its last success
-        _run(steady, succeeded, NOW - timedelta(hours=1))
+        _runs(steady, (ago(hours=2), "boom"), (ago(hours=1), None))  # failed, then healed
 
         failing = TenantFactory(slug="m-failing", created_at=created)
-        TenantSyncState.objects.create(
-            tenant=failing, status="failed", last_success_at=NOW - timedelta(hours=2)
-        )
-        _run(failing, failed, NOW - timedelta(hours=3))  # an older streak, healed since
-        for minutes in (90, 60, 30):
-            _run(failing, failed, NOW - timedelta(minutes=minutes))
+        streak = [(ago(minutes=m), "API server unreachable") for m in (90, 60, 30)]
+        # an older streak, healed since, then three failures in a row
+        _runs(failing, (ago(hours=3), "boom"), (ago(hours=2), None), *streak)
 
         TenantFactory(slug="m-new", created_at=NOW - timedelta(minutes=10))  # never reconciled
         gone = TenantFactory(slug="m-gone", created_at=created, status=Tenant.Status.ARCHIVED)

@@ -231,7 +231,7 @@ def test_a_forbidden_priority_class_is_refused_by_the_api_server(kube, kube_admi
         kube_admin.create(pod)
 
 
-def test_unreachable_api_server_is_transient_and_recorded(setup, world, settings, tmp_path):
+def test_unreachable_api_server_is_transient_and_recorded(kube, setup, world, settings, tmp_path):
     tenant, gpu, ns, owner = setup
     from scheduler.cluster.kube import KubeGateway
 
@@ -247,6 +247,15 @@ def test_unreachable_api_server_is_transient_and_recorded(setup, world, settings
     state = TenantSyncState.objects.get(tenant=tenant)
     assert state.summary.startswith("failed: ")
     assert ReconcileRun.objects.filter(tenant=tenant).first().status == "failed"
+    first = state.failing_since
+    assert state.consecutive_failures == 1 and first is not None
+    with pytest.raises(TransientClusterError):
+        reconcile.reconcile_tenant(dead, tenant.pk)
+    state.refresh_from_db()
+    assert (state.consecutive_failures, state.failing_since) == (2, first)  # the same streak
+    reconcile.reconcile_tenant(kube, tenant.pk)
+    state.refresh_from_db()
+    assert (state.consecutive_failures, state.failing_since) == (0, None)
 
 
 def test_a_namespace_still_terminating_is_retried_not_failed(kube, setup, world):
