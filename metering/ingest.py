@@ -19,7 +19,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, Sum
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -238,6 +238,53 @@ def missed_minutes(previous: datetime, minute: datetime, limit: int) -> list[dat
     return [minute - timedelta(minutes=n) for n in range(min(count, limit), 0, -1)]
 
 
+Key = tuple[int, int]  # (tenant id, resource class id)
+
+
+def _grants_over(first: datetime, last: datetime) -> list[tuple]:
+    """Active grants in force at some minute of [first, last]: (tenant id, class id, amount,
+    starts_at, ends_at)."""
+    return list(
+        QuotaGrant.objects.holding(first)
+        .filter(starts_at__lte=last)
+        .values_list("tenant_id", "resource_class_id", "amount", "starts_at", "ends_at")
+    )
+
+
+def quota_at(grants: list[tuple], at: datetime) -> dict[Key, Decimal]:
+    """Each tenant's quota per class at `at` (pure): the grants in force then, summed (what
+    `QuotaGrant.objects.effective(at)` sums)."""
+    quota: dict[Key, Decimal] = defaultdict(Decimal)
+    for tenant_id, rc_id, amount, starts, ends in grants:
+        if starts <= at and (ends is None or ends > at):
+            quota[(tenant_id, rc_id)] += Decimal(amount)
+    return quota
+
+
+def _samples(
+    at: datetime,
+    allocated: dict[Key, Decimal],
+    quota: dict[Key, Decimal],
+    known: dict[Key, Decimal] | None = None,
+    used: dict[Key, Decimal] | None = None,
+) -> list[UsageSample]:
+    """One row per tenant and class that holds or was granted something at `at`; no known and
+    used (utilisation unknown) when not given."""
+    known, used = known or {}, used or {}
+    return [
+        UsageSample(
+            at=at,
+            tenant_id=key[0],
+            resource_class_id=key[1],
+            allocated=allocated.get(key, Decimal(0)),
+            known=known.get(key, Decimal(0)),
+            used=used.get(key, Decimal(0)).quantize(Decimal("0.0001")),
+            quota=quota.get(key, Decimal(0)),
+        )
+        for key in sorted(allocated.keys() | quota.keys())
+    ]
+
+
 def _backfill_samples(cluster, previous: datetime, minute: datetime, result) -> None:
     """Minutes no ingest ran in (the database, the API server or the worker was down) get their
     samples from the intervals, which know when each pod started and ended: allocation has no
@@ -256,30 +303,14 @@ def _backfill_samples(cluster, previous: datetime, minute: datetime, result) -> 
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=minutes[0]))
         .values_list("tenant_id", "resource_class_id", "units", "started_at", "ended_at")
     )
+    grants = _grants_over(minutes[0], minutes[-1])  # one query for the whole gap
     samples: list[UsageSample] = []
     for at in minutes:
         allocated: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
         for tenant_id, rc_id, units, started, ended in intervals:
             if started <= at and (ended is None or ended > at):
                 allocated[(tenant_id, rc_id)] += units
-        quota = {
-            (row["tenant_id"], row["resource_class_id"]): Decimal(row["total"])
-            for row in QuotaGrant.objects.effective(at)
-            .values("tenant_id", "resource_class_id")
-            .annotate(total=Sum("amount"))
-        }
-        samples.extend(
-            UsageSample(
-                at=at,
-                tenant_id=key[0],
-                resource_class_id=key[1],
-                allocated=allocated.get(key, Decimal(0)),
-                known=Decimal(0),
-                used=Decimal(0),
-                quota=quota.get(key, Decimal(0)),
-            )
-            for key in sorted(allocated.keys() | quota.keys())
-        )
+        samples += _samples(at, allocated, quota_at(grants, at))  # utilisation unknown
     UsageSample.objects.bulk_create(samples, batch_size=2000, ignore_conflicts=True)
     result.backfilled = len(minutes)
 
@@ -412,24 +443,8 @@ def _write_samples(held, minute, use, result) -> None:
         if pod_use is not None:
             known[key] += units
             used[key] += units * pod_use.util
-    quota = {
-        (row["tenant_id"], row["resource_class_id"]): Decimal(row["total"])
-        for row in QuotaGrant.objects.effective(minute)
-        .values("tenant_id", "resource_class_id")
-        .annotate(total=Sum("amount"))
-    }
-    samples = [
-        UsageSample(
-            at=minute,
-            tenant_id=key[0],
-            resource_class_id=key[1],
-            allocated=allocated.get(key, Decimal(0)),
-            known=known.get(key, Decimal(0)),
-            used=used.get(key, Decimal(0)).quantize(Decimal("0.0001")),
-            quota=quota.get(key, Decimal(0)),
-        )
-        for key in sorted(allocated.keys() | quota.keys())
-    ]
+    quota = quota_at(_grants_over(minute, minute), minute)
+    samples = _samples(minute, allocated, quota, known, used)
     UsageSample.objects.bulk_create(
         samples,
         batch_size=2000,

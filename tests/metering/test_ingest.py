@@ -304,6 +304,36 @@ def test_minutes_missed_in_an_outage_are_filled_from_the_intervals(cluster, worl
     assert UsageSample.objects.filter(tenant=world.tenant).count() == 5
 
 
+def test_a_gap_is_filled_with_the_quota_of_each_minute_in_queries_that_do_not_grow_with_it(
+    cluster, world
+):
+    """A long outage costs the same queries to fill as a short one (it runs under the ingest
+    lock), and each missed minute still gets the quota in force then."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.tenants.factories import QuotaGrantFactory
+
+    QuotaGrantFactory(  # two more slices, ending in the middle of the long gap
+        tenant=world.tenant,
+        resource_class=world.rc,
+        amount=2,
+        starts_at=T0 - timedelta(hours=1),
+        ends_at=T0 + timedelta(minutes=20),
+    )
+    run(cluster, 0)
+    with CaptureQueriesContext(connection) as short:
+        assert run(cluster, 4).backfilled == 3
+    with CaptureQueriesContext(connection) as long:
+        assert run(cluster, 44).backfilled == 39
+    assert len(long) == len(short)
+    quota = {
+        int((s.at - T0).total_seconds() // 60): s.quota
+        for s in UsageSample.objects.filter(tenant=world.tenant, resource_class=world.rc)
+    }
+    assert (quota[1], quota[19], quota[20], quota[43]) == (5, 5, 3, 3)
+
+
 def test_missed_minutes_are_whole_minutes_between_two_ingests_and_bounded():
     at = T0 + timedelta(minutes=10)
     assert ingest.missed_minutes(T0 + timedelta(minutes=9, seconds=30), at, 60) == []
