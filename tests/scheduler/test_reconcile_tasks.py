@@ -67,7 +67,13 @@ def test_approval_during_an_api_server_outage_converges_when_it_is_back(
             ).exists(),
             timeout=60,
         )
-        assert TenantSyncState.objects.get(tenant=tenant).summary.startswith("failed: ")
+        # the worker retries meanwhile (each retry shows "syncing" for a moment): the failure
+        # is what the state says between attempts, and the streak it keeps lasts through them
+        wait_for(
+            "the failure shown",
+            lambda: TenantSyncState.objects.get(tenant=tenant).summary.startswith("failed: "),
+        )
+        assert TenantSyncState.objects.get(tenant=tenant).consecutive_failures >= 1
     finally:
         cluster.up()  # starts the API server again
 
