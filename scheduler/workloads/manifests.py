@@ -334,6 +334,18 @@ class Observation:
     message: str = ""
 
 
+def _exit_codes(pods: list[dict]) -> list[str]:
+    """What a failed Job's containers said when they stopped ("container train exited with code
+    3"), the first thing a person asks of a failure."""
+    said = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            done = (status.get("state") or {}).get("terminated") or {}
+            if done.get("exitCode"):
+                said.append(f"container {status.get('name')} exited with code {done['exitCode']}")
+    return list(dict.fromkeys(said))
+
+
 def _conditions(obj: dict) -> dict[str, dict]:
     return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
 
@@ -444,9 +456,8 @@ def observe(
         if failed and failed.get("status") == "True":
             if preempted and not running:  # outside Kueue: the scheduler's preemption ended it
                 return Observation(Workload.State.FAILED, "Preempted", preempted)
-            return Observation(
-                Workload.State.FAILED, failed.get("reason", "Failed"), failed.get("message", "")
-            )
+            message = "; ".join(filter(None, [failed.get("message", ""), *_exit_codes(pods)]))
+            return Observation(Workload.State.FAILED, failed.get("reason", "Failed"), message)
         if (obj.get("spec") or {}).get("suspend"):
             return queue_wait(queue_workloads[0] if queue_workloads else None)
         if running:

@@ -172,6 +172,27 @@ def test_a_pod_the_api_server_refuses_keeps_the_workload_pending_with_the_reason
     assert "exceeded quota" in w.message
 
 
+def test_a_job_whose_command_sleeps_succeeds_after_that_time_or_fails_with_its_exit_code(
+    kube, team, world
+):
+    """The local cluster runs a Job's `sleep N` for N seconds (KWOK stages in
+    localcluster/kwok-stages.yaml): it succeeds, or fails with the code of an `exit C`, so
+    `gpu-portal submit --wait -- sleep 1` ends locally as it would on a real cluster."""
+    tenant, _, h200 = team
+    ok = submit(world, tenant, h200, name="sleeps", command=["sleep", "1"])
+    bad = submit(world, tenant, h200, name="fails", command=["sh", "-c", "sleep 1; exit 3"])
+    forever = submit(world, tenant, h200, name="trains", command=["python", "train.py"])
+    for w in (ok, bad, forever):
+        workload_sync.create_in_cluster(kube, w.pk)
+
+    ok = wait_state(kube, ok, "succeeded")
+    assert ok.finished_at is not None
+    bad = wait_state(kube, bad, "failed")
+    assert "container main exited with code 3" in bad.message
+    # a command that does not say how long it runs keeps running, as the other tests expect
+    assert workload_sync.sync_workload(kube, forever.pk).state == "running"
+
+
 def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(kube, team, world):
     """9 H200s granted on an 8-GPU node: Kueue admits both, the scheduler preempts the low pod
     for the critical one, and the low job's pod is replaced (not failed) and waits for room."""
