@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots
+.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots replay
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -33,7 +33,7 @@ layers:
 
 typecheck:
 	@echo "==> mypy"
-	@.venv/bin/mypy core portal tenants scheduler metering
+	@.venv/bin/mypy core portal tenants scheduler metering replay
 
 migrations-check:
 	@echo "==> makemigrations --check"
@@ -65,6 +65,11 @@ test: cluster
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench
+
+# Replay the Alibaba 2023 GPU trace through the portal's policies (docs/replay.md); options after
+# ARGS, e.g. make replay ARGS="--part packing --seeds 3". The trace is read where it lies.
+replay: cluster
+	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m replay $(ARGS)
 
 # Every fault of the fault-injection run (tests/faults/ runs the short list in `make test`).
 faults: cluster

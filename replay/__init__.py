@@ -1,0 +1,1 @@
+"""Replaying a public GPU trace through the portal's policies (issue 16)."""

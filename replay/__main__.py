@@ -1,0 +1,177 @@
+"""`make replay`: replay the Alibaba 2023 GPU trace through the portal's policies.
+
+Part 1 (over time, on the local cluster) and part 2 (static packing against the FGD paper's
+published figures, pure Python) print one table each and write `replay.md` and
+`allocation.png` to the output folder. The trace is read from where it lies (`--trace`), never
+copied. See docs/replay.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+        return value
+
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    from replay.trace import DEFAULT_TRACE_DIR, NODE_FILE, POD_FILE
+
+    p = argparse.ArgumentParser(prog="python -m replay", description=__doc__)
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=Path(DEFAULT_TRACE_DIR),
+        help=f"folder with {POD_FILE} and {NODE_FILE} (or set REPLAY_TRACE_DIR)",
+    )
+    p.add_argument("--pods-file", default=POD_FILE, help="pod list inside --trace")
+    p.add_argument("--part", choices=["all", "overtime", "packing"], default="all")
+    p.add_argument("--out", type=Path, default=REPO / ".local" / "replay", help="output folder")
+    p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
+    g = p.add_argument_group("part 1: over time on the local cluster")
+    g.add_argument("--policies", default="abcde", help="any of a b c d e, in order (default all)")
+    g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
+    g.add_argument("--gpus-per-node", type=_positive(int), default=8)
+    g.add_argument("--model", default="B200-180GB", help="catalog model of the replay's fleet")
+    g.add_argument("--teams", type=_positive(int), default=4)
+    g.add_argument("--window-hours", type=_positive(float), default=24.0,
+                   help="trace hours replayed (the last ones of the trace)")  # fmt: skip
+    g.add_argument("--seconds-per-policy", type=_positive(float), default=60.0,
+                   help="wall seconds each policy's window is compressed into")  # fmt: skip
+    g = p.add_argument_group("part 2: static packing (FGD's method)")
+    g.add_argument("--rho", type=_positive(float), default=1.3, help="load to sample up to")
+    g.add_argument("--seeds", type=_positive(int), default=10)
+    g.add_argument("--packing-model", default="A100-80GB", help="the fleet re-imagined as")
+    return p
+
+
+def machine() -> str:
+    return f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def run_packing(args, say) -> str:
+    from replay import packing, trace
+
+    pods = trace.read_pods(args.trace / args.pods_file)
+    nodes = trace.read_nodes(args.trace / trace.NODE_FILE)
+    say(f"part 2: {len(nodes)} nodes re-imagined as {args.packing_model}, ρ = {args.rho}, "
+        f"{args.seeds} seeds")  # fmt: skip
+    results = packing.run_packing(
+        pods,
+        nodes,
+        model=args.packing_model,
+        rho=args.rho,
+        seeds=range(args.seed, args.seed + args.seeds),
+        progress=say,
+    )
+    return packing.packing_table(results)
+
+
+def run_overtime(args, say) -> tuple[str, list]:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+
+    from localcluster import cluster, portal_account
+    from replay import overtime, report, trace
+    from replay.workload import POLICIES, select_window
+
+    policies = [c for c in args.policies if c.strip()]
+    unknown = [c for c in policies if c not in POLICIES]
+    if unknown or not policies:
+        raise SystemExit(f"--policies: {''.join(unknown) or 'none'} unknown; use letters of abcde")
+    pods = trace.read_pods(args.trace / args.pods_file)
+    window = select_window(
+        pods, length=round(args.window_hours * 3600), teams=args.teams, seed=args.seed
+    )
+    compression = window.length / args.seconds_per_policy
+    say(
+        f"part 1: the last {args.window_hours:g} trace hours: {len(window.pods)} GPU pods "
+        f"({window.carried_in} running when it opens; {window.skipped_unscheduled} never ran in "
+        f"the trace: left out), {args.teams} teams, compressed {compression:,.0f}× into "
+        f"{args.seconds_per_policy:g} s per policy"
+    )
+    cluster.up()
+    settings.PORTAL_INSTANCE = "replay"
+    settings.TENANT_NAMESPACE_PREFIX = "replay-"
+    settings.KUBECONFIG = str(portal_account.kubeconfig())
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_replay"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        runs = overtime.run_all(
+            window,
+            policies,
+            compression=compression,
+            cfg=overtime.FleetConfig(args.nodes, args.gpus_per_node, args.model),
+            teams=args.teams,
+            kubeconfig=settings.KUBECONFIG,
+            admin_kubeconfig=str(cluster.KUBECONFIG),
+            progress=say,
+        )
+    finally:
+        from portal.celery import app
+
+        app.control.purge()  # the submits' messages for a worker that is not there
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    title = (
+        f"{args.nodes}×{args.gpus_per_node} {args.model} (simulated), last {args.window_hours:g} h "
+        f"of the Alibaba 2023 trace, {args.teams} teams"
+    )
+    chart = report.allocation_chart(runs, args.out / "allocation.png", title)
+    say(f"chart: {chart}")
+    return report.overtime_table(runs), runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from replay.trace import TraceError
+
+    def say(msg: str) -> None:
+        print(f"[replay] {msg}", flush=True)
+
+    started = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    sections = [f"# Trace replay, {when} on {machine()}\n"]
+    try:
+        if args.part in ("all", "overtime"):
+            table, _ = run_overtime(args, say)
+            print("\n" + table, flush=True)
+            sections.append("## Part 1: over time on the local cluster\n\n" + table)
+        if args.part in ("all", "packing"):
+            table = run_packing(args, say)
+            print("\n" + table, flush=True)
+            sections.append("## Part 2: static packing (FGD's method)\n\n" + table)
+    except TraceError as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
+    (args.out / "replay.md").write_text("\n".join(sections))
+    say(f"done in {time.monotonic() - started:.0f} s; tables in {args.out / 'replay.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""Part 1 of the replay: the trace's pods over time through the portal, on the local cluster.
+
+For each policy, on a fleet of fresh fake GPU nodes of its own (a model no seed node has, so the
+tests' nodes never take its pods): the teams' grants are made with the portal's services, their
+queues rendered by the reconciler, MIG layouts proposed by the planner and rolled out by the
+portal's rollout (the simulator plays NVIDIA's MIG manager); then every pod is submitted through
+`submit_workload` and created by `create_in_cluster` (the worker's task body) at its arrival time,
+compressed, as a Job whose command is `sleep <run time>`: the local cluster's KWOK stages run it
+for that long. Kueue admits, queues, borrows and preempts; the scheduler places. A watch stamps
+each pod's Running, end and preemption with the wall clock; `metrics.measure` does the rest.
+
+Runs as its own portal instance (`replay`, namespaces `replay-…`) in a throwaway database, and
+deletes its namespaces, queues and nodes at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.conf import settings
+from django.test import override_settings
+from kubernetes import client, watch
+
+from localcluster import fleet
+from localcluster import gpu_layout as gl
+from replay import metrics
+from replay.workload import POLICIES, Policy, Window, ask, size_grants
+from scheduler.catalog import facts
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.cluster import reconcile
+from scheduler.cluster import services as cluster_services
+from scheduler.cluster.kube import KubeGateway
+from scheduler.mig import plans, rollout
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync
+from tenants import services
+from tenants.models import Tenant
+
+NODE_PREFIX = "replay-"
+NODE_LABEL = "gpu-portal.local/replay"
+WORKLOAD_LABEL = "gpu-portal.io/workload"
+IMAGE = "registry.k8s.io/pause:3.10"
+MIN_RUN_S = 0.05  # a KWOK delay of 0 would end the pod at once: the shortest run we ask
+
+
+@dataclass
+class FleetConfig:
+    nodes: int = 4
+    gpus_per_node: int = 8
+    model: str = "B200-180GB"
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_names(self, policy: str) -> list[str]:
+        """Names of the policy's own: a pod of the last policy still being deleted never
+        counts on the next one's nodes."""
+        return [f"{NODE_PREFIX}{policy}-{self.model.lower()}-{i}" for i in range(self.nodes)]
+
+
+@dataclass
+class PolicyRun:
+    policy: Policy
+    measured: metrics.Measured
+    submitted: int
+    refused: int
+    reconfigured_gpus: int
+    granted_gpus: dict[int, float]
+    late_s: float  # the most a submit ran behind its arrival time (wall seconds)
+    setup_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+# --- the fleet --------------------------------------------------------------------------------
+
+
+def make_fleet(
+    admin: KubeGateway, api: client.ApiClient, cfg: FleetConfig, policy: str, shared_nodes: int
+) -> None:
+    """Fresh nodes: MIG off everywhere, the last `shared_nodes` time-sliced (4 replicas per GPU,
+    advertised as nvidia.com/gpu.shared)."""
+    delete_fleet(admin)
+    names = cfg.node_names(policy)
+    core = client.CoreV1Api(api)
+    for i, name in enumerate(names):
+        spec = {
+            "name": name,
+            "model": cfg.model,
+            "gpus": cfg.gpus_per_node,
+            "migConfig": "all-disabled",
+            "devicePluginConfig": "time-sliced-4-renamed"
+            if i >= len(names) - shared_nodes
+            else "default",
+            "labels": {NODE_LABEL: "true"},
+        }
+        core.create_node(fleet.node_manifest(spec))
+    fleet.wait_nodes_ready(api, names)
+
+
+def delete_fleet(admin: KubeGateway, timeout: float = 60) -> None:
+    nodes = admin.list("Node", label_selector=NODE_LABEL)
+    for node in nodes:
+        admin.delete("Node", node["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    while admin.list("Node", label_selector=NODE_LABEL) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+# --- watching the pods ----------------------------------------------------------------------
+
+
+@dataclass
+class PodSeen:
+    workload: int
+    running: float | None = None
+    ended: float | None = None
+    outcome: str = ""  # succeeded | failed | preempted
+
+
+class PodWatch(threading.Thread):
+    """Every pod of the portal's workloads in namespaces starting with `prefix`: when it was
+    first seen Running, and when and how it ended, stamped on receipt (monotonic seconds from
+    `t0`), not from the API server's whole-second timestamps."""
+
+    def __init__(self, api: client.ApiClient, prefix: str, t0: float):
+        super().__init__(name="replay-pod-watch", daemon=True)
+        self.core = client.CoreV1Api(api)
+        self.prefix, self.t0 = prefix, t0
+        self.pods: dict[str, PodSeen] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        listed = self.core.list_pod_for_all_namespaces(label_selector=WORKLOAD_LABEL, limit=1)
+        self.resource_version = listed.metadata.resource_version
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(
+                    self.core.list_pod_for_all_namespaces,
+                    label_selector=WORKLOAD_LABEL,
+                    resource_version=self.resource_version,
+                    timeout_seconds=5,
+                    allow_watch_bookmarks=True,
+                ):
+                    if event["type"] == "BOOKMARK":
+                        self.resource_version = event["raw_object"]["metadata"]["resourceVersion"]
+                    else:
+                        self._seen(event["type"], event["object"])
+                        self.resource_version = event["object"].metadata.resource_version
+                    if self.stopping.is_set():
+                        break
+            finally:
+                w.stop()
+
+    def _seen(self, kind: str, pod: client.V1Pod) -> None:
+        meta = pod.metadata
+        if not meta.namespace.startswith(self.prefix):
+            return
+        now = time.monotonic() - self.t0
+        with self.lock:
+            seen = self.pods.setdefault(meta.uid, PodSeen(int(meta.labels[WORKLOAD_LABEL])))
+            if seen.ended is not None:
+                return
+            phase = pod.status.phase if pod.status else None
+            if phase == "Running" and seen.running is None:
+                seen.running = now
+            if phase in ("Succeeded", "Failed"):
+                seen.running = seen.running if seen.running is not None else now
+                seen.ended, seen.outcome = now, phase.lower()
+            elif seen.running is not None and (kind == "DELETED" or meta.deletion_timestamp):
+                seen.ended, seen.outcome = now, "preempted"  # stopped before its run was over
+
+    def stop(self) -> dict[str, PodSeen]:
+        self.stopping.set()
+        self.join(timeout=15)
+        with self.lock:
+            return dict(self.pods)
+
+
+# --- one policy -------------------------------------------------------------------------------
+
+
+def _shared_nodes(grants: dict[tuple[int, str], int], shared_slug: str, cfg: FleetConfig) -> int:
+    units = sum(n for (_, slug), n in grants.items() if slug == shared_slug)
+    per_node = cfg.gpus_per_node * facts.SHARED_REPLICAS
+    return min(cfg.nodes - 1, math.ceil(units / per_node)) if units else 0
+
+
+def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: list[str]) -> int:
+    """The planner's layouts for the grants, rolled out by the portal; GPUs changed."""
+    plan = plans.create_plan(actor=admin_user, nodes=nodes, demand=demand)
+    changed = int(plan.summary.get("changed_gpus", 0))
+    if changed:
+        plan = rollout.apply_plan(kube, plan.pk, actor=admin_user)
+        failed = [n for n in plan.nodes if n.get("state") == "failed"]
+        if failed:
+            raise RuntimeError(
+                f"the MIG rollout failed on {failed[0]['node']}: {failed[0]['message']}"
+            )
+    return changed
+
+
+def _grant(admin_user, tenants: list[Tenant], grants: dict[tuple[int, str], int], notes: list[str]):
+    """Grants as sized, each cut to what the pool has left (the planner may not pack them all);
+    the largest first, so a cut falls on the biggest grant."""
+    classes = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in={s for _, s in grants})}
+    left = {
+        p.resource_class.slug: p.capacity for p in Pool.objects.select_related("resource_class")
+    }
+    granted: dict[tuple[int, str], int] = {}
+    for (team, slug), units in sorted(grants.items(), key=lambda kv: (-kv[1], kv[0])):
+        give = min(units, left.get(slug, 0))
+        if give < units:
+            notes.append(f"team {team + 1}: {give} of {units} {slug} (pool full)")
+        if give > 0:
+            services.grant_quota(
+                actor=admin_user, tenant=tenants[team], resource_class=classes[slug], amount=give
+            )
+            left[slug] -= give
+        granted[(team, slug)] = give
+    return granted
+
+
+def run_policy(
+    policy: Policy,
+    window: Window,
+    *,
+    compression: float,
+    cfg: FleetConfig,
+    teams: int,
+    kube: KubeGateway,
+    admin: KubeGateway,
+    api: client.ApiClient,
+    admin_user,
+    progress: Callable[[str], None] = print,
+) -> PolicyRun:
+    setup_started = time.monotonic()
+    model = facts.get_model(cfg.model)
+    notes: list[str] = []
+    wanted = size_grants(window, policy, model, cfg.gpus)
+    shared_slug = facts.class_slug(model, "shared")
+    shared_nodes = _shared_nodes(wanted, shared_slug, cfg) if policy.sharing else 0
+    progress(
+        f"[{policy.key}] fleet: {cfg.nodes} × {cfg.gpus_per_node} {cfg.model}, "
+        f"{shared_nodes} node(s) time-sliced"
+    )
+    make_fleet(admin, api, cfg, policy.key, shared_nodes)
+    cluster_services.sync_inventory(kube)
+    reconfigured = shared_nodes * cfg.gpus_per_node
+    if policy.mig:
+        demand: dict[str, int] = defaultdict(int)
+        for (_, slug), units in wanted.items():
+            if slug != shared_slug:
+                demand[slug] += units
+        mig_nodes = cfg.node_names(policy.key)[: cfg.nodes - shared_nodes]
+        progress(f"[{policy.key}] planning MIG layouts for {dict(demand)}")
+        reconfigured += _roll_out_mig(kube, admin_user, dict(demand), mig_nodes)
+        cluster_services.sync_inventory(kube)
+    for pool in Pool.objects.filter(resource_class__slug__startswith=model.slug):
+        services.set_pool(
+            actor=admin_user,
+            resource_class=pool.resource_class,
+            borrowing_limit=pool.capacity if policy.borrowing else 0,
+            lend_idle=True,
+        )
+    tenants = [
+        services.create_tenant(
+            actor=admin_user,
+            slug=f"{policy.key}-team-{i + 1}",
+            name=f"Replay {policy.key} team {i + 1}",
+            allowed_priority_classes=["gpu-high", "gpu-low"],
+            gpu_ceiling=Decimal(cfg.gpus),  # the grants below are the limit, not a ceiling
+        )
+        for i in range(teams)
+    ]
+    try:
+        return _replay(policy, window, compression, cfg, kube, api, admin_user, tenants, wanted,
+                       reconfigured, setup_started, notes, progress)  # fmt: skip
+    finally:
+        clean_up(kube, tenants, admin_user)
+
+
+def _replay(
+    policy: Policy,
+    window: Window,
+    compression: float,
+    cfg: FleetConfig,
+    kube: KubeGateway,
+    api: client.ApiClient,
+    admin_user,
+    tenants: list[Tenant],
+    wanted: dict[tuple[int, str], int],
+    reconfigured: int,
+    setup_started: float,
+    notes: list[str],
+    progress: Callable[[str], None],
+) -> PolicyRun:
+    model = facts.get_model(cfg.model)
+    granted = _grant(admin_user, tenants, wanted, notes)
+    for tenant in tenants:
+        reconcile.reconcile_tenant(kube, tenant.pk)
+    granted_gpus: dict[int, float] = defaultdict(float)
+    per_unit = {slug: 0.0 for _, slug in granted}
+    for pod in window.pods:
+        a = ask(pod, policy, model)
+        per_unit[a.slug] = a.slices_per_unit / model.compute_slices
+    for (team, slug), units in granted.items():
+        granted_gpus[team] += units * per_unit.get(slug, 0.0)
+    setup_s = time.monotonic() - setup_started
+
+    prefix = f"{settings.TENANT_NAMESPACE_PREFIX}{policy.key}-"
+    horizon = window.length / compression
+    progress(f"[{policy.key}] replaying {len(window.pods)} pods over {horizon:.0f} s")
+    t0 = time.monotonic()
+    watcher = PodWatch(api, prefix, t0)
+    watcher.start()
+    records: dict[int, metrics.JobRecord] = {}
+    refused, late = 0, 0.0
+    for n, pod in enumerate(sorted(window.pods, key=lambda p: (p.arrival, p.name))):
+        due = pod.arrival / compression
+        wait = due - (time.monotonic() - t0)
+        if wait > 0:
+            time.sleep(wait)
+        late = max(late, -wait)
+        a = ask(pod, policy, model)
+        submitted = time.monotonic() - t0
+        try:
+            w = workloads.submit_workload(
+                actor=admin_user,
+                tenant=tenants[pod.team],
+                name=pod.name,
+                kind="job",
+                image=IMAGE,
+                resources={a.slug: a.units},
+                priority=a.priority,
+                command=["sleep", f"{max(MIN_RUN_S, pod.run / compression):.3f}"],
+            )
+        except Exception as exc:  # a refusal (409, over the grant for good) is a result too
+            refused += 1
+            notes.append(f"{pod.name} refused: {exc}")
+            continue
+        sync.create_in_cluster(kube, w.pk)
+        records[w.pk] = metrics.JobRecord(
+            pod.name, pod.team, a.slices_per_unit * a.units, pod.milli, submitted
+        )
+        if n and n % 100 == 0:
+            progress(f"[{policy.key}] {n} submitted at {submitted:.0f} s")
+    rest = horizon - (time.monotonic() - t0)
+    if rest > 0:
+        time.sleep(rest)
+    seen = watcher.stop()
+    for pod_seen in seen.values():
+        job = records.get(pod_seen.workload)
+        if job is None or pod_seen.running is None:
+            continue
+        job.runs.append((pod_seen.running, pod_seen.ended))
+        if pod_seen.outcome == "succeeded":
+            job.finished = pod_seen.ended
+        elif pod_seen.outcome == "preempted":
+            job.preemptions += 1
+    for job in records.values():
+        job.runs.sort()
+    measured = metrics.measure(
+        list(records.values()),
+        horizon=horizon,
+        compression=compression,
+        fleet_gpus=cfg.gpus,
+        slices_per_gpu=model.compute_slices,
+        granted_gpus=dict(granted_gpus),
+    )
+    progress(
+        f"[{policy.key}] allocation {measured.alloc_slices:.1%} by slices, "
+        f"{measured.alloc_milli:.1%} by milli; {measured.started} started, "
+        f"{measured.not_started} waiting, {refused} refused, {measured.preemptions} preempted; "
+        f"submits ran up to {late:.1f} s behind their arrival times"
+    )
+    for note in notes[:5]:
+        progress(f"[{policy.key}]   {note}")
+    return PolicyRun(
+        policy,
+        measured,
+        len(records),
+        refused,
+        reconfigured,
+        dict(granted_gpus),
+        late,
+        setup_s,
+        notes,
+    )
+
+
+def clean_up(kube: KubeGateway, tenants: list[Tenant], admin_user, timeout: float = 180) -> None:
+    """End the policy's teams (their grants end with them), delete what they left and wait
+    until it is gone, so the next policy starts on a quiet cluster."""
+    for tenant in tenants:
+        services.change_tenant_status(actor=admin_user, tenant=tenant, action="archive")
+        kube.delete("Namespace", tenant.namespace)
+        kube.delete("ClusterQueue", tenant.namespace)
+    deadline = time.monotonic() + timeout
+    while any(kube.get("Namespace", t.namespace) for t in tenants):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the replay's namespaces are still there after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def run_all(
+    window: Window,
+    policies: list[str],
+    *,
+    compression: float,
+    cfg: FleetConfig,
+    teams: int,
+    kubeconfig: str,
+    admin_kubeconfig: str,
+    progress: Callable[[str], None] = print,
+) -> list[PolicyRun]:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from scheduler.catalog.services import ensure_resource_classes
+
+    gl.model_info(cfg.model)  # a clear error for a model the local fleet cannot play
+    kube = KubeGateway.from_kubeconfig(kubeconfig)
+    admin = KubeGateway.from_kubeconfig(admin_kubeconfig)
+    api = admin.api
+    ensure_resource_classes([cfg.model])
+    user = get_user_model().objects.create_superuser("replay-admin", "", None)
+    user.groups.add(Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)[0])
+    runs = []
+    # GPUs are what the replay measures: CPU, memory and pod counts never hold a team back
+    unbounded = override_settings(
+        TENANT_CPU_QUOTA="100000", TENANT_MEMORY_QUOTA="1000Ti", TENANT_POD_QUOTA=100_000
+    )
+    try:
+        unbounded.enable()
+        for key in policies:
+            runs.append(
+                run_policy(
+                    POLICIES[key],
+                    window,
+                    compression=compression,
+                    cfg=cfg,
+                    teams=teams,
+                    kube=kube,
+                    admin=admin,
+                    api=api,
+                    admin_user=user,
+                    progress=progress,
+                )
+            )
+    finally:
+        unbounded.disable()
+        delete_fleet(admin)
+    return runs
