@@ -287,12 +287,9 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
             "kube-scheduler",
             [
                 str(bins["kube-scheduler"]),
-                f"--kubeconfig={kc}",
-                "--leader-elect=false",
+                f"--config={write_scheduler_config()}",
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",
-                "--kube-api-qps=200",
-                "--kube-api-burst=400",
                 "--v=1",
             ],
         ),
@@ -321,6 +318,52 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
     ]
 
 
+def scheduler_config() -> dict:
+    """kube-scheduler's configuration: GPU resources bin-packed (`MostAllocated`), as GPU
+    clusters configure it, so that whole GPUs stay together on a node for the pods that ask
+    several at once; the default (`LeastAllocated`) spreads pods and strands them. Every GPU
+    resource name the catalog knows (whole, time-sliced replicas, MIG profiles) counts."""
+    from scheduler.catalog import facts
+
+    names = {"nvidia.com/gpu", "nvidia.com/gpu.shared"}
+    for model in facts.load_catalog().values():
+        names.update(p.resource_name for p in model.profiles.values())
+    gpu = [{"name": n, "weight": 10} for n in sorted(names)]
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(KUBECONFIG), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    *gpu,
+                                    {"name": "cpu", "weight": 1},
+                                    {"name": "memory", "weight": 1},
+                                ],
+                            }
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def write_scheduler_config() -> Path:
+    path = STATE_DIR / "scheduler-config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(scheduler_config(), sort_keys=False))
+    return path
+
+
 # What the GPU simulator runs and reads: when any of it changed since the running one started,
 # `up` restarts it, so a developer's running cluster follows a pull (e.g. new node labels).
 # Globs, not a list: a module or data file the simulator starts reading is counted without a
@@ -342,8 +385,21 @@ def simulator_sources() -> list[Path]:
     )
 
 
+# Configuration files a running component read at start: `up` restarts it when they change.
+CONFIG_FILES = {
+    "kwok": (PACKAGE_DIR / "kwok-stages.yaml",),
+    "kube-scheduler": (STATE_DIR / "scheduler-config.yaml",),
+}
+
+
 def _code_version(comp: Component) -> str:
-    """A digest of the simulator's sources ("" for the built binaries: their tag pins them)."""
+    """A digest of the simulator's sources, or of the configuration files a component read
+    ("" for the other built binaries: their tag pins them)."""
+    if comp.name in CONFIG_FILES:
+        digest = hashlib.sha256()
+        for path in CONFIG_FILES[comp.name]:
+            digest.update(path.read_bytes() if path.exists() else b"")
+        return digest.hexdigest()[:16]
     if comp.name != "gpu-simulator":
         return ""
     digest = hashlib.sha256()
@@ -522,7 +578,7 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         if running_pid(comp) is not None:
             if not _stale(comp):
                 continue
-            _log(f"restarting {comp.name}: its code changed since it started")
+            _log(f"restarting {comp.name}: its code or configuration changed since it started")
             stop(comp)
         _free_ports(comp)
         if comp.name == "kueue":

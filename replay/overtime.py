@@ -15,22 +15,35 @@ deletes its namespaces, queues and nodes at the end.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import connection
 from django.test import override_settings
 from kubernetes import client, watch
 
+from core.errors import ServiceError
 from localcluster import fleet
 from localcluster import gpu_layout as gl
 from replay import metrics
-from replay.workload import POLICIES, Policy, Window, ask, size_grants
+from replay.workload import (
+    POLICIES,
+    Policy,
+    ReplayPod,
+    Window,
+    ask,
+    fleet_demand,
+    largest_asks,
+    mean_demand,
+    split_supply,
+    unit_gpus,
+)
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import reconcile
@@ -47,6 +60,7 @@ NODE_LABEL = "gpu-portal.local/replay"
 WORKLOAD_LABEL = "gpu-portal.io/workload"
 IMAGE = "registry.k8s.io/pause:3.10"
 MIN_RUN_S = 0.05  # a KWOK delay of 0 would end the pod at once: the shortest run we ask
+SUBMITTERS = 4  # clients submitting at once
 
 
 @dataclass
@@ -188,10 +202,12 @@ class PodWatch(threading.Thread):
 # --- one policy -------------------------------------------------------------------------------
 
 
-def _shared_nodes(grants: dict[tuple[int, str], int], shared_slug: str, cfg: FleetConfig) -> int:
-    units = sum(n for (_, slug), n in grants.items() if slug == shared_slug)
+def _shared_nodes(demand: dict[tuple[int, str], float], shared_slug: str, cfg: FleetConfig) -> int:
+    """Nodes to time-slice for the shared asks' mean demand: the device plugin's sharing is
+    per node, so whole nodes, at least one when anything asks, never all."""
+    units = sum(n for (_, slug), n in demand.items() if slug == shared_slug)
     per_node = cfg.gpus_per_node * facts.SHARED_REPLICAS
-    return min(cfg.nodes - 1, math.ceil(units / per_node)) if units else 0
+    return min(cfg.nodes - 1, max(1, round(units / per_node))) if units > 0 else 0
 
 
 def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: list[str]) -> int:
@@ -208,25 +224,13 @@ def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: 
     return changed
 
 
-def _grant(admin_user, tenants: list[Tenant], grants: dict[tuple[int, str], int], notes: list[str]):
-    """Grants as sized, each cut to what the pool has left (the planner may not pack them all);
-    the largest first, so a cut falls on the biggest grant."""
+def _grant(admin_user, tenants: list[Tenant], grants: dict[tuple[int, str], int]) -> None:
     classes = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in={s for _, s in grants})}
-    left = {
-        p.resource_class.slug: p.capacity for p in Pool.objects.select_related("resource_class")
-    }
-    granted: dict[tuple[int, str], int] = {}
-    for (team, slug), units in sorted(grants.items(), key=lambda kv: (-kv[1], kv[0])):
-        give = min(units, left.get(slug, 0))
-        if give < units:
-            notes.append(f"team {team + 1}: {give} of {units} {slug} (pool full)")
-        if give > 0:
+    for (team, slug), units in sorted(grants.items()):
+        if units > 0:
             services.grant_quota(
-                actor=admin_user, tenant=tenants[team], resource_class=classes[slug], amount=give
+                actor=admin_user, tenant=tenants[team], resource_class=classes[slug], amount=units
             )
-            left[slug] -= give
-        granted[(team, slug)] = give
-    return granted
 
 
 def run_policy(
@@ -245,9 +249,9 @@ def run_policy(
     setup_started = time.monotonic()
     model = facts.get_model(cfg.model)
     notes: list[str] = []
-    wanted = size_grants(window, policy, model, cfg.gpus)
+    demand = mean_demand(window, policy, model)
     shared_slug = facts.class_slug(model, "shared")
-    shared_nodes = _shared_nodes(wanted, shared_slug, cfg) if policy.sharing else 0
+    shared_nodes = _shared_nodes(demand, shared_slug, cfg) if policy.sharing else 0
     progress(
         f"[{policy.key}] fleet: {cfg.nodes} × {cfg.gpus_per_node} {cfg.model}, "
         f"{shared_nodes} node(s) time-sliced"
@@ -256,14 +260,21 @@ def run_policy(
     cluster_services.sync_inventory(kube)
     reconfigured = shared_nodes * cfg.gpus_per_node
     if policy.mig:
-        demand: dict[str, int] = defaultdict(int)
-        for (_, slug), units in wanted.items():
-            if slug != shared_slug:
-                demand[slug] += units
+        # the platform team asks the planner for the classes' demand, worth the MIG nodes
+        unshared = {k: v for k, v in demand.items() if k[1] != shared_slug}
+        mig_gpus = (cfg.nodes - shared_nodes) * cfg.gpus_per_node
+        wanted_layout = fleet_demand(unshared, model, mig_gpus)
         mig_nodes = cfg.node_names(policy.key)[: cfg.nodes - shared_nodes]
-        progress(f"[{policy.key}] planning MIG layouts for {dict(demand)}")
-        reconfigured += _roll_out_mig(kube, admin_user, dict(demand), mig_nodes)
+        progress(f"[{policy.key}] planning MIG layouts for {wanted_layout}")
+        reconfigured += _roll_out_mig(kube, admin_user, wanted_layout, mig_nodes)
         cluster_services.sync_inventory(kube)
+    supply = {
+        p.resource_class.slug: p.capacity
+        for p in Pool.objects.select_related("resource_class").filter(
+            resource_class__slug__startswith=model.slug
+        )
+    }
+    wanted = split_supply(demand, supply, largest_asks(window, policy, model))
     for pool in Pool.objects.filter(resource_class__slug__startswith=model.slug):
         services.set_pool(
             actor=admin_user,
@@ -304,16 +315,12 @@ def _replay(
     progress: Callable[[str], None],
 ) -> PolicyRun:
     model = facts.get_model(cfg.model)
-    granted = _grant(admin_user, tenants, wanted, notes)
+    _grant(admin_user, tenants, wanted)
     for tenant in tenants:
         reconcile.reconcile_tenant(kube, tenant.pk)
     granted_gpus: dict[int, float] = defaultdict(float)
-    per_unit = {slug: 0.0 for _, slug in granted}
-    for pod in window.pods:
-        a = ask(pod, policy, model)
-        per_unit[a.slug] = a.slices_per_unit / model.compute_slices
-    for (team, slug), units in granted.items():
-        granted_gpus[team] += units * per_unit.get(slug, 0.0)
+    for (team, slug), units in wanted.items():
+        granted_gpus[team] += units * unit_gpus(slug, model)
     setup_s = time.monotonic() - setup_started
 
     prefix = f"{settings.TENANT_NAMESPACE_PREFIX}{policy.key}-"
@@ -323,13 +330,11 @@ def _replay(
     watcher = PodWatch(api, prefix, t0)
     watcher.start()
     records: dict[int, metrics.JobRecord] = {}
-    refused, late = 0, 0.0
-    for n, pod in enumerate(sorted(window.pods, key=lambda p: (p.arrival, p.name))):
-        due = pod.arrival / compression
-        wait = due - (time.monotonic() - t0)
-        if wait > 0:
-            time.sleep(wait)
-        late = max(late, -wait)
+    lateness: list[float] = []
+    lock = threading.Lock()
+
+    def submit(pod: ReplayPod, due: float) -> None:
+        """One CI client's submit: the service layer, then the worker's task body."""
         a = ask(pod, policy, model)
         submitted = time.monotonic() - t0
         try:
@@ -343,16 +348,35 @@ def _replay(
                 priority=a.priority,
                 command=["sleep", f"{max(MIN_RUN_S, pod.run / compression):.3f}"],
             )
-        except Exception as exc:  # a refusal (409, over the grant for good) is a result too
-            refused += 1
-            notes.append(f"{pod.name} refused: {exc}")
-            continue
-        sync.create_in_cluster(kube, w.pk)
-        records[w.pk] = metrics.JobRecord(
-            pod.name, pod.team, a.slices_per_unit * a.units, pod.milli, submitted
-        )
-        if n and n % 100 == 0:
-            progress(f"[{policy.key}] {n} submitted at {submitted:.0f} s")
+            sync.create_in_cluster(kube, w.pk)
+        except ServiceError as exc:  # a refusal (409: over the grant for good) is a result too
+            with lock:
+                notes.append(f"{pod.name} refused: {exc}")
+            return
+        finally:
+            connection.close()  # this thread's; a pool thread is not Django's to clean up
+        with lock:
+            lateness.append(submitted - due)
+            records[w.pk] = metrics.JobRecord(
+                pod.name, pod.team, a.slices_per_unit * a.units, pod.milli, submitted
+            )
+
+    # Several clients submit at once, as CI pipelines do: a burst of arrivals is not
+    # serialised behind one client's round trips.
+    with ThreadPoolExecutor(max_workers=SUBMITTERS, thread_name_prefix="replay-submit") as pool:
+        pending = []
+        for n, pod in enumerate(sorted(window.pods, key=lambda p: (p.arrival, p.name))):
+            due = pod.arrival / compression
+            wait = due - (time.monotonic() - t0)
+            if wait > 0:
+                time.sleep(wait)
+            pending.append(pool.submit(submit, pod, due))
+            if n and n % 100 == 0:
+                progress(f"[{policy.key}] {n} arrived at {time.monotonic() - t0:.0f} s")
+        for future in pending:
+            future.result()  # anything but a refusal stops the replay with its error
+    refused = len(window.pods) - len(records)
+    late = max(lateness, default=0.0)
     rest = horizon - (time.monotonic() - t0)
     if rest > 0:
         time.sleep(rest)

@@ -20,8 +20,9 @@ def overtime_table(runs: list[PolicyRun]) -> str:
     """One row per policy: allocation by slices and by requested milli (time-averaged), queue
     wait p50/p95 (trace seconds), jobs never started, submits refused (an ask larger than the
     team's grant plus what it may borrow: 409), jobs finished per trace hour, each team's share
-    of its grant, preemptions, GPUs reconfigured, then the gain over the row before (by
-    slices, in points) beside the seed article's claim for that technique."""
+    of its grant, preemptions, GPUs reconfigured, then the gain over the row before (in
+    points of allocation by milli: by slices, a tenth of a GPU on a whole one counts as a whole
+    one) beside the seed article's claim for that technique."""
     head = (
         "| policy | alloc. by slices | alloc. by milli | wait p50 / p95 s | not started | refused "
         "| jobs/h | teams' share of grant | preempted | GPUs reconf. | gain, pts | seed claims |\n"
@@ -32,7 +33,7 @@ def overtime_table(runs: list[PolicyRun]) -> str:
     for run in runs:
         m = run.measured
         shares = " / ".join(f"{s:.0%}" for s in m.team_share.values()) or "—"
-        gain = "—" if previous is None else _pts(m.alloc_slices - previous.measured.alloc_slices)
+        gain = "—" if previous is None else _pts(m.alloc_milli - previous.measured.alloc_milli)
         claim = "—" if run.policy.claim_pts is None else f"+{run.policy.claim_pts:.0f}"
         rows.append(
             f"| {run.policy.key}. {run.policy.title} | {m.alloc_slices:.1%} | {m.alloc_milli:.1%} "
@@ -45,9 +46,9 @@ def overtime_table(runs: list[PolicyRun]) -> str:
     last = runs[-1] if runs else None
     tail = ""
     if first is not None and last is not None and last is not first:
-        total = last.measured.alloc_slices - first.measured.alloc_slices
+        total = last.measured.alloc_milli - first.measured.alloc_milli
         tail = (
-            f"\nCombined ({last.policy.key} over a, by slices): {_pts(total)} points measured; "
+            f"\nCombined ({last.policy.key} over a, by milli): {_pts(total)} points measured; "
             f"the seed claims +{COMBINED_CLAIM_PTS}.\n"
         )
     return head + "\n".join(rows) + "\n" + tail

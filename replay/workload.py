@@ -178,29 +178,68 @@ def mean_demand(
     return dict(held)
 
 
-def size_grants(
-    window: Window, policy: Policy, model: facts.GpuModel, fleet_gpus: int
+def unit_gpus(slug: str, model: facts.GpuModel) -> float:
+    """What one unit of a class is worth in GPUs (its compute slices over the GPU's)."""
+    if slug == facts.class_slug(model, "shared"):
+        return 1 / facts.SHARED_REPLICAS
+    for profile in model.profiles.values():
+        if slug == facts.class_slug(model, "mig", profile.name):
+            return profile.compute_slices / model.compute_slices
+    return 1.0
+
+
+def largest_asks(
+    window: Window, policy: Policy, model: facts.GpuModel
 ) -> dict[tuple[int, str], int]:
-    """Each team's grant per class: its share of the window's mean demand, scaled so that all
-    grants together are worth the fleet (in GPUs: a unit is worth its slices / 7), rounded by
-    largest remainder; never below the team's largest single ask of that class, so every pod
-    can run some day."""
-    demand = mean_demand(window, policy, model)
-    per_unit = {}
     largest: dict[tuple[int, str], int] = defaultdict(int)
     for pod in window.pods:
         a = ask(pod, policy, model)
-        per_unit[a.slug] = a.slices_per_unit / model.compute_slices
         largest[(pod.team, a.slug)] = max(largest[(pod.team, a.slug)], a.units)
-    total = sum(units * per_unit[slug] for (_, slug), units in demand.items())
-    if total <= 0:
+    return dict(largest)
+
+
+def fleet_demand(
+    demand: dict[tuple[int, str], float], model: facts.GpuModel, gpus: int
+) -> dict[str, int]:
+    """What the platform team asks the planner for: the classes' mean demand summed over teams,
+    scaled so that it is worth `gpus` GPUs (rounded up: a class asked for never vanishes)."""
+    totals: dict[str, float] = defaultdict(float)
+    for (_, slug), units in demand.items():
+        totals[slug] += units
+    worth = sum(units * unit_gpus(slug, model) for slug, units in totals.items())
+    if worth <= 0:
         return {}
-    scale = fleet_gpus / total
-    exact = {key: units * scale for key, units in demand.items()}
-    grants = {key: math.floor(v) for key, v in exact.items()}
-    budget = fleet_gpus - sum(grants[k] * per_unit[k[1]] for k in grants)
-    for key in sorted(exact, key=lambda k: (grants[k] - exact[k], k)):  # largest remainder
-        if budget >= per_unit[key[1]] - 1e-9:
-            grants[key] += 1
-            budget -= per_unit[key[1]]
-    return {key: max(units, largest[key]) for key, units in grants.items()}
+    return {slug: math.ceil(units * gpus / worth) for slug, units in totals.items() if units > 0}
+
+
+def split_supply(
+    demand: dict[tuple[int, str], float],
+    supply: dict[str, int],
+    largest: dict[tuple[int, str], int],
+) -> dict[tuple[int, str], int]:
+    """The grants: each class's supply split over the teams by their share of its mean demand
+    (largest remainder), then moved, a unit at a time, from the teams with the most to spare to
+    any team whose grant is below its largest single ask, so that every pod can run some day
+    under a static quota. What cannot be moved stays short (those pods are refused: counted)."""
+    grants: dict[tuple[int, str], int] = {}
+    for slug in sorted({s for _, s in demand}):
+        keys = sorted(k for k in demand if k[1] == slug and demand[k] > 0)
+        total, units = sum(demand[k] for k in keys), supply.get(slug, 0)
+        if not keys or total <= 0:
+            continue
+        exact = {k: units * demand[k] / total for k in keys}
+        share = {k: math.floor(v) for k, v in exact.items()}
+        for k in sorted(keys, key=lambda k: (share[k] - exact[k], k))[
+            : units - sum(share.values())
+        ]:
+            share[k] += 1
+        for k in sorted(keys, key=lambda k: -largest.get(k, 0)):
+            while share[k] < largest.get(k, 0):
+                donors = [d for d in keys if d != k and share[d] > max(largest.get(d, 0), 0)]
+                if not donors:
+                    break
+                donor = max(donors, key=lambda d: (share[d] - largest.get(d, 0), d))
+                share[donor] -= 1
+                share[k] += 1
+        grants.update(share)
+    return grants

@@ -11,7 +11,8 @@ from replay import overtime, report, trace
 from replay.workload import select_window
 from scheduler.cluster.kube import KubeGateway
 
-pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+# transaction=True: the replay submits from several threads, each with its own connection
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 
 TRACE_SECONDS = 2 * 3600
 SECONDS_PER_POLICY = 10.0

@@ -8,11 +8,12 @@ from replay.trace import TracePod
 from replay.workload import (
     POLICIES,
     ReplayPod,
-    Window,
     ask,
+    fleet_demand,
     select_window,
-    size_grants,
+    split_supply,
     team_weights,
+    unit_gpus,
 )
 from scheduler.catalog import facts
 
@@ -77,14 +78,28 @@ def test_each_policy_asks_what_its_techniques_allow():
     assert (ask(small, e, B200).priority, ask(mid, e, B200).priority) == ("gpu-high", "gpu-low")
 
 
-def test_grants_are_worth_the_fleet_and_never_below_a_teams_largest_ask():
-    pods = [ReplayPod(f"p{i}", i % 3, float(i), 100.0, 1, 1000, "LS") for i in range(30)]
-    pods.append(ReplayPod("big", 2, 0.0, 5.0, 8, 1000, "LS"))  # team 3: one short 8-GPU pod
-    window = Window(0, 200, pods, 0, 0)
-    grants = size_grants(window, POLICIES["a"], B200, fleet_gpus=16)
-    assert grants[(2, "b200-180gb")] >= 8
-    assert sum(grants.values()) <= 16 + 8  # worth the fleet, plus the bump for the big ask
-    assert grants[(0, "b200-180gb")] >= grants[(1, "b200-180gb")] > 0
+def test_the_planner_is_asked_for_the_fleets_worth_of_each_class():
+    demand = {(0, "b200-180gb"): 10.0, (1, "b200-180gb"): 6.0, (1, "b200-180gb-mig-1g.23gb"): 14.0}
+    # 16 whole + 14 × 1/7 = 18 GPUs of demand, for 9 GPUs: half, rounded up
+    assert fleet_demand(demand, B200, 9) == {"b200-180gb": 8, "b200-180gb-mig-1g.23gb": 7}
+    assert unit_gpus("b200-180gb-shared", B200) == 0.25
+    assert unit_gpus("b200-180gb-mig-3g.90gb", B200) == 3 / 7
+
+
+def test_supply_is_split_by_demand_and_every_team_can_run_its_largest_ask():
+    whole = "b200-180gb"
+    demand = {(0, whole): 9.0, (1, whole): 3.0, (2, whole): 0.5, (2, "b200-180gb-shared"): 2.0}
+    largest = {(0, whole): 1, (1, whole): 2, (2, whole): 8, (2, "b200-180gb-shared"): 1}
+    grants = split_supply(demand, {whole: 16, "b200-180gb-shared": 32}, largest)
+    assert sum(v for (_, s), v in grants.items() if s == whole) == 16  # all of it, no more
+    assert grants[(2, whole)] == 8  # its 8-GPU pod can run, moved from the biggest share
+    assert grants[(1, whole)] >= 2 and grants[(0, whole)] >= 1
+    assert grants[(2, "b200-180gb-shared")] == 32
+    # what cannot be moved stays short: nobody has a unit to spare
+    short = split_supply(
+        {(0, whole): 1.0, (1, whole): 1.0}, {whole: 2}, {(0, whole): 1, (1, whole): 2}
+    )
+    assert short == {(0, whole): 1, (1, whole): 1}
 
 
 def test_allocation_waits_and_shares_are_measured_from_the_runs():
