@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
     g.add_argument("--policies", default="abcde", help="any of a b c d e, in order (default all)")
+    g.add_argument("--repeat", type=_positive(int), default=1,
+                   help="runs of each policy, interleaved (a…e, a…e): mean and range")  # fmt: skip
     g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
     g.add_argument("--gpus-per-node", type=_positive(int), default=8)
     g.add_argument("--model", default="B200-180GB", help="catalog model of the replay's fleet")
@@ -123,7 +125,7 @@ def run_overtime(args, say) -> tuple[str, list]:
     try:
         runs = overtime.run_all(
             window,
-            policies,
+            policies * args.repeat,
             compression=compression,
             cfg=overtime.FleetConfig(args.nodes, args.gpus_per_node, args.model),
             teams=args.teams,

@@ -16,56 +16,90 @@ def _secs(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
+def by_policy(runs: list[PolicyRun]) -> list[list[PolicyRun]]:
+    """Runs grouped by policy (the repeats of one policy together), in the order first run."""
+    groups: dict[str, list[PolicyRun]] = {}
+    for run in runs:
+        groups.setdefault(run.policy.key, []).append(run)
+    return list(groups.values())
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """The mean, and the range when there are repeats: `68.4% (64.7–72.0)`."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return format(mean, fmt)
+    lo, hi = format(min(values), fmt).rstrip("%"), format(max(values), fmt).rstrip("%")
+    return f"{format(mean, fmt)} ({lo}–{hi})"
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def overtime_table(runs: list[PolicyRun]) -> str:
-    """One row per policy: allocation by slices and by requested milli (time-averaged), queue
-    wait p50/p95 (trace seconds), jobs never started, submits refused (an ask larger than the
-    team's grant plus what it may borrow: 409), jobs finished per trace hour, each team's share
-    of its grant, preemptions, GPUs reconfigured, then the gain over the row before (in
-    points of allocation by milli: by slices, a tenth of a GPU on a whole one counts as a whole
-    one) beside the seed article's claim for that technique."""
+    """One row per policy, the mean of its repeats (and their range where there are several):
+    allocation by slices and by requested milli (time-averaged), queue wait p50/p95 (trace
+    seconds), jobs never started, submits refused (an ask larger than the team's grant plus
+    what it may borrow: 409), jobs finished per trace hour, each team's share of its grant,
+    preemptions, GPUs reconfigured, then the gain over the row before (in points of allocation
+    by milli: by slices, a tenth of a GPU on a whole one counts as a whole one) beside the seed
+    article's claim for that technique."""
     head = (
-        "| policy | alloc. by slices | alloc. by milli | wait p50 / p95 s | not started | refused "
-        "| jobs/h | teams' share of grant | preempted | GPUs reconf. | gain, pts | seed claims |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| policy | runs | alloc. by slices | alloc. by milli | wait p50 / p95 s | not started "
+        "| refused | jobs/h | teams' share of grant | preempted | GPUs reconf. | gain, pts "
+        "| seed claims |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
-    previous: PolicyRun | None = None
-    for run in runs:
-        m = run.measured
-        shares = " / ".join(f"{s:.0%}" for s in m.team_share.values()) or "—"
-        gain = "—" if previous is None else _pts(m.alloc_milli - previous.measured.alloc_milli)
-        claim = "—" if run.policy.claim_pts is None else f"+{run.policy.claim_pts:.0f}"
+    milli: dict[str, float] = {}
+    previous: str | None = None
+    for group in by_policy(runs):
+        policy = group[0].policy
+        ms = [r.measured for r in group]
+        milli[policy.key] = _mean([m.alloc_milli for m in ms])
+        p50 = [m.wait_p50 for m in ms if m.wait_p50 is not None]
+        p95 = [m.wait_p95 for m in ms if m.wait_p95 is not None]
+        teams = sorted({t for m in ms for t in m.team_share})
+        shares = " / ".join(f"{_mean([m.team_share.get(t, 0.0) for m in ms]):.0%}" for t in teams)
+        gain = "—" if previous is None else _pts(milli[policy.key] - milli[previous])
+        claim = "—" if policy.claim_pts is None else f"+{policy.claim_pts:.0f}"
         rows.append(
-            f"| {run.policy.key}. {run.policy.title} | {m.alloc_slices:.1%} | {m.alloc_milli:.1%} "
-            f"| {_secs(m.wait_p50)} / {_secs(m.wait_p95)} | {m.not_started} | {run.refused} "
-            f"| {m.finished_per_hour:,.1f} | {shares} | {m.preemptions} | {run.reconfigured_gpus} "
-            f"| {gain} | {claim} |"
+            f"| {policy.key}. {policy.title} | {len(group)} "
+            f"| {_spread([m.alloc_slices for m in ms], '.1%')} "
+            f"| {_spread([m.alloc_milli for m in ms], '.1%')} "
+            f"| {_secs(_mean(p50) if p50 else None)} / {_secs(_mean(p95) if p95 else None)} "
+            f"| {_mean([m.not_started for m in ms]):,.0f} "
+            f"| {_mean([r.refused for r in group]):,.0f} "
+            f"| {_mean([m.finished_per_hour for m in ms]):,.1f} | {shares or '—'} "
+            f"| {_mean([m.preemptions for m in ms]):,.0f} "
+            f"| {_mean([r.reconfigured_gpus for r in group]):,.0f} | {gain} | {claim} |"
         )
-        previous = run
-    first = {r.policy.key: r for r in runs}.get("a")
-    last = runs[-1] if runs else None
+        previous = policy.key
     tail = ""
-    if first is not None and last is not None and last is not first:
-        total = last.measured.alloc_milli - first.measured.alloc_milli
+    if "a" in milli and previous not in (None, "a"):
+        assert previous is not None
         tail = (
-            f"\nCombined ({last.policy.key} over a, by milli): {_pts(total)} points measured; "
-            f"the seed claims +{COMBINED_CLAIM_PTS}.\n"
+            f"\nCombined ({previous} over a, by milli): {_pts(milli[previous] - milli['a'])} "
+            f"points measured; the seed claims +{COMBINED_CLAIM_PTS}.\n"
         )
     return head + "\n".join(rows) + "\n" + tail
 
 
 def allocation_chart(runs: list[PolicyRun], path: Path, title: str) -> Path:
-    """Allocation by slices over trace time, one line per policy."""
+    """Allocation by slices over trace time, one line per policy (the mean of its repeats)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: write the file only
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
-    for run in runs:
-        xs = [x for x, _ in run.measured.series]
-        ys = [y * 100 for _, y in run.measured.series]
-        ax.plot(xs, ys, label=f"{run.policy.key}. {run.policy.title}", linewidth=1.4)
+    for group in by_policy(runs):
+        # the mean of the repeats at each point (they share the points: same window, horizon)
+        xs = [x for x, _ in group[0].measured.series]
+        ys = [_mean([r.measured.series[i][1] for r in group]) * 100 for i in range(len(xs))]
+        policy = group[0].policy
+        ax.plot(xs, ys, label=f"{policy.key}. {policy.title}", linewidth=1.4)
     ax.set_xlabel("trace time (hours from the window's start)")
     ax.set_ylabel("GPU allocation by slices (%)")
     ax.set_ylim(0, 105)
