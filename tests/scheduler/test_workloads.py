@@ -196,6 +196,29 @@ def test_observe(kind, obj, pods, events, expected):
     assert observe(kind, obj, pods, events).state == expected
 
 
+def test_a_failed_job_says_the_exit_codes_of_its_containers():
+    failed = {
+        "status": {
+            "conditions": [
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit"}
+            ]
+        }
+    }  # fmt: skip
+    stopped = {"state": {"terminated": {"exitCode": 3}}}
+    pods = [
+        {"status": {"phase": "Failed", "containerStatuses": [{"name": "main", **stopped}]}},
+        {"status": {"phase": "Failed", "containerStatuses": [{"name": "main", **stopped}]}},
+        {"status": {"phase": "Failed", "containerStatuses": [{"name": "side", "state": {}}]}},
+    ]
+    obs = observe("job", failed, pods, [])
+    assert obs == Observation(
+        "failed",
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit; container main exited with code 3",
+    )
+
+
 def test_a_suspended_job_is_queued_with_kueues_reason():
     obs = observe("job", SUSPENDED_JOB, [], [], [queue_workload(PENDING_QUOTA)])
     assert obs == Observation("queued", "Pending", PENDING_QUOTA["message"])
