@@ -245,7 +245,11 @@ def run_policy(
     api: client.ApiClient,
     admin_user,
     progress: Callable[[str], None] = print,
+    run_id: str = "",
 ) -> PolicyRun:
+    """One run of `policy`; `run_id` (default: the policy's letter) names its nodes, teams and
+    namespaces, so a repeat never meets what an earlier run is still deleting."""
+    run_id = run_id or policy.key
     setup_started = time.monotonic()
     model = facts.get_model(cfg.model)
     notes: list[str] = []
@@ -253,10 +257,10 @@ def run_policy(
     shared_slug = facts.class_slug(model, "shared")
     shared_nodes = _shared_nodes(demand, shared_slug, cfg) if policy.sharing else 0
     progress(
-        f"[{policy.key}] fleet: {cfg.nodes} × {cfg.gpus_per_node} {cfg.model}, "
+        f"[{run_id}] fleet: {cfg.nodes} × {cfg.gpus_per_node} {cfg.model}, "
         f"{shared_nodes} node(s) time-sliced"
     )
-    make_fleet(admin, api, cfg, policy.key, shared_nodes)
+    make_fleet(admin, api, cfg, run_id, shared_nodes)
     cluster_services.sync_inventory(kube)
     reconfigured = shared_nodes * cfg.gpus_per_node
     if policy.mig:
@@ -264,8 +268,8 @@ def run_policy(
         unshared = {k: v for k, v in demand.items() if k[1] != shared_slug}
         mig_gpus = (cfg.nodes - shared_nodes) * cfg.gpus_per_node
         wanted_layout = fleet_demand(unshared, model, mig_gpus)
-        mig_nodes = cfg.node_names(policy.key)[: cfg.nodes - shared_nodes]
-        progress(f"[{policy.key}] planning MIG layouts for {wanted_layout}")
+        mig_nodes = cfg.node_names(run_id)[: cfg.nodes - shared_nodes]
+        progress(f"[{run_id}] planning MIG layouts for {wanted_layout}")
         reconfigured += _roll_out_mig(kube, admin_user, wanted_layout, mig_nodes)
         cluster_services.sync_inventory(kube)
     supply = {
@@ -285,8 +289,8 @@ def run_policy(
     tenants = [
         services.create_tenant(
             actor=admin_user,
-            slug=f"{policy.key}-team-{i + 1}",
-            name=f"Replay {policy.key} team {i + 1}",
+            slug=f"{run_id}-team-{i + 1}",
+            name=f"Replay {run_id} team {i + 1}",
             allowed_priority_classes=["gpu-high", "gpu-low"],
             gpu_ceiling=Decimal(cfg.gpus),  # the grants below are the limit, not a ceiling
         )
@@ -294,7 +298,7 @@ def run_policy(
     ]
     try:
         return _replay(policy, window, compression, cfg, kube, api, admin_user, tenants, wanted,
-                       reconfigured, setup_started, notes, progress)  # fmt: skip
+                       reconfigured, setup_started, notes, progress, run_id)  # fmt: skip
     finally:
         clean_up(kube, tenants, admin_user)
 
@@ -313,6 +317,7 @@ def _replay(
     setup_started: float,
     notes: list[str],
     progress: Callable[[str], None],
+    run_id: str,
 ) -> PolicyRun:
     model = facts.get_model(cfg.model)
     _grant(admin_user, tenants, wanted)
@@ -323,9 +328,9 @@ def _replay(
         granted_gpus[team] += units * unit_gpus(slug, model)
     setup_s = time.monotonic() - setup_started
 
-    prefix = f"{settings.TENANT_NAMESPACE_PREFIX}{policy.key}-"
+    prefix = f"{settings.TENANT_NAMESPACE_PREFIX}{run_id}-"
     horizon = window.length / compression
-    progress(f"[{policy.key}] replaying {len(window.pods)} pods over {horizon:.0f} s")
+    progress(f"[{run_id}] replaying {len(window.pods)} pods over {horizon:.0f} s")
     t0 = time.monotonic()
     watcher = PodWatch(api, prefix, t0)
     watcher.start()
@@ -372,7 +377,7 @@ def _replay(
                 time.sleep(wait)
             pending.append(pool.submit(submit, pod, due))
             if n and n % 100 == 0:
-                progress(f"[{policy.key}] {n} arrived at {time.monotonic() - t0:.0f} s")
+                progress(f"[{run_id}] {n} arrived at {time.monotonic() - t0:.0f} s")
         for future in pending:
             future.result()  # anything but a refusal stops the replay with its error
     refused = len(window.pods) - len(records)
@@ -401,13 +406,13 @@ def _replay(
         granted_gpus=dict(granted_gpus),
     )
     progress(
-        f"[{policy.key}] allocation {measured.alloc_slices:.1%} by slices, "
+        f"[{run_id}] allocation {measured.alloc_slices:.1%} by slices, "
         f"{measured.alloc_milli:.1%} by milli; {measured.started} started, "
         f"{measured.not_started} waiting, {refused} refused, {measured.preemptions} preempted; "
         f"submits ran up to {late:.1f} s behind their arrival times"
     )
     for note in notes[:5]:
-        progress(f"[{policy.key}]   {note}")
+        progress(f"[{run_id}]   {note}")
     return PolicyRun(
         policy,
         measured,
@@ -421,17 +426,16 @@ def _replay(
     )
 
 
-def clean_up(kube: KubeGateway, tenants: list[Tenant], admin_user, timeout: float = 180) -> None:
-    """End the policy's teams (their grants end with them), delete what they left and wait
-    until it is gone, so the next policy starts on a quiet cluster."""
+def clean_up(kube: KubeGateway, tenants: list[Tenant], admin_user, timeout: float = 60) -> None:
+    """End the run's teams (their grants end with them) and delete what they left; wait a
+    while for it to go, so the next run starts on a quieter cluster (its names differ, so it
+    never meets what is still being deleted)."""
     for tenant in tenants:
         services.change_tenant_status(actor=admin_user, tenant=tenant, action="archive")
         kube.delete("Namespace", tenant.namespace)
         kube.delete("ClusterQueue", tenant.namespace)
     deadline = time.monotonic() + timeout
-    while any(kube.get("Namespace", t.namespace) for t in tenants):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the replay's namespaces are still there after {timeout:.0f} s")
+    while time.monotonic() < deadline and any(kube.get("Namespace", t.namespace) for t in tenants):
         time.sleep(0.5)
 
 
@@ -465,7 +469,8 @@ def run_all(
     )
     try:
         unbounded.enable()
-        for key in policies:
+        for n, key in enumerate(policies):
+            repeat = policies[:n].count(key)  # 0 for the first run of a policy
             runs.append(
                 run_policy(
                     POLICIES[key],
@@ -478,6 +483,7 @@ def run_all(
                     api=api,
                     admin_user=user,
                     progress=progress,
+                    run_id=f"{key}{repeat + 1}" if repeat else key,
                 )
             )
     finally:
