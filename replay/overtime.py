@@ -76,7 +76,10 @@ class FleetConfig:
     def node_names(self, policy: str) -> list[str]:
         """Names of the policy's own: a pod of the last policy still being deleted never
         counts on the next one's nodes."""
-        return [f"{NODE_PREFIX}{policy}-{self.model.lower()}-{i}" for i in range(self.nodes)]
+        instance = settings.PORTAL_INSTANCE
+        return [
+            f"{NODE_PREFIX}{instance}-{policy}-{self.model.lower()}-{i}" for i in range(self.nodes)
+        ]
 
 
 @dataclass
@@ -102,7 +105,6 @@ def make_fleet(
     advertised as nvidia.com/gpu.shared)."""
     delete_fleet(admin)
     names = cfg.node_names(policy)
-    core = client.CoreV1Api(api)
     for i, name in enumerate(names):
         spec = {
             "name": name,
@@ -112,18 +114,23 @@ def make_fleet(
             "devicePluginConfig": "time-sliced-4-renamed"
             if i >= len(names) - shared_nodes
             else "default",
-            "labels": {NODE_LABEL: "true"},
+            "labels": {NODE_LABEL: settings.PORTAL_INSTANCE},
         }
-        core.create_node(fleet.node_manifest(spec))
+        admin.create(fleet.node_manifest(spec))
     fleet.wait_nodes_ready(api, names)
 
 
+def fleet_selector() -> str:
+    """This portal instance's replay nodes: another instance replaying on the same cluster (a
+    second test run) keeps its own."""
+    return f"{NODE_LABEL}={settings.PORTAL_INSTANCE}"
+
+
 def delete_fleet(admin: KubeGateway, timeout: float = 60) -> None:
-    nodes = admin.list("Node", label_selector=NODE_LABEL)
-    for node in nodes:
+    for node in admin.list("Node", label_selector=fleet_selector()):
         admin.delete("Node", node["metadata"]["name"])
     deadline = time.monotonic() + timeout
-    while admin.list("Node", label_selector=NODE_LABEL) and time.monotonic() < deadline:
+    while admin.list("Node", label_selector=fleet_selector()) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 

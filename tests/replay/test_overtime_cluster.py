@@ -80,7 +80,7 @@ def test_every_policy_replays_through_the_portal_and_is_measured(
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the replay's nodes and namespaces are gone from the cluster again
     admin = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))
-    assert admin.list("Node", label_selector=overtime.NODE_LABEL) == []
+    assert admin.list("Node", label_selector=overtime.fleet_selector()) == []
     prefix = settings.TENANT_NAMESPACE_PREFIX
     assert not [
         n for n in admin.list("Namespace") if n["metadata"]["name"].startswith(f"{prefix}a-team")
