@@ -4,6 +4,7 @@ pytest_plugins = [
     "localcluster.pytest_plugin",
     "tests.tenants.fixtures",
     "tests.scheduler.cluster_helpers",
+    "tests.metering.standins.fixtures",
 ]
 
 

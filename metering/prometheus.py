@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-import requests
 from django.conf import settings
+
+from core.prometheus import PrometheusUnavailable, instant_query
+
+__all__ = ["PodUse", "PrometheusUnavailable", "pod_utilisation", "queries"]
 
 WHOLE_QUERY = "avg by ({by}) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[{w}])) / 100"
 MIG_QUERY = "avg by ({by}) (avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[{w}]))"
@@ -41,10 +44,6 @@ def pod_key(row: dict) -> tuple[str, str]:
     return metric.get(namespace, ""), metric.get(pod, "")
 
 
-class PrometheusUnavailable(ConnectionError):
-    """Prometheus did not answer or answered an error (transient for tasks)."""
-
-
 @dataclass(frozen=True)
 class PodUse:
     util: Decimal  # 0-1
@@ -52,17 +51,7 @@ class PodUse:
 
 
 def _query(base_url: str, query: str, timeout: float) -> list[dict]:
-    try:
-        response = requests.get(
-            base_url.rstrip("/") + "/api/v1/query", params={"query": query}, timeout=timeout
-        )
-        response.raise_for_status()
-        body = response.json()
-    except (requests.RequestException, ValueError) as exc:
-        raise PrometheusUnavailable(f"Prometheus at {base_url}: {exc}") from exc
-    if body.get("status") != "success":
-        raise PrometheusUnavailable(f"Prometheus at {base_url}: {body.get('error', body)}")
-    return body["data"]["result"]
+    return instant_query(base_url, query, timeout)
 
 
 def _clamp(value: str) -> Decimal | None:

@@ -12,6 +12,7 @@ from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile import flavor_name
+from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, planner, plans
 from scheduler.mig import services as mig_services
@@ -146,9 +147,20 @@ def borrowed_units() -> dict[str, dict[tuple[str, str], int]]:
     return out
 
 
+def mark_health(nodes: list[dict]) -> None:
+    """GPU health on the drawn nodes: the node's state, and which GPUs keep it tainted."""
+    states, sick = health_selectors.node_states(), health_selectors.sick_gpus()
+    for drawn in nodes:
+        name = drawn["node"].name
+        drawn["health"] = states.get(name)
+        for gpu in drawn["gpus"]:
+            gpu["sick"] = str(gpu["index"]) in sick.get(name, set())
+
+
 @platform_admin_required
 def capacity(request):
     nodes, colours = capacity_map_data()
+    mark_health(nodes)
     return render(
         request,
         "console/capacity.html",

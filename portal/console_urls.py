@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal import console
+from portal import console, gpu_health
 
 app_name = "console"
 
@@ -11,6 +11,10 @@ urlpatterns = [
     path("tenants/", console.tenants_overview, name="tenants"),
     path("queues/", console.queues, name="queues"),
     path("health/", console.health, name="health"),
+    path("gpu-health/", gpu_health.gpu_health, name="gpu_health"),
+    path("gpu-health/nodes/<str:node>/ack/", gpu_health.gpu_health_ack, name="gpu_health_ack"),
+    path("gpu-health/rules/", gpu_health.gpu_health_rule, name="gpu_health_rule_add"),
+    path("gpu-health/rules/<int:pk>/", gpu_health.gpu_health_rule, name="gpu_health_rule"),
     path("audit/", console.audit, name="audit"),
     path("plans/", console.plan_list, name="plan_list"),
     path("plans/new/", console.plan_create, name="plan_create"),

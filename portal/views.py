@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, render
 
 from metering.selectors import budget_state
 from scheduler.cluster.models import TenantSyncState
+from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
 from tenants import permissions
 from tenants.forms import MemberForm
@@ -73,6 +74,7 @@ def team_detail(request, slug):
         .order_by("role", "user__username"),
         "roles": Membership.Role.choices,
         "member_form": MemberForm(),
+        "health_notices": health_selectors.team_notices(tenant),
     }
     return render(request, "portal/team_detail.html", context)
 

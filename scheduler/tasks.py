@@ -1,6 +1,7 @@
 """Celery finds an app's tasks here; each lives with its concept."""
 
 from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory, sync_queues
+from scheduler.health.tasks import check_gpu_health, enforce_gpu_health
 from scheduler.mig.tasks import apply_plan, resume_stuck_rollouts
 from scheduler.workloads.leftovers import delete_leftover_workloads
 from scheduler.workloads.overquota import stop_work_over_quota_task
@@ -8,9 +9,11 @@ from scheduler.workloads.tasks import create_workload, delete_workload, sync_wor
 
 __all__ = [
     "apply_plan",
+    "check_gpu_health",
     "create_workload",
     "delete_leftover_workloads",
     "delete_workload",
+    "enforce_gpu_health",
     "reconcile_all",
     "reconcile_tenant",
     "resume_stuck_rollouts",

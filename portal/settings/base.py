@@ -442,6 +442,30 @@ CELERY_BEAT_SCHEDULE["roll-up-usage"] = {
 }
 CELERY_BEAT_SCHEDULE["warn-budgets"] = {
     "task": "metering.tasks.warn_budgets",
+# GPU health (scheduler/health, docs/health.md): the labels naming a series' node, GPU index and
+# UUID, the metric of each signal, the window of counters, and how often the check runs.
+DCGM_NODE_LABEL = env("DCGM_NODE_LABEL", default="Hostname")
+DCGM_GPU_LABEL = env("DCGM_GPU_LABEL", default="gpu")
+DCGM_UUID_LABEL = env("DCGM_UUID_LABEL", default="UUID")
+GPU_HEALTH_METRICS = {
+    "xid": env("GPU_HEALTH_XID_METRIC", default="DCGM_FI_DEV_XID_ERRORS"),
+    "gpu_temp": env("GPU_HEALTH_GPU_TEMP_METRIC", default="DCGM_FI_DEV_GPU_TEMP"),
+    "memory_temp": env("GPU_HEALTH_MEMORY_TEMP_METRIC", default="DCGM_FI_DEV_MEMORY_TEMP"),
+    "ecc_uncorrectable": env("GPU_HEALTH_ECC_METRIC", default="DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+    "row_remap_failure": env(
+        "GPU_HEALTH_ROW_REMAP_METRIC", default="DCGM_FI_DEV_ROW_REMAP_FAILURE"
+    ),
+    "power_throttle": env("GPU_HEALTH_POWER_METRIC", default="DCGM_FI_DEV_POWER_VIOLATION"),
+    "nvlink_errors": env(
+        "GPU_HEALTH_NVLINK_METRIC", default="DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
+    ),
+}
+GPU_HEALTH_WINDOW = env("GPU_HEALTH_WINDOW", default="5m")
+CELERY_BEAT_SCHEDULE["check-gpu-health"] = {
+    "task": "scheduler.tasks.check_gpu_health",
+    "schedule": env.float("GPU_HEALTH_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
     "schedule": env.float("BUDGET_WARN_EVERY_S", default=900.0),
     "options": {"expires": 850},
 }

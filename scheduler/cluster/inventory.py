@@ -15,6 +15,9 @@ from scheduler.catalog import facts, product_labels
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
+# The NoSchedule taint the portal puts on a node whose GPUs are sick (scheduler/health): its
+# capacity leaves the pools while it is there, whoever's value (portal instance) it carries.
+HEALTH_TAINT_KEY = "gpu-portal.io/gpu-unhealthy"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class NodeInfo:
     ready: bool
     # resource class slug -> units this node offers
     units: dict[str, int] = field(default_factory=dict)
+    health_tainted: bool = False
 
 
 def _int(value, default: int = 0) -> int:
@@ -109,15 +113,18 @@ def parse_node(node: dict, labels_by_model: Mapping[str, str] | None = None) -> 
         schedulable=not node.get("spec", {}).get("unschedulable", False),
         ready=conditions.get("Ready") == "True",
         units=class_units(model_key, allocatable, sharing, product),
+        health_tainted=any(
+            t.get("key") == HEALTH_TAINT_KEY for t in node.get("spec", {}).get("taints") or []
+        ),
     )
 
 
 def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
-    """Capacity per class slug: what schedulable, ready nodes offer (cordoned or NotReady nodes
-    take no new work, so approvals must not count on them)."""
+    """Capacity per class slug: what schedulable, ready nodes offer (cordoned, NotReady or
+    health-tainted nodes take no new work, so approvals must not count on them)."""
     total: Counter = Counter()
     for node in nodes:
-        if node.schedulable and node.ready:
+        if node.schedulable and node.ready and not node.health_tainted:
             total.update(node.units)
     return dict(total)
 

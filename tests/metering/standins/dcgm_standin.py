@@ -6,6 +6,11 @@ what the real exporter writes: whole GPUs `DCGM_FI_DEV_GPU_UTIL` (%), MIG instan
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (0-1) with `GPU_I_PROFILE` and `GPU_I_ID`, both
 `DCGM_FI_DEV_FB_USED` (MiB), labelled `gpu`, `UUID`, `modelName`, `Hostname`, `namespace`,
 `pod`, `container`. Tests set each pod's utilisation in `util`.
+
+Health series are per GPU of a node, as the exporter writes them whether or not a pod holds the
+GPU: tests set `gpu_health[(node, gpu_index)][metric] = value` (e.g. DCGM_FI_DEV_XID_ERRORS = 79,
+the code of the last XID error; DCGM_FI_DEV_GPU_TEMP in degrees C), labelled `gpu`, `UUID`,
+`device`, `modelName` and `Hostname` (the node).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class DcgmStandin:
         self.namespaces = namespaces if namespaces is not None else set()
         self.util: dict[tuple[str, str], Decimal] = {}  # (namespace, pod) -> 0-1
         self.fb_used_mib: dict[tuple[str, str], int] = {}
+        self.gpu_health: dict[tuple[str, str], dict[str, float]] = {}
         self.scrapes = 0
         self.last_error: str = ""
         self._server: ThreadingHTTPServer | None = None
@@ -83,7 +89,26 @@ class DcgmStandin:
                             lines.append(f"DCGM_FI_DEV_GPU_UTIL{_labels(**common)} {util * 100}")
                             lines.append(f"DCGM_FI_DEV_FB_USED{_labels(**common)} {fb}")
                         device += 1
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + self._health_lines()) + "\n"
+
+    def _health_lines(self) -> list[str]:
+        """One family per metric (the text format wants each family's samples together)."""
+        families: dict[str, list[str]] = {}
+        for (node, gpu), metrics in sorted(dict(self.gpu_health).items()):
+            labels = _labels(
+                gpu=gpu,
+                UUID=f"GPU-{uuid.uuid5(uuid.NAMESPACE_OID, node + '/' + gpu)}",
+                device=f"nvidia{gpu}",
+                modelName="NVIDIA B200",
+                Hostname=node,
+            )
+            for metric, value in sorted(dict(metrics).items()):
+                families.setdefault(metric, []).append(f"{metric}{labels} {value}")
+        lines = []
+        for metric, samples in families.items():
+            lines.append(f"# TYPE {metric} gauge")
+            lines += samples
+        return lines
 
     def start(self) -> int:
         standin = self

@@ -1,4 +1,5 @@
-"""Fixtures of the metering tests: a real Prometheus scraping a DCGM stand-in."""
+"""Fixtures of the tests that read DCGM through Prometheus (metering, GPU health): a real
+Prometheus scraping a DCGM stand-in."""
 
 import pytest
 
