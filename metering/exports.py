@@ -29,6 +29,8 @@ CSV_FIELDS = [
     "used_hours",
     "idle_hours",
     "idle_cost",
+    "waived_hours",
+    "waived_cost",
 ]
 # Columns of numbers the portal computes; the others hold text, some of it typed by people.
 NUMBER_FIELDS = frozenset(CSV_FIELDS[CSV_FIELDS.index("gpu_fraction") :])
@@ -71,6 +73,7 @@ def statement_dict(tenant: Tenant, month: date, statement: pricing.Statement, bu
             "quota_cost": str(statement.quota_cost),
             "idle_hours": str(statement.idle_hours),
             "idle_cost": str(statement.idle_cost),
+            "waived_cost": str(statement.waived_cost),
             "total": str(statement.total),
         },
         "budget": str(budget) if budget is not None else None,

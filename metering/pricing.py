@@ -149,6 +149,9 @@ class ClassUsage:
     quota: tuple[Span, ...] = ()
     # (hour start, unit-hours allocated with known utilisation, unit-hours used)
     observed: tuple[tuple[datetime, Decimal, Decimal], ...] = ()
+    # Allocation on GPUs that failed under the pods (GPU health, where the policy waives it):
+    # shown on the statement, taken off what is billed.
+    waived: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ class StatementLine:
     used_hours: Decimal
     idle_hours: Decimal
     idle_cost: Decimal
+    waived_hours: Decimal = Decimal("0.0000")  # unit-hours on failed GPUs, not billed
+    waived_cost: Decimal = Decimal("0.00")
 
     def as_dict(self) -> dict:
         return {k: str(v) if isinstance(v, Decimal) else v for k, v in self.__dict__.items()}
@@ -193,6 +198,10 @@ class Statement:
     @property
     def idle_cost(self) -> Decimal:
         return sum((line.idle_cost for line in self.lines), Decimal(0))
+
+    @property
+    def waived_cost(self) -> Decimal:
+        return sum((line.waived_cost for line in self.lines), Decimal(0))
 
     @property
     def allocated_gpu_hours(self) -> Decimal:
@@ -226,6 +235,7 @@ def statement_line(usage: ClassUsage, window: Window, basis: str) -> StatementLi
         used += used_h
         idle_num += max(known - used_h, Decimal(0)) * usage.schedule.at(hour)
     idle = max(observed - used, Decimal(0))
+    waived_cost = cost(usage.waived, usage.schedule, window)
     return StatementLine(
         slug=usage.slug,
         name=usage.name,
@@ -236,11 +246,13 @@ def statement_line(usage: ClassUsage, window: Window, basis: str) -> StatementLi
         quota_hours=hours(quota_us),
         quota_gpu_hours=hours(quota_us * usage.gpu_fraction),
         quota_cost=quota_cost,
-        billed_cost=billed(basis, alloc_cost, quota_cost),
+        billed_cost=max(billed(basis, alloc_cost, quota_cost) - waived_cost, Decimal("0.00")),
         observed_hours=observed.quantize(HOURS_PLACES),
         used_hours=used.quantize(HOURS_PLACES),
         idle_hours=idle.quantize(HOURS_PLACES),
         idle_cost=money(idle_num),
+        waived_hours=hours(unit_microseconds(usage.waived, window)),
+        waived_cost=waived_cost,
     )
 
 

@@ -20,6 +20,7 @@ from metering import pricing
 from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
+from scheduler.health.models import HealthImpact
 from tenants.models import QuotaGrant, Tenant
 
 LOW_UTIL = Decimal("0.25")
@@ -88,7 +89,9 @@ def month_statements(
     basis = basis or settings.BILLING_BASIS
     window = _window(month, now)
     alloc: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
-    for tenant_id, rc_id, start, seen, units in (
+    waived: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
+    failed_under = _failed_gpu_pods(tenant_ids, window)
+    for tenant_id, rc_id, start, seen, units, pod_uid in (
         AllocationInterval.objects.with_seen_until()
         .filter(
             tenant_id__in=tenant_ids,
@@ -96,10 +99,15 @@ def month_statements(
             started_at__lt=window.end,
             seen_until__gt=window.start,
         )
-        .values_list("tenant_id", "resource_class_id", "started_at", "seen_until", "units")
+        .values_list(
+            "tenant_id", "resource_class_id", "started_at", "seen_until", "units", "pod_uid"
+        )
     ):
         # An open interval counts up to the last minute the ingest saw its pod.
         alloc[(tenant_id, rc_id)].append(pricing.Span(start, seen, units))
+        failed_at = failed_under.get(pod_uid)
+        if failed_at is not None and failed_at < seen:
+            waived[(tenant_id, rc_id)].append(pricing.Span(max(start, failed_at), seen, units))
     quota: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
     for tenant_id, rc_id, start, ends, ended, amount in QuotaGrant.objects.filter(
         tenant_id__in=tenant_ids, starts_at__lt=window.end
@@ -139,9 +147,21 @@ def month_statements(
                 allocation=tuple(alloc.get((tenant_id, rc_id), ())),
                 quota=tuple(quota.get((tenant_id, rc_id), ())),
                 observed=tuple(observed.get((tenant_id, rc_id), ())),
+                waived=tuple(waived.get((tenant_id, rc_id), ())),
             )
         )
     return {tid: pricing.build_statement(usages.get(tid, []), window, basis) for tid in tenant_ids}
+
+
+def _failed_gpu_pods(tenant_ids: list[int], window: pricing.Window) -> dict[str, datetime]:
+    """pod uid -> when a GPU failed under it, where the health policy waives the time after
+    (one query)."""
+    out: dict[str, datetime] = {}
+    for pod_uid, at in HealthImpact.objects.filter(
+        tenant_id__in=tenant_ids, event__waive_billing=True, event__opened_at__lt=window.end
+    ).values_list("pod_uid", "event__opened_at"):
+        out[pod_uid] = min(at, out.get(pod_uid, at))
+    return out
 
 
 def tenant_statement(

@@ -77,6 +77,8 @@ class StatementLineSerializer(serializers.Serializer):
     used_hours = serializers.CharField()
     idle_hours = serializers.CharField()
     idle_cost = serializers.CharField()
+    waived_hours = serializers.CharField(help_text="unit-hours on GPUs that failed, not billed")
+    waived_cost = serializers.CharField(help_text="what those hours would have cost")
 
 
 class StatementSerializer(serializers.Serializer):

@@ -427,9 +427,14 @@ def enforce(
     left behind is repaired here). Pools are re-read when a taint changed."""
     result = result or HealthCheck()
     now = now or timezone.now()
-    sick = set(
-        HealthEvent.objects.filter(cluster=cluster).sickening().values_list("node_name", flat=True)
-    )
+    causes: dict[str, list[str]] = defaultdict(list)
+    for node_name, gpu, description in (
+        HealthEvent.objects.filter(cluster=cluster)
+        .sickening()
+        .values_list("node_name", "gpu", "description")
+    ):
+        causes[node_name].append(f"{signals.where(node_name, gpu)}: {description}")
+    sick = set(causes)
     changed = False
     for node in kube.list("Node"):
         name = node["metadata"]["name"]
@@ -458,7 +463,12 @@ def enforce(
             obj=None,
             object_type="node",
             tenant=None,
-            after={"node": name, "taint": f"{TAINT_KEY}={settings.PORTAL_INSTANCE}:{TAINT_EFFECT}"},
+            after={
+                "node": name,
+                "taint": f"{TAINT_KEY}={settings.PORTAL_INSTANCE}:{TAINT_EFFECT}",
+                # the signals that keep it sick; none left when the taint goes
+                "because": causes.get(name, []),
+            },
         )
     NodeHealth.objects.filter(cluster=cluster).update(tainted=False)
     NodeHealth.objects.filter(cluster=cluster, node_name__in=sick).update(tainted=True)
@@ -483,6 +493,7 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
     by_node: dict[str, list[HealthEvent]] = defaultdict(list)
     for event in pending:
         by_node[event.node_name].append(event)
+    tenants = _tenants_by_namespace(kube) if by_node else {}
     for node, events in by_node.items():
         first = events[0]
         blocked = []
@@ -495,6 +506,7 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
                 defaults={
                     "namespace": meta.get("namespace", ""),
                     "pod_name": meta["name"],
+                    "tenant": tenants.get(meta.get("namespace", "")),
                     "workload": _workload_of(pod),
                     "priority": (pod.get("spec") or {}).get("priority") or 0,
                 },
@@ -532,7 +544,7 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
             verb="node.health_drained" if not blocked else "node.health_drain_blocked",
             obj=first,
             tenant=None,
-            after={"node": node, "message": message[:500]},
+            after={"node": node, "message": message[:500], "because": first.description},
         )
 
 

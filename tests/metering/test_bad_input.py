@@ -118,6 +118,8 @@ def test_csv_cells_cannot_start_a_formula():
                 "used_hours": "1",
                 "idle_hours": "2",
                 "idle_cost": "-0.25",
+                "waived_hours": "0.0000",
+                "waived_cost": "=1+1",
             }
         ],
     }
@@ -130,6 +132,7 @@ def test_csv_cells_cannot_start_a_formula():
     assert line["quota_gpu_hours"] == "'\r=1+1"
     assert line["allocated_hours"] == "-3.5" and line["idle_cost"] == "-0.25"
     assert line["allocated_gpu_hours"] == "-1E-7"
+    assert line["waived_cost"] == "'=1+1"
     assert line["billed_cost"] == "12.5000" and line["observed_hours"] == ""
     # a text column that happens to hold a negative number is text: neutralised too
     assert exports.csv_cell("-3.5") == "'-3.5"

@@ -158,6 +158,28 @@ def test_statement_bases_quota_allocation_max_and_the_idle_part():
         pricing.build_statement([usage], NOV, "cheapest")
 
 
+def test_time_on_a_gpu_that_failed_under_the_pod_is_shown_and_not_billed():
+    schedule = PriceSchedule(default=D("2"))
+    usage = ClassUsage(
+        slug="b200-180gb",
+        name="B200",
+        gpu_fraction=D("1"),
+        schedule=schedule,
+        allocation=(Span(t(2026, 11, 1, 0), t(2026, 11, 1, 3), 2),),  # 6 unit-h = 12 $
+        quota=(Span(t(2026, 11, 1, 0), t(2026, 11, 1, 1), 1),),  # 1 unit-h = 2 $
+        waived=(Span(t(2026, 11, 1, 2), t(2026, 11, 1, 3), 2),),  # the last hour: 2 unit-h
+    )
+    line = pricing.statement_line(usage, NOV, "allocation")
+    assert (line.allocated_hours, line.allocated_cost) == (D("6"), D("12.00"))  # still shown
+    assert (line.waived_hours, line.waived_cost) == (D("2"), D("4.00"))
+    assert line.billed_cost == D("8.00")
+    # under the quota basis the waiver cannot make the bill negative
+    assert pricing.statement_line(usage, NOV, "quota").billed_cost == D("0.00")
+    statement = pricing.build_statement([usage], NOV, "allocation")
+    assert statement.total == D("8.00") and statement.waived_cost == D("4.00")
+    assert line.as_dict()["waived_cost"] == "4.00"
+
+
 def test_open_grants_count_to_the_window_end():
     grant = Span(t(2026, 11, 20), None, 3)
     window = Window(NOV.start, t(2026, 11, 21))
