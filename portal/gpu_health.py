@@ -4,6 +4,7 @@ they hit, the acknowledgement that takes a node back, and the policy's rules."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
@@ -40,6 +41,7 @@ def _page(request, *, form=None, editing=None, status=200):
         "rules": HealthRule.objects.all(),
         "form": form or HealthRuleForm(instance=editing),
         "editing": editing,
+        "configured": bool(settings.PROMETHEUS_URL),
     }
     return render(request, "console/gpu_health.html", context, status=status)
 

@@ -29,6 +29,13 @@ def test_only_platform_admins_see_or_change_gpu_health(client, world):
     assert not HealthRule.objects.filter(threshold=90).exists()
 
 
+def test_without_prometheus_the_page_says_checks_are_off(client, world, settings):
+    settings.PROMETHEUS_URL = ""
+    client.force_login(world.admin)
+    page = client.get(reverse("console:gpu_health")).content.decode()
+    assert "GPU health checks are off: no Prometheus is configured" in page
+
+
 def test_the_page_starts_from_the_default_policy_and_lists_sick_nodes(client, world):
     cluster = Cluster.objects.create(name="local")
     NodeHealth.objects.create(cluster=cluster, node_name="b200-0", state="sick", tainted=True)
