@@ -9,7 +9,6 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,7 +18,8 @@ from metering import pricing, selectors
 from metering.models import Budget, BudgetAlert, PriceRule
 from scheduler.catalog.models import ResourceClass
 from tenants import audit
-from tenants.models import Membership, Tenant
+from tenants.models import Tenant
+from tenants.notifications import notify
 
 log = logging.getLogger(__name__)
 
@@ -98,18 +98,6 @@ def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
     return budget
 
 
-def _recipients(tenant: Tenant) -> list[str]:
-    return sorted(
-        {
-            email
-            for email in Membership.objects.filter(
-                tenant=tenant, role=Membership.Role.OWNER
-            ).values_list("user__email", flat=True)
-            if email
-        }
-    )
-
-
 def warn_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
     """Every active tenant with a budget this month: warn those at 80 % or 100 % (statements
     computed in one batch)."""
@@ -156,7 +144,6 @@ def warn_budget(
             tenant=tenant,
             after={"threshold": state.level, "cost": str(state.cost), "budget": str(state.budget)},
         )
-        recipients = _recipients(tenant)
         subject = (
             f"[GPU Portal] {tenant.slug} has used {state.percent} % of its "
             f"{state.month:%B %Y} budget"
@@ -167,10 +154,20 @@ def warn_budget(
         )
         if settings.BUDGET_ENFORCE and state.level >= 100:
             body += "New workloads are refused until the budget is raised or the month ends.\n"
-        if recipients:
-            transaction.on_commit(
-                lambda: send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
-            )
+        # The owners by e-mail and the team's (and platform's) channels, after commit.
+        notify(
+            f"budget.reached_{100 if state.level >= 100 else 80}",
+            tenant,
+            subject=subject,
+            text=body,
+            data={
+                "threshold": state.level,
+                "percent": str(state.percent),
+                "cost": str(state.cost),
+                "budget": str(state.budget),
+                "month": f"{state.month:%Y-%m}",
+            },
+        )
     return alert
 
 

@@ -2,7 +2,8 @@
 to the provider's stable subject (`sub`, `OIDCIdentity`) when single sign-on creates it, and found
 by that binding only: a provider user named like a local account (`admin`, `robot-team-a`,
 anyone's) is refused, never signed in as it. The username claim names new accounts only (the
-same name RoleBindings use for the user)."""
+same name RoleBindings use for the user). At every sign-in the provider's groups claim sets the
+teams, roles and platform admin it gives (`tenants.services.apply_provider_groups`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.db import IntegrityError, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from portal.models import OIDCIdentity
-from tenants import audit
+from tenants import audit, services
 from tenants.models import Tenant
 
 # Tenants' CI robots are the users `robot-<slug>` (tenants.services.tenants.create_tenant).
@@ -162,9 +163,18 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             raise SignInRefused(
                 "your account was being created at the same time; sign in again"
             ) from None
+        self._apply_groups(user, claims)
         return user
 
     def update_user(self, user, claims):
         user.email = claims.get("email", user.email)
         user.save(update_fields=["email"])
+        self._apply_groups(user, claims)
         return user
+
+    def _apply_groups(self, user, claims) -> None:
+        """Teams, roles and platform admin from the provider's groups, at every sign-in."""
+        changed = services.apply_provider_groups(user=user, claims=claims)
+        request = getattr(self, "request", None)
+        if changed and request is not None:
+            messages.info(request, f"From your groups: {'; '.join(changed)}.", fail_silently=True)

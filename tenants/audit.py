@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import models
@@ -10,6 +11,32 @@ from core.request_context import get_request_id
 from tenants.models import AuditEvent, Tenant
 
 SYSTEM_ACTOR = "system"
+
+# The API token the current request acts through, with that request's id: a value left over in
+# a thread from an earlier request (another id) is never taken for this one's.
+_acting_token: ContextVar[tuple[str, str] | None] = ContextVar("acting_token", default=None)
+
+
+def act_through_token(name: str | None) -> None:
+    """Called by the API's permission check: audit rows of this request name the token."""
+    request_id = get_request_id()
+    _acting_token.set((request_id, name) if request_id and name else None)
+
+
+def acting_token_name() -> str | None:
+    current = _acting_token.get()
+    if current is None or current[0] != get_request_id():
+        return None
+    return current[1]
+
+
+def actor_label(actor_user) -> str:
+    """Who, as the audit shows it: the user, and the token when the call came through one."""
+    if actor_user is None:
+        return SYSTEM_ACTOR
+    token = acting_token_name()
+    name = actor_user.get_username()
+    return (f"{name} via token {token!r}" if token else name)[:150]
 
 
 def snapshot(obj: models.Model, fields: list[str]) -> dict[str, Any]:
@@ -38,7 +65,7 @@ def record(
     actor_user = actor if getattr(actor, "is_authenticated", False) else None
     return AuditEvent.objects.create(
         actor=actor_user,
-        actor_repr=actor_user.get_username() if actor_user else SYSTEM_ACTOR,
+        actor_repr=actor_label(actor_user),
         tenant=tenant,
         verb=verb,
         object_type=object_type or (obj._meta.label if obj is not None else ""),

@@ -139,7 +139,15 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
+
+    class Source(models.TextChoices):
+        LOCAL = "local", "Given in the portal"
+        PROVIDER = "provider", "From the identity provider's groups"
+
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # Memberships from the provider follow its groups at every sign-in (added, changed, removed);
+    # local ones are the portal's and the provider never touches them.
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.LOCAL)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -213,6 +221,14 @@ class CapacityRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_comment = models.TextField(blank=True)
+    extends = models.ForeignKey(
+        "QuotaGrant",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="renewals",
+        help_text="A renewal: approving it moves this grant's end (the same grant, no gap)",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -233,6 +249,10 @@ class CapacityRequest(models.Model):
 
     def can(self, action: str) -> bool:
         return self.state in self.TRANSITIONS[action][0]
+
+    @property
+    def is_renewal(self) -> bool:
+        return self.extends_id is not None
 
     def transition(self, action: str) -> None:
         """Move to the state `action` leads to, or raise InvalidTransition."""
@@ -400,6 +420,9 @@ class ApiToken(models.Model):
         REQUEST = "request", "Ask for capacity"
         SUBMIT = "submit", "Submit and cancel workloads"
         APPROVE = "approve", "Approve (platform admins)"
+        # Platform automation: tenants, memberships, pools and policy. Only a platform admin's
+        # token may carry it, minted by a platform admin; it covers every other scope too.
+        ADMIN = "admin", "Administer the platform (platform admins)"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
@@ -426,3 +449,100 @@ class ApiToken(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in (self.scopes or [])
+
+
+# --- notifications -----------------------------------------------------------------------------
+
+
+class NotificationChannelQuerySet(TenantScopedQuerySet):
+    """A tenant's channels for its members (owners change them); the platform team's (no
+    tenant) for platform admins only."""
+
+
+class NotificationChannel(models.Model):
+    """Where a tenant's (or, without a tenant, the platform team's) notifications go."""
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "E-mail"
+        WEBHOOK = "webhook", "Webhook (JSON, HMAC-SHA256 signed)"
+        SLACK = "slack", "Slack-compatible incoming webhook"
+
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="notification_channels",
+        help_text="Empty: the platform team's channel",
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    name = models.CharField(max_length=80)
+    target = models.CharField(
+        max_length=500, help_text="E-mail addresses (comma-separated) or the https:// URL"
+    )
+    # The webhook's signing key, encrypted with NOTIFICATION_SECRET_KEY (never in plain text):
+    # it must be read back to sign, so it cannot be a one-way hash; it is shown once.
+    secret_encrypted = models.TextField(blank=True)
+    events = models.JSONField(
+        default=list, blank=True, help_text="Events sent here; empty: the default of its scope"
+    )
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = NotificationChannelQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__slug", "name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name} ({self.tenant or 'platform'})"
+
+
+class NotificationDeliveryQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class NotificationDelivery(models.Model):
+    """One message to one channel (or, without a channel, e-mail to the people concerned):
+    the delivery log, and the queue the sender retries from."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed"
+
+    channel = models.ForeignKey(
+        NotificationChannel,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+    )
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    event = models.CharField(max_length=60, db_index=True)
+    recipients = models.JSONField(default=list, blank=True, help_text="E-mail addresses")
+    subject = models.CharField(max_length=200)
+    text = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_error = models.TextField(blank=True)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NotificationDeliveryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"])]
+        verbose_name_plural = "notification deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.channel or 'people'}: {self.state}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tenants import views
+from tenants import notification_views, renewal_views, views
 
 app_name = "tenants"
 
@@ -14,4 +14,25 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
     path("requests/<int:pk>/", views.request_detail, name="request_detail"),
     path("requests/<int:pk>/cancel/", views.request_cancel, name="request_cancel"),
+    path("grants/<int:pk>/extend/", renewal_views.grant_extend, name="grant_extend"),
+    path(
+        "teams/<slug:slug>/notifications/",
+        notification_views.team_notifications,
+        name="team_notifications",
+    ),
+    path(
+        "platform/notifications/",
+        notification_views.platform_notifications,
+        name="platform_notifications",
+    ),
+    path(
+        "notifications/channels/<int:pk>/test/",
+        notification_views.channel_test,
+        name="channel_test",
+    ),
+    path(
+        "notifications/channels/<int:pk>/remove/",
+        notification_views.channel_remove,
+        name="channel_remove",
+    ),
 ]

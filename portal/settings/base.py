@@ -107,6 +107,15 @@ if OIDC_ENABLED:
     _op = urlsplit(OIDC_OP_AUTHORIZATION_ENDPOINT)
     OIDC_OP_ISSUER = env("OIDC_OP_ISSUER", default=f"{_op.scheme}://{_op.netloc}")
     LOGIN_REDIRECT_URL_FAILURE = "login"  # where a refused sign-in's message is shown
+# Teams and roles from the provider's groups, applied at every single sign-on (tenants/
+# group_mapping.py): off while OIDC_GROUPS_CLAIM is empty. Add "groups" to OIDC_RP_SCOPES where
+# the provider needs it asked for (Dex does).
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", default="")
+OIDC_GROUP_MAP = env.json("OIDC_GROUP_MAP", default={})  # {"group": "tenant:role" or [...]}
+OIDC_GROUP_TENANT_PATTERN = env("OIDC_GROUP_TENANT_PATTERN", default="")
+OIDC_PLATFORM_ADMIN_GROUPS = env.list("OIDC_PLATFORM_ADMIN_GROUPS", default=[])
+# Marks the platform admins the provider made, so only those are unmade when it stops saying so.
+OIDC_PLATFORM_ADMIN_MARKER_GROUP = "platform-admins-from-sso"
 # Sign-in lockout (django-axes): AXES_FAILURE_LIMIT wrong passwords for one username from one
 # address lock that pair out for the cool-off; counted in the shared cache, so in every worker.
 INSTALLED_APPS.append("axes")
@@ -186,6 +195,8 @@ CELERY_TASK_ROUTES = {
     "scheduler.tasks.*": {"queue": "reconcile"},
     "metering.tasks.*": {"queue": "metering"},
     "tenants.tasks.warn_expiring_grants": {"queue": "notify"},
+    "tenants.tasks.deliver_notification": {"queue": "notify"},
+    "tenants.tasks.deliver_due_notifications": {"queue": "notify"},
 }
 # One beat at a time (portal/beat.py): how long a dead beat's lock outlives it.
 BEAT_LOCK_TTL_S = env.float("BEAT_LOCK_TTL_S", default=30.0)
@@ -194,6 +205,11 @@ CELERY_BEAT_SCHEDULE = {
     "expire-grants": {
         "task": "tenants.tasks.expire_grants",
         "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
+        "options": {"expires": 55},
+    },
+    "deliver-notifications": {  # what a lost message or a lost retry left pending
+        "task": "tenants.tasks.deliver_due_notifications",
+        "schedule": env.float("DELIVER_NOTIFICATIONS_EVERY_S", default=60.0),
         "options": {"expires": 55},
     },
     "reconcile-all": {
@@ -216,6 +232,15 @@ CELERY_BEAT_SCHEDULE = {
 # --- Portal -------------------------------------------------------------------------------
 PLATFORM_ADMIN_GROUP = "platform-admins"
 GRANT_EXPIRY_WARNING_HOURS = env.int("GRANT_EXPIRY_WARNING_HOURS", default=72)
+# Notifications (tenants/notifications, docs/configuration.md): personal e-mail to the people an
+# event concerns, retries with doubling backoff, the key that encrypts webhook secrets.
+NOTIFY_PERSONAL_EMAIL = env.bool("NOTIFY_PERSONAL_EMAIL", default=True)
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=8)
+NOTIFY_RETRY_BASE_S = env.float("NOTIFY_RETRY_BASE_S", default=15.0)
+NOTIFY_RETRY_MAX_S = env.float("NOTIFY_RETRY_MAX_S", default=3600.0)
+NOTIFY_HTTP_TIMEOUT_S = env.float("NOTIFY_HTTP_TIMEOUT_S", default=10.0)
+NOTIFY_WEBHOOK_ALLOW_HTTP = env.bool("NOTIFY_WEBHOOK_ALLOW_HTTP", default=False)
+NOTIFICATION_SECRET_KEY = env("NOTIFICATION_SECRET_KEY", default="")  # empty: from SECRET_KEY
 # GPU-equivalents a tenant without a ceiling of its own may hold in grants (one 8-GPU node):
 # no tenant holds without bound, however many asks the auto-approval lets through.
 TENANT_DEFAULT_GPU_CEILING = Decimal(env("TENANT_DEFAULT_GPU_CEILING", default="8"))
@@ -280,6 +305,9 @@ WORKLOAD_MAX_MEMORY = env("WORKLOAD_MAX_MEMORY", default="256Gi")
 WORKLOAD_MAX_EPHEMERAL_STORAGE = env("WORKLOAD_MAX_EPHEMERAL_STORAGE", default="1Ti")
 WORKLOAD_MAX_VOLUMES = env.int("WORKLOAD_MAX_VOLUMES", default=8)
 KUBE_USER_PREFIX = env("KUBE_USER_PREFIX", default="")  # e.g. "oidc:" to match the API server
+# The identity provider's groups that OIDC_GROUP_MAP names are bound too, prefixed as the API
+# server's --oidc-groups-prefix (e.g. "oidc:").
+KUBE_GROUP_PREFIX = env("KUBE_GROUP_PREFIX", default="")
 # Team members may exec into, attach to and port-forward their own pods.
 TENANT_POD_EXEC = env.bool("TENANT_POD_EXEC", default=True)
 # Egress of team pods: DNS, their own and the platform namespace always; these CIDRs too, minus
@@ -355,6 +383,7 @@ SPECTACULAR_SETTINGS = {
         "WorkloadKindEnum": "scheduler.workloads.models.Workload.Kind",
         "ResourceClassKindEnum": "scheduler.catalog.models.ResourceClass.Kind",
         "PriorityClassEnum": "tenants.models.PRIORITY_CLASSES",
+        "NotificationChannelKindEnum": "tenants.models.NotificationChannel.Kind",
     },
 }
 # Registries or repository prefixes workloads may pull from ("registry.example.com",
@@ -423,25 +452,6 @@ PROMETHEUS_URL = env("PROMETHEUS_URL", default="")
 # without honorLabels renames them to exported_namespace / exported_pod.
 DCGM_NAMESPACE_LABEL = env("DCGM_NAMESPACE_LABEL", default="namespace")
 DCGM_POD_LABEL = env("DCGM_POD_LABEL", default="pod")
-RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
-BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
-BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
-BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
-# After an outage, the ingest fills the minutes it missed from the allocation intervals (up to
-# this many minutes back).
-METERING_BACKFILL_MAX_MINUTES = env.int("METERING_BACKFILL_MAX_MINUTES", default=1440)
-CELERY_BEAT_SCHEDULE["ingest-allocations"] = {
-    "task": "metering.tasks.ingest_allocations",
-    "schedule": env.float("METERING_INGEST_EVERY_S", default=60.0),
-    "options": {"expires": 55},
-}
-CELERY_BEAT_SCHEDULE["roll-up-usage"] = {
-    "task": "metering.tasks.roll_up",
-    "schedule": env.float("METERING_ROLLUP_EVERY_S", default=300.0),
-    "options": {"expires": 280},
-}
-CELERY_BEAT_SCHEDULE["warn-budgets"] = {
-    "task": "metering.tasks.warn_budgets",
 # GPU health (scheduler/health, docs/health.md): the labels naming a series' node, GPU index and
 # UUID, the metric of each signal, the window of counters, and how often the check runs.
 DCGM_NODE_LABEL = env("DCGM_NODE_LABEL", default="Hostname")
@@ -466,6 +476,25 @@ CELERY_BEAT_SCHEDULE["check-gpu-health"] = {
     "schedule": env.float("GPU_HEALTH_EVERY_S", default=60.0),
     "options": {"expires": 55},
 }
+RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
+BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
+BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
+BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
+# After an outage, the ingest fills the minutes it missed from the allocation intervals (up to
+# this many minutes back).
+METERING_BACKFILL_MAX_MINUTES = env.int("METERING_BACKFILL_MAX_MINUTES", default=1440)
+CELERY_BEAT_SCHEDULE["ingest-allocations"] = {
+    "task": "metering.tasks.ingest_allocations",
+    "schedule": env.float("METERING_INGEST_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
+CELERY_BEAT_SCHEDULE["roll-up-usage"] = {
+    "task": "metering.tasks.roll_up",
+    "schedule": env.float("METERING_ROLLUP_EVERY_S", default=300.0),
+    "options": {"expires": 280},
+}
+CELERY_BEAT_SCHEDULE["warn-budgets"] = {
+    "task": "metering.tasks.warn_budgets",
     "schedule": env.float("BUDGET_WARN_EVERY_S", default=900.0),
     "options": {"expires": 850},
 }

@@ -25,6 +25,7 @@ from scheduler.catalog.product_labels import product_label
 from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from tenants import group_mapping
 from tenants.models import (
     CRITICAL_PRIORITY_CLASS,
     PRIORITY_CLASS_DEFS,
@@ -111,9 +112,28 @@ def queue_lines(
     return tuple(lines[k] for k in sorted(lines))
 
 
+def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:
+    """tenant slug -> [(group, role)]: the identity provider's groups that OIDC_GROUP_MAP names,
+    bound in the cluster as its members are (a pattern names no group in advance: those people
+    are bound by name once they have signed in). None while group mapping is off."""
+    if not settings.OIDC_GROUPS_CLAIM or not settings.OIDC_GROUP_MAP:
+        return {}
+    try:
+        mapping = group_mapping.parse_mapping(settings.OIDC_GROUP_MAP)
+    except group_mapping.MappingError as exc:
+        log.warning("OIDC_GROUP_MAP is malformed, no group is bound: %s", exc)
+        return {}
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for group, targets in mapping.by_group.items():
+        for tenant, role in targets:
+            out[tenant].append((group, role))
+    return out
+
+
 def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
     """TenantSpecs for many tenants in a fixed number of queries."""
     ids = [t.pk for t in tenants]
+    groups = provider_groups_by_tenant()
     classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
     pools = {p.resource_class_id: p for p in Pool.objects.all()}
     resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
@@ -162,6 +182,8 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
                 "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
             },
             user_prefix=settings.KUBE_USER_PREFIX,
+            provider_groups=tuple(sorted(groups.get(t.slug, ()))),
+            group_prefix=settings.KUBE_GROUP_PREFIX,
             pod_exec=settings.TENANT_POD_EXEC,
             egress_allowed_cidrs=tuple(settings.TENANT_EGRESS_ALLOWED_CIDRS),
             egress_denied_cidrs=tuple(settings.TENANT_EGRESS_DENIED_CIDRS),

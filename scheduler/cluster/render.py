@@ -161,6 +161,10 @@ class TenantSpec:
     # WORKLOAD_MAX_CPU / WORKLOAD_MAX_MEMORY, which bound the portal's own checks too.
     container_max: dict[str, str] = field(default_factory=dict)
     user_prefix: str = ""
+    # Identity-provider groups bound like members: (group, role), named as the API server sees
+    # them (group_prefix + group, the `--oidc-groups-prefix` of the same provider).
+    provider_groups: tuple[tuple[str, str], ...] = ()
+    group_prefix: str = ""
     instance: str = "default"
     # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
     # whether new work is held (e.g. over budget).
@@ -379,6 +383,15 @@ def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
                         "kind": "User",
                         "apiGroup": "rbac.authorization.k8s.io",
                         "name": f"{spec.user_prefix}{m.username}",
+                    }
+                )
+        for group, group_role in sorted(spec.provider_groups):
+            if group_role == role:
+                subjects.append(
+                    {
+                        "kind": "Group",
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "name": f"{spec.group_prefix}{group}",
                     }
                 )
         if not subjects or not spec.active:

@@ -32,6 +32,7 @@ from scheduler.workloads.manifests import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants import audit
 from tenants.models import Tenant
+from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
 
 log = logging.getLogger(__name__)
@@ -320,6 +321,20 @@ def _open(cluster, key, rule, reading, pods_by_node, tenants_by_ns, now, result)
                     "created_at": now,
                 },
             )
+    if rule.action != "warn":
+        notify(
+            "gpu.health",
+            None,
+            subject=f"GPU health: {event.where} reported {event.description}",
+            text=(
+                f"{event.where} reported {event.description}. The portal "
+                + ("tainted and drains" if rule.action == "drain" else "tainted")
+                + f" node {node} ({event.impacts.count()} GPU pod(s) on it); it stays out of "
+                "service until a platform admin acknowledges it."
+            ),
+            data={"node": node, "gpu": gpu, "uuid": event.gpu_uuid, "action": rule.action,
+                  "signal": rule.signal, "value": _plain(event.value)},
+        )  # fmt: skip
     audit.record(
         actor=None,
         verb="gpu_health.event_opened",
@@ -496,7 +511,8 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
     tenants = _tenants_by_namespace(kube) if by_node else {}
     for node, events in by_node.items():
         first = events[0]
-        blocked = []
+        blocked: list[str] = []
+        stopped: list[HealthImpact] = []
         order = HealthImpact.objects.filter(event=first, evicted_at__isnull=False).count()
         for pod in _gpu_pods(kube, node):
             meta = pod["metadata"]
@@ -526,6 +542,7 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
             impact.save(update_fields=["outcome", "evicted_at", "eviction_order"])
             if outcome == "evicted":
                 result.evicted.append(key)
+                stopped.append(impact)
                 _tell_workload(impact, first)
         message = (
             f"a PodDisruptionBudget allows no disruption of {', '.join(blocked)}: tried again "
@@ -534,6 +551,7 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
             else f"evicted {order} pod(s)"
         )
         result.blocked += blocked
+        _tell_tenants(first, stopped)
         for event in events:
             event.drain_message = message[:500]
             if not blocked:
@@ -545,6 +563,23 @@ def _drain(kube: KubeGateway, cluster: Cluster, result: HealthCheck, now) -> Non
             obj=first,
             tenant=None,
             after={"node": node, "message": message[:500], "because": first.description},
+        )
+
+
+def _tell_tenants(event: HealthEvent, stopped: list[HealthImpact]) -> None:
+    """Each team whose pods the drain stopped hears it on its channels and its owners' mail."""
+    by_tenant: dict[int, list[HealthImpact]] = defaultdict(list)
+    for impact in stopped:
+        if impact.tenant_id is not None:
+            by_tenant[impact.tenant_id].append(impact)
+    for impacts in by_tenant.values():
+        notify(
+            "gpu.health",
+            impacts[0].tenant,
+            subject=f"{len(impacts)} of your pods stopped: {event.where} reported "
+            f"{event.description}",
+            text="\n".join(i.message for i in impacts),
+            data={"node": event.node_name, "gpu": event.gpu, "pods": [i.pod_name for i in impacts]},
         )
 
 
@@ -583,5 +618,13 @@ def acknowledge_node(*, actor, node_name: str, cluster_name: str = "local") -> i
             _close(event, reason=HealthEvent.CloseReason.ACKNOWLEDGED, actor=actor, now=now)
         NodeHealth.objects.filter(cluster=cluster, node_name=node_name).update(
             state=NodeHealth.State.HEALTHY, message=f"acknowledged by {actor.get_username()}"
+        )
+        notify(
+            "gpu.health",
+            None,
+            subject=f"GPU health: node {node_name} back in service",
+            text=f"{actor.get_username()} acknowledged node {node_name}: {len(events)} event(s) "
+            "closed; its taint is removed and its capacity returns to the pools.",
+            data={"node": node_name, "closed": len(events)},
         )
     return len(events)

@@ -36,6 +36,7 @@ from scheduler.workloads.manifests import (
 )
 from scheduler.workloads.models import Workload, WorkloadEvent, WorkloadSyncState
 from tenants import audit
+from tenants.notifications import notify
 from tenants.permissions import READ_ROLES, require_role
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,22 @@ def change_state(
             before=before,
             after=audit.snapshot(workload, WORKLOAD_FIELDS),
         )
+        if obs.state in (Workload.State.FAILED, Workload.State.PREEMPTED):
+            _notify_ended_badly(workload, obs)
     return workload
+
+
+def _notify_ended_badly(workload: Workload, obs: Observation) -> None:
+    """Tell the submitter and the team's channels (sent by Celery after commit)."""
+    detail = ": ".join(part for part in (obs.reason, obs.message) if part)
+    notify(
+        f"workload.{obs.state}",
+        workload.tenant,
+        subject=f"[GPU Portal] {workload.tenant.slug}/{workload.name} {obs.state}",
+        text=f"Workload {workload.name} of {workload.tenant.slug} {obs.state}: {detail}",
+        data={"workload": workload.pk, "name": workload.name, "reason": obs.reason},
+        person=workload.submitted_by,
+    )
 
 
 def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:

@@ -107,13 +107,30 @@ class TenantCreateSerializer(serializers.Serializer):
     )
 
 
+class TenantUpdateSerializer(serializers.Serializer):
+    """What a platform admin may change of a tenant (`services.EDITABLE_TENANT_FIELDS`)."""
+
+    name = serializers.CharField(max_length=120, required=False)
+    cost_centre = serializers.CharField(max_length=40, required=False, allow_blank=True)
+    gpu_ceiling = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=0, required=False, allow_null=True
+    )
+    monthly_budget = serializers.DecimalField(
+        max_digits=12, decimal_places=2, min_value=0, required=False, allow_null=True
+    )
+    allowed_priority_classes = serializers.ListField(
+        child=serializers.ChoiceField(choices=PRIORITY_CLASSES), required=False
+    )
+    critical_gpu_quota = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+
+
 class MembershipSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     username = serializers.CharField(source="user.username", read_only=True)
 
     class Meta:
         model = Membership
-        fields = ["id", "tenant", "username", "role", "created_at"]
+        fields = ["id", "tenant", "username", "role", "source", "created_at"]
         read_only_fields = fields
 
 
@@ -151,6 +168,7 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "decided_by",
             "decided_at",
             "decision_comment",
+            "extends",
             "created_at",
         ]
         read_only_fields = fields
@@ -167,6 +185,11 @@ class CapacityRequestCreateSerializer(serializers.Serializer):
     starts_at = serializers.DateTimeField(required=False, allow_null=True)
     ends_at = serializers.DateTimeField(allow_null=True, help_text="null: open-ended")
     justification = serializers.CharField()
+
+
+class GrantExtendSerializer(serializers.Serializer):
+    ends_at = serializers.DateTimeField(help_text="the grant's new end")
+    justification = serializers.CharField(required=False, allow_blank=True, default="")
 
 
 class CommentSerializer(serializers.Serializer):

@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import views
+from tenants.api import notifications, platform, views
 
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
@@ -9,5 +9,19 @@ router.register("capacity-requests", views.CapacityRequestViewSet, basename="cap
 router.register("grants", views.QuotaGrantViewSet, basename="quotagrant")
 router.register("tokens", views.ApiTokenViewSet, basename="apitoken")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
+router.register("pools", platform.PoolViewSet, basename="pool")
+router.register(
+    "notification-channels",
+    notifications.NotificationChannelViewSet,
+    basename="notificationchannel",
+)
+router.register(
+    "notification-deliveries",
+    notifications.NotificationDeliveryViewSet,
+    basename="notificationdelivery",
+)
+router.register(
+    "auto-approval-rules", platform.AutoApprovalRuleViewSet, basename="autoapprovalrule"
+)
 
 urlpatterns = router.urls

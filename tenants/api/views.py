@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
-from core.errors import NotFound
+from core.errors import InvalidInput, NotFound
 from tenants import services
 from tenants.api import serializers as s
 from tenants.filtersets import AuditEventFilter
@@ -43,6 +43,7 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
     filterset_fields = ["status"]
     ordering_fields = ["slug", "created_at"]
     write_scope = Scope.APPROVE  # creating and suspending tenants is platform work
+    http_method_names = ["get", "post", "patch", "head", "options"]
 
     @extend_schema(
         request=s.TenantCreateSerializer,
@@ -55,6 +56,17 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         data.is_valid(raise_exception=True)
         tenant = services.create_tenant(actor=request.user, **data.validated_data)
         return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.TenantUpdateSerializer, responses=s.TenantSerializer)
+    def partial_update(self, request, slug=None):
+        data = s.TenantUpdateSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        if not data.validated_data:
+            raise InvalidInput(f"give one of {sorted(s.TenantUpdateSerializer().fields)}")
+        tenant = services.update_tenant(
+            actor=request.user, tenant=self.get_object(), **data.validated_data
+        )
+        return Response(s.TenantSerializer(tenant).data)
 
     def _status(self, request, action_name: str):
         tenant = services.change_tenant_status(
@@ -100,7 +112,9 @@ class MembershipViewSet(
     serializer_class = s.MembershipSerializer
     filterset_class = MembershipFilter
     ordering_fields = ["created_at", "role"]
-    write_scope = None  # membership changes are browser-only, never by token
+    # Tokens change members only with the `admin` scope (platform automation); an owner's
+    # token never may: owners manage their members in the browser.
+    write_scope = Scope.ADMIN
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
@@ -231,6 +245,34 @@ class QuotaGrantViewSet(PortalReadOnlyViewSet):
     serializer_class = s.QuotaGrantSerializer
     filterset_class = QuotaGrantFilter
     ordering_fields = ["created_at", "ends_at"]
+    scopes = {"extend": Scope.REQUEST}
+
+    @extend_schema(
+        request=s.GrantExtendSerializer,
+        responses={201: s.CapacityRequestSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+        examples=[
+            OpenApiExample(
+                "A week more",
+                request_only=True,
+                value={"ends_at": "2027-02-07T00:00:00Z", "justification": "the run needs it"},
+            )
+        ],
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def extend(self, request, pk=None):
+        """Ask to extend this grant: a renewal request (`extends` is this grant), approved at
+        once inside the policy envelope, otherwise queued for the platform team."""
+        data = s.GrantExtendSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        renewal = services.submit_grant_renewal(
+            actor=request.user, grant=self.get_object(), **data.validated_data
+        )
+        renewal = CapacityRequest.objects.select_related("tenant", "requester", "decided_by").get(
+            pk=renewal.pk
+        )
+        return Response(s.CapacityRequestSerializer(renewal).data, status=status.HTTP_201_CREATED)
 
 
 class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):

@@ -4,10 +4,17 @@ grants: see `tenants.services.locks`), changes state, writes exactly one audit e
 change and queues follow-up work on commit.
 
 The modules, by concept: `tenants` (tenants and members), `requests` (capacity requests and
-the capacity check), `grants` (quota grants and their expiry), `pools` (pools and policy),
-`tokens` (API tokens), `locks` (the one lock helper). Callers use this package:
+the capacity check), `grants` (quota grants and their expiry), `renewals` (extending a grant),
+`channels` (notification channels), `provider_groups` (memberships from single sign-on's
+groups), `pools` (pools and policy), `tokens` (API tokens), `locks`
+(the one lock helper). Callers use this package:
 `from tenants import services; services.approve_capacity_request(...)`."""
 
+from tenants.services.channels import (
+    create_channel,
+    remove_channel,
+    send_test_message,
+)
 from tenants.services.grants import (
     expire_grants,
     grant_quota,
@@ -22,6 +29,11 @@ from tenants.services.locks import (
 from tenants.services.pools import (
     set_auto_approval_rule,
     set_pool,
+)
+from tenants.services.provider_groups import apply_provider_groups
+from tenants.services.renewals import (
+    renewal_decision,
+    submit_grant_renewal,
 )
 from tenants.services.requests import (
     approve_capacity_request,
@@ -56,11 +68,13 @@ __all__ = [
     "TOKEN_PREFIX",
     "LockedRows",
     "add_member",
+    "apply_provider_groups",
     "approve_capacity_request",
     "authenticate_token",
     "cancel_capacity_request",
     "change_member_role",
     "change_tenant_status",
+    "create_channel",
     "create_tenant",
     "expire_grants",
     "free_capacity",
@@ -71,12 +85,16 @@ __all__ = [
     "mark_request_provisioned",
     "preview_capacity_request",
     "reject_capacity_request",
+    "remove_channel",
     "remove_member",
+    "renewal_decision",
     "revoke_grant",
     "revoke_token",
+    "send_test_message",
     "set_auto_approval_rule",
     "set_pool",
     "submit_capacity_request",
+    "submit_grant_renewal",
     "token_holder",
     "update_tenant",
     "warn_expiring_grants",

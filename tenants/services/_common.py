@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.urls import reverse
 
 from tenants.models import Tenant
 from tenants.signals import desired_state_changed
@@ -19,3 +21,8 @@ def _notify_desired_state_changed(tenant: Tenant) -> None:
     """After commit, tell the reconciler (a hint: the periodic reconcile heals a lost one)."""
     tenant_id = tenant.pk
     transaction.on_commit(lambda: desired_state_changed.send(Tenant, tenant_id=tenant_id))
+
+
+def portal_url(name: str, *args) -> str:
+    """An absolute link to a portal page, for mails and chat messages."""
+    return f"{settings.PORTAL_BASE_URL.rstrip('/')}{reverse(name, args=args)}"

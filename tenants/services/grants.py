@@ -4,25 +4,30 @@ passed, and announced to the owners before that."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
 from core.errors import InvalidTransition
 from scheduler.catalog.models import ResourceClass
 from tenants import audit
-from tenants.models import Membership, QuotaGrant, Tenant
+from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
-from tenants.services._common import GRANT_FIELDS, User, _notify_desired_state_changed
+from tenants.services._common import (
+    GRANT_FIELDS,
+    User,
+    _notify_desired_state_changed,
+    portal_url,
+)
 from tenants.services.locks import lock_rows
 from tenants.services.requests import (
     _check_capacity,
     _check_ceiling,
     _check_dates,
     _resolve_items,
+    _system_transition,
     _system_transition_locked,
 )
 
@@ -129,9 +134,52 @@ def expire_grants(*, now: datetime | None = None) -> int:
                 and not request.grants.filter(state=QuotaGrant.State.ACTIVE).exists()
             ):
                 _system_transition_locked(request, "expire")
+            grant.resource_class = ResourceClass.objects.get(pk=grant.resource_class_id)
+            notify(
+                "grant.expired",
+                grant.tenant,
+                subject=f"[GPU Portal] {grant.tenant.slug}: quota ended",
+                text=(
+                    f"The grant of {grant.amount} × {grant.resource_class.slug} for "
+                    f"{grant.tenant.slug} ended at {grant.ends_at:%Y-%m-%d %H:%M %Z}. Ask for "
+                    f"capacity again at {portal_url('team_detail', grant.tenant.slug)}"
+                ),
+                data=_grant_data(grant),
+            )
             _notify_desired_state_changed(grant.tenant)
             ended += 1
+    _expire_renewals_of_ended_grants()
     return ended
+
+
+def _expire_renewals_of_ended_grants() -> None:
+    """Approved renewals end with the grant they extended (expired or revoked), each in its
+    own transaction that locks only the request: the lock order holds."""
+    stale = (
+        CapacityRequest.objects.filter(
+            extends__isnull=False,
+            state__in=[CapacityRequest.State.APPROVED, CapacityRequest.State.PROVISIONED],
+        )
+        .exclude(extends__state=QuotaGrant.State.ACTIVE)
+        .values_list("pk", flat=True)
+    )
+    for pk in list(stale):
+        with transaction.atomic():
+            _system_transition(pk, "expire")
+
+
+def grant_extend_url(grant: QuotaGrant) -> str:
+    """The grant's "extend" page, as mails and chat messages link to it."""
+    return portal_url("tenants:grant_extend", grant.pk)
+
+
+def _grant_data(grant: QuotaGrant) -> dict:
+    return {
+        "grant": grant.pk,
+        "resource_class": grant.resource_class.slug,
+        "amount": grant.amount,
+        "ends_at": grant.ends_at.isoformat() if grant.ends_at else None,
+    }
 
 
 def warn_expiring_grants(*, now: datetime | None = None) -> int:
@@ -170,15 +218,16 @@ def warn_expiring_grants(*, now: datetime | None = None) -> int:
                 tenant=grant.tenant,
                 after={"ends_at": str(grant.ends_at), "recipients": owners},
             )
-            if owners:
-                message = (
+            notify(
+                "grant.expiring",
+                grant.tenant,
+                subject=f"[GPU Portal] {grant.tenant.slug}: quota ends soon",
+                text=(
                     f"The grant of {grant.amount} × {grant.resource_class.slug} for "
-                    f"{grant.tenant.slug} ends at {grant.ends_at:%Y-%m-%d %H:%M %Z}. Ask for an "
-                    f"extension at {settings.PORTAL_BASE_URL} before then if you still need it."
-                )
-                subject = f"[GPU Portal] {grant.tenant.slug}: quota ends soon"
-                transaction.on_commit(
-                    partial(send_mail, subject, message, settings.DEFAULT_FROM_EMAIL, owners)
-                )
+                    f"{grant.tenant.slug} ends at {grant.ends_at:%Y-%m-%d %H:%M %Z}. If you "
+                    f"still need it, extend it before then: {grant_extend_url(grant)}"
+                ),
+                data=_grant_data(grant) | {"extend_url": grant_extend_url(grant)},
+            )
             warned += 1
     return warned

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from core.errors import CapacityExceeded, InvalidInput, InvalidTransition, QuotaExceeded
@@ -21,9 +21,10 @@ from tenants.models import (
     QuotaGrant,
     Tenant,
 )
+from tenants.notifications import notify
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
 from tenants.selectors import auto_approved_units
-from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed
+from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed, portal_url
 from tenants.services.locks import lock_rows
 
 # --- validation and the capacity check -------------------------------------------------------
@@ -236,7 +237,48 @@ def submit_capacity_request(
                 comment="auto-approved by policy",
                 now=now,
             )
+        else:
+            notify_submitted(request, {rc.slug: n for rc, n in resolved})
     return request
+
+
+def notify_submitted(request: CapacityRequest, items: dict[str, int]) -> None:
+    """Tell the approvers that an ask waits for them (in the submitting transaction)."""
+    asked = ", ".join(f"{n} × {slug}" for slug, n in items.items())
+    what = f"extend grant #{request.extends_id}" if request.extends_id else "capacity"
+    notify(
+        "capacity_request.submitted",
+        request.tenant,
+        subject=f"[GPU Portal] {request.tenant.slug} asks for {what}: request #{request.pk}",
+        text=(
+            f"{request.requester.get_username()} of {request.tenant.slug} asks for {asked} "
+            f"until {_when(request.ends_at)}: {request.justification}\n"
+            f"Why it needs a person: {'; '.join(request.policy_reasons) or 'policy'}\n"
+            f"{portal_url('tenants:request_detail', request.pk)}"
+        ),
+        data={"request": request.pk, "items": items, "extends": request.extends_id},
+    )
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M %Z}" if at else "further notice (open-ended)"
+
+
+def notify_decided(request: CapacityRequest) -> None:
+    """Tell the requester how their ask was decided (in the deciding transaction)."""
+    by = request.decided_by.get_username() if request.decided_by else "the policy"
+    comment = f": {request.decision_comment}" if request.decision_comment else ""
+    notify(
+        "capacity_request.decided",
+        request.tenant,
+        subject=f"[GPU Portal] request #{request.pk} of {request.tenant.slug} {request.state}",
+        text=(
+            f"Request #{request.pk} was {request.state} by {by}{comment}\n"
+            f"{portal_url('tenants:request_detail', request.pk)}"
+        ),
+        data={"request": request.pk, "state": request.state, "decided_by": by},
+        person=request.requester,
+    )
 
 
 def approve_capacity_request(
@@ -254,8 +296,12 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
         items = [
             (i.resource_class, i.amount) for i in request.items.select_related("resource_class")
         ]
+        extends_id = CapacityRequest.objects.values_list("extends_id", flat=True).get(pk=request.pk)
         locked = lock_rows(
-            pools=[rc.pk for rc, _ in items], tenant=request.tenant_id, request=request
+            pools=[rc.pk for rc, _ in items],
+            tenant=request.tenant_id,
+            request=request,
+            grants=[extends_id] if extends_id else None,
         )
         return _approve_locked(
             actor=actor,
@@ -265,6 +311,7 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
             pools=locked.pools,
             comment=comment,
             now=now,
+            extended=locked.grants[0] if extends_id else None,
         )
 
 
@@ -277,34 +324,42 @@ def _approve_locked(
     pools: Mapping[int, Pool],
     comment: str,
     now: datetime,
+    extended: QuotaGrant | None = None,
 ) -> CapacityRequest:
     """Approve a request whose pools and tenant the caller locked (with `lock_rows`), and the
-    request too unless the caller created it in this transaction. `actor` None: the policy."""
-    _check_capacity(items, now, pools=pools)
+    request too unless the caller created it in this transaction. `actor` None: the policy.
+    A renewal (`request.extends`) passes its grant, locked too: approving it moves that grant's
+    end rather than creating another, so nothing is counted twice."""
+    if extended is None:
+        _check_capacity(items, now, pools=pools)
     before = audit.snapshot(request, REQUEST_FIELDS)
     request.transition("approve")  # re-checked under the lock: no double approval
     if not tenant.is_active:
         raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be approved")
     if request.ends_at is not None and request.ends_at <= now:
         raise InvalidTransition(f"request #{request.pk} ended before it was approved")
-    _check_ceiling(tenant, items, now)
+    if extended is None:
+        _check_ceiling(tenant, items, now)
     request.auto_approved = actor is None
     request.decided_by = actor
     request.decided_at = now
     request.decision_comment = comment
     request.save()
-    QuotaGrant.objects.bulk_create(
-        QuotaGrant(
-            tenant=tenant,
-            resource_class=rc,
-            amount=n,
-            starts_at=max(request.starts_at, now),
-            ends_at=request.ends_at,
-            request=request,
-            created_by=actor,
+    if extended is not None:
+        _extend_grant_locked(actor=actor, request=request, grant=extended, pools=pools, now=now)
+    else:
+        QuotaGrant.objects.bulk_create(
+            QuotaGrant(
+                tenant=tenant,
+                resource_class=rc,
+                amount=n,
+                starts_at=max(request.starts_at, now),
+                ends_at=request.ends_at,
+                request=request,
+                created_by=actor,
+            )
+            for rc, n in items
         )
-        for rc, n in items
-    )
     audit.record(
         actor=actor,
         verb="capacity_request.approved",
@@ -313,17 +368,64 @@ def _approve_locked(
         before=before,
         after=audit.snapshot(request, REQUEST_FIELDS),
     )
+    request.tenant = tenant
+    notify_decided(request)
     _notify_desired_state_changed(tenant)
     return request
+
+
+def _extend_grant_locked(
+    *, actor, request: CapacityRequest, grant: QuotaGrant, pools: Mapping[int, Pool], now
+) -> None:
+    """Move the end of a grant the caller locked to the renewal's end. The grant's units are
+    counted once, before and after (a grant holds capacity until it ends, wherever its end
+    lies), so no capacity is added; only a pool already over-committed (its capacity lowered
+    since) refuses to keep it longer."""
+    if grant.state != QuotaGrant.State.ACTIVE or (
+        grant.ends_at is not None and grant.ends_at <= now
+    ):
+        raise InvalidTransition(
+            f"grant #{grant.pk} ended before its renewal #{request.pk} was approved; "
+            "ask for capacity anew"
+        )
+    if grant.ends_at is None:
+        raise InvalidTransition(f"grant #{grant.pk} is open-ended: there is nothing to extend")
+    pool = pools.get(grant.resource_class_id)
+    grantable = pool.grantable if pool else 0
+    granted = _granted(grant.resource_class_id, now)
+    if granted > grantable:
+        raise CapacityExceeded(
+            f"{grant.resource_class}: {granted} units are granted but only {grantable} can be "
+            "since the pool shrank; the platform team must free capacity before this grant "
+            "is extended",
+            field="ends_at",
+        )
+    if request.ends_at is None or request.ends_at <= grant.ends_at:
+        return  # a later renewal moved it further already: this one changes nothing
+    before = audit.snapshot(grant, ["ends_at"])
+    grant.ends_at = request.ends_at
+    grant.expiry_warned_at = None  # warn again before the new end
+    grant.save(update_fields=["ends_at", "expiry_warned_at"])
+    audit.record(
+        actor=actor,
+        verb="quota_grant.extended",
+        obj=grant,
+        tenant=grant.tenant,
+        before=before,
+        after={**audit.snapshot(grant, ["ends_at"]), "renewal": request.pk},
+    )
 
 
 def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> CapacityRequest:
     with transaction.atomic():
         # Tenant, request, then the grants it holds: the order of the expiry, so no deadlock.
+        holds = Q(request_id=request.pk)
+        if request.extends_id:
+            holds |= Q(pk=request.extends_id)
         locked = lock_rows(
             tenant=request.tenant_id,
             request=request,
-            grants=QuotaGrant.objects.filter(request_id=request.pk, state=QuotaGrant.State.ACTIVE),
+            grants=QuotaGrant.objects.filter(holds, state=QuotaGrant.State.ACTIVE),
         )
         request = locked.request
         before = audit.snapshot(request, REQUEST_FIELDS)
@@ -338,6 +440,9 @@ def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> Ca
         request.save()
         if was_holding:
             for grant in locked.grants:
+                if grant.pk == request.extends_id:
+                    _undo_extension(actor, request, grant, request.decided_at)
+                    continue
                 grant.end(QuotaGrant.State.REVOKED, request.decided_at)
                 grant.save(update_fields=["state", "ended_at"])
             _notify_desired_state_changed(request.tenant)
@@ -349,7 +454,27 @@ def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> Ca
             before=before,
             after=audit.snapshot(request, REQUEST_FIELDS),
         )
+        if request.state == CapacityRequest.State.REJECTED:
+            notify_decided(request)
     return request
+
+
+def _undo_extension(actor, request: CapacityRequest, grant: QuotaGrant, now: datetime) -> None:
+    """A renewal given back: its grant ends where it ended before (or now, if that has
+    passed, for the expiry to pick it up)."""
+    if grant.ends_at is None or grant.ends_at != request.ends_at:
+        return  # another renewal moved it since: that one's end stands
+    before = audit.snapshot(grant, ["ends_at"])
+    grant.ends_at = max(request.starts_at, now)
+    grant.save(update_fields=["ends_at"])
+    audit.record(
+        actor=actor,
+        verb="quota_grant.extension_withdrawn",
+        obj=grant,
+        tenant=request.tenant,
+        before=before,
+        after={**audit.snapshot(grant, ["ends_at"]), "renewal": request.pk},
+    )
 
 
 def reject_capacity_request(*, actor, request: CapacityRequest, comment: str) -> CapacityRequest:
@@ -374,7 +499,7 @@ def mark_request_provisioned(*, request: CapacityRequest) -> CapacityRequest:
         return _system_transition(request, "provision")
 
 
-def _system_transition(request: CapacityRequest, action: str) -> CapacityRequest:
+def _system_transition(request: CapacityRequest | int, action: str) -> CapacityRequest:
     """A move the system makes (provision, expire) under a lock, once: when the request has
     moved on meanwhile, nothing happens. Call inside a transaction."""
     return _system_transition_locked(lock_rows(request=request).request, action)

@@ -75,6 +75,15 @@ def issue_token(
         raise InvalidInput(
             "only platform admins' tokens may carry the approve scope", field="scopes"
         )
+    if ApiToken.Scope.ADMIN in scopes:
+        # Automation with the platform's authority: for platform admins, by platform admins
+        # (or the system), never through another token (token creation is browser-only).
+        if not is_platform_admin(user):
+            raise InvalidInput(
+                "only platform admins' tokens may carry the admin scope", field="scopes"
+            )
+        if actor is not None and not is_platform_admin(actor):
+            raise Forbidden("only platform admins may issue tokens with the admin scope")
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput("the expiry must be in the future", field="expires_at")
     # actor None: the system (manage.py issue_token), with the platform's authority.

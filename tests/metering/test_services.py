@@ -13,6 +13,7 @@ from metering.models import AllocationInterval, BudgetAlert
 from scheduler.cluster.models import Cluster
 from scheduler.workloads import services as workloads
 from tenants.models import AuditEvent, QuotaGrant
+from tenants.notifications import deliver_due
 
 pytestmark = pytest.mark.django_db
 NOV = date(2026, 11, 1)
@@ -135,6 +136,7 @@ def test_budget_warnings_at_80_and_100_percent_once_each(
     interval(world, t(2026, 11, 3), t(2026, 11, 3, 1), uid="b")  # 9.00: 90 %
     with django_capture_on_commit_callbacks(execute=True):
         alert = services.warn_budget(world.tenant, now=now)
+    deliver_due()  # what the worker does with the queued delivery (the notification layer)
     assert alert.threshold == 80 and len(mail.outbox) == 1
     assert "90 %" in mail.outbox[0].subject and mail.outbox[0].to == ["owner@example.com"]
     with django_capture_on_commit_callbacks(execute=True):
@@ -142,6 +144,7 @@ def test_budget_warnings_at_80_and_100_percent_once_each(
     interval(world, t(2026, 11, 4), t(2026, 11, 4, 1), uid="c")  # 10.50: over
     with django_capture_on_commit_callbacks(execute=True):
         assert services.warn_budget(world.tenant, now=now).threshold == 100
+    deliver_due()
     assert len(mail.outbox) == 2
     assert BudgetAlert.objects.filter(tenant=world.tenant).count() == 2
     assert AuditEvent.objects.filter(verb="budget.warned").count() == 2
@@ -230,6 +233,7 @@ def test_the_tasks_warn_in_one_batch_and_roll_up(
     with django_capture_on_commit_callbacks(execute=True):
         assert tasks.warn_budgets() == 1
         assert tasks.warn_budgets() == 0  # safe to run twice
+    deliver_due()
     assert BudgetAlert.objects.get().threshold == 100 and len(mail.outbox) == 1
     assert tasks.roll_up() == {"hours": 0, "days": 0, "purged": 0}
 

@@ -21,7 +21,7 @@ from scheduler.cluster import services as cluster_services
 from scheduler.health import services as health
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
 from tenants import services as tenant_services
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=False)]
@@ -94,6 +94,11 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
         allowed_priority_classes=["gpu-high", "gpu-low"],
     )
     tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=b200, amount=3)
+    # the platform team's and the team's chat channels (sent after commit by the notify worker)
+    for owner in (None, tenant):
+        NotificationChannel.objects.create(
+            tenant=owner, kind="slack", name="chat", target="https://hooks.example/x"
+        )
     ns = reconcile.tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     reconcile.reconcile_cluster_objects(kube)
@@ -174,6 +179,13 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     assert NodeHealth.objects.get(node_name=sick_node).state == NodeHealth.State.SICK
     # the pool lost the node's capacity
     assert Pool.objects.get(resource_class=b200).capacity == capacity_before - 8
+    told = {
+        (d.tenant_id, d.subject)
+        for d in NotificationDelivery.objects.filter(event="gpu.health", channel__isnull=False)
+    }
+    where = f"GPU 3 on node {sick_node} reported XID 79 (GPU has fallen off the bus)"
+    assert (None, f"GPU health: {where}") in told  # the platform team
+    assert (tenant.pk, f"2 of your pods stopped: {where}") in told  # the team: low and high
     verbs = set(AuditEvent.objects.values_list("verb", flat=True))
     assert {"gpu_health.event_opened", "node.health_tainted", "node.health_drain_blocked"} <= verbs
 
@@ -214,6 +226,9 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     assert _taints(kube, sick_node) == []
     assert Pool.objects.get(resource_class=b200).capacity == capacity_before
     assert AuditEvent.objects.filter(verb="node.health_untainted").exists()
+    assert NotificationDelivery.objects.filter(
+        event="gpu.health", subject=f"GPU health: node {sick_node} back in service"
+    ).exists()
 
 
 def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(

@@ -109,3 +109,22 @@ def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, r
         ),
         timeout=60,
     )
+
+
+def test_the_groups_oidc_group_map_names_are_bound_in_their_tenants(settings):
+    from scheduler.cluster import reconcile
+
+    settings.OIDC_GROUPS_CLAIM = "groups"
+    settings.OIDC_GROUP_MAP = {
+        "vision-leads": "team-a:owner",
+        "all-ml": ["team-a:viewer", "b:member"],
+    }
+    assert dict(reconcile.provider_groups_by_tenant()) == {
+        "team-a": [("vision-leads", "owner"), ("all-ml", "viewer")],
+        "b": [("all-ml", "member")],
+    }
+    settings.OIDC_GROUP_MAP = {"x": "team-a:admin"}  # malformed: nothing bound, nothing raised
+    assert reconcile.provider_groups_by_tenant() == {}
+    settings.OIDC_GROUPS_CLAIM = ""  # mapping off
+    settings.OIDC_GROUP_MAP = {"vision-leads": "team-a:owner"}
+    assert reconcile.provider_groups_by_tenant() == {}

@@ -160,6 +160,31 @@ def test_role_bindings_per_role_with_the_robot_as_service_account():
     assert objs[("ServiceAccount", "ci-robot")]["automountServiceAccountToken"] is False
 
 
+def test_provider_groups_are_bound_with_their_role_and_the_api_servers_prefix():
+    objs = by_key(
+        render.render_tenant(
+            spec(
+                provider_groups=(("vision-leads", "owner"), ("vision-all", "viewer")),
+                group_prefix="oidc:",
+            )
+        )
+    )
+    owners = objs[("RoleBinding", "gpu-portal-team-owners")]["subjects"]
+    assert owners[-1] == {
+        "kind": "Group",
+        "apiGroup": "rbac.authorization.k8s.io",
+        "name": "oidc:vision-leads",
+    }
+    viewers = objs[("RoleBinding", "gpu-portal-team-viewers")]["subjects"]
+    assert {
+        "kind": "Group",
+        "apiGroup": "rbac.authorization.k8s.io",
+        "name": "oidc:vision-all",
+    } in (viewers)
+    members = objs[("RoleBinding", "gpu-portal-team-members")]["subjects"]
+    assert not [s for s in members if s["kind"] == "Group"]
+
+
 def _granted(role: dict) -> set[tuple[str, str, str]]:
     return {
         (group, resource, verb)

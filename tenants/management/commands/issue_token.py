@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument(
-            "--scopes", default="read", help="comma-separated: read,request,submit,approve"
+            "--scopes", default="read", help="comma-separated: read,request,submit,approve,admin"
         )
         parser.add_argument("--expires-in", default="30d", help="e.g. 12h, 30d; 'never' for none")
         parser.add_argument("--name", default="cli", help="what the token is for")

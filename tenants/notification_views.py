@@ -1,0 +1,122 @@
+"""Notification settings and the delivery log in the browser: a team's page (members see it,
+owners add, test and remove channels) and the platform team's (platform admins; every
+delivery of every team). Each view parses input and calls one service."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from core.errors import ServiceError
+from core.permissions import is_platform_admin, platform_admin_required
+from tenants import permissions, services
+from tenants.api.notifications import shown_target
+from tenants.models import NotificationChannel, NotificationDelivery, Tenant
+from tenants.notifications import EVENTS
+
+LOG_LENGTH = 100
+
+
+def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: int = 200):
+    channels = NotificationChannel.objects.filter(tenant=tenant).order_by("name", "id")
+    deliveries = NotificationDelivery.objects.select_related("channel", "tenant")
+    if tenant is not None:
+        deliveries = deliveries.filter(tenant=tenant)
+    state = request.GET.get("state", "")
+    if state in NotificationDelivery.State.values:
+        deliveries = deliveries.filter(state=state)
+    may_manage = (
+        is_platform_admin(request.user)
+        if tenant is None
+        else permissions.can_manage_members(request.user, tenant)
+    )
+    return render(
+        request,
+        "tenants/notifications.html",
+        {
+            "tenant": tenant,
+            "channels": [(c, shown_target(c)) for c in channels],
+            "deliveries": deliveries[:LOG_LENGTH],
+            "state": state,
+            "states": NotificationDelivery.State.choices,
+            "kinds": NotificationChannel.Kind.choices,
+            "events": sorted(EVENTS.values(), key=lambda e: e.name),
+            "may_manage": may_manage,
+            "secret": secret,
+        },
+        status=status,
+    )
+
+
+def _add(request, tenant: Tenant | None, back: str):
+    try:
+        channel, secret = services.create_channel(
+            actor=request.user,
+            tenant=tenant,
+            kind=request.POST.get("kind", ""),
+            name=request.POST.get("name", ""),
+            target=request.POST.get("target", ""),
+            events=request.POST.getlist("events"),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return _page(request, tenant, status=400)
+    messages.success(request, f"Channel {channel.name} added.")
+    if secret:  # shown on this answer only, never stored in plain text nor shown again
+        return _page(request, tenant, secret=secret)
+    return redirect(back)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_notifications(request, slug):
+    tenant = get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
+    if request.method == "POST":
+        return _add(request, tenant, reverse("tenants:team_notifications", args=[slug]))
+    return _page(request, tenant)
+
+
+@platform_admin_required
+@require_http_methods(["GET", "POST"])
+def platform_notifications(request):
+    if request.method == "POST":
+        return _add(request, None, reverse("tenants:platform_notifications"))
+    return _page(request, None)
+
+
+def _channel(request, pk) -> NotificationChannel:
+    return get_object_or_404(
+        NotificationChannel.objects.visible_to(request.user).select_related("tenant"), pk=pk
+    )
+
+
+def _back(channel: NotificationChannel) -> str:
+    if channel.tenant is None:
+        return reverse("tenants:platform_notifications")
+    return reverse("tenants:team_notifications", args=[channel.tenant.slug])
+
+
+@login_required
+@require_POST
+def channel_test(request, pk):
+    channel = _channel(request, pk)
+    try:
+        services.send_test_message(actor=request.user, channel=channel)
+        messages.success(request, f"A test message to {channel.name} is on its way.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect(_back(channel))
+
+
+@login_required
+@require_POST
+def channel_remove(request, pk):
+    channel = _channel(request, pk)
+    back = _back(channel)
+    try:
+        services.remove_channel(actor=request.user, channel=channel)
+        messages.success(request, f"Channel {channel.name} removed.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect(back)

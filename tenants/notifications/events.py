@@ -1,0 +1,70 @@
+"""The events the portal tells people about, and who hears of each: pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Audience(StrEnum):
+    """Whom an event's personal e-mail goes to (channels come on top of it)."""
+
+    APPROVERS = "approvers"  # platform admins with an e-mail address
+    OWNERS = "owners"  # the tenant's owners
+    PERSON = "person"  # the one person the caller names (requester, submitter)
+    NOBODY = "nobody"  # channels only
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    description: str
+    audience: Audience
+    # Sent to the platform team's channels unless a channel picks its events itself.
+    for_platform: bool = False
+
+
+EVENTS: dict[str, Event] = {
+    e.name: e
+    for e in (
+        Event(
+            "capacity_request.submitted",
+            "An ask waits for a platform admin",
+            Audience.APPROVERS,
+            for_platform=True,
+        ),
+        Event("capacity_request.decided", "An ask was approved or rejected", Audience.PERSON),
+        Event("grant.expiring", "A grant ends within the warning window", Audience.OWNERS),
+        Event("grant.expired", "A grant ended", Audience.OWNERS),
+        Event("workload.preempted", "A workload was preempted", Audience.PERSON),
+        Event("workload.failed", "A workload failed", Audience.PERSON),
+        Event("budget.reached_80", "A team used 80 % of its monthly budget", Audience.OWNERS),
+        Event(
+            "budget.reached_100",
+            "A team used its whole monthly budget",
+            Audience.OWNERS,
+            for_platform=True,
+        ),
+        Event(
+            "gpu.health",
+            "A GPU health action (cordon, drain, return)",
+            Audience.NOBODY,
+            for_platform=True,
+        ),
+    )
+}
+
+
+def event(name: str) -> Event:
+    try:
+        return EVENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown notification event {name!r}; known: {sorted(EVENTS)}") from None
+
+
+def channel_wants(channel_events: list[str], name: str, *, platform_channel: bool) -> bool:
+    """Whether a channel receives event `name`: its own list when it has one; otherwise every
+    event of its tenant (a tenant's channel) or the platform team's events (a platform one)."""
+    if channel_events:
+        return name in channel_events
+    return EVENTS[name].for_platform if platform_channel else True

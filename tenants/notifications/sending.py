@@ -1,0 +1,166 @@
+"""Sending one delivery (e-mail, signed webhook, Slack-compatible webhook) with the retry
+bookkeeping, and the periodic sweep of what is due."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from tenants.models import NotificationChannel, NotificationDelivery
+from tenants.notifications import signing
+
+log = logging.getLogger(__name__)
+Kind = NotificationChannel.Kind
+State = NotificationDelivery.State
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str
+    retry_in: float | None = None  # seconds, when it will be tried again
+
+
+class PermanentFailure(Exception):
+    """The receiver refused the message for good (a 4xx): do not retry."""
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before attempt `attempts + 1`: doubling from NOTIFY_RETRY_BASE_S, capped."""
+    wait = settings.NOTIFY_RETRY_BASE_S * 2 ** max(0, attempts - 1)
+    return min(wait, settings.NOTIFY_RETRY_MAX_S)
+
+
+def webhook_body(delivery: NotificationDelivery, sent_at: datetime) -> bytes:
+    """The generic webhook's JSON: what happened, for whom, and a delivery id (receivers use
+    it to drop duplicates: a retry after a lost answer sends the same id again)."""
+    body = {
+        "delivery": delivery.pk,
+        "event": delivery.event,
+        "tenant": delivery.tenant.slug if delivery.tenant else None,
+        "subject": delivery.subject,
+        "text": delivery.text,
+        "data": delivery.data,
+        "sent_at": sent_at.isoformat(),
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def slack_body(delivery: NotificationDelivery) -> bytes:
+    return json.dumps({"text": f"*{delivery.subject}*\n{delivery.text}"}).encode()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    if not url.startswith(("https://", "http://")):  # channels are checked so; never file: etc.
+        raise PermanentFailure(f"not an http(s) URL: {url[:40]!r}")
+    request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "gpu-portal", **headers},
+    )
+    try:
+        timeout = settings.NOTIFY_HTTP_TIMEOUT_S
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return response.status
+    except urllib.error.HTTPError as exc:
+        if 400 <= exc.code < 500 and exc.code not in (408, 429):
+            raise PermanentFailure(f"HTTP {exc.code} {exc.reason}") from None
+        raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise ConnectionError(str(exc.reason)) from None
+
+
+def _send(delivery: NotificationDelivery, now: datetime) -> int | None:
+    channel = delivery.channel
+    if channel is None:
+        send_mail(delivery.subject, delivery.text, settings.DEFAULT_FROM_EMAIL, delivery.recipients)
+        return None
+    if channel.kind == Kind.EMAIL:
+        to = [a.strip() for a in channel.target.split(",") if a.strip()]
+        send_mail(delivery.subject, delivery.text, settings.DEFAULT_FROM_EMAIL, to)
+        return None
+    if channel.kind == Kind.SLACK:
+        return _post(channel.target, slack_body(delivery), {})
+    body = webhook_body(delivery, now)
+    secret = signing.decrypt_secret(channel.secret_encrypted)
+    headers = {
+        signing.SIGNATURE_HEADER: signing.sign(secret, body),
+        "X-Portal-Event": delivery.event,
+        "X-Portal-Delivery": str(delivery.pk),
+    }
+    return _post(channel.target, body, headers)
+
+
+def _claim(delivery_id: int, now: datetime) -> NotificationDelivery | None:
+    """Take a due delivery for one attempt (a short transaction, no lock held while sending):
+    its next attempt moves a lease ahead, so a second worker or the sweep leaves it alone."""
+    with transaction.atomic():
+        delivery = (
+            NotificationDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("channel", "tenant")
+            .filter(pk=delivery_id, state=State.PENDING, next_attempt_at__lte=now)
+            .first()
+        )
+        if delivery is None:
+            return None
+        delivery.attempts += 1
+        delivery.next_attempt_at = now + timedelta(seconds=settings.NOTIFY_HTTP_TIMEOUT_S * 3)
+        delivery.save(update_fields=["attempts", "next_attempt_at"])
+    return delivery
+
+
+def deliver(delivery_id: int, *, now: datetime | None = None) -> Outcome | None:
+    """Send one pending delivery if it is due; None when it is not (sent already, given up,
+    or another worker has it). A transient failure schedules the next attempt with backoff,
+    up to NOTIFY_MAX_ATTEMPTS; a receiver's 4xx fails it at once."""
+    now = now or timezone.now()
+    delivery = _claim(delivery_id, now)
+    if delivery is None:
+        return None
+    status: int | None = None
+    error = ""
+    permanent = False
+    try:
+        status = _send(delivery, now)
+    except PermanentFailure as exc:
+        error, permanent = str(exc), True
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    except ValueError as exc:  # a secret that no longer decrypts: nothing a retry can fix
+        error, permanent = str(exc), True
+    finished = timezone.now()
+    update: dict = {"last_error": error[:2000], "response_status": status}
+    if not error:
+        update.update(state=State.SENT, sent_at=finished)
+        outcome = Outcome(State.SENT)
+    elif permanent or delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
+        update.update(state=State.FAILED)
+        outcome = Outcome(State.FAILED)
+        log.warning("notification %s to %s failed: %s", delivery.event, delivery.channel, error)
+    else:
+        wait = backoff(delivery.attempts)
+        update.update(next_attempt_at=finished + timedelta(seconds=wait))
+        outcome = Outcome(State.PENDING, retry_in=wait)
+    NotificationDelivery.objects.filter(pk=delivery.pk).update(**update)
+    return outcome
+
+
+def deliver_due(*, now: datetime | None = None, limit: int = 200) -> int:
+    """The periodic sweep: send what is due (a lost message, a retry whose task was lost).
+    Returns how many were attempted."""
+    now = now or timezone.now()
+    due = NotificationDelivery.objects.filter(state=State.PENDING, next_attempt_at__lte=now)
+    attempted = 0
+    for delivery_id in list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit]):
+        if deliver(delivery_id, now=now) is not None:
+            attempted += 1
+    return attempted

@@ -1,0 +1,79 @@
+"""The browser's "extend this grant": a form on the grant, one service call, then the renewal's
+page (approved at once inside the envelope, otherwise waiting for the platform team)."""
+
+from datetime import datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_http_methods
+
+from core.errors import ServiceError
+from tenants import permissions, services
+from tenants.models import QuotaGrant
+
+
+def _parse_end(raw: str) -> datetime | None:
+    """A datetime-local value (`2027-01-31T18:00`) in the portal's time zone, or None."""
+    try:
+        value = parse_datetime((raw or "").strip())
+    except ValueError:
+        return None
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    return value
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def grant_extend(request, pk):
+    grant = get_object_or_404(
+        QuotaGrant.objects.visible_to(request.user).select_related("tenant", "resource_class"),
+        pk=pk,
+    )
+    may_extend = permissions.can_ask(request.user, grant.tenant)
+    error = ""
+    if request.method == "POST" and not may_extend:
+        error = f"only owners and members of {grant.tenant.slug} may extend its grants"
+    elif request.method == "POST":
+        ends_at = _parse_end(request.POST.get("ends_at", ""))
+        try:
+            renewal = services.submit_grant_renewal(
+                actor=request.user,
+                grant=grant,
+                ends_at=ends_at,
+                justification=request.POST.get("justification", ""),
+            )
+        except ServiceError as exc:
+            error = exc.detail
+        else:
+            if renewal.auto_approved:
+                messages.success(request, f"Grant #{grant.pk} extended (inside the policy).")
+            else:
+                messages.success(
+                    request, f"Renewal #{renewal.pk} is waiting for the platform team."
+                )
+            return redirect("tenants:request_detail", pk=renewal.pk)
+    # The form offers an extension as long as the grant has run so far, with the policy's
+    # answer to it (approved at once, or why a platform admin decides).
+    suggested_end: datetime | None = None
+    decision = None
+    if grant.ends_at and grant.state == QuotaGrant.State.ACTIVE:
+        suggested_end = grant.ends_at + (grant.ends_at - grant.starts_at)
+        if may_extend:
+            decision = services.renewal_decision(grant, suggested_end, timezone.now())
+    return render(
+        request,
+        "tenants/grant_extend.html",
+        {
+            "grant": grant,
+            "may_extend": may_extend,
+            "error": error,
+            "suggested_end": suggested_end,
+            "decision": decision,
+            "renewals": grant.renewals.order_by("-created_at")[:10],
+        },
+        status=(400 if may_extend else 403) if error else 200,
+    )

@@ -1,0 +1,131 @@
+"""Notification channels: added by a tenant's owners (or, for the platform team's channels,
+by platform admins), removed, and tried with a test message; each change audited."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+
+from core.errors import InvalidInput
+from tenants import audit
+from tenants.models import NotificationChannel, NotificationDelivery, Tenant
+from tenants.notifications import EVENTS, signing
+from tenants.notifications.dispatch import enqueue
+from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
+
+Kind = NotificationChannel.Kind
+CHANNEL_FIELDS = ["kind", "name", "target", "events", "active"]
+
+
+def _check_target(kind: str, target: str) -> str:
+    target = (target or "").strip()
+    if kind == Kind.EMAIL:
+        addresses = [a.strip() for a in target.split(",") if a.strip()]
+        if not addresses:
+            raise InvalidInput("give at least one e-mail address", field="target")
+        for address in addresses:
+            try:
+                validate_email(address)
+            except ValidationError:
+                message = f"{address!r} is not an e-mail address"
+                raise InvalidInput(message, field="target") from None
+        return ", ".join(addresses)
+    parts = urlsplit(target)
+    schemes = {"https", "http"} if settings.NOTIFY_WEBHOOK_ALLOW_HTTP else {"https"}
+    if parts.scheme not in schemes or not parts.hostname:
+        raise InvalidInput(
+            f"the URL must be {' or '.join(sorted(s + '://' for s in schemes))}…", field="target"
+        )
+    if parts.username or parts.password:
+        raise InvalidInput("put no user or password in the URL", field="target")
+    return target
+
+
+def _check_events(events: list[str] | None) -> list[str]:
+    events = sorted(set(events or []))
+    unknown = set(events) - set(EVENTS)
+    if unknown:
+        raise InvalidInput(
+            f"unknown events {sorted(unknown)}; choose from {sorted(EVENTS)}", field="events"
+        )
+    return events
+
+
+def _require_manager(actor, tenant: Tenant | None, doing: str) -> None:
+    if tenant is None:
+        require_platform_admin(actor, f"{doing} the platform team's channels")
+    else:
+        require_role(actor, tenant, OWNER_ROLES, doing)
+
+
+def create_channel(
+    *,
+    actor,
+    tenant: Tenant | None,
+    kind: str,
+    name: str,
+    target: str,
+    events: list[str] | None = None,
+) -> tuple[NotificationChannel, str | None]:
+    """Add a channel; for a webhook, return its signing secret too, shown this once (it is
+    stored only encrypted)."""
+    _require_manager(actor, tenant, "add notification channels")
+    if kind not in Kind.values:
+        raise InvalidInput(f"unknown kind {kind!r}; choose from {Kind.values}", field="kind")
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("give the channel a name", field="name")
+    target = _check_target(kind, target)
+    events = _check_events(events)
+    secret = signing.new_secret() if kind == Kind.WEBHOOK else None
+    with transaction.atomic():
+        channel = NotificationChannel.objects.create(
+            tenant=tenant,
+            kind=kind,
+            name=name[:80],
+            target=target,
+            events=events,
+            secret_encrypted=signing.encrypt_secret(secret) if secret else "",
+            created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        )
+        audit.record(
+            actor=actor,
+            verb="notification_channel.added",
+            obj=channel,
+            tenant=tenant,
+            after=audit.snapshot(channel, CHANNEL_FIELDS),
+        )
+    return channel, secret
+
+
+def remove_channel(*, actor, channel: NotificationChannel) -> None:
+    _require_manager(actor, channel.tenant, "remove notification channels")
+    with transaction.atomic():
+        audit.record(
+            actor=actor,
+            verb="notification_channel.removed",
+            obj=channel,
+            tenant=channel.tenant,
+            before=audit.snapshot(channel, CHANNEL_FIELDS),
+        )
+        channel.delete()
+
+
+def send_test_message(*, actor, channel: NotificationChannel):
+    """Send a test message to this channel only (through the same queue and log)."""
+    _require_manager(actor, channel.tenant, "test notification channels")
+    with transaction.atomic():
+        delivery = NotificationDelivery.objects.create(
+            channel=channel,
+            tenant=channel.tenant,
+            event="test",
+            subject=f"[GPU Portal] test of {channel.name}",
+            text=f"A test message from the GPU Portal, asked for by {actor.get_username()}.",
+            data={"event": "test", "tenant": channel.tenant.slug if channel.tenant else None},
+        )
+        transaction.on_commit(lambda: enqueue([delivery.pk]))
+    return delivery

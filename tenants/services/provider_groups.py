@@ -1,0 +1,170 @@
+"""Memberships and platform admin from the identity provider's groups, applied at every single
+sign-on: what the provider gave follows what it asserts now (added, changed, removed); what was
+given in the portal (local memberships) stays as it is. Every change is audited."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import transaction
+
+from tenants import audit
+from tenants.group_mapping import (
+    Desired,
+    MappingError,
+    desired_from_groups,
+    membership_changes,
+    parse_mapping,
+)
+from tenants.models import Membership, Tenant
+from tenants.services._common import _notify_desired_state_changed
+
+log = logging.getLogger(__name__)
+Source = Membership.Source
+
+
+def mapping_from_settings():
+    return parse_mapping(
+        settings.OIDC_GROUP_MAP,
+        settings.OIDC_GROUP_TENANT_PATTERN,
+        settings.OIDC_PLATFORM_ADMIN_GROUPS,
+    )
+
+
+def apply_provider_groups(*, user, claims: dict) -> list[str]:
+    """Make `user`'s provider memberships and platform-admin standing match the groups claim
+    (setting OIDC_GROUPS_CLAIM; empty: off). A missing claim means no groups: providers leave
+    an empty one out (Dex does), so it removes all the provider gave, as an empty list does.
+    Returns what changed, in words, for the sign-in message."""
+    claim = settings.OIDC_GROUPS_CLAIM
+    if not claim:
+        return []
+    try:
+        mapping = mapping_from_settings()
+    except MappingError as exc:
+        log.error("single sign-on group mapping is misconfigured: %s", exc)
+        audit.record(
+            actor=None,
+            verb="sso.groups_mapping_error",
+            obj=user,
+            tenant=None,
+            object_type="auth.User",
+            after={"error": str(exc)},
+        )
+        return []
+    desired = desired_from_groups(claims.get(claim, []), mapping)
+    with transaction.atomic():
+        said = _apply_memberships(user, desired)
+        said += _apply_platform_admin(user, desired, bool(mapping.admin_groups))
+    return said
+
+
+def _record(verb: str, membership: Membership, before: dict | None, after: dict | None) -> None:
+    audit.record(
+        actor=None,
+        verb=verb,
+        obj=membership,
+        tenant=membership.tenant,
+        before=before,
+        after=after,
+    )
+    _notify_desired_state_changed(membership.tenant)
+
+
+def _apply_memberships(user, desired: Desired) -> list[str]:
+    held = list(Membership.objects.select_for_update().filter(user=user).select_related("tenant"))
+    by_slug = {m.tenant.slug: m for m in held}
+    tenants = {
+        t.slug: t
+        for t in Tenant.objects.filter(slug__in=desired.roles).exclude(
+            status=Tenant.Status.ARCHIVED
+        )
+    }
+    wanted = {slug: role for slug, role in desired.roles.items() if slug in tenants}
+    unknown = sorted(set(desired.roles) - set(tenants))
+    changes = membership_changes(
+        wanted,
+        {m.tenant.slug: m.role for m in held if m.source == Source.PROVIDER},
+        [m.tenant.slug for m in held if m.source == Source.LOCAL],
+    )
+    name = user.get_username()
+    said = []
+    for change in changes:
+        role = change.role or ""
+        if change.action == "add":
+            membership = Membership.objects.create(
+                tenant=tenants[change.tenant], user=user, role=role, source=Source.PROVIDER
+            )
+            after = {"user": name, "role": change.role, "source": Source.PROVIDER}
+            _record("membership.added", membership, None, after)
+            said.append(f"added to {change.tenant} as {change.role}")
+        elif change.action == "change":
+            membership = by_slug[change.tenant]
+            membership.role = role
+            membership.save(update_fields=["role"])
+            after = {"role": change.role, "source": Source.PROVIDER}
+            _record("membership.changed", membership, {"role": change.before}, after)
+            said.append(f"now {change.role} in {change.tenant}")
+        else:
+            membership = by_slug[change.tenant]
+            before = {"user": name, "role": change.before, "source": Source.PROVIDER}
+            _record("membership.removed", membership, before, None)
+            membership.delete()
+            said.append(f"no longer in {change.tenant}")
+    if said or unknown:
+        audit.record(
+            actor=None,
+            verb="sso.groups_applied",
+            obj=user,
+            tenant=None,
+            object_type="auth.User",
+            after={
+                "changes": said,
+                "unknown_tenants": unknown,
+                "unmatched_groups": list(desired.unmatched),
+            },
+        )
+    return said
+
+
+def _apply_platform_admin(user, desired: Desired, mapped: bool) -> list[str]:
+    """Platform admin from the provider: staff in PLATFORM_ADMIN_GROUP, plus a marker group
+    (OIDC_PLATFORM_ADMIN_MARKER_GROUP) that says the provider gave it, so that only what the
+    provider gave is taken back. Admins made in the portal are left alone."""
+    marker = Group.objects.filter(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP).first()
+    from_provider = marker is not None and user.groups.filter(pk=marker.pk).exists()
+    if desired.platform_admin and mapped and not from_provider:
+        admins, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
+        marker = marker or Group.objects.create(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP)
+        was_staff = user.is_staff
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+        user.groups.add(admins, marker)
+        audit.record(
+            actor=None,
+            verb="sso.platform_admin_granted",
+            obj=user,
+            tenant=None,
+            object_type="auth.User",
+            before={"is_staff": was_staff},
+            after={"is_staff": True, "group": settings.PLATFORM_ADMIN_GROUP},
+        )
+        return ["made a platform admin"]
+    if not desired.platform_admin and from_provider:
+        admin_group = Group.objects.filter(name=settings.PLATFORM_ADMIN_GROUP).first()
+        user.groups.remove(*[g for g in (admin_group, marker) if g is not None])
+        user.is_staff = False
+        user.save(update_fields=["is_staff"])
+        audit.record(
+            actor=None,
+            verb="sso.platform_admin_revoked",
+            obj=user,
+            tenant=None,
+            object_type="auth.User",
+            before={"is_staff": True, "group": settings.PLATFORM_ADMIN_GROUP},
+            after={"is_staff": False},
+        )
+        return ["no longer a platform admin"]
+    return []

@@ -1,0 +1,110 @@
+"""Renewals: "extend this grant", asked from the grant by an owner or member. A renewal is a
+capacity request that carries the grant it extends; inside the policy envelope it is approved
+at once, otherwise it waits for the platform team; approving it moves the same grant's end."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidInput, InvalidTransition
+from tenants import audit, policy
+from tenants.models import AutoApprovalRule, CapacityRequest, CapacityRequestItem, QuotaGrant
+from tenants.permissions import WRITE_ROLES, require_role
+from tenants.selectors import auto_approved_units
+from tenants.services._common import REQUEST_FIELDS
+from tenants.services.locks import lock_rows
+from tenants.services.requests import _approve_locked, notify_submitted
+
+
+def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> policy.Decision:
+    """The policy's answer to extending `grant` to `ends_at`: the extension (from the grant's
+    end to the new one) must fit the class's envelope in length, and the grant's units, with
+    what else the team holds through auto-approval, in amount. The grant itself is not counted
+    twice when it came from an auto-approved ask."""
+    rule = AutoApprovalRule.objects.filter(resource_class_id=grant.resource_class_id).first()
+    slug = grant.resource_class.slug
+    envelopes = {slug: policy.Envelope(rule.max_amount, rule.max_duration_hours)} if rule else {}
+    held = dict(auto_approved_units(grant.tenant, now))
+    if grant.request is not None and grant.request.auto_approved:
+        held[slug] = max(0, held.get(slug, 0) - grant.amount)
+    return policy.evaluate(
+        [policy.AskedItem(slug, grant.amount, grant.resource_class.gpu_fraction)],
+        starts_at=grant.ends_at or now,
+        ends_at=ends_at,
+        envelopes=envelopes,
+        held=held,
+    )
+
+
+def submit_grant_renewal(
+    *, actor, grant: QuotaGrant, ends_at: datetime | None, justification: str = ""
+) -> CapacityRequest:
+    """Ask to extend `grant` to `ends_at`. Owners and members may; the renewal is approved at
+    once inside the envelope (two audit events, as any ask), else queued for a platform admin."""
+    require_role(actor, grant.tenant, WRITE_ROLES, "extend grants")
+    now = timezone.now()
+    if ends_at is None:
+        raise InvalidInput("say until when the grant should be extended", field="ends_at")
+    if grant.state != QuotaGrant.State.ACTIVE or (
+        grant.ends_at is not None and grant.ends_at <= now
+    ):
+        raise InvalidTransition(f"grant #{grant.pk} has ended; ask for capacity anew")
+    if grant.ends_at is None:
+        raise InvalidInput(f"grant #{grant.pk} is open-ended: there is nothing to extend")
+    if ends_at <= grant.ends_at:
+        raise InvalidInput(
+            f"the new end must be after the grant's end ({grant.ends_at:%Y-%m-%d %H:%M %Z})",
+            field="ends_at",
+        )
+    justification = (justification or "").strip() or f"extend grant #{grant.pk}"
+    with transaction.atomic():
+        locked = lock_rows(
+            pools=[grant.resource_class_id], tenant=grant.tenant_id, grants=[grant.pk]
+        )
+        tenant, grant = locked.tenant, locked.grants[0]
+        if not tenant.is_active:
+            raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot extend grants")
+        if grant.state != QuotaGrant.State.ACTIVE or grant.ends_at is None:
+            raise InvalidTransition(f"grant #{grant.pk} has ended; ask for capacity anew")
+        decision = renewal_decision(grant, ends_at, now)
+        request = CapacityRequest.objects.create(
+            tenant=tenant,
+            requester=actor,
+            starts_at=grant.ends_at,
+            ends_at=ends_at,
+            justification=justification,
+            policy_reasons=decision.reasons,
+            extends=grant,
+        )
+        CapacityRequestItem.objects.create(
+            request=request, resource_class=grant.resource_class, amount=grant.amount
+        )
+        audit.record(
+            actor=actor,
+            verb="capacity_request.submitted",
+            obj=request,
+            tenant=tenant,
+            after={
+                **audit.snapshot(request, REQUEST_FIELDS),
+                "extends": grant.pk,
+                "items": {grant.resource_class.slug: grant.amount},
+                "policy": "auto-approve" if decision.auto_approve else decision.reasons,
+            },
+        )
+        if decision.auto_approve:
+            request = _approve_locked(
+                actor=None,
+                tenant=tenant,
+                request=request,
+                items=[(grant.resource_class, grant.amount)],
+                pools=locked.pools,
+                comment="auto-approved by policy",
+                now=now,
+                extended=grant,
+            )
+        else:
+            notify_submitted(request, {grant.resource_class.slug: grant.amount})
+    return request

@@ -1,0 +1,371 @@
+"""Notifications end to end: a real local HTTP receiver (http.server in a thread), a real
+Celery worker on the tests' Redis broker, PostgreSQL. Sent after commit, retried with backoff,
+signed, never blocking the request that caused them; the delivery log in the API and pages."""
+
+import time
+from collections import deque
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.db import transaction
+from django.test import Client
+from django.utils import timezone
+
+from core.errors import Forbidden, InvalidInput, NotFound
+from scheduler.workloads import services as workloads
+from scheduler.workloads.manifests import Observation
+from scheduler.workloads.models import Workload
+from scheduler.workloads.sync import change_state
+from tenants import services
+from tenants.models import NotificationChannel, NotificationDelivery
+from tenants.notifications import deliver_due, notify, signing
+from tests.portal.api.conftest import bearer, session
+from tests.scheduler.cluster_helpers import celery_worker
+from tests.tenants.receiver import start_receiver
+
+State = NotificationDelivery.State
+
+
+@pytest.fixture
+def receiver():
+    receiver = start_receiver()
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+@pytest.fixture
+def fast_retries(settings):
+    settings.NOTIFY_WEBHOOK_ALLOW_HTTP = True  # the receiver is plain http on 127.0.0.1
+    settings.NOTIFY_RETRY_BASE_S = 0.2
+    settings.NOTIFY_RETRY_MAX_S = 1.0
+    settings.NOTIFY_MAX_ATTEMPTS = 3
+    settings.NOTIFY_HTTP_TIMEOUT_S = 2.0
+    settings.PORTAL_BASE_URL = "https://portal.example.com"
+
+
+def _wait(what, check, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _ask(world, amount=1):
+    return services.submit_capacity_request(
+        actor=world.member,
+        tenant=world.tenant,
+        items={world.rc.slug: amount},
+        ends_at=timezone.now() + timedelta(days=3),
+        justification="notify tests",
+    )
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_an_ask_and_its_decision_reach_the_people_and_channels_through_a_worker(
+    world, receiver, fast_retries
+):
+    world.admin.email = "platform@example.com"
+    world.admin.save()
+    world.member.email = "member@example.com"
+    world.member.save()
+    team_hook, secret = services.create_channel(
+        actor=world.owner,
+        tenant=world.tenant,
+        kind="webhook",
+        name="team hook",
+        target=f"{receiver.url}/team",
+    )
+    services.create_channel(
+        actor=world.admin, tenant=None, kind="slack", name="ops", target=f"{receiver.url}/slack"
+    )
+    # Another team's channel hears nothing of team-a.
+    services.create_channel(
+        actor=world.outsider,
+        tenant=world.other_tenant,
+        kind="webhook",
+        name="b",
+        target=f"{receiver.url}/other",
+    )
+    receiver.statuses["/team"] = deque([503])  # its first call fails: retried after backoff
+
+    with celery_worker(["notify"], concurrency=2):
+        request = _ask(world)  # no envelope: it waits for a platform admin
+        calls = receiver.wait_for(3)
+        services.approve_capacity_request(actor=world.admin, request=request, comment="go")
+        calls = receiver.wait_for(4)
+        _wait("the e-mails", lambda: len(mail.outbox) == 2)
+        _wait(
+            "every delivery sent",
+            lambda: not NotificationDelivery.objects.exclude(state=State.SENT).exists(),
+        )
+
+    paths = sorted(c.path for c in calls)
+    assert paths == ["/slack", "/team", "/team", "/team"]  # one /team was the 503, retried
+    team_calls = [c for c in calls if c.path == "/team"]
+    for call in team_calls:
+        assert signing.verify(secret, call.body, call.headers["X-Portal-Signature-256"])
+    events = [c.json()["event"] for c in team_calls]
+    assert sorted(events) == [
+        "capacity_request.decided",
+        "capacity_request.submitted",
+        "capacity_request.submitted",
+    ]
+    # The retry sent the same delivery (its id lets a receiver drop a duplicate).
+    submitted = [c.json()["delivery"] for c in team_calls if "submitted" in c.json()["event"]]
+    assert submitted[0] == submitted[1]
+    slack = next(c for c in calls if c.path == "/slack").json()
+    assert (
+        "asks for capacity" in slack["text"]
+        and "https://portal.example.com/requests/" in (slack["text"])
+    )
+    assert {tuple(m.to) for m in mail.outbox} == {
+        ("platform@example.com",),
+        ("member@example.com",),
+    }
+    retried = NotificationDelivery.objects.get(pk=submitted[0])
+    assert retried.attempts == 2 and retried.response_status == 200
+    assert NotificationDelivery.objects.filter(channel=team_hook).count() == 2
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_refusing_receiver_fails_at_once_and_a_dead_one_after_the_last_try(
+    world, receiver, fast_retries
+):
+    refusing, _ = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="slack", name="r", target=f"{receiver.url}/r"
+    )
+    dead, _ = services.create_channel(
+        actor=world.owner,
+        tenant=world.tenant,
+        kind="webhook",
+        name="d",
+        target="http://127.0.0.1:9/nobody-listens",
+    )
+    receiver.statuses["/r"] = deque([404])
+    with celery_worker(["notify"]):
+        with transaction.atomic():
+            notify("grant.expired", world.tenant, subject="s", text="t")
+        _wait(
+            "both to give up",
+            lambda: NotificationDelivery.objects.filter(state=State.FAILED).count() == 2,
+        )
+    gone = NotificationDelivery.objects.get(channel=refusing)
+    assert gone.attempts == 1 and "404" in gone.last_error
+    down = NotificationDelivery.objects.get(channel=dead)
+    assert down.attempts == 3 and down.last_error  # NOTIFY_MAX_ATTEMPTS, with backoff between
+    assert len(receiver.received) == 1
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_receiver_never_slows_the_request_that_caused_it(world, receiver, fast_retries):
+    receiver.delay_s = 3.0
+    services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="slow", target=receiver.url
+    )
+    body = {
+        "tenant": "team-a",
+        "items": {world.rc.slug: 1},
+        "ends_at": (timezone.now() + timedelta(days=2)).isoformat(),
+        "justification": "slow receiver",
+    }
+    with celery_worker(["notify"]):
+        started = time.monotonic()
+        response = session(world.member).post("/api/v1/capacity-requests/", body, format="json")
+        answered = time.monotonic() - started
+        assert response.status_code == 201
+        receiver.wait_for(1)
+        _wait(
+            "the delivery", lambda: NotificationDelivery.objects.filter(state=State.SENT).exists()
+        )
+    assert answered < 2.0  # the receiver took 3 s; the request did not wait for it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_change_sends_nothing(world, fast_retries):
+    services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="email", name="m", target="team@example.com"
+    )
+    with pytest.raises(RuntimeError), transaction.atomic():
+        notify("grant.expired", world.tenant, subject="s", text="t")
+        raise RuntimeError("the change failed")
+    assert not NotificationDelivery.objects.exists()
+    assert deliver_due() == 0 and mail.outbox == []
+
+
+@pytest.mark.django_db
+def test_workload_failures_and_gpu_health_reach_the_right_channels(world, fast_retries):
+    team, _ = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="email", name="t", target="team@example.com"
+    )
+    platform, _ = services.create_channel(
+        actor=world.admin, tenant=None, kind="email", name="p", target="ops@example.com"
+    )
+    world.member.email = "member@example.com"
+    world.member.save()
+    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1)
+    workload = workloads.submit_workload(
+        actor=world.member,
+        tenant=world.tenant,
+        name="train-1",
+        kind="job",
+        image="busybox:1.36",
+        resources={world.rc.slug: 1},
+        priority="gpu-low",
+    )
+    change_state(workload.pk, Observation(Workload.State.FAILED, "BackoffLimitExceeded", "exit 1"))
+    failed = NotificationDelivery.objects.filter(event="workload.failed")
+    assert {(d.channel_id, tuple(d.recipients)) for d in failed} == {
+        (None, ("member@example.com",)),
+        (team.pk, ()),
+    }
+    assert "BackoffLimitExceeded: exit 1" in failed.first().text
+    # The hook the GPU health checks call: the platform team's channels hear of it.
+    with transaction.atomic():
+        notify("gpu.health", None, subject="node-1 cordoned", text="XID 79", data={"node": "n1"})
+    health = NotificationDelivery.objects.get(event="gpu.health")
+    assert health.channel == platform
+    assert deliver_due() == 3
+    assert sorted(m.to[0] for m in mail.outbox) == [
+        "member@example.com",
+        "ops@example.com",
+        "team@example.com",
+    ]
+
+
+@pytest.mark.django_db
+def test_who_manages_channels_and_what_a_channel_accepts(world, settings):
+    with pytest.raises(Forbidden):
+        services.create_channel(
+            actor=world.member, tenant=world.tenant, kind="email", name="m", target="a@b.example"
+        )
+    with pytest.raises(NotFound):
+        services.create_channel(
+            actor=world.outsider, tenant=world.tenant, kind="email", name="m", target="a@b.example"
+        )
+    with pytest.raises(Forbidden):
+        services.create_channel(
+            actor=world.owner, tenant=None, kind="email", name="m", target="a@b.example"
+        )
+    settings.NOTIFY_WEBHOOK_ALLOW_HTTP = False
+    for kind, target, message in [
+        ("webhook", "http://hooks.example.com/x", "https://"),
+        ("webhook", "file:///etc/passwd", "https://"),
+        ("slack", "https://user:pw@hooks.example.com/x", "no user or password"),
+        ("email", "not-an-address", "not an e-mail address"),
+        ("pager", "https://x.example", "unknown kind"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            services.create_channel(
+                actor=world.owner, tenant=world.tenant, kind=kind, name="x", target=target
+            )
+    with pytest.raises(InvalidInput, match="unknown events"):
+        services.create_channel(
+            actor=world.owner,
+            tenant=world.tenant,
+            kind="email",
+            name="x",
+            target="a@b.example",
+            events=["everything"],
+        )
+
+
+@pytest.mark.django_db
+def test_the_channel_api_shows_the_secret_once_and_stores_it_encrypted(world, settings):
+    owner = session(world.owner)
+    created = owner.post(
+        "/api/v1/notification-channels/",
+        {"tenant": "team-a", "kind": "webhook", "name": "ci", "target": "https://h.example/x"},
+        format="json",
+    )
+    assert created.status_code == 201, created.data
+    secret = created.data["secret"]
+    assert secret.startswith("whsec_")
+    row = NotificationChannel.objects.get(pk=created.data["id"])
+    assert secret not in str(NotificationChannel.objects.filter(pk=row.pk).values().first())
+    assert signing.decrypt_secret(row.secret_encrypted) == secret
+    shown = owner.get(f"/api/v1/notification-channels/{row.pk}/")
+    assert shown.status_code == 200 and "secret" not in shown.data
+    slack = owner.post(
+        "/api/v1/notification-channels/",
+        {
+            "tenant": "team-a",
+            "kind": "slack",
+            "name": "chat",
+            "target": "https://hooks.slack.example/services/T0/B0/SECRETPATH",
+        },
+        format="json",
+    )
+    assert slack.status_code == 201 and slack.data["secret"] is None
+    listed = session(world.viewer).get("/api/v1/notification-channels/")
+    assert listed.status_code == 200 and listed.data["count"] == 2
+    assert "SECRETPATH" not in str(listed.data)  # the Slack URL is its credential
+    # Members read, only owners (or an admin token) change; another team sees nothing.
+    assert (
+        session(world.member)
+        .post(
+            "/api/v1/notification-channels/",
+            {"tenant": "team-a", "kind": "email", "name": "x", "target": "a@b.example"},
+            format="json",
+        )
+        .status_code
+        == 403
+    )
+    assert (
+        session(world.outsider).get(f"/api/v1/notification-channels/{row.pk}/").status_code == 404
+    )
+    bad = owner.post(
+        "/api/v1/notification-channels/",
+        {"tenant": "team-a", "kind": "webhook", "name": "x", "target": "ftp://h.example"},
+        format="json",
+    )
+    assert bad.status_code == 400
+    tested = owner.post(f"/api/v1/notification-channels/{row.pk}/test/")
+    assert tested.status_code == 202 and tested.data["state"] == "pending"
+    log = session(world.viewer).get("/api/v1/notification-deliveries/?tenant=team-a")
+    assert log.status_code == 200 and log.data["count"] == 1
+    assert session(world.outsider).get("/api/v1/notification-deliveries/").data["count"] == 0
+    assert owner.delete(f"/api/v1/notification-channels/{row.pk}/").status_code == 204
+    _, read_raw = services.issue_token(
+        actor=world.owner, user=world.owner, name="r", scopes=["read", "request"]
+    )
+    refused = bearer(read_raw).post(
+        "/api/v1/notification-channels/",
+        {"tenant": "team-a", "kind": "email", "name": "x", "target": "a@b.example"},
+        format="json",
+    )
+    assert refused.status_code == 403
+
+
+@pytest.mark.django_db
+def test_the_pages_show_channels_and_the_delivery_log(world, settings):
+    owner = Client()
+    owner.force_login(world.owner)
+    url = f"/teams/{world.tenant.slug}/notifications/"
+    added = owner.post(
+        url, {"kind": "webhook", "name": "hook", "target": "https://h.example/x", "events": []}
+    )
+    assert added.status_code == 200 and b"whsec_" in added.content  # shown this once
+    assert b"whsec_" not in owner.get(url).content
+    with transaction.atomic():
+        notify("grant.expired", world.tenant, subject="quota ended for team-a", text="t")
+    page = owner.get(url)
+    assert b"quota ended for team-a" in page.content and b"Pending" in page.content
+    bad = owner.post(url, {"kind": "webhook", "name": "x", "target": "nope"})
+    assert bad.status_code == 400
+    viewer = Client()
+    viewer.force_login(world.viewer)
+    assert b"Add a channel" not in viewer.get(url).content
+    outsider = Client()
+    outsider.force_login(world.outsider)
+    assert outsider.get(url).status_code == 404
+    assert viewer.get("/platform/notifications/").status_code == 403
+    admin = Client()
+    admin.force_login(world.admin)
+    console = admin.get("/platform/notifications/")
+    assert console.status_code == 200 and b"quota ended for team-a" in console.content

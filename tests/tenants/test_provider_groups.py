@@ -1,0 +1,134 @@
+"""Teams and roles from the identity provider's groups: the pure mapping, and its application
+at sign-in on PostgreSQL (provider memberships follow the claim; local ones stay; audited)."""
+
+import pytest
+
+from core.permissions import is_platform_admin
+from tenants import services
+from tenants.group_mapping import (
+    Change,
+    MappingError,
+    desired_from_groups,
+    membership_changes,
+    parse_mapping,
+)
+from tenants.models import AuditEvent, Membership
+from tests.tenants.factories import UserFactory
+
+PATTERN = r"gpu-(?P<tenant>[a-z0-9-]+)-(?P<role>owner|member|viewer)"
+
+
+def test_a_map_and_a_pattern_give_each_tenant_its_strongest_role():
+    mapping = parse_mapping(
+        {"vision-leads": "team-vision:owner", "all-ml": ["team-a:viewer", "team-b:viewer"]},
+        PATTERN,
+        ["gpu-platform"],
+    )
+    desired = desired_from_groups(
+        ["all-ml", "gpu-team-a-member", "vision-leads", "coffee-club", "gpu-platform", 7],
+        mapping,
+    )
+    assert desired.roles == {"team-a": "member", "team-b": "viewer", "team-vision": "owner"}
+    assert desired.platform_admin
+    assert desired.unmatched == ("coffee-club",)
+    # A claim that is not a list asserts nothing; a single string is one group.
+    assert desired_from_groups(None, mapping).roles == {}
+    assert desired_from_groups("gpu-team-a-owner", mapping).roles == {"team-a": "owner"}
+    assert not desired_from_groups(["gpu-team-a-admin"], mapping).roles  # not a role
+
+
+@pytest.mark.parametrize(
+    ("group_map", "pattern", "message"),
+    [
+        ({"g": "team-a"}, "", "tenant-slug:role"),
+        ({"g": "team-a:boss"}, "", "tenant-slug:role"),
+        ({}, "gpu-(", "not a regex"),
+        ({}, "gpu-(?P<tenant>.+)", "named groups"),
+    ],
+)
+def test_a_malformed_mapping_says_what_to_write(group_map, pattern, message):
+    with pytest.raises(MappingError, match=message):
+        parse_mapping(group_map, pattern)
+
+
+def test_changes_follow_the_provider_and_leave_local_memberships_alone():
+    changes = membership_changes(
+        desired={"a": "owner", "b": "member", "local-team": "viewer", "new": "viewer"},
+        provider_held={"a": "member", "b": "member", "gone": "viewer"},
+        locally_held=["local-team"],
+    )
+    assert changes == [
+        Change("a", "change", "owner", before="member"),
+        Change("new", "add", "viewer"),
+        Change("gone", "remove", None, before="viewer"),
+    ]
+
+
+@pytest.fixture
+def sso_groups(settings):
+    settings.OIDC_GROUPS_CLAIM = "groups"
+    settings.OIDC_GROUP_MAP = {"vision-leads": "team-b:owner"}
+    settings.OIDC_GROUP_TENANT_PATTERN = PATTERN
+    settings.OIDC_PLATFORM_ADMIN_GROUPS = ["gpu-platform"]
+
+
+@pytest.mark.django_db
+def test_each_sign_in_makes_provider_memberships_match_the_claim(world, sso_groups):
+    kim = UserFactory(username="kim")
+    Membership.objects.create(tenant=world.other_tenant, user=kim, role="viewer")  # local
+
+    said = services.apply_provider_groups(
+        user=kim, claims={"groups": ["gpu-team-a-member", "vision-leads", "gpu-nowhere-owner"]}
+    )
+    held = {m.tenant.slug: (m.role, m.source) for m in kim.memberships.select_related("tenant")}
+    assert held == {"team-a": ("member", "provider"), "team-b": ("viewer", "local")}
+    assert said == ["added to team-a as member"]
+    applied = AuditEvent.objects.get(verb="sso.groups_applied")
+    assert applied.after["unknown_tenants"] == ["nowhere"]
+    added = AuditEvent.objects.get(verb="membership.added", after__user="kim")
+    assert added.actor_repr == "system" and added.after["source"] == "provider"
+
+    # Promoted at the provider: promoted here at the next sign-in.
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
+    assert kim.memberships.get(tenant=world.tenant).role == "owner"
+    # No longer asserted: removed; the local membership stays.
+    services.apply_provider_groups(user=kim, claims={"groups": []})
+    assert list(kim.memberships.values_list("tenant__slug", "source")) == [("team-b", "local")]
+    assert AuditEvent.objects.filter(verb="membership.removed", before__user="kim").count() == 1
+    # A missing claim is no groups: providers leave an empty one out (Dex does).
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
+    services.apply_provider_groups(user=kim, claims={"sub": "x"})
+    assert not kim.memberships.filter(tenant=world.tenant).exists()
+
+
+@pytest.mark.django_db
+def test_platform_admin_from_the_provider_is_given_and_taken_back(world, sso_groups):
+    kim = UserFactory(username="kim")
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-platform"]})
+    kim.refresh_from_db()
+    assert is_platform_admin(kim)
+    services.apply_provider_groups(user=kim, claims={"groups": []})
+    kim.refresh_from_db()
+    assert not is_platform_admin(kim) and not kim.is_staff
+    verbs = list(
+        AuditEvent.objects.filter(verb__startswith="sso.platform_admin").values_list(
+            "verb", flat=True
+        )
+    )
+    assert sorted(verbs) == ["sso.platform_admin_granted", "sso.platform_admin_revoked"]
+    # An admin made in the portal is not unmade by the provider's silence.
+    services.apply_provider_groups(user=world.admin, claims={"groups": []})
+    world.admin.refresh_from_db()
+    assert is_platform_admin(world.admin)
+
+
+@pytest.mark.django_db
+def test_off_or_misconfigured_mapping_changes_nothing(world, settings, sso_groups):
+    kim = UserFactory(username="kim")
+    settings.OIDC_GROUP_MAP = {"g": "no-role-here"}
+    assert services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]}) == []
+    assert AuditEvent.objects.filter(verb="sso.groups_mapping_error").count() == 1
+    settings.OIDC_GROUPS_CLAIM = ""
+    settings.OIDC_GROUP_MAP = {}
+    assert services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]}) == []
+    assert not kim.memberships.exists()

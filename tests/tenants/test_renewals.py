@@ -1,0 +1,258 @@
+"""Renewals: "extend this grant" carries the grant it extends; inside the envelope it is
+approved at once, otherwise queued; approval moves the same grant's end (no gap, nothing
+counted twice); concurrent approvals never overcommit."""
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.test import Client
+from django.utils import timezone
+
+from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
+from tenants import services
+from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
+from tenants.notifications import deliver_due
+from tests.portal.api.conftest import bearer
+from tests.race import race
+from tests.tenants.factories import (
+    CapacityRequestFactory,
+    CapacityRequestItemFactory,
+    PlatformAdminFactory,
+    PoolFactory,
+    QuotaGrantFactory,
+    ResourceClassFactory,
+    TenantFactory,
+)
+
+
+def _grant(world, *, amount=2, days=2):
+    now = timezone.now()
+    return QuotaGrantFactory(
+        tenant=world.tenant,
+        resource_class=world.rc,
+        amount=amount,
+        starts_at=now - timedelta(days=1),
+        ends_at=now + timedelta(days=days),
+    )
+
+
+def _holding(rc):
+    return sum(
+        QuotaGrant.objects.holding().filter(resource_class=rc).values_list("amount", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_inside_the_envelope_a_renewal_extends_the_same_grant_at_once(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
+    grant = _grant(world)
+    old_end = grant.ends_at
+    QuotaGrant.objects.filter(pk=grant.pk).update(expiry_warned_at=timezone.now())
+    free_before = services.free_capacity(world.rc)
+
+    renewal = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=old_end + timedelta(hours=48)
+    )
+
+    assert renewal.auto_approved and renewal.state == CapacityRequest.State.APPROVED
+    assert renewal.extends_id == grant.pk and renewal.starts_at == old_end  # no gap
+    grant.refresh_from_db()
+    assert grant.ends_at == old_end + timedelta(hours=48)
+    assert grant.expiry_warned_at is None  # warned again before the new end
+    assert QuotaGrant.objects.filter(tenant=world.tenant).count() == 1  # no second grant
+    assert services.free_capacity(world.rc) == free_before  # nothing counted twice
+    verbs = list(
+        AuditEvent.objects.filter(tenant=world.tenant).order_by("id").values_list("verb", flat=True)
+    )
+    assert verbs[-3:] == [
+        "capacity_request.submitted",
+        "quota_grant.extended",
+        "capacity_request.approved",
+    ]
+
+
+@pytest.mark.django_db
+def test_outside_the_envelope_it_waits_and_approval_extends_the_grant(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=24)
+    grant = _grant(world)
+    renewal = services.submit_grant_renewal(
+        actor=world.owner,
+        grant=grant,
+        ends_at=grant.ends_at + timedelta(days=10),
+        justification="the long run",
+    )
+    assert renewal.state == CapacityRequest.State.SUBMITTED
+    assert any("longer than the 24 h" in r for r in renewal.policy_reasons)
+    old_end = grant.ends_at
+    grant.refresh_from_db()
+    assert grant.ends_at == old_end  # nothing moves until a platform admin says so
+
+    services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
+    grant.refresh_from_db()
+    assert grant.ends_at == old_end + timedelta(days=10)
+    assert _holding(world.rc) == 2
+
+    # Given back: the grant ends where it ended before.
+    services.cancel_capacity_request(actor=world.owner, request=renewal, comment="done early")
+    grant.refresh_from_db()
+    assert grant.ends_at == old_end and grant.state == QuotaGrant.State.ACTIVE
+    assert AuditEvent.objects.filter(verb="quota_grant.extension_withdrawn").count() == 1
+
+
+@pytest.mark.django_db
+def test_who_may_extend_and_what_cannot_be_extended(world):
+    grant = _grant(world)
+    later = grant.ends_at + timedelta(days=1)
+    with pytest.raises(Forbidden):
+        services.submit_grant_renewal(actor=world.viewer, grant=grant, ends_at=later)
+    with pytest.raises(NotFound):
+        services.submit_grant_renewal(actor=world.outsider, grant=grant, ends_at=later)
+    with pytest.raises(InvalidInput, match="after the grant's end"):
+        services.submit_grant_renewal(actor=world.member, grant=grant, ends_at=grant.ends_at)
+    open_ended = QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, ends_at=None)
+    with pytest.raises(InvalidInput, match="open-ended"):
+        services.submit_grant_renewal(actor=world.member, grant=open_ended, ends_at=later)
+    ended = _grant(world)
+    services.revoke_grant(actor=world.admin, grant=ended, comment="gone")
+    with pytest.raises(InvalidTransition, match="ended"):
+        services.submit_grant_renewal(actor=world.member, grant=ended, ends_at=later)
+
+
+@pytest.mark.django_db
+def test_a_renewal_approved_after_its_grant_ended_is_refused(world):
+    grant = _grant(world)
+    renewal = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(days=5)
+    )
+    services.revoke_grant(actor=world.admin, grant=grant, comment="taken back")
+    with pytest.raises(InvalidTransition, match="ask for capacity anew"):
+        services.approve_capacity_request(actor=world.admin, request=renewal)
+
+
+@pytest.mark.django_db
+def test_the_grant_and_its_renewal_expire_together_at_the_new_end(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
+    grant = _grant(world)
+    new_end = grant.ends_at + timedelta(hours=24)
+    renewal = services.submit_grant_renewal(actor=world.member, grant=grant, ends_at=new_end)
+    assert services.expire_grants(now=new_end - timedelta(minutes=1)) == 0
+    assert services.expire_grants(now=new_end) == 1
+    grant.refresh_from_db()
+    renewal.refresh_from_db()
+    assert grant.state == QuotaGrant.State.EXPIRED
+    assert renewal.state == CapacityRequest.State.EXPIRED
+
+
+@pytest.mark.django_db
+def test_the_expiry_mail_links_to_the_grants_extend_page(
+    world, settings, django_capture_on_commit_callbacks
+):
+    settings.GRANT_EXPIRY_WARNING_HOURS = 48
+    settings.PORTAL_BASE_URL = "https://portal.example.com"
+    world.owner.email = "owner@example.com"
+    world.owner.save()
+    grant = _grant(world, days=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.warn_expiring_grants()
+    deliver_due()
+    assert f"https://portal.example.com/grants/{grant.pk}/extend/" in mail.outbox[0].body
+
+
+@pytest.mark.django_db
+def test_the_api_extends_a_grant_with_a_request_scoped_token(world):
+    grant = _grant(world)
+    _, raw = services.issue_token(
+        actor=world.member, user=world.member, name="ci", scopes=["read", "request"]
+    )
+    _, read_raw = services.issue_token(
+        actor=world.member, user=world.member, name="ro", scopes=["read"]
+    )
+    _, outsider_raw = services.issue_token(
+        actor=world.outsider, user=world.outsider, name="x", scopes=["read", "request"]
+    )
+    url = f"/api/v1/grants/{grant.pk}/extend/"
+    body = {"ends_at": (grant.ends_at + timedelta(days=3)).isoformat()}
+    assert bearer(read_raw).post(url, body, format="json").status_code == 403
+    assert bearer(outsider_raw).post(url, body, format="json").status_code == 404
+    bad = bearer(raw).post(url, {"ends_at": "next tuesday"}, format="json")
+    assert bad.status_code == 400
+    early = bearer(raw).post(url, {"ends_at": grant.ends_at.isoformat()}, format="json")
+    assert early.status_code == 400 and "after the grant's end" in early.data["detail"]
+    created = bearer(raw).post(url, body, format="json")
+    assert created.status_code == 201, created.data
+    assert created.data["extends"] == grant.pk
+    assert created.data["state"] == "submitted"
+    assert created.data["items"] == {world.rc.slug: 2}
+
+
+@pytest.mark.django_db
+def test_the_grant_page_has_an_extend_button_for_members(world):
+    grant = _grant(world)
+    member = Client()
+    member.force_login(world.member)
+    team = member.get(f"/teams/{world.tenant.slug}/")
+    assert f"/grants/{grant.pk}/extend/" in team.content.decode()
+    page = member.get(f"/grants/{grant.pk}/extend/")
+    assert page.status_code == 200 and b"Extend this grant" in page.content
+    new_end = (grant.ends_at + timedelta(days=2)).astimezone(timezone.get_current_timezone())
+    response = member.post(
+        f"/grants/{grant.pk}/extend/",
+        {"ends_at": new_end.strftime("%Y-%m-%dT%H:%M"), "justification": "more"},
+    )
+    renewal = CapacityRequest.objects.get(extends=grant)
+    assert response.status_code == 302
+    assert response["Location"] == f"/requests/{renewal.pk}/"
+    bad = member.post(f"/grants/{grant.pk}/extend/", {"ends_at": "soon"})
+    assert bad.status_code == 400
+    viewer = Client()
+    viewer.force_login(world.viewer)
+    assert b"Extend this grant" not in viewer.get(f"/grants/{grant.pk}/extend/").content
+    refused = viewer.post(f"/grants/{grant.pk}/extend/", {"ends_at": "2099-01-01T00:00"})
+    assert refused.status_code == 403
+    assert CapacityRequest.objects.filter(extends=grant).count() == 1
+    outsider = Client()
+    outsider.force_login(world.outsider)
+    assert outsider.get(f"/grants/{grant.pk}/extend/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_renewal_and_new_asks_racing_for_the_last_units_never_overcommit():
+    admin = PlatformAdminFactory()
+    rc = ResourceClassFactory(slug="h100-80gb-mig-3g.40gb")
+    PoolFactory(resource_class=rc, capacity=6)
+    tenant = TenantFactory()
+    now = timezone.now()
+    grant = QuotaGrantFactory(
+        tenant=tenant, resource_class=rc, amount=4, ends_at=now + timedelta(days=1)
+    )
+    renewal = CapacityRequestItemFactory(
+        request=CapacityRequestFactory(
+            tenant=tenant, starts_at=grant.ends_at, ends_at=now + timedelta(days=9), extends=grant
+        ),
+        resource_class=rc,
+        amount=4,
+    ).request
+    asks = [
+        CapacityRequestItemFactory(
+            request=CapacityRequestFactory(tenant=TenantFactory(), ends_at=now + timedelta(days=3)),
+            resource_class=rc,
+            amount=1,
+        ).request
+        for _ in range(6)
+    ]
+    calls = [(lambda r=r: services.approve_capacity_request(actor=admin, request=r)) for r in asks]
+    # The renewal approved twice at once, too: once only.
+    calls += [(lambda: services.approve_capacity_request(actor=admin, request=renewal))] * 2
+
+    results = race(calls)
+
+    approved_asks = [r for r in results[:6] if isinstance(r, CapacityRequest)]
+    assert len(approved_asks) == 2  # 6 - 4: the renewal took nothing more
+    renewal_results = results[6:]
+    assert sum(isinstance(r, CapacityRequest) for r in renewal_results) == 1
+    assert sum(isinstance(r, InvalidTransition) for r in renewal_results) == 1
+    grant.refresh_from_db()
+    assert grant.ends_at == now + timedelta(days=9)
+    assert _holding(rc) == 6  # exactly the pool, never more
+    assert QuotaGrant.objects.filter(tenant=tenant).count() == 1
