@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
@@ -17,6 +18,12 @@ def main() -> int:
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
     parser.add_argument("--seconds", type=int, default=10, help="api: seconds per load run")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="api: sample the server with py-spy during each run, stacks in DIR",
+    )
     parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
     parser.add_argument(
         "--meter-tenants", type=int, default=200, help="metering: tenants (pods and dashboard)"
@@ -38,7 +45,7 @@ def main() -> int:
 
         rc |= planner_bench.run()
     if args.only in (None, "api"):
-        rc |= api_bench.run(clients=args.clients, seconds=args.seconds)
+        rc |= api_bench.run(clients=args.clients, seconds=args.seconds, profile_dir=args.profile)
     if args.only in (None, "metering"):
         rc |= metering_bench.run(pods=args.pods, tenants=args.meter_tenants)
     if args.only in (None, "queue"):

@@ -1,10 +1,18 @@
-"""The workload API under load: p50/p99 latency and throughput of submit and status calls from
-50 concurrent clients (wrk, a second process) against gunicorn and PostgreSQL, and the time from
-submit to pod Running on the local cluster, next to creating the same Job directly on the API
-server (the floor), in the same run.
+"""The workload API under load: p50/p99 latency, throughput and gunicorn's CPU per call of submit
+and status calls from 50 concurrent clients (wrk, a second process) against gunicorn and
+PostgreSQL, next to a floor (bench/floor.py: token authentication and one query on a primary key)
+on the same server; and the time from submit to pod Running on the local cluster, next to
+creating the same Job directly on the API server, in the same run.
 
-Goals (issue 5): p99 < 250 ms for submit and status at 50 clients with zero errors;
+The server is the one the Helm chart runs: `gunicorn -c deploy/gunicorn.conf.py` with the web
+container's environment from the chart's values (`web.workers`, `web.threads`, `web.env`).
+
+Goals (issues 5 and 19): p99 < 250 ms for submit and status at 50 paced and 50 saturated
+clients with zero errors; CPU per call ≤ 2 × the floor for status and ≤ 4 × for submit;
 submit-to-Running ≤ direct + 1 s at p50.
+
+`--profile DIR` samples the workers with py-spy during each run (collapsed stacks in DIR and
+their top frames printed).
 
 Runs in a throwaway database, its own Redis database as broker (purged), its own instance label
 and namespace prefix, and deletes every namespace it made at the end.
@@ -26,11 +34,13 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
+from bench import profile
 from localcluster import cluster
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
@@ -50,6 +60,9 @@ BROKER = "redis://127.0.0.1:6379/12"  # the bench's own broker database, purged 
 MODEL = "H100-80GB"
 IMAGE = "registry.k8s.io/pause:3.10"
 LOAD_TENANTS = 50  # one CI pipeline per team: submits are spread over 50 tenants
+CHART_VALUES = ROOT / "deploy/helm/gpu-portal/values.yaml"
+GUNICORN_CONF = "deploy/gunicorn.conf.py"  # what the chart's web container and the image run
+WSGI_APP = "portal.wsgi:application"
 
 # wrk's Lua: status reads pick a random workload; submits go round-robin over the tenants with
 # names unique per thread. done() prints the figures as one JSON line.
@@ -80,10 +93,19 @@ function done(summary, latency, requests)
 end
 """
 # Paced clients: each waits 0.5–1.5 s (1 s on average) after an answer before its next call, as
-# a CI job polling its workload does (the CLI polls every 2 s). Without it, wrk's clients call
-# back to back: the saturation run, whose latency is clients / throughput (Little's law).
+# a CI job polling its workload does (the CLI polls every 2 s), on its kept-alive connection.
+# Without it, wrk's clients call back to back: the saturation run, whose latency is clients /
+# throughput (Little's law). A connection's first call goes at once, as a client's (or an
+# ingress's) does: wrk would otherwise open every connection and stay silent on it for the
+# first pause, and a gthread worker gives a new connection a thread until its first bytes come
+# (up to 5 s), so the first calls of a run queued behind silent connections (issue 19).
 WRK_PACED = """
+local first_calls = %(connections_per_thread)d
 function delay()
+  if first_calls > 0 then
+    first_calls = first_calls - 1
+    return 0
+  end
   return math.random(500, 1500)
 end
 """
@@ -92,6 +114,13 @@ ids = {%(ids)s}
 wrk.headers["Authorization"] = "Bearer %(token)s"
 request = function()
   return wrk.format("GET", "/api/v1/workloads/" .. ids[math.random(#ids)] .. "/")
+end
+"""
+WRK_FLOOR = """
+ids = {%(ids)s}
+wrk.headers["Authorization"] = "Bearer %(token)s"
+request = function()
+  return wrk.format("GET", "/api/v1/bench-floor/" .. ids[math.random(#ids)] .. "/")
 end
 """
 WRK_SUBMIT = """
@@ -121,17 +150,31 @@ def _database_url() -> str:
     return f"postgres://{d['USER']}:{d['PASSWORD']}@{host}:{port}/{d['NAME']}"
 
 
+def chart_web_env(values_path: Path = CHART_VALUES) -> dict[str, str]:
+    """The web container's server settings as the chart sets them (templates/web-deployment.yaml):
+    WEB_WORKERS, WEB_THREADS, WEB_KEEPALIVE from `web`, then `web.env`."""
+    web = yaml.safe_load(values_path.read_text())["web"]
+    env = {
+        "WEB_WORKERS": str(web["workers"]),
+        "WEB_THREADS": str(web["threads"]),
+        "WEB_KEEPALIVE": str(web["keepalive"]),
+    }
+    env.update({entry["name"]: str(entry["value"]) for entry in web.get("env") or []})
+    return env
+
+
 def _child_env() -> dict[str, str]:
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+        # The test settings and the floor's URL (bench/settings.py).
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
         "DATABASE_URL": _database_url(),
         "TEST_CELERY_BROKER_URL": BROKER,
         "TEST_PORTAL_INSTANCE": INSTANCE,
         "TEST_NAMESPACE_PREFIX": PREFIX,
         "KUBECONFIG": str(cluster.KUBECONFIG),
         "API_THROTTLE_RATE": "1000000/min",  # measure the portal, not its throttle
-        "DB_CONN_MAX_AGE": "600",
+        **chart_web_env(),
     }
 
 
@@ -178,11 +221,18 @@ def _seed(rc: ResourceClass):
     return run_tenant, token, [w.pk for w in seeded]
 
 
-def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+def _describe(server: dict[str, str]) -> str:
+    return (
+        f"-c deploy/gunicorn.conf.py, gthread, {server['WEB_WORKERS']} workers × "
+        f"{server['WEB_THREADS']} threads, keep-alive {server['WEB_KEEPALIVE']} s, as the chart"
+    )
+
+
+def _start(cmd: list[str], log: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
-        env=_child_env(),
+        env={**_child_env(), **env},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -202,7 +252,8 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 def _cpu_seconds(master_pid: int) -> float:
     """CPU time (user + system) the gunicorn master and its workers have used so far: the
-    server's cost per call, whatever else the machine is running."""
+    server's cost per call, whatever else the machine is running. Workers that gunicorn has
+    replaced (max_requests) count through the master's reaped-children times."""
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -212,6 +263,8 @@ def _cpu_seconds(master_pid: int) -> float:
         pid, ppid = int(stat.parent.name), int(fields[1])
         if master_pid in (pid, ppid):
             total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+        if pid == master_pid:
+            total += int(fields[13]) + int(fields[14])  # cutime, cstime: reaped workers
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -238,8 +291,9 @@ def _wrk(
     paced: bool = False,
 ) -> dict:
     path = workdir / f"{label}.lua"
-    path.write_text(WRK_COMMON + script + (WRK_PACED if paced else ""))
     threads = min(clients, max(2, os.cpu_count() or 2))
+    pacing = WRK_PACED % {"connections_per_thread": clients // threads} if paced else ""
+    path.write_text(WRK_COMMON + script + pacing)
     result = subprocess.run(
         [
             "wrk",
@@ -268,6 +322,23 @@ def _wrk(
     )
     data["rps"] = data["requests"] / (data["duration_us"] / 1e6)
     return data
+
+
+def _served_ms(log: Path, offset: int) -> list[float]:
+    """How long gunicorn took over each call logged after `offset` (its access log's
+    duration: from reading the request to the answer written). What wrk measures beyond it
+    was spent waiting before gunicorn read the request, or in wrk itself."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    served = []
+    for line in lines:
+        if '"gunicorn.access"' in line:
+            try:
+                served.append(float(json.loads(line)["duration_ms"]))
+            except (ValueError, KeyError):
+                continue
+    return served
 
 
 def _post(base: str, token: str, body: dict) -> dict:
@@ -358,7 +429,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int = 0) -> int:
+def run(
+    *, clients: int = 50, seconds: int = 10, samples: int = 10, profile_dir: Path | None = None
+) -> int:
     if shutil.which("wrk") is None:
         print("api bench: wrk is not installed (apt-get install -y wrk); skipped")
         return 1
@@ -369,7 +442,7 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
     old_name = connection.settings_dict["NAME"]
     connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench_api"  # not the test suite's
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    workers = workers or 2 * (os.cpu_count() or 1) + 1
+    server = chart_web_env()
     gunicorn = worker = None
     workdir = Path(tempfile.mkdtemp(prefix="api-bench-"))
     try:
@@ -383,25 +456,20 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
 
         port = _free_port()
         base = f"http://127.0.0.1:{port}"
+        # Exactly what the chart's web container runs; only the port is the bench's.
         gunicorn = _start(
-            [
-                str(VENV_BIN / "gunicorn"),
-                "portal.wsgi",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(workers),
-                "--backlog",
-                "256",
-            ],
+            [str(VENV_BIN / "gunicorn"), "-c", GUNICORN_CONF, WSGI_APP],
             workdir / "gunicorn.log",
+            PORT=str(port),
         )
         _wait_http(f"{base}/api/schema/?format=json")
-        print(f"gunicorn on {base} with {workers} sync workers; wrk: {clients} clients", flush=True)
+        print(f"gunicorn on {base} ({_describe(server)}); wrk: {clients} clients", flush=True)
 
         ids_lua = ", ".join(map(str, ids))
         status_script = WRK_STATUS % {"ids": ids_lua, "token": token}
+        floor_script = WRK_FLOOR % {"ids": ids_lua, "token": token}
         _wrk(base, status_script, clients, 2, workdir, "warm")
+        _wrk(base, floor_script, clients, 1, workdir, "warm-floor")
         load = {}
         for paced in (True, False):
             mode = "paced" if paced else "saturated"
@@ -412,13 +480,26 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
                 "rc": rc.slug,
                 "run": mode[0],  # names unique across runs: p0-1, s0-1, ...
             }
-            for call, script in (("status", status_script), ("submit", submit_script)):
+            for call, script in (
+                ("floor", floor_script),
+                ("status", status_script),
+                ("submit", submit_script),
+            ):
+                label = f"{call}-{mode}"
+                sampler = profile.start(gunicorn.pid, profile_dir, label) if profile_dir else None
                 cpu = _cpu_seconds(gunicorn.pid)
-                d = _wrk(base, script, clients, seconds, workdir, f"{call}-{mode}", paced=paced)
+                log_from = (workdir / "gunicorn.log").stat().st_size
+                d = _wrk(base, script, clients, seconds, workdir, label, paced=paced)
                 d["cpu_ms"] = (_cpu_seconds(gunicorn.pid) - cpu) * 1000 / max(1, d["requests"])
+                d["server_ms"] = _served_ms(workdir / "gunicorn.log", log_from)
+                if sampler is not None:
+                    profile.stop(sampler)
                 load[call, mode] = d
                 print(f"  {call} {mode}: {d['requests']} calls", flush=True)
         _purge_broker()  # nothing creates the load's jobs on the cluster
+        if any(d["errors"] for d in load.values()):
+            tail = (workdir / "gunicorn.log").read_text(errors="replace").splitlines()[-40:]
+            print("gunicorn's log, last lines:", *tail, sep="\n  ", flush=True)
 
         worker = _start(
             [
@@ -453,21 +534,37 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
         connection.creation.destroy_test_db(old_name, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)
 
+    if profile_dir:
+        for (call, mode), _ in load.items():
+            profile.report(profile_dir, f"{call}-{mode}")
     print()
     print(f"Workload API under load: {clients} clients (wrk), {seconds} s per run, gunicorn "
-          f"({workers} sync workers) + PostgreSQL")  # fmt: skip
+          f"({_describe(server)}) + PostgreSQL")  # fmt: skip
     print("paced: each client waits 0.5-1.5 s between calls; saturated: back to back")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
           "(shared with whatever else runs)")  # fmt: skip
     header = f"{'call':<28} {'clients':>10} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} {'calls':>7}"
-    print(f"{header} {'errors':>7} {'CPU ms/call':>12}")
+    print(
+        f"{header} {'errors':>7} {'CPU ms/call':>12} {'CPU/floor':>10} {'p99/floor':>10} "
+        f"{'served p99':>10}"
+    )
+    labels = {
+        "floor": "floor GET /bench-floor/{id}/",
+        "status": "status GET /workloads/{id}/",
+        "submit": "submit POST /workloads/",
+    }
     for (call, mode), d in load.items():
-        label = "status GET /workloads/{id}/" if call == "status" else "submit POST /workloads/"
+        floor = load["floor", mode]
+        served = _pct(d["server_ms"], 99) if d["server_ms"] else float("nan")
         print(
-            f"{label:<28} {mode:>10} {d['p50_us'] / 1000:>8.1f} {d['p99_us'] / 1000:>8.1f} "
-            f"{d['rps']:>8.1f} {d['requests']:>7} {d['errors']:>7} {d['cpu_ms']:>12.1f}"
+            f"{labels[call]:<28} {mode:>10} {d['p50_us'] / 1000:>8.1f} {d['p99_us'] / 1000:>8.1f} "
+            f"{d['rps']:>8.1f} {d['requests']:>7} {d['errors']:>7} {d['cpu_ms']:>12.1f} "
+            f"{d['cpu_ms'] / floor['cpu_ms']:>10.2f} "
+            f"{d['p99_us'] / max(1, floor['p99_us']):>10.2f} {served:>10.1f}"
         )
-    print("CPU ms/call: gunicorn's own CPU time per call (not PostgreSQL's, not wrk's)")
+    print("CPU ms/call: gunicorn's own CPU time per call (not PostgreSQL's, not wrk's); floor:")
+    print("token authentication and one query on a primary key, same server (bench/floor.py);")
+    print("served p99: ms from gunicorn reading a request to its answer (its access log)")
     print()
     print(f"Submit to pod Running on the local cluster ({samples} samples each, interleaved)")
     print(f"{'path':<30} {'p50 s':>8} {'p90 s':>8} {'max s':>8}")
@@ -483,8 +580,13 @@ def run(*, clients: int = 50, seconds: int = 10, samples: int = 10, workers: int
     checks = [
         (f"{call} p99 ms, {mode}", load[call, mode]["p99_us"] / 1000, "< 250",
          load[call, mode]["p99_us"] < 250_000)
-        for call, mode in load
+        for call, mode in load if call != "floor"
     ]  # fmt: skip
+    # CPU against the floor where the server's work per call dominates: in the paced runs its
+    # fixed cost (idle threads, heartbeats) over fewer calls draws both figures towards 1.
+    for call, most in (("status", 2.0), ("submit", 4.0)):
+        ratio = load[call, "saturated"]["cpu_ms"] / load["floor", "saturated"]["cpu_ms"]
+        checks.append((f"{call} CPU / floor, saturated", ratio, f"≤ {most:.0f}", ratio <= most))
     checks += [
         ("errors (all runs)", errors, "= 0", errors == 0),
         ("Running p50 portal - direct s", gap, "≤ 1.00", gap <= 1.0),

@@ -120,14 +120,13 @@ def idempotent(method=None, *, secret_fields: tuple[str, ...] = ()):
         digest = body_hash(request.data)
         user = request.user
         fresh_after = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS)
-        existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
-        if existing is not None and existing.created_at >= fresh_after:
-            return _replay(existing, digest, request.method, request.path, secret_fields)
         try:
             with transaction.atomic():
                 # Calls with one key take turns: a second one waits here until the first has
                 # committed (or failed), then finds its record and replays it, instead of
-                # running the call again and meeting what the first one created.
+                # running the call again and meeting what the first one created. The record
+                # is looked for only under the lock: a first call with its key (the usual
+                # case) pays one look, not one before the lock and one after.
                 _lock_key(user.pk, key)
                 existing = IdempotencyRecord.objects.filter(user=user, key=key).first()
                 if existing is not None and existing.created_at >= fresh_after:

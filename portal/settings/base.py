@@ -135,7 +135,7 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 # One cache for every process: API throttling and sign-in lockouts must not be per worker.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "portal.cache.PortalRedisCache",  # Django's, one Redis client per pool
         "LOCATION": env("CACHE_URL", default="redis://127.0.0.1:6379/1"),
         "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="gpu-portal"),
     }
@@ -362,6 +362,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"per_token": env("API_THROTTLE_RATE", default="600/min")},
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
+# Seconds an API token's row is reused from the cache (tenants/services/tokens.py): a
+# revocation through the portal takes effect at once; a deactivated user's tokens within this.
+API_TOKEN_CACHE_SECONDS = env.int("API_TOKEN_CACHE_SECONDS", default=10)
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "DESCRIPTION": (

@@ -42,7 +42,7 @@ from scheduler.workloads.sync import change_state
 from tenants import audit
 from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES, Tenant, dns_label
 from tenants.permissions import WRITE_ROLES, require_role
-from tenants.selectors import quota_lines
+from tenants.selectors import effective_quotas
 
 # What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
 POD_SPEC_FIELDS = [
@@ -99,7 +99,8 @@ def _check_fits(
     """Refuse only what can never run: more than the team's grant plus what its pool lets it
     borrow. What fits that but not the free grant is admitted and waits in the team's Kueue
     queue until the capacity is there (its own work finishing, or idle units of other teams)."""
-    lines = {line.resource_class.pk: line for line in quota_lines(tenant)}
+    # The grant alone (one query): what the team's pods hold is Kueue's to weigh, not this.
+    granted_by_class = effective_quotas([tenant.pk]).get(tenant.pk, {})
     pools = {
         p.resource_class_id: p
         for p in Pool.objects.filter(resource_class__in=[rc for rc, _ in asked])
@@ -107,8 +108,7 @@ def _check_fits(
     short = []
     for rc, units in asked:
         need = units * pods
-        line = lines.get(rc.pk)
-        granted = line.granted if line else 0
+        granted = granted_by_class.get(rc.pk, 0)
         borrow = pools[rc.pk].borrowing_limit if rc.pk in pools else 0
         if need > granted + borrow:
             short.append((rc.slug, need, granted, borrow))

@@ -7,6 +7,8 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -128,6 +130,12 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
         before = audit.snapshot(token, TOKEN_FIELDS)
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        # At once for every process, not after the cache's bound (see authenticate_token):
+        # dropped now, and again on commit, as a call that read the row before this commit
+        # may have cached it since.
+        key = _cache_key(token.token_hash)
+        cache.delete(key)
+        transaction.on_commit(lambda: cache.delete(key))
         audit.record(
             actor=actor,
             verb="api_token.revoked",
@@ -139,21 +147,60 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
     return token
 
 
+def _cache_key(token_hash: str) -> str:
+    return f"api-token:{token_hash}"
+
+
+def _cached_token(key: str, now: datetime) -> tuple[float, ApiToken] | None:
+    """The token row (with its user) read at most API_TOKEN_CACHE_SECONDS ago, by `now`."""
+    entry = cache.get(key)
+    if entry is None:
+        return None
+    read_at, token = entry
+    if not 0 <= now.timestamp() - read_at < settings.API_TOKEN_CACHE_SECONDS:
+        return None
+    return read_at, token
+
+
 def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | None:
     """The usable token with this secret, or None; records its last use (at most once a
-    minute, so a busy CI job does not write on every call)."""
+    minute, so a busy CI job does not write on every call).
+
+    The token's row and its user's are kept in the shared cache for API_TOKEN_CACHE_SECONDS
+    after they are read, under the sha256 of the secret (never the secret; the user's password
+    hash is left out): a call then costs no query. `revoke_token` drops the entry (at once,
+    and again when it commits); whatever else makes a token unusable (its user deactivated, a
+    call that read the row just before a revocation committed and cached it after) takes effect
+    within that bound. Expiry is checked on every call."""
     if not raw.startswith(TOKEN_PREFIX):
         return None
     now = now or timezone.now()
-    token = (
-        ApiToken.objects.usable(now)
-        .select_related("user")
-        .filter(token_hash=hash_token(raw))
-        .first()
-    )
-    if token is None or not token.user.is_active:
+    token_hash = hash_token(raw)
+    key = _cache_key(token_hash)
+    cached = _cached_token(key, now) if settings.API_TOKEN_CACHE_SECONDS > 0 else None
+    if cached is not None:
+        read_at, token = cached
+        if token.expires_at is not None and token.expires_at <= now:
+            return None
+    else:
+        read_at = now.timestamp()
+        found = (
+            ApiToken.objects.usable(now)
+            .select_related("user")
+            .defer("user__password")
+            .filter(token_hash=token_hash)
+            .first()
+        )
+        if found is None:
+            return None
+        token = found
+    if not token.user.is_active:
         return None
-    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+    used = token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1)
+    if used:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+    if settings.API_TOKEN_CACHE_SECONDS > 0 and (cached is None or used):
+        # Re-stored with its first read's time: a busy token's entry never outlives the bound.
+        cache.set(key, (read_at, token), settings.API_TOKEN_CACHE_SECONDS)
     return token
