@@ -90,8 +90,7 @@ def month_statements(
     window = _window(month, now)
     alloc: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
     waived: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
-    failed_under = _failed_gpu_pods(tenant_ids, window)
-    for tenant_id, rc_id, start, seen, units, pod_uid in (
+    intervals = list(
         AllocationInterval.objects.with_seen_until()
         .filter(
             tenant_id__in=tenant_ids,
@@ -102,7 +101,10 @@ def month_statements(
         .values_list(
             "tenant_id", "resource_class_id", "started_at", "seen_until", "units", "pod_uid"
         )
-    ):
+    )
+    # Nothing allocated, nothing to waive: no query for it.
+    failed_under = _failed_gpu_pods(tenant_ids, window) if intervals else {}
+    for tenant_id, rc_id, start, seen, units, pod_uid in intervals:
         # An open interval counts up to the last minute the ingest saw its pod.
         alloc[(tenant_id, rc_id)].append(pricing.Span(start, seen, units))
         failed_at = failed_under.get(pod_uid)
