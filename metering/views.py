@@ -19,6 +19,7 @@ from core.permissions import platform_admin_required
 from metering import pricing, selectors
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
+from tenants import display
 from tenants.models import Tenant
 
 TZ_SESSION_KEY = "metering_tz"
@@ -82,6 +83,24 @@ def team_usage(request, slug):
         return render(request, "metering/team_usage.html", _team_usage(tenant, tz, month, basis))
 
 
+def next_month_link(month: date, current: date) -> date | None:
+    """The month after `month`, unless it is still to come: no link to a future month."""
+    following = pricing.next_month(month)
+    return following if following <= current else None
+
+
+def chart_figures(series: dict, step: str, names: dict[str, str]) -> list[dict]:
+    """One figure per series, with a note where there are too few points to draw a line."""
+    figures = []
+    for key, points in series.items():
+        n = len(points.get("t", []))
+        note = ""
+        if n < 2:
+            note = f"Only {n} {step} of data so far: the chart draws a line from two {step}s on."
+        figures.append({"key": key, "name": names.get(key, key), "points": n, "note": note})
+    return figures
+
+
 def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
     statement = statement_dicts([tenant], month, basis)[0]
     return {
@@ -93,7 +112,8 @@ def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
         "statement": statement,
         "budget": selectors.budget_state(tenant),
         "enforce": settings.BUDGET_ENFORCE,
-        "series": selectors.team_series(tenant),
+        "series": (series := selectors.team_series(tenant)),
+        "charts": chart_figures(series, "hour", display.class_names()),
         "low_use": selectors.low_use_holders(tenant),
         "intervals": AllocationInterval.objects.with_seen_until()
         .filter(tenant=tenant)
@@ -105,7 +125,7 @@ def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
             if month > selectors.FIRST_MONTH
             else None
         ),
-        "next_month": pricing.next_month(month) if month < selectors.LAST_MONTH else None,
+        "next_month": next_month_link(month, selectors.current_month()),
     }
 
 
@@ -137,6 +157,7 @@ def _platform_usage(tz: str, days: int, month: date) -> dict:
     data = selectors.platform_series(days=days)
     costs = selectors.cost_by_tenant(month)
     return {
+        "charts": chart_figures(data["series"], "day", {}),
         "days": days,
         "month": month,
         "tz": tz,

@@ -1,74 +1,28 @@
 """The platform console: pages for platform admins. Same services as the admin and the API."""
 
-import re
 from collections import defaultdict
 
+from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
+from core.tasks import send_hint
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile import flavor_name
+from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, planner, plans
 from scheduler.mig import services as mig_services
 from scheduler.mig.models import Plan
-from tenants import services
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary
-
-_REQUEST_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a primary key, never past bigint
-
-
-@platform_admin_required
-def queue(request):
-    return _queue_page(request)
-
-
-def _queue_page(request, status=200):
-    pending = (
-        CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED)
-        .select_related("tenant", "requester")
-        .prefetch_related("items__resource_class")
-        .order_by("created_at")
-    )
-    free = {line.resource_class.pk: line.free for line in pool_summary()}
-    return render(request, "console/queue.html", {"pending": pending, "free": free}, status=status)
-
-
-@platform_admin_required
-@require_POST
-def decide(request):
-    """Approve or reject one or several requests with one comment."""
-    action = request.POST.get("action")
-    comment = request.POST.get("comment", "").strip()
-    ids = request.POST.getlist("request")
-    if action not in ("approve", "reject") or not ids:
-        messages.error(request, "Select at least one request, then approve or reject.")
-        return redirect("console:queue")
-    if not all(_REQUEST_ID.fullmatch(i) for i in ids):
-        # only a tampered form sends these: decide nothing, show the queue again
-        messages.error(request, "Request ids are whole numbers. Select requests from the list.")
-        return _queue_page(request, status=400)
-    done = 0
-    for req in CapacityRequest.objects.filter(pk__in=ids).order_by("pk"):
-        try:
-            if action == "approve":
-                services.approve_capacity_request(actor=request.user, request=req, comment=comment)
-            else:
-                services.reject_capacity_request(actor=request.user, request=req, comment=comment)
-            done += 1
-        except ServiceError as exc:
-            messages.error(request, f"#{req.pk} ({req.tenant.slug}): {exc.detail}")
-    if done:
-        verb = "Approved" if action == "approve" else "Rejected"
-        messages.success(request, f"{verb} {done} request{'s' if done != 1 else ''}.")
-    return redirect("console:queue")
 
 
 def held_by_node() -> dict[str, dict[str, list[tuple[str, int]]]]:
@@ -175,7 +129,14 @@ def capacity(request):
 
 @platform_admin_required
 def tenants_overview(request):
-    tenants = list(Tenant.objects.select_related("sync_state").order_by("status", "slug"))
+    search = request.GET.get("q", "").strip()[:80]
+    status = request.GET.get("status", "")
+    found = Tenant.objects.select_related("sync_state").order_by("status", "slug")
+    if search:
+        found = found.filter(Q(slug__icontains=search) | Q(name__icontains=search))
+    if status in Tenant.Status.values:
+        found = found.filter(status=status)
+    tenants = list(found)
     quotas = effective_quotas([t.pk for t in tenants])
     lines = {line.resource_class.pk: line.resource_class for line in pool_summary()}
     gpu_eq = defaultdict(float)
@@ -197,7 +158,11 @@ def tenants_overview(request):
         }
         for t in tenants
     ]
-    return render(request, "console/tenants.html", {"rows": rows})
+    return render(
+        request,
+        "console/tenants.html",
+        {"rows": rows, "q": search, "status": status, "statuses": Tenant.Status.choices},
+    )
 
 
 @platform_admin_required
@@ -230,12 +195,41 @@ def health(request):
     )
 
 
+# The audit filters in words (the FilterSet's generated labels read "Actor repr contains").
+AUDIT_LABELS = {
+    "verb": "Action contains",
+    "actor": "Who (name contains)",
+    "tenant": "Team",
+    "object_type": "Object type",
+    "object_id": "Object id",
+    "request_id": "Request id",
+    "since": "From (UTC)",
+    "until": "Before (UTC)",
+}
+
+
+@platform_admin_required
+@require_POST
+def reconcile_now(request):
+    """Compare every tenant with the cluster now, not at the next periodic run (a hint: the
+    periodic run does the same, so a lost message costs only time)."""
+    send_hint(reconcile_all, "the reconcile asked for from the console")
+    messages.success(request, "Reconcile queued: every tenant is compared with the cluster now.")
+    return redirect("console:health")
+
+
 @platform_admin_required
 def audit(request):
     events = AuditEventFilter(
         request.GET,
         queryset=AuditEvent.objects.select_related("tenant").order_by("-created_at", "-id"),
     )
+    for name, label in AUDIT_LABELS.items():
+        events.form.fields[name].label = label
+    for name in ("since", "until"):  # a date-time picker, not free text
+        events.form.fields[name].widget = forms.DateTimeInput(
+            attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"
+        )
     page = Paginator(events.qs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)

@@ -1,16 +1,17 @@
 from django.urls import path
 
-from portal import console, gpu_health
+from portal import approvals, console, gpu_health
 
 app_name = "console"
 
 urlpatterns = [
-    path("", console.queue, name="queue"),
-    path("decide/", console.decide, name="decide"),
+    path("", approvals.queue, name="queue"),
+    path("decide/", approvals.decide, name="decide"),
     path("capacity/", console.capacity, name="capacity"),
     path("tenants/", console.tenants_overview, name="tenants"),
     path("queues/", console.queues, name="queues"),
     path("health/", console.health, name="health"),
+    path("health/reconcile/", console.reconcile_now, name="reconcile_now"),
     path("gpu-health/", gpu_health.gpu_health, name="gpu_health"),
     path("gpu-health/nodes/<str:node>/ack/", gpu_health.gpu_health_ack, name="gpu_health_ack"),
     path("gpu-health/rules/", gpu_health.gpu_health_rule, name="gpu_health_rule_add"),

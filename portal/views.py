@@ -7,7 +7,7 @@ import redis.exceptions
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -16,15 +16,19 @@ from scheduler.cluster.models import TenantSyncState
 from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
 from tenants import permissions
-from tenants.forms import MemberForm
 from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.selectors import pool_summary, quota_lines, quota_lines_for
+from tenants.views import member_form_for
 
 
 def _bars(granted: int, in_use: int, scale: int) -> dict:
     """Widths (in %) of the quota and in-use bars of one line, against the largest quota."""
     scale = max(scale, 1)
-    return {"granted_pct": round(100 * granted / scale), "in_use_pct": round(100 * in_use / scale)}
+    return {
+        "granted_pct": round(100 * granted / scale),
+        "in_use_pct": round(100 * in_use / scale),
+        "use_pct": round(100 * in_use / granted) if granted else None,  # of the team's quota
+    }
 
 
 @login_required
@@ -38,7 +42,38 @@ def home(request):
     teams = [
         {"tenant": t, "rows": quota[t.pk], "sync": getattr(t, "sync_state", None)} for t in tenants
     ]
-    return render(request, "portal/home.html", {"teams": teams, "pools": pool_summary()})
+    my_asks = (
+        CapacityRequest.objects.filter(requester=request.user)
+        .select_related("tenant")
+        .order_by("-created_at")[:8]
+    )
+    return render(
+        request,
+        "portal/home.html",
+        {"teams": teams, "pools": pool_summary(), "my_asks": my_asks},
+    )
+
+
+def _team_requests(tenant: Tenant, latest: int = 10) -> dict:
+    """What waits for the platform team (all of it, oldest first) and the latest decided asks,
+    in one query; the request list has the rest."""
+    submitted = CapacityRequest.State.SUBMITTED
+    decided = (
+        CapacityRequest.objects.filter(tenant=tenant)
+        .exclude(state=submitted)
+        .order_by("-created_at")
+        .values("pk")[:latest]
+    )
+    asks = list(
+        CapacityRequest.objects.filter(Q(tenant=tenant, state=submitted) | Q(pk__in=decided))
+        .select_related("requester")
+        .prefetch_related("items__resource_class")
+        .order_by("-created_at")
+    )
+    return {
+        "pending_requests": [r for r in reversed(asks) if r.state == submitted],
+        "requests": [r for r in asks if r.state != submitted],
+    }
 
 
 @login_required
@@ -59,9 +94,7 @@ def team_detail(request, slug):
         "waiting": Workload.objects.filter(
             tenant=tenant, state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED]
         ).order_by(F("queue_position").asc(nulls_last=True), "created_at")[:20],
-        "requests": CapacityRequest.objects.filter(tenant=tenant)
-        .select_related("requester")
-        .prefetch_related("items__resource_class")[:20],
+        **_team_requests(tenant),
         "grants": QuotaGrant.objects.holding()
         .filter(tenant=tenant)
         .select_related("resource_class")
@@ -73,7 +106,7 @@ def team_detail(request, slug):
         .select_related("user")
         .order_by("role", "user__username"),
         "roles": Membership.Role.choices,
-        "member_form": MemberForm(),
+        "member_form": member_form_for(request),
         "health_notices": health_selectors.team_notices(tenant),
     }
     return render(request, "portal/team_detail.html", context)

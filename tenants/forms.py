@@ -2,6 +2,7 @@ from django import forms
 from django.utils import timezone
 
 from scheduler.catalog.models import ResourceClass
+from tenants import asking
 from tenants.models import Membership
 
 
@@ -19,11 +20,19 @@ class CapacityRequestForm(forms.Form):
         empty_label="Choose what you need",
     )
     amount = forms.IntegerField(min_value=1, initial=1, help_text="How many units")
+    duration = forms.ChoiceField(
+        required=False,
+        label="For how long",
+        choices=asking.DURATION_CHOICES,
+        initial=asking.OPEN_ENDED,
+        widget=forms.RadioSelect,
+        help_text="The hint below shows when it ends",
+    )
     ends_at = forms.DateTimeField(
         required=False,
-        label="Until",
+        label="Ends at",  # the time zone is added in __init__
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text="Leave empty for open-ended (always reviewed by the platform team)",
+        help_text="Only with “Until a date”",
     )
     workload = forms.ChoiceField(
         required=False,
@@ -43,16 +52,36 @@ class CapacityRequestForm(forms.Form):
         help_text="What the team will run, so the platform team can decide quickly",
     )
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ends_at"].label = f"Ends at ({timezone.get_current_timezone_name()})"
+
     def clean_ends_at(self):
         value = self.cleaned_data.get("ends_at")
         if value is not None and timezone.is_naive(value):
             value = timezone.make_aware(value)
         return value
 
+    def clean(self):
+        """`ends_at` from the chosen duration (a date alone, as the API sends, means "until
+        that date"); the service judges the result, for the preview and the submit alike."""
+        data = super().clean()
+        duration = data.get("duration") or (
+            asking.CUSTOM if data.get("ends_at") else asking.OPEN_ENDED
+        )
+        if duration == asking.CUSTOM and not data.get("ends_at") and "ends_at" not in self.errors:
+            self.add_error("ends_at", "give the date and time it ends, or choose a duration")
+        data["duration"] = duration
+        data["ends_at"] = asking.ends_at_for(
+            duration, now=timezone.now(), custom=data.get("ends_at")
+        )
+        return data
+
 
 class MemberForm(forms.Form):
     username = forms.CharField(max_length=150)
-    role = forms.ChoiceField(choices=Membership.Role.choices)
+    # The least surprising default: a new member is not made an owner by one careless click.
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
 
 
 class RoleForm(forms.Form):

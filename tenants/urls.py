@@ -6,6 +6,7 @@ app_name = "tenants"
 
 urlpatterns = [
     path("teams/<slug:slug>/ask/", views.request_create, name="request_create"),
+    path("teams/<slug:slug>/requests/", views.request_list, name="request_list"),
     path("teams/<slug:slug>/ask/preview/", views.request_preview, name="request_preview"),
     path("teams/<slug:slug>/members/", views.member_add, name="member_add"),
     path("teams/<slug:slug>/members/<int:pk>/role/", views.member_role, name="member_role"),

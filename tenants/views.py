@@ -6,21 +6,52 @@ from datetime import timedelta
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
 
+from core import sealing
 from core.errors import InvalidInput, ServiceError
+from core.permissions import is_platform_admin
 from scheduler.catalog.advice import sharing_advice
-from tenants import permissions, selectors, services
+from tenants import asking, consequences, display, permissions, selectors, services
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 
 
 def _tenant(request, slug: str) -> Tenant:
     return get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
+
+
+# The one display of a new token's secret: kept in the session only between the POST and the
+# page it redirects to, which pops it (a reload then shows the list, never the secret again);
+# sealed (encrypted, worthless after NEW_TOKEN_DISPLAY_S), never in plain text in the store.
+NEW_TOKEN_SESSION_KEY = "new_token_secret"
+NEW_TOKEN_DISPLAY_S = 120
+# A refused "add member": what was typed and why, carried over the redirect to the team page so
+# the error shows at the form, not at the top of the page.
+MEMBER_FORM_SESSION_KEY = "member_form_refused"
+
+
+def confirm_page(request, *, title, consequences, action, confirm_label, back_url, back_label):
+    """A destructive action's GET: what it will do, and one button that does it (POST)."""
+    return render(
+        request,
+        "portal/confirm.html",
+        {
+            "title": title,
+            "consequences": consequences,
+            "action": action,
+            "confirm_label": confirm_label,
+            "back_url": back_url,
+            "back_label": back_label,
+        },
+    )
 
 
 def _apply_error(form, exc: ServiceError, field_map: dict[str, str] | None = None) -> None:
@@ -32,7 +63,11 @@ def _apply_error(form, exc: ServiceError, field_map: dict[str, str] | None = Non
 @login_required
 def request_create(request, slug):
     tenant = _tenant(request, slug)
-    form = CapacityRequestForm(request.POST or None)
+    # "Ask for more" links prefill the class (and amount): ?resource_class=<id>&amount=<n>
+    prefill = {k: request.GET[k] for k in ("resource_class", "amount") if request.GET.get(k)}
+    if "resource_class" in prefill:
+        prefill.setdefault("amount", "1")
+    form = CapacityRequestForm(request.POST or None, initial=prefill or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -57,40 +92,70 @@ def request_create(request, slug):
         {
             "tenant": tenant,
             "form": form,
+            # a refused submit keeps the hint of what was chosen, not the blank one
+            "hint": ask_hint(tenant, request.POST if request.method == "POST" else prefill),
             "pools": selectors.pool_summary(),
         },
     )
 
 
+def ask_hint(tenant: Tenant, data) -> dict | None:
+    """The live hint for the ask form's `data`: when it ends, what it costs, and what
+    `preview_capacity_request` (the submit's own checks) says; None until class and amount
+    are chosen."""
+    form = CapacityRequestForm(data)
+    form.fields["justification"].required = False
+    if not form.is_valid():
+        return None
+    d = form.cleaned_data
+    rc = d["resource_class"]
+    now = timezone.now()
+    hint = {
+        "rc": rc,
+        "amount": d["amount"],
+        "ends_at": d["ends_at"],
+        "duration": dict(asking.DURATION_CHOICES).get(d["duration"]),
+        "cost": asking.cost_estimate(
+            price_per_hour=rc.price_per_hour,
+            amount=d["amount"],
+            starts_at=now,
+            ends_at=d["ends_at"],
+        ),
+    }
+    names = display.class_names()
+    try:
+        decision, free = services.preview_capacity_request(
+            tenant=tenant, items={rc.slug: d["amount"]}, ends_at=d["ends_at"]
+        )
+    except ServiceError as exc:
+        hint["error"] = display.readable(exc.detail, names)
+        return hint
+    hint.update(
+        decision=decision,
+        reasons=display.readable_all(decision.reasons, names),
+        free=free[rc.slug],
+        advice=[
+            {
+                "workload": a.workload,
+                "mode": a.mode,
+                "resource_class": names.get(a.resource_class, a.resource_class),
+                "reason": a.reason,
+            }
+            for a in sharing_advice(
+                model_key=rc.gpu_model,
+                workload=d.get("workload"),
+                strict_isolation=d.get("isolation") == "strict",
+            )
+        ],
+    )
+    return hint
+
+
 @login_required
 def request_preview(request, slug):
-    """The form's live hint (htmx): what is free and what the policy will do."""
+    """The form's live hint (htmx): the same checks as the submit, and what the policy does."""
     tenant = _tenant(request, slug)
-    form = CapacityRequestForm(request.GET)
-    form.fields["justification"].required = False
-    hint = None
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            decision, free = services.preview_capacity_request(
-                tenant=tenant,
-                items={data["resource_class"].slug: data["amount"]},
-                ends_at=data["ends_at"],
-            )
-            hint = {
-                "decision": decision,
-                "free": free[data["resource_class"].slug],
-                "amount": data["amount"],
-                "rc": data["resource_class"],
-                "advice": sharing_advice(
-                    model_key=data["resource_class"].gpu_model,
-                    workload=request.GET.get("workload"),
-                    strict_isolation=request.GET.get("isolation") == "strict",
-                ),
-            }
-        except ServiceError as exc:
-            hint = {"error": exc.detail}
-    return render(request, "tenants/_request_hint.html", {"hint": hint, "form": form})
+    return render(request, "tenants/_request_hint.html", {"hint": ask_hint(tenant, request.GET)})
 
 
 @login_required
@@ -113,17 +178,26 @@ def request_detail(request, pk):
         "tenants/request_detail.html",
         {
             "req": capacity_request,
+            "policy_reasons": display.readable_all(
+                capacity_request.policy_reasons or [], display.class_names()
+            ),
             "timeline": timeline.order_by("created_at", "id"),
             "can_cancel": capacity_request.can("cancel")
             and permissions.can_cancel(request.user, capacity_request),
+            "can_decide": capacity_request.state == CapacityRequest.State.SUBMITTED
+            and is_platform_admin(request.user),
         },
     )
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def request_cancel(request, pk):
-    capacity_request = get_object_or_404(CapacityRequest.objects.visible_to(request.user), pk=pk)
+    capacity_request = get_object_or_404(
+        CapacityRequest.objects.visible_to(request.user).select_related("tenant"), pk=pk
+    )
+    if request.method == "GET":
+        return _request_cancel_confirm(request, capacity_request)
     try:
         services.cancel_capacity_request(
             actor=request.user, request=capacity_request, comment=request.POST.get("comment", "")
@@ -134,20 +208,77 @@ def request_cancel(request, pk):
     return redirect("tenants:request_detail", pk=pk)
 
 
+def _request_cancel_confirm(request, capacity_request: CapacityRequest):
+    back = reverse("tenants:request_detail", args=[capacity_request.pk])
+    if not (
+        capacity_request.can("cancel") and permissions.can_cancel(request.user, capacity_request)
+    ):
+        messages.error(request, f"Request #{capacity_request.pk} cannot be cancelled now.")
+        return redirect(back)
+    withdrawing = capacity_request.state == CapacityRequest.State.SUBMITTED
+    if withdrawing:
+        lines = consequences.withdraw_consequences()
+    else:
+        quota = {
+            line.resource_class.pk: line for line in selectors.quota_lines(capacity_request.tenant)
+        }
+        lines = []
+        for item in capacity_request.items.select_related("resource_class"):
+            line = quota.get(item.resource_class_id)
+            lines += consequences.give_back_consequences(
+                class_name=item.resource_class.display_name,
+                amount=item.amount,
+                granted=line.granted if line else item.amount,
+                in_use=line.in_use if line else 0,
+            )
+    return confirm_page(
+        request,
+        title=f"{'Withdraw' if withdrawing else 'Give back'} request #{capacity_request.pk}?",
+        consequences=lines,
+        action=request.path,
+        confirm_label="Withdraw the ask" if withdrawing else "Give capacity back",
+        back_url=back,
+        back_label=f"Keep request #{capacity_request.pk}",
+    )
+
+
 @login_required
 @require_POST
 def member_add(request, slug):
     tenant = _tenant(request, slug)
     form = MemberForm(request.POST)
+    refusal = None
     if form.is_valid():
         try:
             services.add_member(actor=request.user, tenant=tenant, **form.cleaned_data)
             messages.success(request, f"{form.cleaned_data['username']} added.")
+            return redirect("team_detail", slug=slug)
         except ServiceError as exc:
-            messages.error(request, exc.detail)
-    else:
-        messages.error(request, "Give a username and a role.")
+            if not permissions.can_manage_members(request.user, tenant):
+                messages.error(request, exc.detail)  # no form on their page to show it at
+                return redirect("team_detail", slug=slug)
+            refusal = {
+                "field": exc.field if exc.field in form.fields else None,
+                "detail": exc.detail,
+            }
+    request.session[MEMBER_FORM_SESSION_KEY] = {
+        "data": {name: request.POST.get(name, "") for name in form.fields},
+        "refusal": refusal,
+    }
+    # no #fragment: Chromium's scroll to it would take the focus that page.js gives the error
     return redirect("team_detail", slug=slug)
+
+
+def member_form_for(request) -> MemberForm:
+    """The team page's "add member" form: empty, or the one just refused, with its errors."""
+    saved = request.session.pop(MEMBER_FORM_SESSION_KEY, None)
+    if not isinstance(saved, dict):
+        return MemberForm()
+    form = MemberForm(saved.get("data") or {})
+    form.is_valid()
+    if refusal := saved.get("refusal"):
+        form.add_error(refusal["field"], refusal["detail"])
+    return form
 
 
 def _membership(request, slug, pk) -> Membership:
@@ -178,9 +309,27 @@ def member_role(request, slug, pk):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def member_remove(request, slug, pk):
     membership = _membership(request, slug, pk)
+    if request.method == "GET":
+        username = membership.user.get_username()
+        if not permissions.can_manage_members(request.user, membership.tenant):
+            messages.error(request, "Only the team's owners remove members.")
+            return redirect("team_detail", slug=slug)
+        return confirm_page(
+            request,
+            title=f"Remove {username} from {membership.tenant.name}?",
+            consequences=consequences.member_remove_consequences(
+                username=username,
+                team=membership.tenant.name,
+                is_self=membership.user_id == request.user.pk,
+            ),
+            action=request.path,
+            confirm_label=f"Remove {username}",
+            back_url=reverse("team_detail", args=[slug]),
+            back_label=f"Keep {username}",
+        )
     try:
         services.remove_member(actor=request.user, membership=membership)
         messages.success(request, f"{membership.user.get_username()} removed.")
@@ -204,10 +353,17 @@ def _token_owners(user) -> list[tuple[str, str]]:
 
 
 @login_required
+@never_cache  # the page that shows a new secret is kept by no cache, nor the back button
 def tokens(request):
     owners = _token_owners(request.user)
     form = TokenForm(request.POST or None, owners=owners)
     secret = None
+    if request.method == "GET" and NEW_TOKEN_SESSION_KEY in request.session:
+        secret = sealing.unseal(
+            request.session.pop(NEW_TOKEN_SESSION_KEY),
+            purpose=NEW_TOKEN_SESSION_KEY,
+            max_age_s=NEW_TOKEN_DISPLAY_S,
+        )
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         owner = get_user_model().objects.get(pk=int(d["owner"].split(":")[1]))
@@ -219,12 +375,17 @@ def tokens(request):
                 scopes=d["scopes"],
                 expires_at=timezone.now() + timedelta(days=d["expires_in_days"]),
             )
+        except ServiceError as exc:
+            _apply_error(form, exc)
+        else:
             messages.success(
                 request, f"Token {token.prefix}… created: copy it now, it is shown only once."
             )
-            form = TokenForm(owners=owners)
-        except ServiceError as exc:
-            _apply_error(form, exc)
+            # Post/redirect/get: a reload cannot post the form again and create a second token.
+            request.session[NEW_TOKEN_SESSION_KEY] = sealing.seal(
+                secret, purpose=NEW_TOKEN_SESSION_KEY
+            )
+            return redirect("tenants:tokens")
     listed = ApiToken.objects.visible_to(request.user).select_related("user")
     return render(
         request, "tenants/tokens.html", {"form": form, "secret": secret, "tokens": listed}
@@ -232,12 +393,62 @@ def tokens(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def token_revoke(request, pk):
     token = get_object_or_404(ApiToken.objects.visible_to(request.user), pk=pk)
+    if request.method == "GET":
+        if token.revoked_at:
+            messages.info(request, f"Token {token.prefix}… is already revoked.")
+            return redirect("tenants:tokens")
+        return confirm_page(
+            request,
+            title=f"Revoke token {token.prefix}… ({token.name})?",
+            consequences=consequences.token_revoke_consequences(
+                prefix=token.prefix,
+                name=token.name,
+                last_used_at=token.last_used_at,
+                now=timezone.now(),
+            ),
+            action=request.path,
+            confirm_label="Revoke the token",
+            back_url=reverse("tenants:tokens"),
+            back_label="Keep the token",
+        )
     try:
         services.revoke_token(actor=request.user, token=token)
         messages.success(request, f"Token {token.prefix}… revoked.")
     except ServiceError as exc:
         messages.error(request, exc.detail)
     return redirect("tenants:tokens")
+
+
+@login_required
+def request_list(request, slug):
+    """All of a team's requests, newest first: by state, or only the signed-in user's."""
+    tenant = _tenant(request, slug)
+    state = request.GET.get("state", "")
+    mine = request.GET.get("mine") == "1"
+    asks = (
+        CapacityRequest.objects.filter(tenant=tenant)
+        .select_related("requester", "decided_by")
+        .prefetch_related("items__resource_class")
+        .order_by("-created_at")
+    )
+    if state in CapacityRequest.State.values:
+        asks = asks.filter(state=state)
+    if mine:
+        asks = asks.filter(requester=request.user)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "tenants/request_list.html",
+        {
+            "tenant": tenant,
+            "page": Paginator(asks, 25).get_page(request.GET.get("page")),
+            "states": CapacityRequest.State.choices,
+            "state": state,
+            "mine": mine,
+            "query": query.urlencode(),
+        },
+    )

@@ -4,10 +4,16 @@ from django import forms
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from tenants.models import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASSES
+from tenants.models import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS, Tenant
+from tenants.selectors import quota_lines
 
 SECRET_KEY_REF = "secretKeyRef:"  # KEY=secretKeyRef:SECRET/KEY in the env box
 READ_ONLY_SUFFIX = ":ro"  # CLAIM:/path:ro in the volumes box
+
+
+class DisplayNameChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: ResourceClass) -> str:
+        return obj.display_name
 
 
 class WorkloadForm(forms.Form):
@@ -19,14 +25,16 @@ class WorkloadForm(forms.Form):
     command = forms.CharField(
         required=False, help_text="As in a shell, e.g. python train.py --epochs 3"
     )
-    resource_class = forms.ModelChoiceField(
-        queryset=ResourceClass.objects.filter(active=True),
+    resource_class = DisplayNameChoiceField(
+        queryset=ResourceClass.objects.filter(active=True).order_by("gpu_model", "kind", "profile"),
         label="GPU resource",
         to_field_name="slug",
+        empty_label="Choose a GPU resource",
     )
     units = forms.IntegerField(min_value=1, initial=1, label="Units per pod")
     priority = forms.ChoiceField(
-        choices=[(p, p) for p in PRIORITY_CLASSES], initial=DEFAULT_PRIORITY_CLASS
+        choices=[(pc.name, f"{pc.name} — {pc.description}") for pc in PRIORITY_CLASS_DEFS],
+        initial=DEFAULT_PRIORITY_CLASS,
     )
     replicas = forms.IntegerField(
         min_value=1, initial=DEFAULT_REPLICAS, help_text="Deployments only"
@@ -89,6 +97,47 @@ class WorkloadForm(forms.Form):
         label="Image pull Secrets",
         help_text="Comma-separated Secrets with the registry's credentials",
     )
+
+    def __init__(self, *args, tenant: Tenant | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if tenant is not None:
+            self._offer_allowed_priorities(tenant)
+            self._offer_grants_first(tenant)
+
+    def _offer_grants_first(self, tenant: Tenant) -> None:
+        """The team's granted classes first, with what of each is unused; the others after."""
+        field = self.fields["resource_class"]
+        assert isinstance(field, forms.ModelChoiceField)
+        granted = [line for line in quota_lines(tenant) if line.granted]
+        others = [
+            (rc.slug, rc.display_name)
+            for rc in ResourceClass.objects.filter(active=True)
+            .exclude(pk__in=[line.resource_class.pk for line in granted])
+            .order_by("gpu_model", "kind", "profile")
+        ]
+        mine = [
+            (
+                line.resource_class.slug,
+                f"{line.resource_class.display_name} · {line.free} of {line.granted} unused",
+            )
+            for line in granted
+        ]
+        field.choices = [
+            ("", "Choose a GPU resource"),
+            *([(f"{tenant.name}'s quota", mine)] if mine else []),
+            ("Other classes (the team has no quota of them)", others),
+        ]
+
+    def _offer_allowed_priorities(self, tenant: Tenant) -> None:
+        """Only the classes the team may use are offered (the service refuses the others)."""
+        priority = self.fields["priority"]
+        assert isinstance(priority, forms.ChoiceField)
+        allowed = set(tenant.allowed_priority_classes or [])
+        offered = [(pc.name, pc.name) for pc in PRIORITY_CLASS_DEFS if pc.name in allowed]
+        labels = {pc.name: f"{pc.name} — {pc.description}" for pc in PRIORITY_CLASS_DEFS}
+        priority.choices = [(name, labels[name]) for name, _ in offered]
+        if DEFAULT_PRIORITY_CLASS not in allowed and offered:
+            priority.initial = offered[-1][0]  # the lowest the team may use
 
     def clean_command(self):
         try:
@@ -158,3 +207,39 @@ class WorkloadForm(forms.Form):
             if d.get(name):
                 ask[name] = d[name]
         return ask
+
+
+def initial_from(workload: Workload) -> dict:
+    """The form's fields filled from a workload, for "run again" (the inverse of the parsing
+    above: the command quoted as typed, env and volumes one per line)."""
+    slug, units = next(iter((workload.resources or {}).items()), ("", 1))
+    env_lines = []
+    for key, value in (workload.env or {}).items():
+        if isinstance(value, dict):
+            value = f"{SECRET_KEY_REF}{value.get('secret', '')}/{value.get('key', '')}"
+        env_lines.append(f"{key}={value}")
+    return {
+        "name": workload.name,
+        "kind": workload.kind,
+        "image": workload.image,
+        "command": shlex.join([*(workload.command or []), *(workload.args or [])]),
+        "resource_class": slug,
+        "units": units,
+        "priority": workload.priority_class,
+        "replicas": workload.replicas,
+        "backoff_limit": workload.backoff_limit,
+        "max_replicas": workload.max_replicas,
+        "target_gpu_util": workload.target_gpu_util,
+        "target_latency_ms": workload.target_latency_ms,
+        "env": "\n".join(env_lines),
+        "cpu": workload.cpu,
+        "memory": workload.memory,
+        "ephemeral_storage": workload.ephemeral_storage,
+        "shm": workload.shm,
+        "volumes": "\n".join(
+            f"{v['claim']}:{v['mount_path']}{READ_ONLY_SUFFIX if v.get('read_only') else ''}"
+            for v in workload.volumes or []
+        ),
+        "env_from_secrets": ", ".join(workload.env_from_secrets or []),
+        "image_pull_secrets": ", ".join(workload.image_pull_secrets or []),
+    }

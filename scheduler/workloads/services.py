@@ -242,9 +242,10 @@ def submit_workload(
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
         admission.run_checks(tenant)  # e.g. metering's budget: refuse over budget
         if priority not in (tenant.allowed_priority_classes or []):
+            allowed = sorted(tenant.allowed_priority_classes or [])
             raise InvalidInput(
-                f"{tenant.slug} may use the priority classes "
-                f"{sorted(tenant.allowed_priority_classes or [])}, not {priority}",
+                f"{tenant.slug} may use {' or '.join(allowed) or 'no priority class'}, "
+                f"not {priority}",
                 field="priority",
                 code="priority_not_allowed",
             )

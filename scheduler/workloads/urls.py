@@ -9,5 +9,6 @@ urlpatterns = [
     path("teams/<slug:slug>/workloads/new/", views.workload_create, name="workload_create"),
     path("workloads/<int:pk>/", views.workload_detail, name="workload_detail"),
     path("workloads/<int:pk>/logs/", views.workload_logs, name="workload_logs"),
+    path("workloads/<int:pk>/state/", views.workload_state, name="workload_state"),
     path("workloads/<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
 ]

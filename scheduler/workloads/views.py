@@ -5,18 +5,24 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
 
 from core.errors import ClusterError, ServiceError
+from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import kube
+from scheduler.workloads import presenting
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
-from scheduler.workloads.forms import WorkloadForm
+from scheduler.workloads.forms import WorkloadForm, initial_from
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import can_read_env_values, env_shown
 from tenants.models import Tenant
 from tenants.permissions import can_ask
+from tenants.views import confirm_page
 
 
 def _tenant(request, slug):
@@ -30,6 +36,10 @@ def workload_list(request, slug):
         request.GET, queryset=Workload.objects.filter(tenant=tenant).select_related("submitted_by")
     )
     page = Paginator(filtered.qs, 25).get_page(request.GET.get("page"))
+    slugs = {slug for w in page for slug in (w.resources or {})}
+    names = {rc.slug: rc.display_name for rc in ResourceClass.objects.filter(slug__in=slugs)}
+    for w in page:  # the catalog's display names, not slugs
+        w.gpu_labels = [(n, names.get(slug, slug)) for slug, n in (w.resources or {}).items()]
     return render(
         request,
         "scheduler/workload_list.html",
@@ -42,6 +52,38 @@ def workload_list(request, slug):
     )
 
 
+def live_state(workload: Workload, user) -> dict:
+    """What the state block shows (and the page polls while the workload is not finished)."""
+    now = timezone.now()
+    span = presenting.run_time(workload.started_at, workload.finished_at, now)
+    held = workload.units_held()
+    classes = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=held)}
+    return {
+        "w": workload,
+        "live": not workload.is_final,
+        "note": presenting.state_note(workload.get_state_display(), workload.reason),
+        "run_time": presenting.plain_duration(span),
+        "cost": presenting.cost_so_far(
+            span, [(classes[s].price_per_hour, n) for s, n in held.items() if s in classes]
+        ),
+        "gpus": [(n, classes[s].display_name if s in classes else s) for s, n in held.items()],
+        "per_pod": [
+            (n, classes[s].display_name if s in classes else s)
+            for s, n in (workload.resources or {}).items()
+        ],
+        "can_cancel": not workload.is_final and can_ask(user, workload.tenant),
+    }
+
+
+@login_required
+def workload_state(request, pk):
+    """The state block alone (htmx polls it every few seconds until the workload finishes)."""
+    workload = get_object_or_404(
+        Workload.objects.visible_to(request.user).select_related("tenant"), pk=pk
+    )
+    return render(request, "scheduler/_workload_state.html", live_state(workload, request.user))
+
+
 @login_required
 def workload_detail(request, pk):
     workload = get_object_or_404(
@@ -52,9 +94,10 @@ def workload_detail(request, pk):
         request,
         "scheduler/workload_detail.html",
         {
-            "w": workload,
+            **live_state(workload, request.user),
             "events": workload.events.all(),
-            "can_cancel": not workload.is_final and can_ask(request.user, workload.tenant),
+            "command_line": presenting.command_line(workload.command, workload.args),
+            "can_run_again": workload.is_final and can_ask(request.user, workload.tenant),
             "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
             "env_values": env_values,
             "sizes": [
@@ -80,17 +123,24 @@ def workload_logs(request, pk):
         context["pod"], context["log"] = workload_sync.workload_logs(
             kube.gateway(), actor=request.user, workload=workload
         )
-    except ServiceError as exc:
-        context["unavailable"] = exc.detail
-    except ClusterError as exc:
-        context["unavailable"] = f"the cluster did not answer: {exc}"
+    except (ServiceError, ClusterError) as exc:
+        detail = getattr(exc, "detail", None) or str(exc)
+        context["unavailable"] = presenting.logs_unavailable_message(
+            on_cluster=workload.cluster_created_at is not None,
+            finished=workload.is_final,
+            detail=detail,
+        )
+        context["detail"] = detail  # under "Details", for whoever debugs it
     return render(request, "scheduler/_workload_logs.html", context)
 
 
 @login_required
 def workload_create(request, slug):
     tenant = _tenant(request, slug)
-    form = WorkloadForm(request.POST or None)
+    again = _workload_to_run_again(request, tenant)
+    form = WorkloadForm(
+        request.POST or None, tenant=tenant, initial=initial_from(again) if again else None
+    )
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
@@ -123,12 +173,49 @@ def workload_create(request, slug):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def workload_cancel(request, pk):
     workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    if request.method == "GET":
+        return _cancel_confirm(request, workload)
     try:
         workloads.cancel_workload(actor=request.user, workload=workload)
         messages.success(request, f"{workload.name} cancelled.")
     except ServiceError as exc:
         messages.error(request, exc.detail)
     return redirect("scheduler:workload_detail", pk=pk)
+
+
+def _cancel_confirm(request, workload: Workload):
+    back = reverse("scheduler:workload_detail", args=[workload.pk])
+    if workload.is_final or not can_ask(request.user, workload.tenant):
+        messages.error(request, f"{workload.name} is {workload.get_state_display().lower()}.")
+        return redirect(back)
+    held = workload.units_held()
+    names = {rc.slug: rc.display_name for rc in ResourceClass.objects.filter(slug__in=held)}
+    return confirm_page(
+        request,
+        title=f"Cancel {workload.name}?",
+        consequences=cancel_consequences(
+            name=workload.name,
+            kind=workload.kind,
+            state=workload.state,
+            pods=workload.replicas if workload.kind == Workload.Kind.DEPLOYMENT else 1,
+            held={names.get(slug, slug): units for slug, units in held.items()},
+            queue_position=workload.queue_position,
+        ),
+        action=request.path,
+        confirm_label=f"Cancel {workload.name}",
+        back_url=back,
+        back_label=f"Keep {workload.name} running"
+        if workload.state == Workload.State.RUNNING
+        else f"Keep {workload.name}",
+    )
+
+
+def _workload_to_run_again(request, tenant: Tenant) -> Workload | None:
+    """`?again=<id>`: a workload of this team whose settings fill the form ("run again")."""
+    again = request.GET.get("again", "")
+    if request.method != "GET" or not again.isascii() or not again.isdigit() or len(again) > 18:
+        return None
+    return Workload.objects.visible_to(request.user).filter(tenant=tenant, pk=int(again)).first()

@@ -162,10 +162,18 @@ def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -
 
 
 def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, ends_at=None):
-    """What would happen to this ask (for the form's live hint): policy decision and free units."""
+    """What would happen to this ask (for the form's live hint): the refusals
+    `submit_capacity_request` would raise (the same checks, read without locks), else the
+    policy decision and free units."""
     now = timezone.now()
+    starts_at = starts_at or now
+    if not tenant.is_active:
+        raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
+    _check_dates(starts_at, ends_at, now)
     resolved = _resolve_items(items)
-    decision = _policy_decision(tenant, resolved, starts_at or now, ends_at, now)
+    _check_capacity(resolved, now)
+    _check_ceiling(tenant, resolved, now)
+    decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
     return decision, {rc.slug: free_capacity(rc, now) for rc, _ in resolved}
 
 

@@ -117,16 +117,51 @@ def test_tokens_for_me_and_my_teams_robot(client, world):
             "scopes": ["read", "submit"],
             "expires_in_days": 30,
         },
+        follow=True,
     )
     body = response.content.decode()
     token = ApiToken.objects.get()
     assert token.user == robot_tenant.robot and token.scopes == ["read", "submit"]
     assert "gpp_" in body and "shown only once" in body
+    assert response.redirect_chain == [(reverse("tenants:tokens"), 302)]  # post/redirect/get
+    assert 'id="secret"' not in client.get(reverse("tenants:tokens")).content.decode()  # once
     client.post(reverse("tenants:token_revoke", args=[token.pk]))
     token.refresh_from_db()
     assert token.revoked_at is not None
     client.force_login(world.member)
     assert client.post(reverse("tenants:token_revoke", args=[token.pk])).status_code == 404
+
+
+def test_between_the_post_and_its_page_the_session_store_holds_no_plain_secret(client, world):
+    from django.contrib.sessions.models import Session
+
+    client.force_login(world.owner)
+    created = client.post(
+        reverse("tenants:tokens"),
+        {"name": "ci", "owner": f"user:{world.owner.pk}", "scopes": ["read"], "expires_in_days": 1},
+    )
+    assert created.status_code == 302
+    stored = " ".join(s.session_data for s in Session.objects.all())
+    decoded = " ".join(str(s.get_decoded()) for s in Session.objects.all())
+    assert "gpp_" not in stored and "gpp_" not in decoded  # sealed, not the secret
+    page = client.get(reverse("tenants:tokens")).content.decode()
+    assert 'id="secret"' in page and "gpp_" in page  # shown, once
+
+
+def test_a_sealed_secret_opens_only_for_its_purpose_and_only_for_a_while():
+    import time_machine
+
+    from core import sealing
+
+    with time_machine.travel("2026-03-01 12:00:00+00:00", tick=False) as clock:
+        sealed = sealing.seal("gpp_abc", purpose="new_token_secret")
+        assert "gpp_abc" not in sealed
+        assert sealing.unseal(sealed, purpose="new_token_secret", max_age_s=120) == "gpp_abc"
+        assert sealing.unseal(sealed, purpose="other", max_age_s=120) is None
+        assert sealing.unseal("gpp_abc", purpose="new_token_secret", max_age_s=120) is None
+        assert sealing.unseal(None, purpose="new_token_secret", max_age_s=120) is None
+        clock.shift(121)
+        assert sealing.unseal(sealed, purpose="new_token_secret", max_age_s=120) is None
 
 
 def test_approve_scope_refused_for_non_admins_with_the_reason(client, world):

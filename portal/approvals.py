@@ -1,0 +1,244 @@
+"""The approval queue (`/console/`): pending asks with filters, sort, age and cost; decisions
+per row with their own note, or for a selection with one comment; the same services as the API.
+A refused decision (a reject without a reason) shows the queue again as it was, not emptied."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from core.errors import ServiceError
+from core.permissions import platform_admin_required
+from scheduler.catalog.models import ResourceClass
+from tenants import display, services
+from tenants.asking import cost_estimate
+from tenants.models import CapacityRequest, CapacityRequestItem, Tenant
+from tenants.selectors import pool_summary
+
+_REQUEST_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a primary key, never past bigint
+_ONE = re.compile(r"(approve|reject):([0-9]{1,18})", re.ASCII)  # a row's own button
+PER_PAGE = 25
+
+AGE_CHOICES = [
+    ("", "Any age"),
+    ("1", "Waiting over 1 day"),
+    ("3", "Over 3 days"),
+    ("7", "Over a week"),
+]
+SORT_CHOICES = [
+    ("oldest", "Oldest first"),
+    ("newest", "Newest first"),
+    ("cost", "Costliest first"),
+    ("team", "By team"),
+]
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    """What the queue is narrowed to and sorted by, read from the query string (anything
+    unknown is ignored, never an error)."""
+
+    tenant: str = ""
+    resource_class: str = ""
+    min_age_days: int = 0
+    sort: str = "oldest"
+
+    @classmethod
+    def from_query(cls, query) -> QueueFilters:
+        age = query.get("age", "")
+        sort = query.get("sort", "")
+        return cls(
+            tenant=query.get("tenant", "")[:40],
+            resource_class=query.get("class", "")[:80],
+            min_age_days=int(age) if age in dict(AGE_CHOICES) and age else 0,
+            sort=sort if sort in dict(SORT_CHOICES) else "oldest",
+        )
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    request: CapacityRequest
+    age: timedelta
+    per_hour: Decimal
+    total: Decimal | None  # to the ask's end; None when open-ended
+    items: list[tuple[int, ResourceClass, int]]  # amount, class, free in its pool
+    reasons: tuple[str, ...] = ()  # the policy's, with display names
+    error: str = ""  # why this row's own decision was refused
+
+
+def queue_rows(
+    requests: list[CapacityRequest], *, free: dict[int, int], now: datetime
+) -> list[QueueRow]:
+    rows = []
+    for r in requests:
+        per_hour, total = Decimal(0), Decimal(0) if r.ends_at else None
+        items = []
+        for item in r.items.all():
+            rc = item.resource_class
+            cost = cost_estimate(
+                price_per_hour=rc.price_per_hour,
+                amount=item.amount,
+                starts_at=max(r.starts_at, now),
+                ends_at=r.ends_at,
+            )
+            per_hour += cost.per_hour
+            if total is not None:
+                total += cost.total or 0
+            items.append((item.amount, rc, free.get(rc.pk, 0)))
+        rows.append(QueueRow(r, now - r.created_at, per_hour, total, items))
+    return rows
+
+
+def sort_rows(rows: list[QueueRow], sort: str) -> list[QueueRow]:
+    if sort == "newest":
+        return sorted(rows, key=lambda row: row.age)
+    if sort == "cost":  # what it costs to the end; an open-ended ask counts a month
+        return sorted(rows, key=lambda row: -(row.total or row.per_hour * 730))
+    if sort == "team":
+        return sorted(rows, key=lambda row: (row.request.tenant.slug, -row.age))
+    return sorted(rows, key=lambda row: -row.age)
+
+
+def pending_asks(filters: QueueFilters, now: datetime):
+    """Pending asks of teams that are not archived, narrowed by `filters`."""
+    pending = (
+        CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED)
+        .exclude(tenant__status=Tenant.Status.ARCHIVED)
+        .select_related("tenant", "requester")
+        .prefetch_related("items__resource_class")
+    )
+    if filters.tenant:
+        pending = pending.filter(tenant__slug=filters.tenant)
+    if filters.resource_class:
+        pending = pending.filter(items__resource_class__slug=filters.resource_class).distinct()
+    if filters.min_age_days:
+        pending = pending.filter(created_at__lte=now - timedelta(days=filters.min_age_days))
+    return pending
+
+
+@platform_admin_required
+def queue(request):
+    return queue_page(request)
+
+
+def queue_page(request, *, status=200, selected=(), comment="", comment_error="", row_errors=None):
+    now = timezone.now()
+    filters = QueueFilters.from_query(request.GET)
+    free = {line.resource_class.pk: line.free for line in pool_summary()}
+    rows = sort_rows(queue_rows(list(pending_asks(filters, now)), free=free, now=now), filters.sort)
+    errors, names = row_errors or {}, display.class_names()
+    rows = [
+        replace(
+            row,
+            error=errors.get(row.request.pk, ""),
+            reasons=tuple(display.readable_all(row.request.policy_reasons or [], names)),
+        )
+        for row in rows
+    ]
+    query = request.GET.copy()
+    query.pop("page", None)
+    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+    waiting = CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED).exclude(
+        tenant__status=Tenant.Status.ARCHIVED
+    )
+    context = {
+        "page": page,
+        "filters": filters,
+        "filtered": filters != QueueFilters(),
+        "tenants": Tenant.objects.filter(capacity_requests__in=waiting).distinct().order_by("slug"),
+        "classes": ResourceClass.objects.filter(
+            pk__in=CapacityRequestItem.objects.filter(request__in=waiting).values(
+                "resource_class_id"
+            )
+        ).order_by("gpu_model", "kind", "profile"),
+        "age_choices": AGE_CHOICES,
+        "sort_choices": SORT_CHOICES,
+        "selected": {str(pk) for pk in selected},
+        "comment": comment,
+        "comment_error": comment_error,
+        "query": query.urlencode(),
+    }
+    return render(request, "console/queue.html", context, status=status)
+
+
+def _back_to_queue(request):
+    query = request.POST.get("query", "")
+    return redirect(reverse("console:queue") + (f"?{query}" if query else ""))
+
+
+@platform_admin_required
+@require_POST
+def decide(request):
+    """Approve or reject one request with its own note (a row's button, or the request's page),
+    or a selection with one comment."""
+    one = _ONE.fullmatch(request.POST.get("one", ""))
+    if one:
+        return _decide_one(request, one.group(1), int(one.group(2)))
+    action = request.POST.get("action")
+    comment = request.POST.get("comment", "").strip()
+    ids = request.POST.getlist("request")
+    if action not in ("approve", "reject") or not ids:
+        messages.error(request, "Select at least one request, then approve or reject.")
+        return _back_to_queue(request)
+    if not all(_REQUEST_ID.fullmatch(i) for i in ids):
+        # only a tampered form sends these: decide nothing, show the queue again
+        messages.error(request, "Request ids are whole numbers. Select requests from the list.")
+        return queue_page(request, status=400)
+    done, comment_error = 0, ""
+    for req in CapacityRequest.objects.filter(pk__in=ids).select_related("tenant").order_by("pk"):
+        try:
+            _apply(request.user, action, req, comment)
+            done += 1
+        except ServiceError as exc:
+            if exc.field == "comment":
+                comment_error = exc.detail
+            else:
+                messages.error(request, f"#{req.pk} ({req.tenant.slug}): {exc.detail}")
+    if done:
+        verb = "Approved" if action == "approve" else "Rejected"
+        messages.success(request, f"{verb} {done} request{'s' if done != 1 else ''}.")
+    if comment_error:  # the selection and the comment stay, the error sits at the comment
+        return queue_page(
+            request, status=400, selected=ids, comment=comment, comment_error=comment_error
+        )
+    return _back_to_queue(request)
+
+
+def _apply(actor, action: str, req: CapacityRequest, comment: str) -> None:
+    if action == "approve":
+        services.approve_capacity_request(actor=actor, request=req, comment=comment)
+    else:
+        services.reject_capacity_request(actor=actor, request=req, comment=comment)
+
+
+def _decide_one(request, action: str, pk: int):
+    from_detail = request.POST.get("back") == "request"
+    req = CapacityRequest.objects.filter(pk=pk).select_related("tenant").first()
+    if req is None:
+        messages.error(request, f"No request #{pk}.")
+        return _back_to_queue(request)
+    note = request.POST.get(f"note-{pk}", "").strip()
+    try:
+        _apply(request.user, action, req, note)
+    except ServiceError as exc:
+        if from_detail:
+            messages.error(request, f"#{pk}: {exc.detail}")
+            return redirect("tenants:request_detail", pk=pk)
+        if exc.field == "comment":
+            return queue_page(request, status=400, row_errors={pk: exc.detail})
+        messages.error(request, f"#{pk} ({req.tenant.slug}): {exc.detail}")
+    else:
+        verb = "Approved" if action == "approve" else "Rejected"
+        messages.success(request, f"{verb} request #{pk} of {req.tenant.name}.")
+    if from_detail:
+        return redirect("tenants:request_detail", pk=pk)
+    return _back_to_queue(request)

@@ -1,0 +1,23 @@
+// Small behaviours every page shares (a static file: the Content-Security-Policy allows no inline
+// script).
+document.addEventListener("DOMContentLoaded", () => {
+  // After a refused submit, move focus to the first field in error (its aria-describedby reads
+  // the error out), or to the form's error summary when no field is to blame.
+  const target =
+    document.querySelector("form [aria-invalid='true']") ||
+    document.querySelector(".form-errors[tabindex='-1']");
+  if (target) {
+    target.focus();
+    target.scrollIntoView({ block: "center" });
+  }
+  // A table or diagram wider than a phone scrolls inside its box: let the keyboard reach it.
+  for (const box of document.querySelectorAll(".scroll, figure.node")) {
+    if (box.scrollWidth > box.clientWidth && !box.hasAttribute("tabindex")) {
+      box.setAttribute("tabindex", "0");
+      if (box.tagName === "FIGURE") continue; // named by its figcaption already
+      const heading = box.closest("section")?.querySelector("h2, h3");
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", `${heading ? heading.textContent.trim() : "The"} table, scrolls sideways`);
+    }
+  }
+});

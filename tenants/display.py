@@ -1,0 +1,32 @@
+"""One vocabulary on the pages: resource classes by the catalog's display names, also inside
+the sentences the policy and the advice write with slugs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from scheduler.catalog.models import ResourceClass
+
+
+def class_names() -> dict[str, str]:
+    """slug -> display name of every resource class (one query)."""
+    return {rc.slug: rc.display_name for rc in ResourceClass.objects.all()}
+
+
+def readable(text: str, names: Mapping[str, str]) -> str:
+    """`text` with each whole class slug in it replaced by its display name (longest first, so
+    `a100-80gb-mig-1g.10gb.me` is not read as `a100-80gb-mig-1g.10gb` followed by `.me`)."""
+    if not text or not names:
+        return text
+    slugs = sorted((s for s in names if s in text), key=len, reverse=True)
+    if not slugs:
+        return text
+    pattern = re.compile(
+        r"(?<![\w.-])(" + "|".join(re.escape(s) for s in slugs) + r")(?![\w-]|\.\w)"
+    )
+    return pattern.sub(lambda m: names[m.group(1)], text)
+
+
+def readable_all(texts: Iterable[str], names: Mapping[str, str]) -> list[str]:
+    return [readable(t, names) for t in texts]

@@ -1,0 +1,52 @@
+"""How a workload reads on its pages (pure functions, no database)."""
+
+import shlex
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from scheduler.workloads.presenting import (
+    command_line,
+    cost_so_far,
+    logs_unavailable_message,
+    plain_duration,
+    run_time,
+    state_note,
+)
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def test_a_reason_that_repeats_the_state_is_left_out():
+    assert state_note("Running", "Running") == ""
+    assert state_note("Cancelled", "cancelled") == ""
+    assert state_note("Failed", "Deleted") == "Deleted"
+    assert state_note("Pending", "") == ""
+
+
+def test_the_command_keeps_its_quoting():
+    line = command_line(["python", "train.py"], ["--msg", "hello world", "--x=$HOME"])
+    assert line == "python train.py --msg 'hello world' '--x=$HOME'"
+    assert shlex.split(line) == ["python", "train.py", "--msg", "hello world", "--x=$HOME"]
+    assert command_line([], None) == ""
+
+
+def test_run_time_and_its_cost_at_list_price():
+    span = run_time(T0, None, T0 + timedelta(minutes=90))
+    assert plain_duration(span) == "1 h 30 min"
+    assert cost_so_far(span, [(Decimal("1.93"), 2)]) == Decimal("5.79")
+    assert run_time(None, None, T0) is None and cost_so_far(None, []) is None
+    finished = run_time(T0, T0 + timedelta(seconds=70), T0 + timedelta(days=1))
+    assert plain_duration(finished) == "1 min 10 s"
+
+
+def test_no_logs_is_said_in_words_not_the_api_error():
+    raw = "the cluster does not serve the logs of pod p (404 the server could not find ...)"
+    assert logs_unavailable_message(on_cluster=False, finished=False, detail="x") == (
+        "No logs: they appear once the workload's pod has started."
+    )
+    finished = logs_unavailable_message(
+        on_cluster=True, finished=True, detail="workload w has no pod (any more)"
+    )
+    assert finished == "No logs: the workload has finished and its pods are gone."
+    served = logs_unavailable_message(on_cluster=True, finished=False, detail=raw)
+    assert "404" not in served and served.startswith("No logs:")
