@@ -18,8 +18,9 @@ from metering import pricing, selectors
 from metering.models import Budget, BudgetAlert, PriceRule
 from scheduler.catalog.models import ResourceClass
 from tenants import audit
-from tenants.models import Tenant
+from tenants.models import Membership, Tenant
 from tenants.notifications import notify
+from tenants.permissions import role_in
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +77,29 @@ def set_price(
 
 
 def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
-    if not is_platform_admin(actor):
-        raise Forbidden("only the platform team sets budgets")
+    """The platform team sets any budget. A team's owners set their own team's budget for this
+    month or a later one; while budgets are enforced (BUDGET_ENFORCE refuses new work over
+    budget) they may set or lower one, but raising it is the platform team's: otherwise an
+    owner could lift the limit the platform holds them to."""
+    admin = is_platform_admin(actor)
+    if not admin and role_in(actor, tenant) != Membership.Role.OWNER:
+        raise Forbidden(f"only {tenant.slug}'s owners and the platform team set its budget")
     value = _amount(amount, "amount")
     month = month.replace(day=1)
+    if not admin and month < selectors.current_month():
+        raise InvalidInput(
+            f"{month:%B %Y} is over: set this month's budget or a later one", field="month"
+        )
     with transaction.atomic():
         budget = Budget.objects.select_for_update().filter(tenant=tenant, month=month).first()
+        if not admin and settings.BUDGET_ENFORCE:
+            held_to = budget.amount if budget else tenant.monthly_budget
+            if held_to is not None and value > held_to:
+                raise Forbidden(
+                    f"budgets are enforced: {tenant.slug}'s owners may lower its budget for "
+                    f"{month:%B %Y} (now {held_to} USD) but not raise it; ask the platform team",
+                    field="amount",
+                )
         before = {"amount": str(budget.amount)} if budget else None
         if budget is None:
             budget = Budget(tenant=tenant, month=month)

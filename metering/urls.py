@@ -12,6 +12,7 @@ urlpatterns = [
         name="chargeback_export",
     ),
     path("usage/teams/<slug:slug>/", views.team_usage, name="team_usage"),
+    path("usage/teams/<slug:slug>/budget/", views.team_budget, name="team_budget"),
     path(
         "usage/teams/<slug:slug>/statement.<str:fmt>",
         views.team_statement_export,

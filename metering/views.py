@@ -10,17 +10,22 @@ import zoneinfo
 from datetime import date, timedelta
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from core.permissions import platform_admin_required
-from metering import pricing, selectors
+from core.errors import Forbidden, ServiceError
+from core.permissions import is_platform_admin, platform_admin_required
+from metering import pricing, selectors, services
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
 from tenants import display
-from tenants.models import Tenant
+from tenants.models import Membership, Tenant
+from tenants.permissions import role_in
 
 TZ_SESSION_KEY = "metering_tz"
 
@@ -79,8 +84,39 @@ def team_usage(request, slug):
     month, basis = _month(request), _basis(request)
     # override, not activate: an activated zone stays with the thread, so its next request
     # (anyone's) would show times in this viewer's zone
+    context = _team_usage(tenant, tz, month, basis)
+    context["can_set_budget"] = is_platform_admin(request.user) or (
+        role_in(request.user, tenant) == Membership.Role.OWNER
+    )
     with timezone.override(zoneinfo.ZoneInfo(tz)):
-        return render(request, "metering/team_usage.html", _team_usage(tenant, tz, month, basis))
+        return render(request, "metering/team_usage.html", context)
+
+
+@login_required
+@require_POST
+def team_budget(request, slug):
+    """An owner (or the platform team) sets the team's budget for a month; refusals come back
+    as a message on the usage page, a forbidden one as a 403."""
+    tenant = _team(request, slug)
+    back = redirect("metering:team_usage", slug=tenant.slug)
+    try:
+        month = selectors.parse_month(request.POST.get("month") or None)
+    except ValueError as exc:
+        messages.error(request, f"Budget not set: {exc}.")
+        return back
+    try:
+        budget = services.set_budget(
+            actor=request.user, tenant=tenant, month=month, amount=request.POST.get("amount", "")
+        )
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from None
+    except ServiceError as exc:
+        messages.error(request, f"Budget not set: {exc.detail}")
+        return back
+    messages.success(
+        request, f"{tenant.name}'s budget for {budget.month:%B %Y} is {budget.amount} USD."
+    )
+    return back
 
 
 def next_month_link(month: date, current: date) -> date | None:

@@ -96,7 +96,7 @@ def test_open_intervals_count_to_the_last_minute_seen(world):
     assert st.lines[0].allocated_hours == Decimal("3.0000")
 
 
-def test_prices_and_budgets_are_for_the_platform_team(world):
+def test_prices_are_for_the_platform_team_and_budgets_not_for_members(world):
     with pytest.raises(Forbidden):
         services.set_price(
             actor=world.owner,
@@ -111,8 +111,8 @@ def test_prices_and_budgets_are_for_the_platform_team(world):
             price_per_hour="-1",
             effective_from=t(2026, 11, 1),
         )
-    with pytest.raises(Forbidden):
-        services.set_budget(actor=world.owner, tenant=world.tenant, month=NOV, amount=10)
+    with pytest.raises(Forbidden):  # owners set their own team's (test_budget_owners.py)
+        services.set_budget(actor=world.member, tenant=world.tenant, month=NOV, amount=10)
     budget = services.set_budget(
         actor=world.admin, tenant=world.tenant, month=date(2026, 11, 17), amount="100"
     )
