@@ -1,6 +1,7 @@
 """Home and team dashboards (they bring tenants' and the scheduler's data together)."""
 
 import sys
+from datetime import timedelta
 
 import kombu.exceptions
 import redis.exceptions
@@ -10,6 +11,8 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
 from scheduler.cluster.models import TenantSyncState
@@ -42,7 +45,7 @@ def home(request):
     teams = [
         {"tenant": t, "rows": quota[t.pk], "sync": getattr(t, "sync_state", None)} for t in tenants
     ]
-    my_asks = (
+    my_asks = list(
         CapacityRequest.objects.filter(requester=request.user)
         .select_related("tenant")
         .order_by("-created_at")[:8]
@@ -50,8 +53,25 @@ def home(request):
     return render(
         request,
         "portal/home.html",
-        {"teams": teams, "pools": pool_summary(), "my_asks": my_asks},
+        {
+            "teams": teams,
+            "pools": pool_summary(),
+            "my_asks": my_asks,
+            "newly_decided": newly_decided(request, my_asks),
+        },
     )
+
+
+ASKS_SEEN_KEY = "asks_seen_at"
+
+
+def newly_decided(request, asks: list[CapacityRequest]) -> list[CapacityRequest]:
+    """The person's asks decided since they last saw this page (at most a week back), from the
+    asks already read: the in-app notice of a decision. The session remembers when they looked."""
+    now = timezone.now()
+    seen_at = parse_datetime(request.session.get(ASKS_SEEN_KEY) or "") or now - timedelta(days=7)
+    request.session[ASKS_SEEN_KEY] = now.isoformat()
+    return [a for a in asks if a.decided_at and a.decided_at > seen_at]
 
 
 def _team_requests(tenant: Tenant, latest: int = 10) -> dict:

@@ -341,3 +341,14 @@ def test_audit_filter_takes_any_iso_offset(client, world):
     response = client.get(reverse("console:audit"), {"since": "2020-01-01T00:00:00+19:48"})
     assert response.status_code == 200
     assert "capacity_request.submitted" in response.content.decode()
+
+
+def test_a_decided_ask_is_told_on_the_home_page_once(client, world):
+    request = ask(world, amount=9)  # above the envelope: it waits for the platform team
+    login(client, world.member)
+    assert 'id="newly-decided"' not in client.get(reverse("home")).content.decode()
+    services.reject_capacity_request(actor=world.admin, request=request, comment="not now")
+    page = client.get(reverse("home")).content.decode()
+    assert f"Your ask #{request.pk}</a> for {world.tenant.name} was rejected" in page
+    assert "not now" in page
+    assert 'id="newly-decided"' not in client.get(reverse("home")).content.decode()  # once
