@@ -240,6 +240,9 @@ NOTIFY_RETRY_BASE_S = env.float("NOTIFY_RETRY_BASE_S", default=15.0)
 NOTIFY_RETRY_MAX_S = env.float("NOTIFY_RETRY_MAX_S", default=3600.0)
 NOTIFY_HTTP_TIMEOUT_S = env.float("NOTIFY_HTTP_TIMEOUT_S", default=10.0)
 NOTIFY_WEBHOOK_ALLOW_HTTP = env.bool("NOTIFY_WEBHOOK_ALLOW_HTTP", default=False)
+# Webhooks to addresses inside the network (private, loopback, link-local): off, so a team's URL
+# cannot reach the portal's own services.
+NOTIFY_WEBHOOK_ALLOW_PRIVATE = env.bool("NOTIFY_WEBHOOK_ALLOW_PRIVATE", default=False)
 NOTIFICATION_SECRET_KEY = env("NOTIFICATION_SECRET_KEY", default="")  # empty: from SECRET_KEY
 # GPU-equivalents a tenant without a ceiling of its own may hold in grants (one 8-GPU node):
 # no tenant holds without bound, however many asks the auto-approval lets through.

@@ -3,12 +3,15 @@ bookkeeping, and the periodic sweep of what is due."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -58,9 +61,40 @@ def slack_body(delivery: NotificationDelivery) -> bytes:
     return json.dumps({"text": f"*{delivery.subject}*\n{delivery.text}"}).encode()
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A receiver's redirect is not followed: it could point inside the network."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def check_destination(url: str) -> None:
+    """A webhook goes to public addresses only: a team owner's URL must not reach the portal's
+    own network (its database, the API server, cloud metadata). NOTIFY_WEBHOOK_ALLOW_PRIVATE
+    lets a platform send to receivers inside it."""
+    if settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE:
+        return
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConnectionError(f"cannot resolve {host!r}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if not address.is_global:
+            raise PermanentFailure(
+                f"{host} resolves to {address}, an address inside the network: webhooks go to "
+                "public hosts (a platform admin may allow others: NOTIFY_WEBHOOK_ALLOW_PRIVATE)"
+            )
+
+
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     if not url.startswith(("https://", "http://")):  # channels are checked so; never file: etc.
         raise PermanentFailure(f"not an http(s) URL: {url[:40]!r}")
+    check_destination(url)
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
         url,
         data=body,
@@ -69,9 +103,13 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     )
     try:
         timeout = settings.NOTIFY_HTTP_TIMEOUT_S
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        with _OPENER.open(request, timeout=timeout) as response:
             return response.status
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            raise PermanentFailure(
+                f"HTTP {exc.code}: the receiver redirects; give the channel its final URL"
+            ) from None
         if 400 <= exc.code < 500 and exc.code not in (408, 429):
             raise PermanentFailure(f"HTTP {exc.code} {exc.reason}") from None
         raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None

@@ -38,6 +38,7 @@ def receiver():
 @pytest.fixture
 def fast_retries(settings):
     settings.NOTIFY_WEBHOOK_ALLOW_HTTP = True  # the receiver is plain http on 127.0.0.1
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = True  # ... inside the network
     settings.NOTIFY_RETRY_BASE_S = 0.2
     settings.NOTIFY_RETRY_MAX_S = 1.0
     settings.NOTIFY_MAX_ATTEMPTS = 3

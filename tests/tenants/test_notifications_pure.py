@@ -88,3 +88,59 @@ def test_the_bodies_of_a_webhook_and_a_slack_message():
         "sent_at": "2027-01-02T03:04:00+00:00",
     }
     assert json.loads(slack_body(delivery)) == {"text": "*quota ended*\nit ended"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/hook",
+        "https://10.2.3.4/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/hook",
+        "https://localhost:8443/hook",
+        "https://192.168.1.20/hook",
+    ],
+)
+def test_a_webhook_inside_the_network_is_refused_for_good(settings, url):
+    from tenants.notifications import sending
+
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = False
+    with pytest.raises(sending.PermanentFailure, match="inside the network"):
+        sending.check_destination(url)
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = True  # a platform's own receivers
+    sending.check_destination(url)
+
+
+def test_a_public_webhook_address_passes(settings):
+    from tenants.notifications import sending
+
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = False
+    sending.check_destination("https://8.8.8.8/hook")  # a literal address: no DNS needed
+
+
+def test_a_receivers_redirect_is_not_followed(settings):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tenants.notifications import sending
+
+    class Redirects(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = True
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        with pytest.raises(sending.PermanentFailure, match="the receiver redirects"):
+            sending._post(url, b"{}", {})
+    finally:
+        server.shutdown()
+        server.server_close()
