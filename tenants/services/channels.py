@@ -3,6 +3,7 @@ by platform admins), removed, and tried with a test message; each change audited
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -42,7 +43,24 @@ def _check_target(kind: str, target: str) -> str:
         )
     if parts.username or parts.password:
         raise InvalidInput("put no user or password in the URL", field="target")
+    if not settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE and _inside_the_network(parts.hostname):
+        raise InvalidInput(
+            f"{parts.hostname} is inside the network: webhooks go to public hosts (a platform "
+            "admin may allow others: NOTIFY_WEBHOOK_ALLOW_PRIVATE)",
+            field="target",
+        )
     return target
+
+
+def _inside_the_network(host: str) -> bool:
+    """A literal internal address or localhost, refused up front (a name that resolves inside
+    the network is refused when sending, sending.check_destination)."""
+    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(".local"):
+        return True
+    try:
+        return not ipaddress.ip_address(host).is_global
+    except ValueError:
+        return False
 
 
 def _check_events(events: list[str] | None) -> list[str]:

@@ -259,6 +259,9 @@ def test_who_manages_channels_and_what_a_channel_accepts(world, settings):
         ("webhook", "file:///etc/passwd", "https://"),
         ("slack", "https://user:pw@hooks.example.com/x", "no user or password"),
         ("email", "not-an-address", "not an e-mail address"),
+        ("webhook", "https://10.0.0.7/hook", "inside the network"),
+        ("slack", "https://localhost/hook", "inside the network"),
+        ("webhook", "https://[fd00::1]/hook", "inside the network"),
         ("pager", "https://x.example", "unknown kind"),
     ]:
         with pytest.raises(InvalidInput, match=message):
