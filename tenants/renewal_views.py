@@ -34,8 +34,10 @@ def grant_extend(request, pk):
         pk=pk,
     )
     may_extend = permissions.can_ask(request.user, grant.tenant)
-    error, status = "", 200
-    if request.method == "POST":  # the service says who may, and what is wrong
+    error = ""
+    if request.method == "POST" and not may_extend:
+        error = f"only owners and members of {grant.tenant.slug} may extend its grants"
+    elif request.method == "POST":
         ends_at = _parse_end(request.POST.get("ends_at", ""))
         try:
             renewal = services.submit_grant_renewal(
@@ -45,7 +47,7 @@ def grant_extend(request, pk):
                 justification=request.POST.get("justification", ""),
             )
         except ServiceError as exc:
-            error, status = exc.detail, exc.status
+            error = exc.detail
         else:
             if renewal.auto_approved:
                 messages.success(request, f"Grant #{grant.pk} extended (inside the policy).")
@@ -73,5 +75,5 @@ def grant_extend(request, pk):
             "decision": decision,
             "renewals": grant.renewals.order_by("-created_at")[:10],
         },
-        status=status,
+        status=(400 if may_extend else 403) if error else 200,
     )
