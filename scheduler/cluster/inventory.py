@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.catalog import facts, product_labels
+from scheduler.cluster import render
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
-# The NoSchedule taint the portal puts on a node whose GPUs are sick (scheduler/health): its
-# capacity leaves the pools while it is there, whoever's value (portal instance) it carries.
-HEALTH_TAINT_KEY = "gpu-portal.io/gpu-unhealthy"
+# A node with the portal's health taint (scheduler/health) offers nothing to the pools while it
+# is there, whoever's value (portal instance) it carries.
+HEALTH_TAINT_KEY = render.HEALTH_TAINT_KEY
 
 
 @dataclass(frozen=True)

@@ -733,6 +733,21 @@ def _images_allowed(spec: str, old: str, rules: Spellings) -> str:
     return f"{each('containers')} && (!has({spec}.initContainers) || {each('initContainers')})"
 
 
+# The NoSchedule taint the portal puts on a node whose GPUs are sick (scheduler/health).
+HEALTH_TAINT_KEY = "gpu-portal.io/gpu-unhealthy"
+
+
+def _no_health_toleration(spec: str, old: str) -> str:
+    """CEL: the pod spec tolerates neither the health taint nor every taint (a key-less
+    `Exists`), unless it already did before this update (a running pod's later updates)."""
+    bad = (
+        f"t.key == '{HEALTH_TAINT_KEY}' || ((!has(t.key) || t.key == '') "
+        "&& has(t.operator) && t.operator == 'Exists')"
+    )
+    kept = f"({_UPDATE} && has({old}.tolerations) && {old}.tolerations.exists(t, {bad}))"
+    return f"(!has({spec}.tolerations) || !{spec}.tolerations.exists(t, {bad}) || {kept})"
+
+
 def _per_kind(rule, template: str) -> str:
     """CEL: `rule(pod spec, its old spec)` for a Pod, a CronJob's job template and any other
     pod template."""
@@ -850,6 +865,14 @@ def render_queue_guard(
                     + ")))",
                     "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
                     "class as the pods' priorityClassName",
+                },
+                {
+                    # A member's pod tolerating the health taint would land on a sick GPU the
+                    # portal took out of service.
+                    "expression": _per_kind(_no_health_toleration, template),
+                    "message": "pods in team namespaces may not tolerate the GPU health taint "
+                    f"({HEALTH_TAINT_KEY}) or every taint (a toleration with operator Exists "
+                    "and no key): name the taints they tolerate, e.g. nvidia.com/gpu",
                 },
                 {
                     "expression": _per_kind(

@@ -221,6 +221,30 @@ def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(
     assert kube.get("RoleBinding", "gpu-portal-team-owners", ns) is not None
 
 
+def test_a_member_cannot_tolerate_the_gpu_health_taint_with_kubectl(kube_cluster, team):
+    """The portal taints a sick node; a member's pod that tolerated that taint (or every taint)
+    would be scheduled onto the GPU the portal took out of service."""
+    tenant, ns, people = team
+    member = as_user(kube_cluster, people["member"])
+    sick = _in(ns, restricted_pod("on-sick-gpu", {}))
+    sick["spec"]["tolerations"].append(
+        {"key": "gpu-portal.io/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}
+    )
+    wait_until_refused(member, sick, "GPU health taint", "the toleration rule in force")
+    everything = _in(ns, restricted_pod("tolerates-all", {}))
+    everything["spec"]["tolerations"] = [{"operator": "Exists"}]
+    with pytest.raises(ClusterError, match="GPU health taint"):
+        member.create(everything, dry_run=True)
+    job = _in(ns, _job("sick-job"))
+    job["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "gpu-portal.io/gpu-unhealthy", "operator": "Exists"}
+    ]
+    with pytest.raises(ClusterError, match="GPU health taint"):
+        member.create(job, dry_run=True)
+    # the GPU taints a team's pods must tolerate stay allowed
+    member.create(_in(ns, restricted_pod("on-gpus", {})), dry_run=True)
+
+
 def test_a_member_cannot_run_an_image_the_portal_would_refuse(kube, kube_cluster, team, settings):
     tenant, ns, people = team
     member = as_user(kube_cluster, people["member"])
