@@ -76,13 +76,18 @@ def set_price(
     return rule
 
 
+def can_set_budget(user, tenant: Tenant) -> bool:
+    """The platform team, and the team's owners (the page shows the form to them alone)."""
+    return is_platform_admin(user) or role_in(user, tenant) == Membership.Role.OWNER
+
+
 def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
     """The platform team sets any budget. A team's owners set their own team's budget for this
     month or a later one; while budgets are enforced (BUDGET_ENFORCE refuses new work over
     budget) they may set or lower one, but raising it is the platform team's: otherwise an
     owner could lift the limit the platform holds them to."""
     admin = is_platform_admin(actor)
-    if not admin and role_in(actor, tenant) != Membership.Role.OWNER:
+    if not can_set_budget(actor, tenant):
         raise Forbidden(f"only {tenant.slug}'s owners and the platform team set its budget")
     value = _amount(amount, "amount")
     month = month.replace(day=1)

@@ -19,13 +19,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from core.errors import Forbidden, ServiceError
-from core.permissions import is_platform_admin, platform_admin_required
+from core.permissions import platform_admin_required
 from metering import pricing, selectors, services
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
 from tenants import display
-from tenants.models import Membership, Tenant
-from tenants.permissions import role_in
+from tenants.models import Tenant
 
 TZ_SESSION_KEY = "metering_tz"
 
@@ -85,9 +84,7 @@ def team_usage(request, slug):
     # override, not activate: an activated zone stays with the thread, so its next request
     # (anyone's) would show times in this viewer's zone
     context = _team_usage(tenant, tz, month, basis)
-    context["can_set_budget"] = is_platform_admin(request.user) or (
-        role_in(request.user, tenant) == Membership.Role.OWNER
-    )
+    context["can_set_budget"] = services.can_set_budget(request.user, tenant)
     with timezone.override(zoneinfo.ZoneInfo(tz)):
         return render(request, "metering/team_usage.html", context)
 

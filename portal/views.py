@@ -46,7 +46,8 @@ def home(request):
         {"tenant": t, "rows": quota[t.pk], "sync": getattr(t, "sync_state", None)} for t in tenants
     ]
     my_asks = list(
-        CapacityRequest.objects.filter(requester=request.user)
+        # of the teams shown above (visible to them, not archived): a team they left is gone
+        CapacityRequest.objects.filter(requester=request.user, tenant__in=[t.pk for t in tenants])
         .select_related("tenant")
         .order_by("-created_at")[:8]
     )
@@ -69,9 +70,12 @@ def newly_decided(request, asks: list[CapacityRequest]) -> list[CapacityRequest]
     """The person's asks decided since they last saw this page (at most a week back), from the
     asks already read: the in-app notice of a decision. The session remembers when they looked."""
     now = timezone.now()
-    seen_at = parse_datetime(request.session.get(ASKS_SEEN_KEY) or "") or now - timedelta(days=7)
-    request.session[ASKS_SEEN_KEY] = now.isoformat()
-    return [a for a in asks if a.decided_at and a.decided_at > seen_at]
+    stored = parse_datetime(request.session.get(ASKS_SEEN_KEY) or "")
+    seen_at = stored or now - timedelta(days=7)
+    told = [a for a in asks if a.decided_at and a.decided_at > seen_at]
+    if told or stored is None:  # the session is written only when something moved on
+        request.session[ASKS_SEEN_KEY] = now.isoformat()
+    return told
 
 
 def _team_requests(tenant: Tenant, latest: int = 10) -> dict:

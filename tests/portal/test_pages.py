@@ -352,3 +352,11 @@ def test_a_decided_ask_is_told_on_the_home_page_once(client, world):
     assert f"Your ask #{request.pk}</a> for {world.tenant.name} was rejected" in page
     assert "not now" in page
     assert 'id="newly-decided"' not in client.get(reverse("home")).content.decode()  # once
+
+
+def test_my_asks_leave_with_the_team(client, world):
+    request = ask(world, amount=1)
+    login(client, world.member)
+    assert f"#{request.pk}</a> for" in client.get(reverse("home")).content.decode()
+    Membership.objects.filter(user=world.member, tenant=world.tenant).delete()
+    assert f"#{request.pk}</a> for" not in client.get(reverse("home")).content.decode()
