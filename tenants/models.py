@@ -502,7 +502,19 @@ class NotificationChannel(models.Model):
 
 
 class NotificationDeliveryQuerySet(TenantScopedQuerySet):
-    pass
+    def team_side(self) -> NotificationDeliveryQuerySet:
+        """What a team sees of its deliveries: its own channels' and its people's mail, not the
+        platform team's channels (their names, receivers and errors) nor mail to approvers."""
+        from tenants.notifications.events import EVENTS, Audience  # the package imports models
+
+        to_approvers = [e.name for e in EVENTS.values() if e.audience == Audience.APPROVERS]
+        return self.exclude(channel__isnull=False, channel__tenant__isnull=True).exclude(
+            channel__isnull=True, event__in=to_approvers
+        )
+
+    def visible_to(self, user) -> NotificationDeliveryQuerySet:
+        scoped = super().visible_to(user)
+        return scoped if is_platform_admin(user) else scoped.team_side()
 
 
 class NotificationDelivery(models.Model):

@@ -22,7 +22,7 @@ def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: 
     channels = NotificationChannel.objects.filter(tenant=tenant).order_by("name", "id")
     deliveries = NotificationDelivery.objects.select_related("channel", "tenant")
     if tenant is not None:
-        deliveries = deliveries.filter(tenant=tenant)
+        deliveries = deliveries.filter(tenant=tenant).team_side()
     state = request.GET.get("state", "")
     if state in NotificationDelivery.State.values:
         deliveries = deliveries.filter(state=state)

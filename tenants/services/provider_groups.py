@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from core.permissions import is_platform_admin
 from tenants import audit
 from tenants.group_mapping import (
     Desired,
@@ -56,6 +57,9 @@ def apply_provider_groups(*, user, claims: dict) -> list[str]:
         return []
     desired = desired_from_groups(claims.get(claim, []), mapping)
     with transaction.atomic():
+        # The person's row first: two first sign-ins of one person (no membership to lock yet)
+        # wait for each other instead of both adding the same membership.
+        type(user).objects.select_for_update().filter(pk=user.pk).first()
         said = _apply_memberships(user, desired)
         said += _apply_platform_admin(user, desired, bool(mapping.admin_groups))
     return said
@@ -74,7 +78,11 @@ def _record(verb: str, membership: Membership, before: dict | None, after: dict 
 
 
 def _apply_memberships(user, desired: Desired) -> list[str]:
-    held = list(Membership.objects.select_for_update().filter(user=user).select_related("tenant"))
+    held = list(
+        Membership.objects.select_for_update(of=("self",))  # not the tenants: they come first
+        .filter(user=user)
+        .select_related("tenant")
+    )
     by_slug = {m.tenant.slug: m for m in held}
     tenants = {
         t.slug: t
@@ -135,7 +143,8 @@ def _apply_platform_admin(user, desired: Desired, mapped: bool) -> list[str]:
     provider gave is taken back. Admins made in the portal are left alone."""
     marker = Group.objects.filter(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP).first()
     from_provider = marker is not None and user.groups.filter(pk=marker.pk).exists()
-    if desired.platform_admin and mapped and not from_provider:
+    # An admin the portal made stays its own: no marker, so the provider never takes it back.
+    if desired.platform_admin and mapped and not from_provider and not is_platform_admin(user):
         admins, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
         marker = marker or Group.objects.create(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP)
         was_staff = user.is_staff

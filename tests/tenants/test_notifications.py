@@ -373,3 +373,26 @@ def test_the_pages_show_channels_and_the_delivery_log(world, settings):
     admin.force_login(world.admin)
     console = admin.get("/platform/notifications/")
     assert console.status_code == 200 and b"quota ended for team-a" in console.content
+
+
+@pytest.mark.django_db
+def test_a_team_sees_its_own_deliveries_not_the_platform_teams(world):
+    world.admin.email = "admin@example.com"
+    world.admin.save()
+    for owner, name in ((None, "platform-ops"), (world.tenant, "team-chat")):
+        NotificationChannel.objects.create(
+            tenant=owner, kind="slack", name=name, target="https://hooks.example/x"
+        )
+    notify("capacity_request.submitted", world.tenant, subject="ask #1", text="waits")
+    rows = NotificationDelivery.objects.filter(tenant=world.tenant)
+    assert {r.channel.name if r.channel else "mail" for r in rows} >= {"platform-ops", "team-chat"}
+    seen = NotificationDelivery.objects.visible_to(world.member)
+    assert [r.channel.name for r in seen] == ["team-chat"]  # no platform channel, no admin mail
+    assert NotificationDelivery.objects.visible_to(world.admin).count() == rows.count()
+    page = Client()
+    page.force_login(world.owner)
+    body = page.get(f"/teams/{world.tenant.slug}/notifications/").content.decode()
+    assert "team-chat" in body and "platform-ops" not in body and "admin@example.com" not in body
+    api = session(world.member).get("/api/v1/notification-deliveries/")
+    names = [r.get("channel_name") or r.get("channel") for r in api.json()["results"]]
+    assert len(names) == 1

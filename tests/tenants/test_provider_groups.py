@@ -120,6 +120,11 @@ def test_platform_admin_from_the_provider_is_given_and_taken_back(world, sso_gro
     services.apply_provider_groups(user=world.admin, claims={"groups": []})
     world.admin.refresh_from_db()
     assert is_platform_admin(world.admin)
+    # ... nor when the provider said so once and then stops: the portal made it first.
+    services.apply_provider_groups(user=world.admin, claims={"groups": ["gpu-platform"]})
+    services.apply_provider_groups(user=world.admin, claims={"groups": []})
+    world.admin.refresh_from_db()
+    assert is_platform_admin(world.admin) and world.admin.is_staff
 
 
 @pytest.mark.django_db
