@@ -4,6 +4,7 @@ checked on each call."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from datetime import datetime, timedelta
 
@@ -18,6 +19,8 @@ from tenants import audit
 from tenants.models import ApiToken, Tenant
 from tenants.permissions import OWNER_ROLES, require_role, role_in
 from tenants.services._common import User
+
+log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "gpp_"
 TOKEN_FIELDS = ["name", "prefix", "scopes", "expires_at", "revoked_at"]
@@ -134,8 +137,8 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
         # dropped now, and again on commit, as a call that read the row before this commit
         # may have cached it since.
         key = _cache_key(token.token_hash)
-        cache.delete(key)
-        transaction.on_commit(lambda: cache.delete(key))
+        _forget(key)
+        transaction.on_commit(lambda: _forget(key))
         audit.record(
             actor=actor,
             verb="api_token.revoked",
@@ -145,6 +148,15 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
             after=audit.snapshot(token, TOKEN_FIELDS),
         )
     return token
+
+
+def _forget(key: str) -> None:
+    """Drop a cached token; a cache that does not answer must not undo the revocation (with
+    Redis down nothing is read from it either)."""
+    try:
+        cache.delete(key)
+    except Exception:  # noqa: BLE001 - any cache failure: the row is revoked all the same
+        log.warning("could not drop a revoked token from the cache", exc_info=True)
 
 
 def _cache_key(token_hash: str) -> str:

@@ -130,3 +130,18 @@ def test_no_cache_at_all_with_a_bound_of_zero(world, settings, django_assert_num
     with django_assert_num_queries(1):
         assert services.authenticate_token(raw) is not None
     assert cache.get(_cache_key(hash_token(raw))) is None
+
+
+def test_a_cache_that_does_not_answer_does_not_undo_a_revocation(
+    issued, world, monkeypatch, django_capture_on_commit_callbacks
+):
+    token, raw = issued
+
+    def down(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(cache, "delete", down)  # the outage, not the database: that stays real
+    with django_capture_on_commit_callbacks(execute=True):
+        services.revoke_token(actor=world.member, token=token)
+    token.refresh_from_db()
+    assert token.revoked_at is not None
