@@ -2,6 +2,7 @@
 Celery worker on the tests' Redis broker, PostgreSQL. Sent after commit, retried with backoff,
 signed, never blocking the request that caused them; the delivery log in the API and pages."""
 
+import socket
 import time
 from collections import deque
 from datetime import timedelta
@@ -44,6 +45,13 @@ def fast_retries(settings):
     settings.NOTIFY_MAX_ATTEMPTS = 3
     settings.NOTIFY_HTTP_TIMEOUT_S = 2.0
     settings.PORTAL_BASE_URL = "https://portal.example.com"
+
+
+def _closed_port() -> int:
+    """A port nothing listens on: bound by the system, then released (not port 9 by luck)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _wait(what, check, timeout=20.0):
@@ -145,7 +153,7 @@ def test_a_refusing_receiver_fails_at_once_and_a_dead_one_after_the_last_try(
         tenant=world.tenant,
         kind="webhook",
         name="d",
-        target="http://127.0.0.1:9/nobody-listens",
+        target=f"http://127.0.0.1:{_closed_port()}/nobody-listens",
     )
     receiver.statuses["/r"] = deque([404])
     with celery_worker(["notify"]):
