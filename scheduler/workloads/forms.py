@@ -133,9 +133,12 @@ class WorkloadForm(forms.Form):
         priority = self.fields["priority"]
         assert isinstance(priority, forms.ChoiceField)
         allowed = set(tenant.allowed_priority_classes or [])
-        offered = [(pc.name, pc.name) for pc in PRIORITY_CLASS_DEFS if pc.name in allowed]
-        labels = {pc.name: f"{pc.name} — {pc.description}" for pc in PRIORITY_CLASS_DEFS}
-        priority.choices = [(name, labels[name]) for name, _ in offered]
+        offered = [
+            (pc.name, f"{pc.name} — {pc.description}")
+            for pc in PRIORITY_CLASS_DEFS
+            if pc.name in allowed
+        ]
+        priority.choices = offered
         if DEFAULT_PRIORITY_CLASS not in allowed and offered:
             priority.initial = offered[-1][0]  # the lowest the team may use
 
