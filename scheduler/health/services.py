@@ -82,13 +82,12 @@ def read_signals(base_url: str, *, timeout: float = 10.0) -> list[signals.Readin
     return readings
 
 
-def node_readings(nodes: list[dict]) -> list[signals.Reading]:
+def node_readings(gpu_nodes: list[inventory.NodeInfo]) -> list[signals.Reading]:
     """What the API server says: GPUs a node's labels count but its allocatable lacks."""
     out = []
-    for node in nodes:
-        info = inventory.parse_node(node)
+    for info in gpu_nodes:
         missing = signals.missing_gpus(info.labels, info.allocatable)
-        if info.gpu_model and missing is not None:
+        if missing is not None:
             out.append(signals.Reading(info.name, "", "", "gpu_missing", Decimal(missing)))
     return out
 
@@ -203,14 +202,17 @@ def check_health(
     ensure_default_rules()
     cluster, _ = Cluster.objects.get_or_create(name=cluster_name)
     labels_by_model = configured_product_labels()
-    nodes = [n for n in kube.list("Node") if inventory.parse_node(n, labels_by_model).gpu_model]
-    node_names = {n["metadata"]["name"] for n in nodes}
+    nodes = kube.list("Node")  # read once: the readings and the taints both work from it
+    gpu_nodes = [
+        info for info in (inventory.parse_node(n, labels_by_model) for n in nodes) if info.gpu_model
+    ]
+    node_names = {info.name for info in gpu_nodes}
     if not url:
         # Health checks are off, not failing: no node is marked (the page says why).
         result.unknown = "no Prometheus configured (PROMETHEUS_URL)"
         return result
     try:
-        readings = read_signals(url) + node_readings(nodes)
+        readings = read_signals(url) + node_readings(gpu_nodes)
     except PrometheusUnavailable as exc:
         result.unknown = f"Prometheus unreachable: {exc}"[:400]
         log.warning("GPU health unknown, nothing changed: %s", exc)
@@ -238,7 +240,7 @@ def check_health(
         Cluster.objects.select_for_update().get(pk=cluster.pk)  # one check at a time
         _apply_steps(cluster, found, rules, pods_by_node, tenants_by_ns, now, result)
         _record_node_states(cluster, node_names, found, now)
-    enforce(kube, cluster, result, now=now)
+    enforce(kube, cluster, result, now=now, nodes=nodes)
     return result
 
 
@@ -436,10 +438,16 @@ def _own_taint(node: dict) -> bool:
 
 
 def enforce(
-    kube: KubeGateway, cluster: Cluster, result: HealthCheck | None = None, *, now=None
+    kube: KubeGateway,
+    cluster: Cluster,
+    result: HealthCheck | None = None,
+    *,
+    now=None,
+    nodes: list[dict] | None = None,
 ) -> HealthCheck:
     """Taints and drains in line with the open events (what a lost message or a `kubectl edit`
-    left behind is repaired here). Pools are re-read when a taint changed."""
+    left behind is repaired here). Pools are re-read when a taint changed. `nodes`: the nodes
+    the caller has just listed (else they are listed here)."""
     result = result or HealthCheck()
     now = now or timezone.now()
     causes: dict[str, list[str]] = defaultdict(list)
@@ -451,7 +459,7 @@ def enforce(
         causes[node_name].append(f"{signals.where(node_name, gpu)}: {description}")
     sick = set(causes)
     changed = False
-    for node in kube.list("Node"):
+    for node in kube.list("Node") if nodes is None else nodes:
         name = node["metadata"]["name"]
         has = _own_taint(node)
         if (name in sick) == has:
