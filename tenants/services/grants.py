@@ -105,11 +105,12 @@ def expire_grants(*, now: datetime | None = None) -> int:
     # Find the due grants without a lock; then lock each in the order of `lock_rows` (its
     # tenant, its request, the grant), as a cancel does, and look again under the locks.
     due = list(
-        QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE, ends_at__lte=now).values_list(
-            "pk", "tenant_id", "request_id"
-        )
+        QuotaGrant.objects.filter(state=QuotaGrant.State.ACTIVE, ends_at__lte=now)
+        .select_related("resource_class")
+        .only("pk", "tenant_id", "request_id", "resource_class")
     )
-    for pk, tenant_id, request_id in due:
+    classes = {g.pk: g.resource_class for g in due}  # read with the grants, for the mail
+    for pk, tenant_id, request_id in ((g.pk, g.tenant_id, g.request_id) for g in due):
         with transaction.atomic():
             locked = lock_rows(tenant=tenant_id, request=request_id, grants=[pk])
             if not locked.grants or locked.grants[0].state != QuotaGrant.State.ACTIVE:
@@ -134,7 +135,7 @@ def expire_grants(*, now: datetime | None = None) -> int:
                 and not request.grants.filter(state=QuotaGrant.State.ACTIVE).exists()
             ):
                 _system_transition_locked(request, "expire")
-            grant.resource_class = ResourceClass.objects.get(pk=grant.resource_class_id)
+            grant.resource_class = classes[pk]
             notify(
                 "grant.expired",
                 grant.tenant,

@@ -304,7 +304,7 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
         items = [
             (i.resource_class, i.amount) for i in request.items.select_related("resource_class")
         ]
-        extends_id = CapacityRequest.objects.values_list("extends_id", flat=True).get(pk=request.pk)
+        extends_id = request.extends_id  # set when the ask was made, never changed
         locked = lock_rows(
             pools=[rc.pk for rc, _ in items],
             tenant=request.tenant_id,
