@@ -17,8 +17,6 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -30,7 +28,8 @@ from scheduler.workloads import tasks
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import change_state
-from tenants.models import PRIORITY_CLASS_DEFS, Membership, Tenant
+from tenants.models import PRIORITY_CLASS_DEFS, Tenant
+from tenants.notifications import notify
 from tenants.selectors import effective_quotas
 
 log = logging.getLogger(__name__)
@@ -136,22 +135,15 @@ def _stop(victims: list[Workload], over: dict[str, int], since: datetime) -> lis
             if change_state(w.pk, Observation(Workload.State.CANCELLED, "OverQuota", message)):
                 stopped.append(w.pk)
                 transaction.on_commit(partial(tasks.delete_workload.delay, workload_id=w.pk))
-        owners = list(
-            get_user_model()
-            .objects.filter(memberships__tenant=tenant, memberships__role=Membership.Role.OWNER)
-            .exclude(email="")
-            .values_list("email", flat=True)
-        )
-        if stopped and owners:
+        if stopped:  # the owners by mail and the team's channels, after commit
             names = ", ".join(w.name for w in victims if w.pk in stopped)
-            transaction.on_commit(
-                lambda: send_mail(
-                    f"[GPU Portal] {tenant.slug}: work stopped above the grant",
-                    f"{message}.\nStopped: {names}.\nAsk for more capacity at "
-                    f"{settings.PORTAL_BASE_URL} if the team still needs it.",
-                    settings.DEFAULT_FROM_EMAIL,
-                    owners,
-                )
+            notify(
+                "workload.stopped_over_quota",
+                tenant,
+                subject=f"[GPU Portal] {tenant.slug}: work stopped above the grant",
+                text=f"{message}.\nStopped: {names}.\nAsk for more capacity at "
+                f"{settings.PORTAL_BASE_URL} if the team still needs it.",
+                data={"workloads": stopped},
             )
     log.info("stopped %s of %s over quota", stopped, tenant.slug)
     return stopped

@@ -38,6 +38,11 @@ EVENTS: dict[str, Event] = {
         Event("grant.expired", "A grant ended", Audience.OWNERS),
         Event("workload.preempted", "A workload was preempted", Audience.PERSON),
         Event("workload.failed", "A workload failed", Audience.PERSON),
+        Event(
+            "workload.stopped_over_quota",
+            "Work above a lowered grant was stopped",
+            Audience.OWNERS,
+        ),
         Event("budget.reached_80", "A team used 80 % of its monthly budget", Audience.OWNERS),
         Event(
             "budget.reached_100",

@@ -11,6 +11,7 @@ from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
 from tenants import services
 from tenants.models import AuditEvent
+from tenants.notifications import deliver_due
 from tests.scheduler.factories import WorkloadFactory
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +71,7 @@ def test_lowest_priority_newest_first_after_the_grace_period(
     w = Workload.objects.get(name="new-low")
     assert w.reason == "OverQuota" and "beyond its grant" in w.message
     assert AuditEvent.objects.filter(verb="workload.cancelled").count() == 2
+    deliver_due()  # what the notify worker sends after the commit
     assert len(mail.outbox) == 1 and "new-low, old-low" in mail.outbox[0].body
     assert mail.outbox[0].to == ["owner@example.com"]
 
