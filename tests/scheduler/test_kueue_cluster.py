@@ -92,8 +92,28 @@ def wait_state(kube, workload, state, timeout=60):
 
     try:
         return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
-    except AssertionError as exc:  # say where it got stuck
-        raise AssertionError(f"{exc}; last seen {seen}") from None
+    except AssertionError as exc:  # say where it got stuck, and who holds the cohort's units
+        raise AssertionError(
+            f"{exc}; last seen {seen}; cohort: {cohort_usage(kube, workload.namespace)}"
+        ) from None
+
+
+def cohort_usage(kube, queue_name):
+    """What every ClusterQueue in `queue_name`'s cohort reserves, whether it is being deleted."""
+    cohort = ((kube.get("ClusterQueue", queue_name) or {}).get("spec") or {}).get("cohortName")
+    out = []
+    for cq in kube.list("ClusterQueue"):
+        if cq["spec"].get("cohortName") != cohort:
+            continue
+        used = [
+            f"{f['name']}/{r['name']}={r.get('total')}(borrowed {r.get('borrowed')})"
+            for f in (cq.get("status") or {}).get("flavorsReservation") or []
+            for r in f.get("resources") or []
+            if r["name"].startswith("nvidia.com/") and r.get("total") not in (None, "0")
+        ]
+        deleting = " deleting" if cq["metadata"].get("deletionTimestamp") else ""
+        out.append(f"{cq['metadata']['name']}{deleting}: {', '.join(used) or 'none'}")
+    return f"{cohort} [{'; '.join(out)}]"
 
 
 def member_job(name, resources, node_selector=None, node_name=None):
@@ -316,12 +336,15 @@ def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
 
 
 def test_a_deployment_beyond_what_is_free_runs_what_fits_and_waits_for_the_rest(
-    kube, tenant_namespaces, world, h100_mig
+    kube, tenant_namespaces, world, h100_mig, settings
 ):
     """Deployments go through Kueue's pod integration: each pod is admitted on its own. A
     replica beyond the team's quota is not even created (the ResourceQuota backstop counts
     gated pods too), so its ReplicaSet retries; the workload says it waits, and the replica
     runs once the room is there."""
+    # a cohort of its own: queues of earlier tests still being deleted would borrow the team's
+    # idle units the moment its queue joins theirs, and keep them until their namespaces go
+    settings.PORTAL_INSTANCE = unique_slug("dep")
     tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="dep")
     first = workloads.submit_workload(
         actor=world.admin, tenant=tenant, name="serve", kind="deployment",
