@@ -18,6 +18,8 @@ from tenants.models import (
     CapacityRequest,
     CapacityRequestItem,
     Membership,
+    NotificationChannel,
+    NotificationDelivery,
     QuotaGrant,
     Tenant,
 )
@@ -240,6 +242,29 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["verb", "object_type", "tenant"]
     search_fields = ["actor_repr", "object_repr", "request_id", "verb"]
     date_hierarchy = "created_at"
+
+
+@admin.register(NotificationChannel)
+class NotificationChannelAdmin(ReadOnlyAdmin):
+    """Shown here; added and removed on the team's or the platform's Notifications page or by
+    API, whose service checks the receiver's address and shows a webhook's secret once."""
+
+    list_display = ["name", "kind", "tenant", "shown_target", "active", "created_at"]
+    list_filter = ["kind", "active"]
+    search_fields = ["name", "tenant__slug"]
+    exclude = ["secret_encrypted", "target"]  # the signing key; a Slack URL is a credential
+    readonly_fields = ["shown_target"]
+
+
+@admin.register(NotificationDelivery)
+class NotificationDeliveryAdmin(ReadOnlyAdmin):
+    """The delivery log: what was sent where, how often it was tried and why it failed."""
+
+    list_display = ["created_at", "event", "tenant", "channel", "state", "attempts", "sent_at"]
+    list_filter = ["state", "event"]
+    search_fields = ["event", "subject", "tenant__slug", "channel__name"]
+    date_hierarchy = "created_at"
+    list_select_related = ["tenant", "channel__tenant"]
 
 
 class ApiTokenAddForm(forms.ModelForm):

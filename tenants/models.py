@@ -500,6 +500,15 @@ class NotificationChannel(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.name} ({self.tenant or 'platform'})"
 
+    @property
+    def shown_target(self) -> str:
+        """Where it sends, as pages and the API show it: a Slack-compatible URL is itself the
+        credential to post, so it is cut after the host."""
+        if self.kind == self.Kind.SLACK:
+            scheme, _, rest = self.target.partition("://")
+            return f"{scheme}://{rest.split('/', 1)[0]}/…"
+        return self.target
+
 
 # The events whose personal mail goes to the platform's approvers (tenants/notifications/events.py
 # says so by their audience; a test keeps the two in step): not a team's to read.

@@ -11,7 +11,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core.errors import ServiceError
 from core.permissions import is_platform_admin, platform_admin_required
 from tenants import permissions, services
-from tenants.api.notifications import shown_target
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS
 
@@ -36,7 +35,7 @@ def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: 
         "tenants/notifications.html",
         {
             "tenant": tenant,
-            "channels": [(c, shown_target(c)) for c in channels],
+            "channels": channels,
             "deliveries": deliveries[:LOG_LENGTH],
             "state": state,
             "states": NotificationDelivery.State.choices,

@@ -17,14 +17,6 @@ from tenants.models import ApiToken, NotificationChannel, NotificationDelivery
 from tenants.notifications import EVENTS
 
 
-def shown_target(channel: NotificationChannel) -> str:
-    """A Slack-compatible URL is itself the credential to post: shown cut after the host."""
-    if channel.kind == NotificationChannel.Kind.SLACK:
-        scheme, _, rest = channel.target.partition("://")
-        return f"{scheme}://{rest.split('/', 1)[0]}/…"
-    return channel.target
-
-
 class NotificationChannelSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True, allow_null=True)
     target = serializers.SerializerMethodField()
@@ -35,7 +27,7 @@ class NotificationChannelSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_target(self, channel: NotificationChannel) -> str:
-        return shown_target(channel)
+        return channel.shown_target
 
 
 class NotificationChannelCreateSerializer(serializers.Serializer):

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tenants import services
-from tenants.models import AuditEvent, CapacityRequest, QuotaGrant
+from tenants.models import AuditEvent, CapacityRequest, NotificationDelivery, QuotaGrant
 
 pytestmark = pytest.mark.django_db
 
@@ -248,3 +248,35 @@ def test_a_service_refusal_in_the_admin_is_a_message_not_a_500(client, world):
     page = client.get(response["Location"])
     assert "Refused:" in page.content.decode()
     assert AuditEvent.objects.count() == events_before
+
+
+def test_notification_channels_and_deliveries_are_shown_read_only_without_credentials(
+    admin_client, world
+):
+    slack, _ = services.create_channel(
+        actor=world.admin, tenant=world.tenant, kind="slack", name="ml-chat",
+        target="https://hooks.slack.com/services/T0/B0/secret-path",
+    )  # fmt: skip
+    hook, secret = services.create_channel(
+        actor=world.admin, tenant=None, kind="webhook", name="ops", target="https://ops.example/in"
+    )
+    delivery = NotificationDelivery.objects.create(
+        channel=slack, tenant=world.tenant, event="grant.expired", subject="s", text="t"
+    )
+    listing = admin_client.get(reverse("admin:tenants_notificationchannel_changelist"))
+    assert listing.status_code == 200
+    assert b"https://hooks.slack.com/" in listing.content
+    assert b"secret-path" not in listing.content  # the URL is the credential to post
+    page = admin_client.get(reverse("admin:tenants_notificationchannel_change", args=[hook.pk]))
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert secret.encode() not in page.content
+    assert hook.secret_encrypted.encode() not in page.content
+    log = admin_client.get(
+        reverse("admin:tenants_notificationdelivery_changelist") + "?state=pending"
+    )
+    assert log.status_code == 200 and b"grant.expired" in log.content
+    removed = admin_client.post(
+        reverse("admin:tenants_notificationdelivery_delete", args=[delivery.pk]), {"post": "yes"}
+    )
+    assert removed.status_code == 403
+    assert NotificationDelivery.objects.filter(pk=delivery.pk).exists()

@@ -364,6 +364,12 @@ def test_the_pages_show_channels_and_the_delivery_log(world, settings):
     )
     assert added.status_code == 200 and b"whsec_" in added.content  # shown this once
     assert b"whsec_" not in owner.get(url).content
+    owner.post(
+        url, {"kind": "slack", "name": "chat", "target": "https://hooks.slack.com/services/T/B/k3y"}
+    )
+    listed = owner.get(url).content
+    assert b"https://hooks.slack.com/\xe2\x80\xa6" in listed  # cut: the URL is the credential
+    assert b"k3y" not in listed
     with transaction.atomic():
         notify("grant.expired", world.tenant, subject="quota ended for team-a", text="t")
     page = owner.get(url)
