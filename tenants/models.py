@@ -116,6 +116,11 @@ class Tenant(models.Model):
         """The tenant's namespace on the cluster (DNS-safe, hash-suffixed when shortened)."""
         return namespace_name(self.slug, settings.TENANT_NAMESPACE_PREFIX)
 
+    def owner_emails(self) -> list[str]:
+        """Its owners' addresses, each once, sorted: who hears of its grants and budget."""
+        owners = Membership.objects.filter(tenant=self, role=Membership.Role.OWNER)
+        return sorted(set(owners.exclude(user__email="").values_list("user__email", flat=True)))
+
     _transitions = {
         "suspend": ({Status.ACTIVE}, Status.SUSPENDED),
         "resume": ({Status.SUSPENDED}, Status.ACTIVE),

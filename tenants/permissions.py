@@ -61,3 +61,8 @@ def can_cancel(user, capacity_request) -> bool:
     return capacity_request.requester_id == getattr(user, "pk", None) or _has(
         user, capacity_request.tenant, OWNER_ROLES
     )
+
+
+def can_cancel_now(user, capacity_request) -> bool:
+    """The request's state allows cancelling it now, and this person may (pages offer it)."""
+    return capacity_request.can("cancel") and can_cancel(user, capacity_request)

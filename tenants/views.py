@@ -182,8 +182,7 @@ def request_detail(request, pk):
                 capacity_request.policy_reasons or [], display.class_names()
             ),
             "timeline": timeline.order_by("created_at", "id"),
-            "can_cancel": capacity_request.can("cancel")
-            and permissions.can_cancel(request.user, capacity_request),
+            "can_cancel": permissions.can_cancel_now(request.user, capacity_request),
             "can_decide": capacity_request.state == CapacityRequest.State.SUBMITTED
             and is_platform_admin(request.user),
         },
@@ -210,9 +209,7 @@ def request_cancel(request, pk):
 
 def _request_cancel_confirm(request, capacity_request: CapacityRequest):
     back = reverse("tenants:request_detail", args=[capacity_request.pk])
-    if not (
-        capacity_request.can("cancel") and permissions.can_cancel(request.user, capacity_request)
-    ):
+    if not permissions.can_cancel_now(request.user, capacity_request):
         messages.error(request, f"Request #{capacity_request.pk} cannot be cancelled now.")
         return redirect(back)
     withdrawing = capacity_request.state == CapacityRequest.State.SUBMITTED

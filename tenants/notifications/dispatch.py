@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from core.tasks import send_hint
-from tenants.models import Membership, NotificationChannel, NotificationDelivery, Tenant
+from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import tasks
 from tenants.notifications.events import Audience, channel_wants, event
 
@@ -26,11 +26,7 @@ def _emails(users: Iterable) -> list[str]:
 def _audience(name: str, tenant: Tenant | None, person) -> list[str]:
     audience = event(name).audience
     if audience == Audience.OWNERS and tenant is not None:
-        return _emails(
-            User.objects.filter(
-                memberships__tenant=tenant, memberships__role=Membership.Role.OWNER
-            ).exclude(email="")
-        )
+        return tenant.owner_emails()
     if audience == Audience.APPROVERS:
         # `core.permissions.is_platform_admin`, as one query.
         admins = User.objects.filter(

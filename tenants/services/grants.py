@@ -12,12 +12,11 @@ from django.utils import timezone
 from core.errors import InvalidTransition
 from scheduler.catalog.models import ResourceClass
 from tenants import audit
-from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
 from tenants.services._common import (
     GRANT_FIELDS,
-    User,
     _notify_desired_state_changed,
     portal_url,
 )
@@ -203,13 +202,7 @@ def warn_expiring_grants(*, now: datetime | None = None) -> int:
             )
             if grant.expiry_warned_at is not None or grant.state != QuotaGrant.State.ACTIVE:
                 continue
-            owners = list(
-                User.objects.filter(
-                    memberships__tenant=grant.tenant, memberships__role=Membership.Role.OWNER
-                )
-                .exclude(email="")
-                .values_list("email", flat=True)
-            )
+            owners = grant.tenant.owner_emails()
             grant.expiry_warned_at = now
             grant.save(update_fields=["expiry_warned_at"])
             audit.record(
