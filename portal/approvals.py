@@ -135,18 +135,18 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
     filters = QueueFilters.from_query(request.GET)
     free = {line.resource_class.pk: line.free for line in pool_summary()}
     rows = sort_rows(queue_rows(list(pending_asks(filters, now)), free=free, now=now), filters.sort)
+    query = request.GET.copy()
+    query.pop("page", None)
+    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
     errors, names = row_errors or {}, display.class_names()
-    rows = [
+    page.object_list = [  # the shown rows only: reasons are read for one page, not the queue
         replace(
             row,
             error=errors.get(row.request.pk, ""),
             reasons=tuple(display.readable_all(row.request.policy_reasons or [], names)),
         )
-        for row in rows
+        for row in page.object_list
     ]
-    query = request.GET.copy()
-    query.pop("page", None)
-    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
     waiting = CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED).exclude(
         tenant__status=Tenant.Status.ARCHIVED
     )

@@ -10,7 +10,11 @@ from scheduler.workloads.forms import WorkloadForm
 from scheduler.workloads.models import Workload
 from tenants.models import ApiToken, Membership
 from tests.scheduler.factories import WorkloadFactory
-from tests.tenants.factories import QuotaGrantFactory
+from tests.tenants.factories import (
+    CapacityRequestFactory,
+    CapacityRequestItemFactory,
+    QuotaGrantFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -96,6 +100,24 @@ def test_queue_filters_ignore_what_they_do_not_know(client, world):
     client.force_login(world.admin)
     for query in ("age=abc&sort=DROP", "age=7&sort=cost&tenant=nope&class=x", "page=999"):
         assert client.get(reverse("console:queue") + "?" + query).status_code == 200
+
+
+def test_the_queue_pages_its_asks_and_reads_the_policys_reasons_on_every_page(client, world):
+    reason = f"over the auto-approval limit for {world.rc.slug}"
+    for n in range(27):  # a page of 25, and two more
+        ask = CapacityRequestFactory(
+            tenant=world.tenant, requester=world.member, justification=f"ask {n:02}",
+            policy_reasons=[reason],
+        )  # fmt: skip
+        CapacityRequestItemFactory(request=ask, resource_class=world.rc, amount=1)
+    client.force_login(world.admin)
+    first = client.get(reverse("console:queue") + "?sort=newest").content.decode()
+    second = client.get(reverse("console:queue") + "?sort=newest&page=2").content.decode()
+    assert first.count("over the auto-approval limit for") == 25
+    assert second.count("over the auto-approval limit for") == 2
+    assert "ask 01" in second and "ask 00" in second and "ask 01" not in first
+    shown = f"over the auto-approval limit for {world.rc.display_name}"
+    assert shown in second and reason not in second  # the class's name, not its slug
 
 
 def test_run_again_of_another_teams_workload_prefills_nothing(client, world):
