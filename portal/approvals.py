@@ -147,9 +147,7 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
         )
         for row in page.object_list
     ]
-    waiting = CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED).exclude(
-        tenant__status=Tenant.Status.ARCHIVED
-    )
+    waiting = pending_asks(QueueFilters(), now)  # unfiltered: what the filters offer
     context = {
         "page": page,
         "filters": filters,

@@ -9,9 +9,14 @@ from collections.abc import Iterable, Mapping
 from scheduler.catalog.models import ResourceClass
 
 
-def class_names() -> dict[str, str]:
-    """slug -> display name of every resource class (one query)."""
-    return {rc.slug: rc.display_name for rc in ResourceClass.objects.all()}
+def class_names(slugs: Iterable[str] | None = None) -> dict[str, str]:
+    """slug -> display name of every resource class, or of those `slugs` name (one query)."""
+    classes = (
+        ResourceClass.objects.all()
+        if slugs is None
+        else ResourceClass.objects.filter(slug__in=list(slugs))
+    )
+    return {rc.slug: rc.display_name for rc in classes}
 
 
 def readable(text: str, names: Mapping[str, str]) -> str:

@@ -20,6 +20,7 @@ from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.forms import WorkloadForm, initial_from
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import can_read_env_values, env_shown
+from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
 from tenants.views import confirm_page
@@ -37,7 +38,7 @@ def workload_list(request, slug):
     )
     page = Paginator(filtered.qs, 25).get_page(request.GET.get("page"))
     slugs = {slug for w in page for slug in (w.resources or {})}
-    names = {rc.slug: rc.display_name for rc in ResourceClass.objects.filter(slug__in=slugs)}
+    names = display.class_names(slugs)
     for w in page:  # the catalog's display names, not slugs
         w.gpu_labels = [(n, names.get(slug, slug)) for slug, n in (w.resources or {}).items()]
     return render(
@@ -192,7 +193,7 @@ def _cancel_confirm(request, workload: Workload):
         messages.error(request, f"{workload.name} is {workload.get_state_display().lower()}.")
         return redirect(back)
     held = workload.units_held()
-    names = {rc.slug: rc.display_name for rc in ResourceClass.objects.filter(slug__in=held)}
+    names = display.class_names(held)
     return confirm_page(
         request,
         title=f"Cancel {workload.name}?",
