@@ -39,8 +39,9 @@ def workload_list(request, slug):
     page = Paginator(filtered.qs, 25).get_page(request.GET.get("page"))
     slugs = {slug for w in page for slug in (w.resources or {})}
     names = display.class_names(slugs)
-    for w in page:  # the catalog's display names, not slugs
+    for w in page:  # the catalog's display names, not slugs; the reason as the detail page has it
         w.gpu_labels = [(n, names.get(slug, slug)) for slug, n in (w.resources or {}).items()]
+        w.note = presenting.state_note(w.get_state_display(), w.reason)
     return render(
         request,
         "scheduler/workload_list.html",

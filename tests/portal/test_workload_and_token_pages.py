@@ -88,6 +88,10 @@ def test_list_filters_and_cancel(client, granted, django_assert_max_num_queries)
     assert "train-7 cancelled" in response.content.decode()
     w.refresh_from_db()
     assert w.state == "cancelled"
+    Workload.objects.filter(name="serve").update(state="queued", reason="WaitingForCluster")
+    listed = client.get(url).content.decode()
+    assert "· WaitingForCluster" in listed  # a reason that says more than the state
+    assert w.reason == "Cancelled" and "· Cancelled" not in listed  # none that says it again
 
 
 @pytest.mark.cluster
