@@ -3,6 +3,7 @@ bookkeeping, and the periodic sweep of what is due."""
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
@@ -71,30 +72,77 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
-def check_destination(url: str) -> None:
+def check_destination(url: str) -> str | None:
     """A webhook goes to public addresses only: a team owner's URL must not reach the portal's
-    own network (its database, the API server, cloud metadata). NOTIFY_WEBHOOK_ALLOW_PRIVATE
-    lets a platform send to receivers inside it."""
+    own network (its database, the API server, cloud metadata). Returns the address checked,
+    which the message must then go to (a second lookup could answer otherwise: DNS
+    rebinding); None where NOTIFY_WEBHOOK_ALLOW_PRIVATE lets a platform send anywhere."""
     if settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE:
-        return
+        return None
     host = urlsplit(url).hostname or ""
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError) as exc:
         raise ConnectionError(f"cannot resolve {host!r}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    for address in addresses:
         if not address.is_global:
             raise PermanentFailure(
                 f"{host} resolves to {address}, an address inside the network: webhooks go to "
                 "public hosts (a platform admin may allow others: NOTIFY_WEBHOOK_ALLOW_PRIVATE)"
             )
+    if not addresses:
+        raise ConnectionError(f"{host!r} resolves to no address")
+    return str(addresses[0])
+
+
+def _pinned(connection_class, address: str):
+    """`connection_class` connecting to `address` whatever its host name resolves to now; TLS
+    still checks the certificate against the name and the Host header still carries it."""
+
+    class Pinned(connection_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._create_connection = lambda where, *rest: socket.create_connection(
+                (address, where[1]), *rest
+            )
+
+    return Pinned
+
+
+class _PinnedHTTP(urllib.request.HTTPHandler):
+    def __init__(self, address: str):
+        super().__init__()
+        self.address = address
+
+    def http_open(self, req):
+        return self.do_open(_pinned(http.client.HTTPConnection, self.address), req)
+
+
+class _PinnedHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, address: str):
+        super().__init__()
+        self.address = address
+
+    def https_open(self, req):
+        return self.do_open(
+            _pinned(http.client.HTTPSConnection, self.address), req, context=self._context
+        )
+
+
+def _opener(address: str | None):
+    if address is None:
+        return _OPENER
+    # No proxy from the environment: the address checked is the one connected to.
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), _NoRedirects, _PinnedHTTP(address), _PinnedHTTPS(address)
+    )
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     if not url.startswith(("https://", "http://")):  # channels are checked so; never file: etc.
         raise PermanentFailure(f"not an http(s) URL: {url[:40]!r}")
-    check_destination(url)
+    opener = _opener(check_destination(url))
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
         url,
         data=body,
@@ -103,7 +151,7 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
     )
     try:
         timeout = settings.NOTIFY_HTTP_TIMEOUT_S
-        with _OPENER.open(request, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return response.status
     except urllib.error.HTTPError as exc:
         if 300 <= exc.code < 400:

@@ -1,6 +1,8 @@
 """The notification layer's pure parts: who hears of what, signatures, secrets, backoff."""
 
 import json
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime
 
 import pytest
@@ -146,6 +148,133 @@ def test_a_receivers_redirect_is_not_followed(settings):
         url = f"http://127.0.0.1:{server.server_address[1]}/hook"
         with pytest.raises(sending.PermanentFailure, match="the receiver redirects"):
             sending._post(url, b"{}", {})
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _fake_dns(monkeypatch, answers: dict[str, str]):
+    """Name lookups answered from `answers` (a stand-in for a resolver that a receiver's owner
+    controls); every other name, and literal addresses, resolve as usual."""
+    import socket
+
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in answers:
+            return real(answers[host], port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_the_address_checked_is_the_one_a_webhook_is_sent_to(settings, monkeypatch):
+    """DNS rebinding: a name that answers a public address to the check and an inside one to
+    the connection would reach the network. The message goes to the address checked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tenants.notifications import sending
+
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = False
+    _fake_dns(monkeypatch, {"hooks.example": "8.8.8.8"})
+    assert sending.check_destination("https://hooks.example/in") == "8.8.8.8"
+
+    seen = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            seen.append(
+                (self.headers["Host"], self.rfile.read(int(self.headers["Content-Length"])))
+            )
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    # the name now answers an address where nothing listens: the pinned opener never asks
+    _fake_dns(monkeypatch, {"rebind.example": "10.255.255.1"})
+    request = urllib.request.Request(
+        f"http://rebind.example:{port}/hook", data=b'{"x": 1}', method="POST"
+    )
+    try:
+        with sending._opener("127.0.0.1").open(request, timeout=5) as response:
+            assert response.status == 204
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [(f"rebind.example:{port}", b'{"x": 1}')]  # the name kept, for TLS and Host
+
+
+def test_a_pinned_https_webhook_still_checks_the_certificate_against_the_name(
+    tmp_path, monkeypatch
+):
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from tenants.notifications import sending
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.example")])
+    always = (datetime(1970, 1, 2, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC))  # any day
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(always[0]).not_valid_after(always[1])
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("hooks.example")]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert_file, key_file)
+    server.socket = served.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    _fake_dns(monkeypatch, {"hooks.example": "10.255.255.1", "other.example": "10.255.255.1"})
+
+    def post(host: str) -> int:
+        handler = sending._PinnedHTTPS("127.0.0.1")
+        handler._context = ssl.create_default_context(cafile=str(cert_file))  # trust the receiver
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), handler)
+        request = urllib.request.Request(f"https://{host}:{port}/in", data=b"{}", method="POST")
+        with opener.open(request, timeout=5) as response:
+            return response.status
+
+    try:
+        assert post("hooks.example") == 204  # pinned, and the certificate is the name's
+        with pytest.raises(urllib.error.URLError, match="certificate|hostname"):
+            post("other.example")  # the same address under a name the certificate lacks
     finally:
         server.shutdown()
         server.server_close()
