@@ -62,9 +62,13 @@ def submit_grant_renewal(
     justification = (justification or "").strip() or f"extend grant #{grant.pk}"
     with transaction.atomic():
         locked = lock_rows(
-            pools=[grant.resource_class_id], tenant=grant.tenant_id, grants=[grant.pk]
+            pools=[grant.resource_class_id],
+            tenant=grant.tenant_id,
+            # its class read with it, and its tenant the locked row: no lazy reads in the lock
+            grants=QuotaGrant.objects.filter(pk=grant.pk).select_related("resource_class"),
         )
         tenant, grant = locked.tenant, locked.grants[0]
+        grant.tenant = tenant
         if not tenant.is_active:
             raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot extend grants")
         if grant.state != QuotaGrant.State.ACTIVE or grant.ends_at is None:
