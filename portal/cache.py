@@ -17,15 +17,10 @@ class SharedClientRedisCacheClient(RedisCacheClient):
         self._clients: dict[int, object] = {}
 
     def get_client(self, key=None, *, write=False):
-        index = self._get_connection_pool_index(write)
-        client = self._clients.get(index)
+        pool = self._get_connection_pool(write)  # Django's: made once per server, then kept
+        client = self._clients.get(id(pool))
         if client is None:
-            if index not in self._pools:  # as Django's _get_connection_pool, for this index
-                self._pools[index] = self._pool_class.from_url(
-                    self._servers[index], **self._pool_options
-                )
-            client = self._client(connection_pool=self._pools[index])
-            self._clients[index] = client
+            client = self._clients[id(pool)] = self._client(connection_pool=pool)
         return client
 
 
