@@ -107,6 +107,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     page.locator("#id_justification").fill("Fine-tune the vision model")
     expect(page.locator("#hint")).to_contain_text("free in the pool")
     expect(page.locator("#hint")).to_contain_text("Goes to the platform team")
+    expect(page.locator("#hint")).to_contain_text("2 × H100-80GB")  # htmx's update, not the first
     page.screenshot(path=SHOTS / "ask-for-capacity.png", full_page=True)
     page.get_by_role("button", name="Send request").click()
     expect(page.get_by_text("Sent to the platform team for approval.")).to_be_visible()
