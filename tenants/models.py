@@ -162,6 +162,12 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} {self.role} of {self.tenant}"
 
+    @property
+    def follows_provider(self) -> bool:
+        """The identity provider's groups decide it (at every sign-in, while group mapping is
+        on): changed or removed in the portal, it would come back at the next sign-in."""
+        return self.source == self.Source.PROVIDER and bool(settings.OIDC_GROUPS_CLAIM)
+
 
 class AutoApprovalRule(models.Model):
     """The policy envelope: asks within it are approved at once, without a platform admin."""

@@ -314,6 +314,11 @@ def member_remove(request, slug, pk):
         if not permissions.can_manage_members(request.user, membership.tenant):
             messages.error(request, "Only the team's owners remove members.")
             return redirect("team_detail", slug=slug)
+        try:
+            services.refuse_provider_managed(membership, "remove")
+        except ServiceError as exc:
+            messages.error(request, exc.detail)
+            return redirect("team_detail", slug=slug)
         return confirm_page(
             request,
             title=f"Remove {username} from {membership.tenant.name}?",

@@ -50,6 +50,7 @@ from tenants.services.tenants import (
     change_member_role,
     change_tenant_status,
     create_tenant,
+    refuse_provider_managed,
     remove_member,
     update_tenant,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "preview_capacity_request",
     "reject_capacity_request",
     "remove_channel",
+    "refuse_provider_managed",
     "remove_member",
     "renewal_decision",
     "revoke_grant",

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, InvalidTransition
 from tenants import audit
 from tenants.models import PRIORITY_CLASSES, Membership, QuotaGrant, Tenant, dns_label
 from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
@@ -201,22 +201,34 @@ def _refuse_last_owner(membership: Membership, new_role: str | None) -> None:
         )
 
 
+def refuse_provider_managed(membership: Membership, doing: str) -> None:
+    if membership.follows_provider:
+        raise InvalidTransition(
+            f"cannot {doing} {membership.user.get_username()} in {membership.tenant.slug}: the "
+            "membership comes from the identity provider's groups; change their groups there "
+            "(the portal follows at their next sign-in)"
+        )
+
+
 def change_member_role(*, actor, membership: Membership, role: str) -> Membership:
     require_role(actor, membership.tenant, OWNER_ROLES, "change roles")
     _check_role(role)
     with transaction.atomic():
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
+        refuse_provider_managed(membership, "change the role of")
         _refuse_last_owner(membership, role)
-        before = {"role": membership.role}
+        before = {"role": membership.role, "source": membership.source}
         membership.role = role
-        membership.save(update_fields=["role"])
+        # the provider no longer manages it (group mapping is off): the portal's from now on
+        membership.source = Membership.Source.LOCAL
+        membership.save(update_fields=["role", "source"])
         audit.record(
             actor=actor,
             verb="membership.changed",
             obj=membership,
             tenant=membership.tenant,
             before=before,
-            after={"role": role},
+            after={"role": role, "source": membership.source},
         )
         _notify_desired_state_changed(membership.tenant)
     return membership
@@ -226,6 +238,7 @@ def remove_member(*, actor, membership: Membership) -> None:
     require_role(actor, membership.tenant, OWNER_ROLES, "remove members")
     with transaction.atomic():
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
+        refuse_provider_managed(membership, "remove")
         _refuse_last_owner(membership, None)
         tenant = membership.tenant
         audit.record(

@@ -137,3 +137,54 @@ def test_off_or_misconfigured_mapping_changes_nothing(world, settings, sso_group
     settings.OIDC_GROUP_MAP = {}
     assert services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]}) == []
     assert not kim.memberships.exists()
+
+
+@pytest.mark.django_db
+def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_portal(
+    world, sso_groups, client, settings
+):
+    from django.urls import reverse
+
+    from core.errors import InvalidTransition
+    from tests.portal.api.conftest import bearer
+
+    kim = UserFactory(username="kim")
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
+    given = kim.memberships.get(tenant=world.tenant)
+    assert given.follows_provider
+
+    # The service, for the owner: refused (409), nothing changed, nothing audited.
+    with pytest.raises(InvalidTransition, match="change their groups there") as refused:
+        services.change_member_role(actor=world.owner, membership=given, role="owner")
+    assert refused.value.status == 409
+    with pytest.raises(InvalidTransition, match="cannot remove kim in team-a"):
+        services.remove_member(actor=world.owner, membership=given)
+    given.refresh_from_db()
+    assert (given.role, given.source) == ("member", "provider")
+    assert not AuditEvent.objects.filter(verb__in=["membership.changed", "membership.removed"])
+
+    # The team page says where it comes from and offers no change; a forged POST changes nothing.
+    client.force_login(world.owner)
+    page = client.get(reverse("team_detail", args=["team-a"])).content.decode()
+    assert "Member <small class=\"muted\">· from the identity provider's groups" in page
+    assert f'id="role-{given.pk}"' not in page
+    local = world.member.memberships.get(tenant=world.tenant)
+    assert f'id="role-{local.pk}"' in page  # a local one still can
+    client.post(reverse("tenants:member_role", args=["team-a", given.pk]), {"role": "owner"})
+    confirm = client.get(reverse("tenants:member_remove", args=["team-a", given.pk]), follow=True)
+    assert "change their groups there" in confirm.content.decode()
+    given.refresh_from_db()
+    assert given.role == "member"
+
+    # The API, for a platform admin's automation: 409 with the same words.
+    _, raw = services.issue_token(actor=world.admin, user=world.admin, name="bot", scopes=["admin"])
+    answer = bearer(raw).patch(
+        f"/api/v1/members/{given.pk}/", {"role": "viewer"}, format="json"
+    )
+    assert answer.status_code == 409 and "identity provider" in answer.json()["detail"]
+    assert bearer(raw).delete(f"/api/v1/members/{given.pk}/").status_code == 409
+
+    # With group mapping off the provider no longer manages it: the portal's from the change on.
+    settings.OIDC_GROUPS_CLAIM = ""
+    changed = services.change_member_role(actor=world.owner, membership=given, role="viewer")
+    assert (changed.role, changed.source) == ("viewer", "local")
