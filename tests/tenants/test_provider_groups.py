@@ -166,7 +166,7 @@ def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_p
     # The team page says where it comes from and offers no change; a forged POST changes nothing.
     client.force_login(world.owner)
     page = client.get(reverse("team_detail", args=["team-a"])).content.decode()
-    assert "Member <small class=\"muted\">· from the identity provider's groups" in page
+    assert 'Member <small class="muted">· from the identity provider\'s groups' in page
     assert f'id="role-{given.pk}"' not in page
     local = world.member.memberships.get(tenant=world.tenant)
     assert f'id="role-{local.pk}"' in page  # a local one still can
@@ -178,9 +178,7 @@ def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_p
 
     # The API, for a platform admin's automation: 409 with the same words.
     _, raw = services.issue_token(actor=world.admin, user=world.admin, name="bot", scopes=["admin"])
-    answer = bearer(raw).patch(
-        f"/api/v1/members/{given.pk}/", {"role": "viewer"}, format="json"
-    )
+    answer = bearer(raw).patch(f"/api/v1/members/{given.pk}/", {"role": "viewer"}, format="json")
     assert answer.status_code == 409 and "identity provider" in answer.json()["detail"]
     assert bearer(raw).delete(f"/api/v1/members/{given.pk}/").status_code == 409
 
