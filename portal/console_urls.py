@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal import approvals, console, gpu_health
+from portal import approvals, console, gpu_health, sso_console
 
 app_name = "console"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("gpu-health/nodes/<str:node>/ack/", gpu_health.gpu_health_ack, name="gpu_health_ack"),
     path("gpu-health/rules/", gpu_health.gpu_health_rule, name="gpu_health_rule_add"),
     path("gpu-health/rules/<int:pk>/", gpu_health.gpu_health_rule, name="gpu_health_rule"),
+    path("sso/", sso_console.sso, name="sso"),
     path("audit/", console.audit, name="audit"),
     path("plans/", console.plan_list, name="plan_list"),
     path("plans/new/", console.plan_create, name="plan_create"),
