@@ -117,8 +117,11 @@ class Tenant(models.Model):
         return namespace_name(self.slug, settings.TENANT_NAMESPACE_PREFIX)
 
     def owner_emails(self) -> list[str]:
-        """Its owners' addresses, each once, sorted: who hears of its grants and budget."""
-        owners = Membership.objects.filter(tenant=self, role=Membership.Role.OWNER)
+        """Its active owners' addresses, each once, sorted: who hears of its grants and budget
+        (someone whose account is deactivated has left: their mail goes nowhere)."""
+        owners = Membership.objects.filter(
+            tenant=self, role=Membership.Role.OWNER, user__is_active=True
+        )
         return sorted(set(owners.exclude(user__email="").values_list("user__email", flat=True)))
 
     _transitions = {

@@ -6,8 +6,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import sealing
 from core.errors import ServiceError
 from core.permissions import is_platform_admin, platform_admin_required
 from tenants import permissions, services
@@ -15,6 +17,20 @@ from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS
 
 LOG_LENGTH = 100
+# A new webhook's signing secret, between the POST that made it and the page it redirects to
+# (which pops it: a reload shows the page without it and cannot post the form again); sealed
+# and worthless after NEW_SECRET_DISPLAY_S, never in plain text in the session store.
+NEW_SECRET_SESSION_KEY = "new_channel_secret"
+NEW_SECRET_DISPLAY_S = 120
+
+
+def _new_secret(request, page: str) -> str | None:
+    held = request.session.pop(NEW_SECRET_SESSION_KEY, None)
+    if not isinstance(held, dict) or held.get("page") != page:
+        return None
+    return sealing.unseal(
+        held.get("sealed"), purpose=NEW_SECRET_SESSION_KEY, max_age_s=NEW_SECRET_DISPLAY_S
+    )
 
 
 def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: int = 200):
@@ -60,28 +76,33 @@ def _add(request, tenant: Tenant | None, back: str):
         )
     except ServiceError as exc:
         messages.error(request, exc.detail)
-        return _page(request, tenant, status=400)
+        return _page(request, tenant, status=exc.status)
     messages.success(request, f"Channel {channel.name} added.")
-    if secret:  # shown on this answer only, never stored in plain text nor shown again
-        return _page(request, tenant, secret=secret)
+    if secret:  # shown on the next page only, never stored in plain text nor shown again
+        sealed = sealing.seal(secret, purpose=NEW_SECRET_SESSION_KEY)
+        request.session[NEW_SECRET_SESSION_KEY] = {"page": back, "sealed": sealed}
     return redirect(back)
 
 
 @login_required
+@never_cache  # it may show a new secret: kept by no cache, nor the back button
 @require_http_methods(["GET", "POST"])
 def team_notifications(request, slug):
     tenant = get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
+    here = reverse("tenants:team_notifications", args=[slug])
     if request.method == "POST":
-        return _add(request, tenant, reverse("tenants:team_notifications", args=[slug]))
-    return _page(request, tenant)
+        return _add(request, tenant, here)
+    return _page(request, tenant, secret=_new_secret(request, here))
 
 
 @platform_admin_required
+@never_cache
 @require_http_methods(["GET", "POST"])
 def platform_notifications(request):
+    here = reverse("tenants:platform_notifications")
     if request.method == "POST":
-        return _add(request, None, reverse("tenants:platform_notifications"))
-    return _page(request, None)
+        return _add(request, None, here)
+    return _page(request, None, secret=_new_secret(request, here))
 
 
 def _channel(request, pk) -> NotificationChannel:

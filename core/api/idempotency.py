@@ -57,15 +57,18 @@ def _replay(
             f"({record.method} {record.path} with another body); use a new key"
         )
     headers = {REPLAYED_HEADER: "true"}
-    if secret_fields:
+    stored = record.response_body if isinstance(record.response_body, dict) else {}
+    withheld = [name for name in secret_fields if name not in stored]
+    if withheld:
         # The first answer held a secret that was not kept: say what was created instead of
-        # answering as if it had been (a client would take the answer for a usable one).
-        created = (record.response_body or {}).get("id")
+        # answering as if it had been (a client would take the answer for a usable one). An
+        # answer whose secret field was empty (an e-mail channel has none) replays as it was.
+        created = stored.get("id")
         return Response(
             {
                 "code": "secret_shown_once",
                 "detail": f"the first call with the Idempotency-Key {record.key!r} created "
-                f"id {created}; its {' and '.join(secret_fields)} was in that answer only and "
+                f"id {created}; its {' and '.join(withheld)} was in that answer only and "
                 "is not kept, so it cannot be sent again. If that answer was lost, revoke "
                 f"id {created} and create another with a new Idempotency-Key",
                 "errors": {},
@@ -77,11 +80,13 @@ def _replay(
 
 
 def _without(data, secret_fields: tuple):
-    """The answer as it is stored: JSON, less its secrets."""
+    """The answer as it is stored: JSON, less its secrets (a field left empty stays, so its
+    replay can be the answer itself)."""
     body = json.loads(JSONRenderer().render(data) or b"null")
     if isinstance(body, dict):
         for name in secret_fields:
-            body.pop(name, None)
+            if body.get(name) not in (None, ""):
+                body.pop(name)
     return body
 
 

@@ -178,6 +178,7 @@ CONTENT_SECURITY_POLICY = {
 }
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)  # seconds per SMTP wait: never hang
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
 
 # --- Celery ------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def _audience(name: str, tenant: Tenant | None, person) -> list[str]:
             is_active=True,
         )
         return _emails(admins.exclude(email="").distinct())
-    if audience == Audience.PERSON and person is not None:
+    if audience == Audience.PERSON and person is not None and person.is_active:
         return _emails([person])
     return []
 

@@ -72,6 +72,23 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global address, also for the IPv6 forms that carry an IPv4 one (mapped, 6to4, NAT64,
+    compatible): `::ffff:10.0.0.1` or `64:ff9b::a9fe:a9fe` reach the inside as the IPv4 would."""
+    if not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        packed = address.packed
+        embedded = [address.ipv4_mapped, address.sixtofour]
+        if address in _NAT64 or packed[:12] == bytes(12):
+            embedded.append(ipaddress.IPv4Address(packed[12:]))
+        return all(v4 is None or v4.is_global for v4 in embedded)
+    return True
+
+
 def check_destination(url: str) -> str | None:
     """A webhook goes to public addresses only: a team owner's URL must not reach the portal's
     own network (its database, the API server, cloud metadata). Returns the address checked,
@@ -86,10 +103,13 @@ def check_destination(url: str) -> str | None:
         raise ConnectionError(f"cannot resolve {host!r}: {exc}") from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     for address in addresses:
-        if not address.is_global:
+        if not is_public(address):
+            # the address stays in the server's log: teams read the delivery's error, and the
+            # network's inside is not theirs to map
+            log.warning("webhook host %s resolves to %s, inside the network", host, address)
             raise PermanentFailure(
-                f"{host} resolves to {address}, an address inside the network: webhooks go to "
-                "public hosts (a platform admin may allow others: NOTIFY_WEBHOOK_ALLOW_PRIVATE)"
+                f"{host} resolves to an address inside the network: webhooks go to public "
+                "hosts (a platform admin may allow others: NOTIFY_WEBHOOK_ALLOW_PRIVATE)"
             )
     if not addresses:
         raise ConnectionError(f"{host!r} resolves to no address")
@@ -163,6 +183,8 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
         raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
         raise ConnectionError(str(exc.reason)) from None
+    except http.client.HTTPException as exc:  # a malformed answer (status line, headers)
+        raise ConnectionError(f"the receiver's answer is not HTTP: {type(exc).__name__}") from None
 
 
 def _send(delivery: NotificationDelivery, now: datetime) -> int | None:
@@ -186,9 +208,16 @@ def _send(delivery: NotificationDelivery, now: datetime) -> int | None:
     return _post(channel.target, body, headers)
 
 
+def lease_seconds() -> float:
+    """How long a claimed delivery is left to its worker: longer than any one send can take
+    (each socket wait is bounded by the HTTP or e-mail timeout, and a send has few of them)."""
+    return max(300.0, 10 * max(settings.NOTIFY_HTTP_TIMEOUT_S, settings.EMAIL_TIMEOUT or 0))
+
+
 def _claim(delivery_id: int, now: datetime) -> NotificationDelivery | None:
     """Take a due delivery for one attempt (a short transaction, no lock held while sending):
-    its next attempt moves a lease ahead, so a second worker or the sweep leaves it alone."""
+    its next attempt moves a lease ahead, so a second worker or the sweep leaves it alone.
+    The lease runs from the clock, not from `now` (a long sweep's start)."""
     with transaction.atomic():
         delivery = (
             NotificationDelivery.objects.select_for_update(skip_locked=True, of=("self",))
@@ -199,7 +228,7 @@ def _claim(delivery_id: int, now: datetime) -> NotificationDelivery | None:
         if delivery is None:
             return None
         delivery.attempts += 1
-        delivery.next_attempt_at = now + timedelta(seconds=settings.NOTIFY_HTTP_TIMEOUT_S * 3)
+        delivery.next_attempt_at = max(now, timezone.now()) + timedelta(seconds=lease_seconds())
         delivery.save(update_fields=["attempts", "next_attempt_at"])
     return delivery
 
@@ -223,6 +252,9 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> Outcome | None:
         error = f"{type(exc).__name__}: {exc}"
     except ValueError as exc:  # a secret that no longer decrypts: nothing a retry can fix
         error, permanent = str(exc), True
+    except Exception as exc:  # anything else still counts as a try, so the limit holds
+        log.exception("notification %s: sending failed unexpectedly", delivery.pk)
+        error = f"{type(exc).__name__}: {exc}"
     finished = timezone.now()
     update: dict = {"last_error": error[:2000], "response_status": status}
     if not error:
@@ -236,7 +268,14 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> Outcome | None:
         wait = backoff(delivery.attempts)
         update.update(next_attempt_at=finished + timedelta(seconds=wait))
         outcome = Outcome(State.PENDING, retry_in=wait)
-    NotificationDelivery.objects.filter(pk=delivery.pk).update(**update)
+    # Only while the row is still this attempt's: one that outlived its lease was claimed again,
+    # and that attempt's result is the one to keep.
+    if not NotificationDelivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts).update(
+        **update
+    ):
+        log.warning(
+            "notification %s: attempt %s outlived its lease", delivery.pk, delivery.attempts
+        )
     return outcome
 
 
@@ -247,6 +286,9 @@ def deliver_due(*, now: datetime | None = None, limit: int = 200) -> int:
     due = NotificationDelivery.objects.filter(state=State.PENDING, next_attempt_at__lte=now)
     attempted = 0
     for delivery_id in list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit]):
-        if deliver(delivery_id, now=now) is not None:
-            attempted += 1
+        try:
+            if deliver(delivery_id, now=now) is not None:
+                attempted += 1
+        except Exception:  # one delivery's trouble (its row, the database) never ends the sweep
+            log.exception("notification %s: the sweep could not deliver it", delivery_id)
     return attempted

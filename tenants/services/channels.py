@@ -16,14 +16,34 @@ from tenants import audit
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS, signing
 from tenants.notifications.dispatch import enqueue
+from tenants.notifications.sending import is_public
 from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
 
 Kind = NotificationChannel.Kind
 CHANNEL_FIELDS = ["kind", "name", "target", "events", "active"]
 
 
+TARGET_MAX: int = NotificationChannel._meta.get_field("target").max_length or 500
+NAME_MAX: int = NotificationChannel._meta.get_field("name").max_length or 80
+
+
+def _no_control_characters(value: str, field: str) -> None:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInput(f"the {field} has control characters; type it plainly", field=field)
+
+
 def _check_target(kind: str, target: str) -> str:
-    target = (target or "").strip()
+    target = _check_target_form(kind, (target or "").strip())
+    if len(target) > TARGET_MAX:  # checked as stored (addresses are re-joined with spaces)
+        raise InvalidInput(
+            f"the target may be at most {TARGET_MAX} characters; it has {len(target)}",
+            field="target",
+        )
+    return target
+
+
+def _check_target_form(kind: str, target: str) -> str:
+    _no_control_characters(target, "target")
     if kind == Kind.EMAIL:
         addresses = [a.strip() for a in target.split(",") if a.strip()]
         if not addresses:
@@ -58,7 +78,7 @@ def _inside_the_network(host: str) -> bool:
     if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(".local"):
         return True
     try:
-        return not ipaddress.ip_address(host).is_global
+        return not is_public(ipaddress.ip_address(host))
     except ValueError:
         return False
 
@@ -75,7 +95,10 @@ def _check_events(events: list[str] | None) -> list[str]:
 
 def _require_manager(actor, tenant: Tenant | None, doing: str) -> None:
     if tenant is None:
-        require_platform_admin(actor, f"{doing} the platform team's channels")
+        # `doing` is e.g. "add notification channels": name the platform's, and a team's way
+        require_platform_admin(
+            actor, f"{doing} for the platform team (for your team's, give its tenant slug)"
+        )
     else:
         require_role(actor, tenant, OWNER_ROLES, doing)
 
@@ -97,6 +120,9 @@ def create_channel(
     name = (name or "").strip()
     if not name:
         raise InvalidInput("give the channel a name", field="name")
+    _no_control_characters(name, "name")
+    if len(name) > NAME_MAX:
+        raise InvalidInput(f"the name may be at most {NAME_MAX} characters", field="name")
     target = _check_target(kind, target)
     events = _check_events(events)
     secret = signing.new_secret() if kind == Kind.WEBHOOK else None
@@ -104,7 +130,7 @@ def create_channel(
         channel = NotificationChannel.objects.create(
             tenant=tenant,
             kind=kind,
-            name=name[:80],
+            name=name,
             target=target,
             events=events,
             secret_encrypted=signing.encrypt_secret(secret) if secret else "",

@@ -2,6 +2,7 @@
 Celery worker on the tests' Redis broker, PostgreSQL. Sent after commit, retried with backoff,
 signed, never blocking the request that caused them; the delivery log in the API and pages."""
 
+import json
 import socket
 import time
 from collections import deque
@@ -362,7 +363,12 @@ def test_the_pages_show_channels_and_the_delivery_log(world, settings):
     added = owner.post(
         url, {"kind": "webhook", "name": "hook", "target": "https://h.example/x", "events": []}
     )
-    assert added.status_code == 200 and b"whsec_" in added.content  # shown this once
+    assert added.status_code == 302 and added.url == url  # a reload cannot add it twice
+    stored = dict(owner.session.items())  # what the session store holds for the next page
+    assert "new_channel_secret" in stored and "whsec_" not in json.dumps(stored)  # sealed
+    shown = owner.get(url)
+    assert b"whsec_" in shown.content  # shown this once
+    assert "no-store" in shown["Cache-Control"]
     assert b"whsec_" not in owner.get(url).content
     owner.post(
         url, {"kind": "slack", "name": "chat", "target": "https://hooks.slack.com/services/T/B/k3y"}
@@ -379,6 +385,8 @@ def test_the_pages_show_channels_and_the_delivery_log(world, settings):
     viewer = Client()
     viewer.force_login(world.viewer)
     assert b"Add a channel" not in viewer.get(url).content
+    forged = viewer.post(url, {"kind": "webhook", "name": "x", "target": "https://h.example/y"})
+    assert forged.status_code == 403  # forbidden, and said so
     outsider = Client()
     outsider.force_login(world.outsider)
     assert outsider.get(url).status_code == 404
@@ -399,14 +407,145 @@ def test_a_team_sees_its_own_deliveries_not_the_platform_teams(world):
         )
     notify("capacity_request.submitted", world.tenant, subject="ask #1", text="waits")
     rows = NotificationDelivery.objects.filter(tenant=world.tenant)
-    assert {r.channel.name if r.channel else "mail" for r in rows} >= {"platform-ops", "team-chat"}
+    # the team's rows: both channels, and the mail to the approvers
+    assert sorted(r.channel.name if r.channel else "mail" for r in rows) == [
+        "mail",
+        "platform-ops",
+        "team-chat",
+    ]
     seen = NotificationDelivery.objects.visible_to(world.member)
     assert [r.channel.name for r in seen] == ["team-chat"]  # no platform channel, no admin mail
     assert NotificationDelivery.objects.visible_to(world.admin).count() == rows.count()
     page = Client()
     page.force_login(world.owner)
     body = page.get(f"/teams/{world.tenant.slug}/notifications/").content.decode()
-    assert "team-chat" in body and "platform-ops" not in body and "admin@example.com" not in body
+    assert "team-chat" in body and "platform-ops" not in body
+    assert "e-mail to" not in body  # the approvers' mail is not listed
     api = session(world.member).get("/api/v1/notification-deliveries/")
-    names = [r.get("channel_name") or r.get("channel") for r in api.json()["results"]]
-    assert len(names) == 1
+    assert [r["channel"] for r in api.json()["results"]] == ["team-chat"]
+
+
+def _garbage_receiver():
+    """A receiver whose answer is not HTTP (a wrong port, a broken proxy)."""
+    import socketserver
+    import threading
+
+    class Garbage(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.recv(65536)
+            self.request.sendall(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Garbage)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.django_db
+def test_a_receiver_that_answers_garbage_is_retried_then_failed_and_the_sweep_goes_on(
+    world, fast_retries, receiver
+):
+    server = _garbage_receiver()
+    try:
+        port = server.server_address[1]
+        for name, target in (("broken", f"http://127.0.0.1:{port}/x"), ("fine", receiver.url)):
+            NotificationChannel.objects.create(
+                tenant=world.tenant, kind="webhook", name=name, target=target,
+                secret_encrypted=signing.encrypt_secret(signing.new_secret()),
+            )  # fmt: skip
+        with transaction.atomic():
+            notify("grant.expired", world.tenant, subject="s", text="t")
+        later, tries = timezone.now(), 3  # fast_retries' NOTIFY_MAX_ATTEMPTS
+        for _ in range(tries):
+            later += timedelta(hours=1)
+            deliver_due(now=later)
+        broken = NotificationDelivery.objects.get(channel__name="broken")
+        fine = NotificationDelivery.objects.get(channel__name="fine")
+        assert (broken.state, broken.attempts) == ("failed", tries)
+        assert "not HTTP" in broken.last_error
+        assert fine.state == "sent" and len(receiver.received) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.django_db
+def test_a_claimed_delivery_is_left_to_its_worker_for_a_lease_from_the_clock(world):
+    from tenants.notifications import sending
+
+    with transaction.atomic():
+        notify("grant.expired", world.tenant, subject="s", text="t")
+    long_ago = timezone.now() - timedelta(days=1)  # a sweep that started long ago
+    NotificationDelivery.objects.update(next_attempt_at=long_ago - timedelta(minutes=1))
+    row = NotificationDelivery.objects.get()
+    claimed = sending._claim(row.pk, long_ago)
+    assert claimed is not None and claimed.attempts == 1
+    assert claimed.next_attempt_at >= timezone.now() + timedelta(seconds=290)
+    assert sending._claim(row.pk, timezone.now()) is None  # another worker leaves it alone
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("name", "target", "message"),
+    [
+        ("ops\x00", "https://hooks.example/in", "control characters"),
+        ("ops", "https://hooks.example/\x00in", "control characters"),
+        ("ops", "https://hooks.example/" + "a" * 600, "at most 500 characters"),
+        ("o" * 81, "https://hooks.example/in", "at most 80 characters"),
+        ("ops", ",".join(f"p{i}@example.com" for i in range(40)), "at most 500 characters"),
+    ],
+)
+def test_a_channel_with_control_characters_or_too_long_is_a_400_and_adds_nothing(
+    world, name, target, message
+):
+    kind = "email" if "@" in target else "webhook"
+    with pytest.raises(InvalidInput, match=message):
+        services.create_channel(actor=world.owner, tenant=world.tenant, kind=kind, name=name,
+                                target=target)  # fmt: skip
+    page = Client()
+    page.force_login(world.owner)
+    url = f"/teams/{world.tenant.slug}/notifications/"
+    answer = page.post(url, {"kind": kind, "name": name, "target": target})
+    assert answer.status_code == 400 and message in answer.content.decode()
+    api = session(world.owner).post(
+        "/api/v1/notification-channels/",
+        {"tenant": "team-a", "kind": kind, "name": name, "target": target},
+        format="json",
+    )
+    assert api.status_code == 400
+    assert not NotificationChannel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_name_that_resolves_inside_is_refused_without_telling_the_team_the_address(
+    world, settings, monkeypatch
+):
+    import socket as socket_module
+
+    real = socket_module.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        return real("10.1.2.3" if host == "db.corp.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket_module, "getaddrinfo", getaddrinfo)
+    settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = False
+    channel, _ = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="in",
+        target="https://db.corp.example/hook",
+    )  # fmt: skip
+    with transaction.atomic():
+        notify("grant.expired", world.tenant, subject="s", text="t")
+    deliver_due()
+    row = NotificationDelivery.objects.get(channel=channel)
+    assert row.state == "failed" and "inside the network" in row.last_error
+    assert "10.1.2.3" not in row.last_error  # the inside is not the team's to map
+
+
+@pytest.mark.django_db
+def test_people_who_left_get_no_mail(world):
+    world.owner.email = "owner@example.com"
+    world.owner.save()
+    assert world.tenant.owner_emails() == ["owner@example.com"]
+    world.owner.is_active = False
+    world.owner.save()
+    assert world.tenant.owner_emails() == []

@@ -278,3 +278,24 @@ def test_a_pinned_https_webhook_still_checks_the_certificate_against_the_name(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("8.8.8.8", True),
+        ("2606:4700:4700::1111", True),
+        ("10.0.0.1", False),
+        ("::ffff:10.0.0.1", False),  # IPv4-mapped
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of 169.254.169.254, the cloud's metadata
+        ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+        ("::127.0.0.1", False),  # IPv4-compatible
+        ("::1", False),
+    ],
+)
+def test_an_ipv6_address_that_carries_an_inside_ipv4_one_is_not_public(address, public):
+    import ipaddress
+
+    from tenants.notifications.sending import is_public
+
+    assert is_public(ipaddress.ip_address(address)) is public

@@ -67,6 +67,27 @@ def test_creates_without_secrets_still_replay_their_first_answer(api, world):
     assert again.json() == first.json()
 
 
+def test_a_create_whose_secret_field_was_empty_replays_and_one_with_a_secret_does_not(world):
+    client = session(world.owner)
+
+    def add(kind, target, key):
+        body = {"tenant": "team-a", "kind": kind, "name": f"{kind}-ch", "target": target}
+        return client.post(
+            "/api/v1/notification-channels/", body, format="json", HTTP_IDEMPOTENCY_KEY=key
+        )
+
+    first = add("email", "ops@example.com", "mail-1")
+    again = add("email", "ops@example.com", "mail-1")
+    assert first.status_code == again.status_code == 201  # no secret: the same answer again
+    assert again.json() == first.json() and again.json()["secret"] is None
+    hooked = add("webhook", "https://hooks.example/in", "hook-1")
+    assert hooked.status_code == 201 and hooked.json()["secret"].startswith("whsec_")
+    retried = add("webhook", "https://hooks.example/in", "hook-1")
+    assert retried.status_code == 409 and retried.json()["code"] == "secret_shown_once"
+    assert hooked.json()["secret"] not in retried.content.decode()
+    assert "its secret was in that answer only" in retried.json()["detail"]
+
+
 def test_records_older_than_the_ttl_are_purged_by_the_beat_task(world, settings):
     settings.IDEMPOTENCY_KEY_TTL_HOURS = 24
     client = session(world.member)
