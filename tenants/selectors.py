@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants.models import QuotaGrant, Tenant
+from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
 
 def effective_quotas(
@@ -92,12 +92,25 @@ def quota_lines(tenant: Tenant) -> list[QuotaLine]:
     return quota_lines_for([tenant.pk])[tenant.pk]
 
 
+# A renewal's states once it was granted (it moved its grant's end).
+RENEWAL_GRANTED = (CapacityRequest.State.APPROVED, CapacityRequest.State.PROVISIONED)
+
+
+def auto_renewed_grant_ids():
+    """Grants whose end an auto-approved renewal moved (a subquery)."""
+    return CapacityRequest.objects.filter(
+        auto_approved=True, state__in=RENEWAL_GRANTED, extends__isnull=False
+    ).values("extends_id")
+
+
 def auto_approved_units(tenant: Tenant, now: datetime | None = None) -> dict[str, int]:
     """resource class slug -> units the tenant holds (now or later) in grants that came from
-    auto-approved requests: what the auto-approval envelope bounds, together with a new ask."""
+    auto-approved requests, or that auto-approved renewals kept going: what the auto-approval
+    envelope bounds, together with a new ask."""
     rows = (
         QuotaGrant.objects.holding(now)
-        .filter(tenant=tenant, request__auto_approved=True)
+        .filter(tenant=tenant)
+        .filter(Q(request__auto_approved=True) | Q(pk__in=auto_renewed_grant_ids()))
         .values("resource_class__slug")
         .annotate(total=Sum("amount"))
     )

@@ -112,9 +112,13 @@ def expire_grants(*, now: datetime | None = None) -> int:
     for pk, tenant_id, request_id in ((g.pk, g.tenant_id, g.request_id) for g in due):
         with transaction.atomic():
             locked = lock_rows(tenant=tenant_id, request=request_id, grants=[pk])
-            if not locked.grants or locked.grants[0].state != QuotaGrant.State.ACTIVE:
+            grant = locked.grants[0] if locked.grants else None
+            # Looked at again under the locks: a renewal approved meanwhile moved its end.
+            if grant is None or grant.state != QuotaGrant.State.ACTIVE:
                 continue
-            grant, request = locked.grants[0], locked.request_row
+            if grant.ends_at is None or grant.ends_at > now:
+                continue
+            request = locked.request_row
             grant.tenant = locked.tenant
             grant.request = request
             before = audit.snapshot(grant, GRANT_FIELDS)

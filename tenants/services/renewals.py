@@ -13,26 +13,47 @@ from core.errors import InvalidInput, InvalidTransition
 from tenants import audit, policy
 from tenants.models import AutoApprovalRule, CapacityRequest, CapacityRequestItem, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
-from tenants.selectors import auto_approved_units
+from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
 from tenants.services._common import REQUEST_FIELDS
 from tenants.services.locks import lock_rows
 from tenants.services.requests import _approve_locked, notify_submitted
 
 
+def automatic_since(grant: QuotaGrant) -> datetime | None:
+    """Since when the grant's time has been given without a person deciding: the end a
+    platform admin last approved (the grant's first end, or a renewal they approved), or the
+    grant's start when an auto-approved ask made it. The policy bounds this whole stretch, so
+    renewals one after another cannot keep a grant going without end."""
+    renewals = list(
+        grant.renewals.filter(state__in=RENEWAL_GRANTED)
+        .order_by("ends_at")
+        .values("starts_at", "ends_at", "auto_approved")
+    )
+    decided = [r["ends_at"] for r in renewals if not r["auto_approved"]]
+    if decided:
+        return decided[-1]
+    if grant.request is not None and grant.request.auto_approved:
+        return grant.starts_at
+    return renewals[0]["starts_at"] if renewals else grant.ends_at
+
+
 def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> policy.Decision:
-    """The policy's answer to extending `grant` to `ends_at`: the extension (from the grant's
-    end to the new one) must fit the class's envelope in length, and the grant's units, with
-    what else the team holds through auto-approval, in amount. The grant itself is not counted
-    twice when it came from an auto-approved ask."""
+    """The policy's answer to extending `grant` to `ends_at`: the time given without a person
+    deciding (`automatic_since` to the new end) must fit the class's envelope in length, and
+    the grant's units, with what else the team holds through auto-approval, in amount. The
+    grant itself is not counted twice when it is among those."""
     rule = AutoApprovalRule.objects.filter(resource_class_id=grant.resource_class_id).first()
     slug = grant.resource_class.slug
     envelopes = {slug: policy.Envelope(rule.max_amount, rule.max_duration_hours)} if rule else {}
     held = dict(auto_approved_units(grant.tenant, now))
-    if grant.request is not None and grant.request.auto_approved:
+    counted = (grant.request is not None and grant.request.auto_approved) or grant.renewals.filter(
+        auto_approved=True, state__in=RENEWAL_GRANTED
+    ).exists()
+    if counted:
         held[slug] = max(0, held.get(slug, 0) - grant.amount)
     return policy.evaluate(
         [policy.AskedItem(slug, grant.amount, grant.resource_class.gpu_fraction)],
-        starts_at=grant.ends_at or now,
+        starts_at=automatic_since(grant) or now,
         ends_at=ends_at,
         envelopes=envelopes,
         held=held,

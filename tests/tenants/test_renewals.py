@@ -13,6 +13,7 @@ from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
 from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.notifications import deliver_due
+from tenants.selectors import auto_approved_units
 from tests.portal.api.conftest import bearer
 from tests.race import race
 from tests.tenants.factories import (
@@ -256,3 +257,90 @@ def test_a_renewal_and_new_asks_racing_for_the_last_units_never_overcommit():
     assert grant.ends_at == now + timedelta(days=9)
     assert _holding(rc) == 6  # exactly the pool, never more
     assert QuotaGrant.objects.filter(tenant=tenant).count() == 1
+
+
+@pytest.mark.django_db
+def test_renewals_one_after_another_cannot_keep_a_grant_without_a_person_deciding(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
+    grant = _grant(world)
+    first_end = grant.ends_at
+    first = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=first_end + timedelta(hours=48)
+    )
+    assert first.auto_approved  # 48 h given without a person: inside the 72 h
+    grant.refresh_from_db()
+    second = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=48)
+    )
+    # 96 h since the end a person approved: beyond the envelope, so a platform admin decides
+    assert second.state == CapacityRequest.State.SUBMITTED and not second.auto_approved
+    assert any("longer than the 72 h" in r for r in second.policy_reasons)
+    services.approve_capacity_request(actor=world.admin, request=second, comment="ok")
+    grant.refresh_from_db()
+    third = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=24)
+    )
+    assert third.auto_approved  # counted again from the end the admin approved
+
+
+@pytest.mark.django_db
+def test_units_kept_by_an_automatic_renewal_count_against_the_envelope(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
+    grant = _grant(world, amount=4)  # decided by a person: not automatic
+    renewal = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=24)
+    )
+    assert renewal.auto_approved
+    assert auto_approved_units(world.tenant) == {world.rc.slug: 4}
+    now = timezone.now()
+    ask = services.submit_capacity_request(
+        actor=world.member, tenant=world.tenant, items={world.rc.slug: 4},
+        starts_at=now, ends_at=now + timedelta(hours=24), justification="more",
+    )  # fmt: skip
+    assert ask.state == CapacityRequest.State.SUBMITTED  # 4 + 4 is beyond the 4 automatic
+    assert any("holds 4 approved automatically" in r for r in ask.policy_reasons)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_expiry_job_never_ends_a_grant_a_renewal_moved_while_it_waited():
+    """The job finds a grant due without a lock, then waits for the tenant's lock that an
+    approval holds; the approval moves the end. Under the lock the job looks again and leaves
+    the grant running."""
+    import threading
+    import time
+
+    from django.db import transaction
+
+    from tenants.services.locks import lock_rows
+    from tests.tenants.factories import (
+        PoolFactory,
+        QuotaGrantFactory,
+        ResourceClassFactory,
+        TenantFactory,
+    )
+
+    rc = ResourceClassFactory(slug="h100-renew-race")
+    PoolFactory(resource_class=rc, capacity=8)
+    tenant = TenantFactory(slug="race-team")
+    now = timezone.now()
+    grant = QuotaGrantFactory(
+        tenant=tenant, resource_class=rc, amount=1,
+        starts_at=now - timedelta(days=1), ends_at=now - timedelta(seconds=1),
+    )  # fmt: skip
+    holding = threading.Event()
+
+    def approval_moving_the_end():
+        with transaction.atomic():
+            lock_rows(tenant=tenant.pk)
+            holding.set()
+            time.sleep(1.0)  # the job has listed the grant as due by now and waits here
+            QuotaGrant.objects.filter(pk=grant.pk).update(ends_at=now + timedelta(days=2))
+        return "moved"
+
+    def expiry_job():
+        holding.wait(10)
+        return services.expire_grants(now=now)
+
+    assert race([approval_moving_the_end, expiry_job]) == ["moved", 0]
+    grant.refresh_from_db()
+    assert grant.state == QuotaGrant.State.ACTIVE and grant.ends_at == now + timedelta(days=2)
