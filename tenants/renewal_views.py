@@ -5,25 +5,31 @@ from datetime import datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
-from core.errors import ServiceError
+from core.errors import InvalidInput, ServiceError
+from core.filters import OUT_OF_RANGE, to_utc
 from tenants import permissions, services
 from tenants.models import QuotaGrant
 
 
 def _parse_end(raw: str) -> datetime | None:
-    """A datetime-local value (`2027-01-31T18:00`) in the portal's time zone, or None."""
+    """A datetime-local value (`2027-01-31T18:00`) in the portal's time zone, or None; in UTC,
+    so an offset PostgreSQL refuses (beyond ±15:59) or a year past 9999 is an InvalidInput."""
     try:
         value = parse_datetime((raw or "").strip())
     except ValueError:
         return None
     if value is not None and timezone.is_naive(value):
         value = timezone.make_aware(value)
-    return value
+    try:
+        return to_utc(value)
+    except ValidationError:
+        raise InvalidInput(OUT_OF_RANGE, field="ends_at") from None
 
 
 @login_required
@@ -36,8 +42,8 @@ def grant_extend(request, pk):
     may_extend = permissions.can_ask(request.user, grant.tenant)
     error, status = "", 200
     if request.method == "POST":  # the service says who may, and what is wrong
-        ends_at = _parse_end(request.POST.get("ends_at", ""))
         try:
+            ends_at = _parse_end(request.POST.get("ends_at", ""))
             renewal = services.submit_grant_renewal(
                 actor=request.user,
                 grant=grant,
@@ -59,8 +65,11 @@ def grant_extend(request, pk):
     suggested_end: datetime | None = None
     decision = None
     if grant.ends_at and grant.state == QuotaGrant.State.ACTIVE:
-        suggested_end = grant.ends_at + (grant.ends_at - grant.starts_at)
-        if may_extend:
+        try:
+            suggested_end = grant.ends_at + (grant.ends_at - grant.starts_at)
+        except OverflowError:  # a grant ending near year 9999: no end to suggest
+            suggested_end = None
+        if may_extend and suggested_end is not None:
             decision = services.renewal_decision(grant, suggested_end, timezone.now())
     return render(
         request,

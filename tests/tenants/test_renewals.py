@@ -2,7 +2,7 @@
 approved at once, otherwise queued; approval moves the same grant's end (no gap, nothing
 counted twice); concurrent approvals never overcommit."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import mail
@@ -215,6 +215,33 @@ def test_the_grant_page_has_an_extend_button_for_members(world):
     outsider = Client()
     outsider.force_login(world.outsider)
     assert outsider.get(f"/grants/{grant.pk}/extend/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_extend_form_takes_any_offset_in_utc_and_refuses_one_out_of_range(world):
+    grant = _grant(world)
+    member = Client()
+    member.force_login(world.member)
+    url = f"/grants/{grant.pk}/extend/"
+    far = member.post(url, {"ends_at": "9999-12-31T23:00-05:00"})  # past year 9999 in UTC
+    assert far.status_code == 400 and "out of range" in far.content.decode()
+    assert not CapacityRequest.objects.filter(extends=grant).exists()
+    # an offset PostgreSQL itself refuses (beyond ±15:59) is read as the instant it names
+    end = grant.ends_at + timedelta(days=3)
+    odd = end.astimezone(timezone.get_fixed_timezone(19 * 60 + 48))
+    answer = member.post(url, {"ends_at": odd.strftime("%Y-%m-%dT%H:%M:%S+19:48")})
+    assert answer.status_code == 302
+    renewal = CapacityRequest.objects.get(extends=grant)
+    assert renewal.ends_at == end.replace(microsecond=0)
+
+
+@pytest.mark.django_db
+def test_a_grant_ending_near_the_last_year_has_a_page_without_a_suggestion(world):
+    grant = _grant(world)
+    QuotaGrant.objects.filter(pk=grant.pk).update(ends_at=datetime(9999, 6, 1, tzinfo=UTC))
+    member = Client()
+    member.force_login(world.member)
+    assert member.get(f"/grants/{grant.pk}/extend/").status_code == 200
 
 
 @pytest.mark.django_db(transaction=True)
