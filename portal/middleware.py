@@ -3,6 +3,7 @@ import re
 from django.urls import get_script_prefix, resolve, reverse
 
 from core.request_context import new_request_id, set_request_id
+from tenants import audit
 
 # Accept a caller's id (a load balancer's or a CI job's) only when it looks like one.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
@@ -19,10 +20,14 @@ class RequestIdMiddleware:
         request_id = incoming if _SAFE_ID.match(incoming) else new_request_id()
         request.request_id = request_id
         set_request_id(request_id)
+        # A token's name labels this request's audit rows only when the API's permission check
+        # names it now: never one left from an earlier request on this thread with the same id.
+        audit.act_through_token(None)
         try:
             response = self.get_response(request)
         finally:
             set_request_id(None)
+            audit.act_through_token(None)
         response["X-Request-ID"] = request_id
         return response
 

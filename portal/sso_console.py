@@ -10,9 +10,8 @@ from django.conf import settings
 from django.shortcuts import render
 
 from core.permissions import platform_admin_required
-from tenants.group_mapping import MappingError, desired_from_groups
+from tenants.group_mapping import MappingError, desired_from_groups, mapping_from_settings
 from tenants.models import AuditEvent, Membership, Tenant
-from tenants.services.provider_groups import mapping_from_settings
 
 _SEPARATORS = re.compile(r"[\s,]+")
 MAX_TRIED_GROUPS = 200  # a dry run reads at most this many groups (a pasted claim, not a dump)
@@ -25,7 +24,10 @@ def sso(request):
         mapping = mapping_from_settings()
     except MappingError as exc:
         error = str(exc)
-    known = set(Tenant.objects.values_list("slug", flat=True))
+    # as sign-in counts them: an archived team takes no one
+    known = set(
+        Tenant.objects.exclude(status=Tenant.Status.ARCHIVED).values_list("slug", flat=True)
+    )
     entries = [
         (group, [(tenant, role, tenant in known) for tenant, role in targets])
         for group, targets in sorted((mapping.by_group if mapping else {}).items())
@@ -40,6 +42,10 @@ def sso(request):
             "platform_admin": desired.platform_admin and bool(mapping.admin_groups),
             "unmatched": desired.unmatched,
         }
+    recent = list(AuditEvent.objects.filter(verb__startswith="sso.").order_by("-created_at")[:20])
+    for event in recent:  # a refused sign-in has no account: the name it came with
+        after = event.after if isinstance(event.after, dict) else {}
+        event.who = event.object_repr or str(after.get("username", ""))
     context = {
         "on": bool(settings.OIDC_GROUPS_CLAIM),
         "claim": settings.OIDC_GROUPS_CLAIM,
@@ -52,6 +58,6 @@ def sso(request):
         "from_provider": Membership.objects.filter(source=Membership.Source.PROVIDER).count(),
         "typed": typed,
         "outcome": outcome,
-        "recent": AuditEvent.objects.filter(verb__startswith="sso.").order_by("-created_at")[:20],
+        "recent": recent,
     }
     return render(request, "console/sso.html", context)

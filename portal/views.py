@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
 from scheduler.cluster.models import TenantSyncState
+from scheduler.cluster.reconcile import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
 from tenants import permissions
@@ -130,6 +131,11 @@ def team_detail(request, slug):
         .select_related("user")
         .order_by("role", "user__username"),
         "roles": Membership.Role.choices,
+        # groups bound in the namespace as they are: anyone in them has that role there
+        "provider_groups": [
+            (f"{settings.KUBE_GROUP_PREFIX}{group}", role)
+            for group, role in sorted(provider_groups_by_tenant().get(tenant.slug, []))
+        ],
         "member_form": member_form_for(request),
         "health_notices": health_selectors.team_notices(tenant),
     }

@@ -52,6 +52,13 @@ def parse_mapping(
     admin_groups: Iterable[str] = (),
 ) -> GroupMapping:
     """The settings' mapping, checked: a bad entry is an error with what to write instead."""
+    if group_map is not None and not isinstance(group_map, Mapping):
+        raise MappingError(
+            f"the group map must be a JSON object, not {type(group_map).__name__}: write "
+            '{"group": "tenant-slug:role"}'
+        )
+    if isinstance(admin_groups, str):
+        admin_groups = [admin_groups]
     by_group: dict[str, tuple[tuple[str, str], ...]] = {}
     for group, target in (group_map or {}).items():
         targets = target if isinstance(target, list | tuple) else [target]
@@ -126,3 +133,28 @@ def membership_changes(
         if tenant not in desired:
             changes.append(Change(tenant, "remove", None, before=held))
     return changes
+
+
+def mapping_from_settings() -> GroupMapping:
+    """The mapping the settings say (OIDC_GROUP_MAP, OIDC_GROUP_TENANT_PATTERN,
+    OIDC_PLATFORM_ADMIN_GROUPS); MappingError when they are malformed."""
+    from django.conf import settings  # the functions above stay usable without Django
+
+    return parse_mapping(
+        settings.OIDC_GROUP_MAP,
+        settings.OIDC_GROUP_TENANT_PATTERN,
+        settings.OIDC_PLATFORM_ADMIN_GROUPS,
+    )
+
+
+def mapping_in_force() -> GroupMapping | None:
+    """The mapping sign-in applies: None while group mapping is off (no OIDC_GROUPS_CLAIM) or
+    its settings are malformed (sign-in then changes nothing)."""
+    from django.conf import settings
+
+    if not settings.OIDC_GROUPS_CLAIM:
+        return None
+    try:
+        return mapping_from_settings()
+    except MappingError:
+        return None

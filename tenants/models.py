@@ -168,8 +168,11 @@ class Membership(models.Model):
     @property
     def follows_provider(self) -> bool:
         """The identity provider's groups decide it (at every sign-in, while group mapping is
-        on): changed or removed in the portal, it would come back at the next sign-in."""
-        return self.source == self.Source.PROVIDER and bool(settings.OIDC_GROUPS_CLAIM)
+        on and well formed): changed or removed in the portal, it would come back at the next
+        sign-in."""
+        from tenants.group_mapping import mapping_in_force  # pure; imports no models
+
+        return self.source == self.Source.PROVIDER and mapping_in_force() is not None
 
 
 class AutoApprovalRule(models.Model):

@@ -115,13 +115,10 @@ def queue_lines(
 def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:
     """tenant slug -> [(group, role)]: the identity provider's groups that OIDC_GROUP_MAP names,
     bound in the cluster as its members are (a pattern names no group in advance: those people
-    are bound by name once they have signed in). None while group mapping is off."""
-    if not settings.OIDC_GROUPS_CLAIM or not settings.OIDC_GROUP_MAP:
-        return {}
-    try:
-        mapping = group_mapping.parse_mapping(settings.OIDC_GROUP_MAP)
-    except group_mapping.MappingError as exc:
-        log.warning("OIDC_GROUP_MAP is malformed, no group is bound: %s", exc)
+    are bound by name once they have signed in). Empty while group mapping is off or its
+    settings are malformed: then sign-in changes nothing either."""
+    mapping = group_mapping.mapping_in_force()
+    if mapping is None:
         return {}
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for group, targets in mapping.by_group.items():

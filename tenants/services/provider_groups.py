@@ -16,22 +16,14 @@ from tenants.group_mapping import (
     Desired,
     MappingError,
     desired_from_groups,
+    mapping_from_settings,
     membership_changes,
-    parse_mapping,
 )
 from tenants.models import Membership, Tenant
 from tenants.services._common import _notify_desired_state_changed
 
 log = logging.getLogger(__name__)
 Source = Membership.Source
-
-
-def mapping_from_settings():
-    return parse_mapping(
-        settings.OIDC_GROUP_MAP,
-        settings.OIDC_GROUP_TENANT_PATTERN,
-        settings.OIDC_PLATFORM_ADMIN_GROUPS,
-    )
 
 
 def apply_provider_groups(*, user, claims: dict) -> list[str]:
@@ -146,7 +138,8 @@ def _apply_platform_admin(user, desired: Desired, mapped: bool) -> list[str]:
     # An admin the portal made stays its own: no marker, so the provider never takes it back.
     if desired.platform_admin and mapped and not from_provider and not is_platform_admin(user):
         admins, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
-        marker = marker or Group.objects.create(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP)
+        if marker is None:  # two first grants at once: one creates it, the other finds it
+            marker, _ = Group.objects.get_or_create(name=settings.OIDC_PLATFORM_ADMIN_MARKER_GROUP)
         was_staff = user.is_staff
         user.is_staff = True
         user.save(update_fields=["is_staff"])

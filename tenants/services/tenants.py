@@ -174,10 +174,15 @@ def add_member(*, actor, tenant: Tenant, username: str, role: str) -> Membership
     user = User.objects.filter(username=username).first()
     if user is None:
         raise InvalidInput(f"no user {username!r}", field="username")
+    already = InvalidInput(f"{username} is already in {tenant.slug}", field="username")
     with transaction.atomic():
         if Membership.objects.filter(tenant=tenant, user=user).exists():
-            raise InvalidInput(f"{username} is already in {tenant.slug}", field="username")
-        membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+            raise already
+        try:
+            with transaction.atomic():  # a savepoint: added at the same moment elsewhere
+                membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+        except IntegrityError:  # (a sign-in, another owner): one wins, the other is told
+            raise already from None
         audit.record(
             actor=actor,
             verb="membership.added",
@@ -214,6 +219,9 @@ def change_member_role(*, actor, membership: Membership, role: str) -> Membershi
     require_role(actor, membership.tenant, OWNER_ROLES, "change roles")
     _check_role(role)
     with transaction.atomic():
+        # The tenant first (lock_rows' order): two owners demoting each other count owners in
+        # turn, so one of them is refused as the last owner.
+        lock_rows(tenant=membership.tenant_id)
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
         refuse_provider_managed(membership, "change the role of")
         _refuse_last_owner(membership, role)
@@ -237,6 +245,7 @@ def change_member_role(*, actor, membership: Membership, role: str) -> Membershi
 def remove_member(*, actor, membership: Membership) -> None:
     require_role(actor, membership.tenant, OWNER_ROLES, "remove members")
     with transaction.atomic():
+        lock_rows(tenant=membership.tenant_id)  # as a role change: owners are counted in turn
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
         refuse_provider_managed(membership, "remove")
         _refuse_last_owner(membership, None)

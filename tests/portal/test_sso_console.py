@@ -76,3 +76,16 @@ def test_a_malformed_mapping_is_shown_not_raised(client, world, sso_groups, sett
 def test_any_groups_typed_answer_a_page(client, world, sso_groups, query):
     client.force_login(world.admin)
     assert client.get(f"{URL}?{query}").status_code == 200
+
+
+def test_refused_sign_ins_show_who_and_why(client, world, sso_groups):
+    from tenants import audit
+
+    audit.record(
+        actor=None, verb="sso.sign_in_refused", obj=None, tenant=None, object_type="auth.User",
+        after={"username": "mallory", "reason": "an account named 'mallory' already exists"},
+    )  # fmt: skip
+    client.force_login(world.admin)
+    recent = client.get(URL).content.decode().split('id="recent-h"')[1]
+    assert "<td>mallory</td>" in recent
+    assert "Refused: an account named &#x27;mallory&#x27; already exists" in recent

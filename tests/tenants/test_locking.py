@@ -338,3 +338,54 @@ def test_revoke_and_cancel_wait_for_the_tenant_lock_that_workload_admission_hold
     assert not isinstance(done, Exception), done
     grant.refresh_from_db()
     assert grant.state == QuotaGrant.State.REVOKED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_owners_demoting_each_other_at_once_leave_one_owner():
+    from core.errors import Forbidden, InvalidInput
+    from tenants.models import Membership
+    from tests.tenants.factories import MembershipFactory, UserFactory
+
+    tenant = TenantFactory(slug="two-owners")
+    ann, bob = (
+        MembershipFactory(tenant=tenant, user=UserFactory(username=name), role="owner")
+        for name in ("ann", "bob")
+    )
+
+    def demote(actor, membership):
+        return lambda: services.change_member_role(
+            actor=actor, membership=membership, role="member"
+        )
+
+    results = race([demote(ann.user, bob), demote(bob.user, ann)])
+    # one is refused: as the last owner under the lock, or, when it came second, as no owner
+    refused = [r for r in results if isinstance(r, InvalidInput | Forbidden)]
+    assert len(refused) == 1, results
+    assert Membership.objects.filter(tenant=tenant, role="owner").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_person_added_twice_at_once_is_added_once_and_the_other_told_why():
+    from core.errors import InvalidInput
+    from tenants.models import Membership
+    from tests.tenants.factories import MembershipFactory, UserFactory
+
+    tenant = TenantFactory(slug="adding")
+    owners = [
+        MembershipFactory(tenant=tenant, user=UserFactory(username=n), role="owner").user
+        for n in ("oona", "otto")
+    ]
+    UserFactory(username="newcomer")
+    results = race(
+        [
+            lambda actor=actor: services.add_member(
+                actor=actor, tenant=tenant, username="newcomer", role="member"
+            )
+            for actor in owners
+        ]
+    )
+    assert sum(isinstance(r, Membership) for r in results) == 1, results
+    refused = [r for r in results if isinstance(r, InvalidInput)]
+    assert len(refused) == 1 and "newcomer is already in adding" in str(refused[0])
+    assert Membership.objects.filter(tenant=tenant, user__username="newcomer").count() == 1
+    assert AuditEvent.objects.filter(verb="membership.added", after__user="newcomer").count() == 1

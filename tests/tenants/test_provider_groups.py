@@ -186,3 +186,44 @@ def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_p
     settings.OIDC_GROUPS_CLAIM = ""
     changed = services.change_member_role(actor=world.owner, membership=given, role="viewer")
     assert (changed.role, changed.source) == ("viewer", "local")
+
+
+@pytest.mark.parametrize("group_map", [["team-a:owner"], "team-a:owner", 7])
+def test_a_group_map_that_is_not_an_object_says_what_to_write(group_map):
+    with pytest.raises(MappingError, match="must be a JSON object"):
+        parse_mapping(group_map)
+
+
+@pytest.mark.django_db
+def test_a_malformed_mapping_changes_nothing_binds_nothing_and_leaves_memberships_editable(
+    world, sso_groups, settings, client
+):
+    from scheduler.cluster.reconcile import provider_groups_by_tenant
+
+    kim = UserFactory(username="kim")
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
+    given = kim.memberships.get(tenant=world.tenant)
+    assert provider_groups_by_tenant() == {"team-b": [("vision-leads", "owner")]}
+
+    settings.OIDC_GROUP_MAP = ["vision-leads"]  # a list where an object belongs
+    assert services.apply_provider_groups(user=kim, claims={"groups": []}) == []  # no 500
+    error = AuditEvent.objects.get(verb="sso.groups_mapping_error")
+    assert "must be a JSON object" in error.after["error"]
+    assert provider_groups_by_tenant() == {}  # no group bound while sign-in applies nothing
+    assert not given.follows_provider  # sign-in would not undo a change now: owners may
+    changed = services.change_member_role(actor=world.owner, membership=given, role="viewer")
+    assert (changed.role, changed.source) == ("viewer", "local")
+    client.force_login(world.admin)
+    console = client.get("/console/sso/")
+    assert console.status_code == 200 and "must be a JSON object" in console.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_team_page_names_the_groups_bound_in_its_namespace(world, sso_groups, client, settings):
+    settings.KUBE_GROUP_PREFIX = "oidc:"
+    client.force_login(world.outsider)  # an owner of team-b
+    page = client.get("/teams/team-b/").content.decode()
+    assert '<p class="muted" id="provider-groups">' in page
+    assert "<code>oidc:vision-leads</code> as owner" in page
+    client.force_login(world.owner)
+    assert 'id="provider-groups"' not in client.get("/teams/team-a/").content.decode()
