@@ -94,6 +94,11 @@ def submit_grant_renewal(
             raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot extend grants")
         if grant.state != QuotaGrant.State.ACTIVE or grant.ends_at is None:
             raise InvalidTransition(f"grant #{grant.pk} has ended; ask for capacity anew")
+        if ends_at <= grant.ends_at:  # looked at again: a renewal meanwhile moved the end
+            raise InvalidInput(
+                f"the new end must be after the grant's end ({grant.ends_at:%Y-%m-%d %H:%M %Z})",
+                field="ends_at",
+            )
         decision = renewal_decision(grant, ends_at, now)
         request = CapacityRequest.objects.create(
             tenant=tenant,

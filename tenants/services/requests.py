@@ -354,7 +354,9 @@ def _approve_locked(
     request.decision_comment = comment
     request.save()
     if extended is not None:
-        _extend_grant_locked(actor=actor, request=request, grant=extended, pools=pools, now=now)
+        _extend_grant_locked(
+            actor=actor, tenant=tenant, request=request, grant=extended, pools=pools, now=now
+        )
     else:
         QuotaGrant.objects.bulk_create(
             QuotaGrant(
@@ -383,7 +385,13 @@ def _approve_locked(
 
 
 def _extend_grant_locked(
-    *, actor, request: CapacityRequest, grant: QuotaGrant, pools: Mapping[int, Pool], now
+    *,
+    actor,
+    tenant: Tenant,
+    request: CapacityRequest,
+    grant: QuotaGrant,
+    pools: Mapping[int, Pool],
+    now,
 ) -> None:
     """Move the end of a grant the caller locked to the renewal's end. The grant's units are
     counted once, before and after (a grant holds capacity until it ends, wherever its end
@@ -410,6 +418,15 @@ def _extend_grant_locked(
         )
     if request.ends_at is None or request.ends_at <= grant.ends_at:
         return  # a later renewal moved it further already: this one changes nothing
+    held, ceiling = _tenant_gpu_equivalents(tenant, now), tenant.effective_gpu_ceiling
+    if held > ceiling:  # the ceiling was lowered since: keeping more longer is not extending
+        raise QuotaExceeded(
+            f"{tenant.slug} holds {_plain(held):g} GPU-equivalents, above its ceiling of "
+            f"{_plain(ceiling):g} (lowered since it was granted): a grant is extended only "
+            f"within the ceiling; let other grants end first, or ask the platform team to "
+            f"raise {tenant.slug}'s ceiling",
+            field="ends_at",
+        )
     before = audit.snapshot(grant, ["ends_at"])
     grant.ends_at = request.ends_at
     grant.expiry_warned_at = None  # warn again before the new end

@@ -9,7 +9,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
+from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound, QuotaExceeded
 from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.notifications import deliver_due
@@ -371,3 +371,32 @@ def test_the_expiry_job_never_ends_a_grant_a_renewal_moved_while_it_waited():
     assert race([approval_moving_the_end, expiry_job]) == ["moved", 0]
     grant.refresh_from_db()
     assert grant.state == QuotaGrant.State.ACTIVE and grant.ends_at == now + timedelta(days=2)
+
+
+@pytest.mark.django_db
+def test_a_team_above_a_lowered_ceiling_cannot_extend_its_grants(world):
+    from decimal import Decimal
+
+    rule = AutoApprovalRule.objects.create(
+        resource_class=world.rc, max_amount=4, max_duration_hours=72
+    )
+    grant = _grant(world, amount=4)
+    services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal(1))
+    with pytest.raises(QuotaExceeded, match="above its ceiling") as refused:
+        services.submit_grant_renewal(
+            actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=12)
+        )
+    assert "ask the platform team to raise team-a's ceiling" in str(refused.value)
+    old_end = grant.ends_at
+    grant.refresh_from_db()
+    assert grant.ends_at == old_end
+    assert not CapacityRequest.objects.filter(extends=grant).exists()  # nothing half-written
+    rule.delete()  # the platform team decides: its approval meets the same rule
+    renewal = services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=12)
+    )
+    with pytest.raises(QuotaExceeded, match="above its ceiling"):
+        services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
+    renewal.refresh_from_db()
+    grant.refresh_from_db()
+    assert renewal.state == CapacityRequest.State.SUBMITTED and grant.ends_at == old_end
