@@ -62,7 +62,9 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         data = s.TenantUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         if not data.validated_data:
-            raise InvalidInput(f"give one of {sorted(s.TenantUpdateSerializer().fields)}")
+            raise InvalidInput(
+                f"give one of {', '.join(sorted(s.TenantUpdateSerializer().fields))}"
+            )
         tenant = services.update_tenant(
             actor=request.user, tenant=self.get_object(), **data.validated_data
         )

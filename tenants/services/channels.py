@@ -88,7 +88,8 @@ def _check_events(events: list[str] | None) -> list[str]:
     unknown = set(events) - set(EVENTS)
     if unknown:
         raise InvalidInput(
-            f"unknown events {sorted(unknown)}; choose from {sorted(EVENTS)}", field="events"
+            f"unknown events {', '.join(sorted(unknown))}; choose from {', '.join(sorted(EVENTS))}",
+            field="events",
         )
     return events
 
@@ -116,7 +117,9 @@ def create_channel(
     stored only encrypted)."""
     _require_manager(actor, tenant, "add notification channels")
     if kind not in Kind.values:
-        raise InvalidInput(f"unknown kind {kind!r}; choose from {Kind.values}", field="kind")
+        raise InvalidInput(
+            f"unknown kind {kind!r}; choose from {', '.join(Kind.values)}", field="kind"
+        )
     name = (name or "").strip()
     if not name:
         raise InvalidInput("give the channel a name", field="name")

@@ -39,7 +39,8 @@ def create_tenant(
     unknown = set(allowed) - set(PRIORITY_CLASSES)
     if unknown:
         raise InvalidInput(
-            f"unknown priority classes {sorted(unknown)}; choose from {list(PRIORITY_CLASSES)}",
+            f"unknown priority classes {', '.join(sorted(unknown))}; choose from "
+            f"{', '.join(PRIORITY_CLASSES)}",
             field="allowed_priority_classes",
         )
     try:
@@ -107,11 +108,11 @@ def update_tenant(*, actor, tenant: Tenant, **changes) -> Tenant:
     require_platform_admin(actor, "edit tenants")
     unknown = set(changes) - EDITABLE_TENANT_FIELDS
     if unknown:
-        raise InvalidInput(f"cannot change {sorted(unknown)} here")
+        raise InvalidInput(f"cannot change {', '.join(sorted(unknown))} here")
     bad = set(changes.get("allowed_priority_classes") or []) - set(PRIORITY_CLASSES)
     if bad:
         raise InvalidInput(
-            f"unknown priority classes {sorted(bad)}", field="allowed_priority_classes"
+            f"unknown priority classes {', '.join(sorted(bad))}", field="allowed_priority_classes"
         )
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)

@@ -73,7 +73,8 @@ def issue_token(
     unknown = set(scopes) - set(ApiToken.Scope.values)
     if unknown:
         raise InvalidInput(
-            f"unknown scopes {sorted(unknown)}; choose from {ApiToken.Scope.values}",
+            f"unknown scopes {', '.join(sorted(unknown))}; choose from "
+            f"{', '.join(ApiToken.Scope.values)}",
             field="scopes",
         )
     if ApiToken.Scope.APPROVE in scopes and not is_platform_admin(user):
