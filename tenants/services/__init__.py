@@ -61,6 +61,7 @@ from tenants.services.tokens import (
     issue_token,
     revoke_token,
     token_holder,
+    void_admin_tokens_of_former_admin,
 )
 
 __all__ = [
@@ -98,6 +99,7 @@ __all__ = [
     "submit_capacity_request",
     "submit_grant_renewal",
     "token_holder",
+    "void_admin_tokens_of_former_admin",
     "update_tenant",
     "warn_expiring_grants",
 ]

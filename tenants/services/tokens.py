@@ -3,6 +3,7 @@ checked on each call."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
@@ -149,6 +150,39 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
             after=audit.snapshot(token, TOKEN_FIELDS),
         )
     return token
+
+
+def void_admin_tokens_of_former_admin(user) -> int:
+    """An `admin` token is void once its user stops being a platform admin: revoked for good
+    (by the system, audited), so making them an admin again later does not bring it back.
+    Returns how many were revoked; none while the user is still an admin."""
+    if user is None or is_platform_admin(user):
+        return 0
+    revoked = 0
+    with transaction.atomic():
+        held = ApiToken.objects.select_for_update().filter(
+            user=user, revoked_at__isnull=True, scopes__contains=[ApiToken.Scope.ADMIN]
+        )
+        for token in held:
+            before = audit.snapshot(token, TOKEN_FIELDS)
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            key = _cache_key(token.token_hash)
+            _forget(key)
+            transaction.on_commit(functools.partial(_forget, key))
+            audit.record(
+                actor=None,
+                verb="api_token.revoked",
+                obj=token,
+                tenant=None,
+                before=before,
+                after={
+                    **audit.snapshot(token, TOKEN_FIELDS),
+                    "reason": f"{user.get_username()} is no longer a platform admin",
+                },
+            )
+            revoked += 1
+    return revoked
 
 
 def _forget(key: str) -> None:

@@ -148,8 +148,44 @@ def test_the_admin_scope_lapses_when_its_user_stops_being_a_platform_admin(
     world.admin.save()
     world.admin.groups.clear()
     refused = client.put("/api/v1/pools/a100-80gb-mig-3g.40gb/", {"capacity": 4})
-    assert refused.status_code == 403
+    assert refused.status_code == 401  # revoked: the token itself is refused
     assert Pool.objects.get(pk=world.pool.pk).capacity == 3
+    # void, not asleep: made an admin again, the old token stays revoked
+    world.admin.is_superuser = True
+    world.admin.save()
+    again = client.put("/api/v1/pools/a100-80gb-mig-3g.40gb/", {"capacity": 4})
+    assert again.status_code == 401 and Pool.objects.get(pk=world.pool.pk).capacity == 3
+    revoked = AuditEvent.objects.get(verb="api_token.revoked")
+    assert (
+        revoked.actor_repr == "system" and "no longer a platform admin" in revoked.after["reason"]
+    )
+
+
+@pytest.mark.parametrize("how", ["group", "staff", "group_side"])
+def test_an_admin_token_is_revoked_whichever_way_its_user_is_demoted(world, how):
+    """Single sign-on takes the admin group away and is_staff off; the Django admin edits a
+    group's members or the person. Each way revokes the token, cache or not."""
+    from django.conf import settings as django_settings
+
+    person = UserFactory(username="ops", is_staff=True)
+    admins, _ = Group.objects.get_or_create(name=django_settings.PLATFORM_ADMIN_GROUP)
+    person.groups.add(admins)
+    token, raw = services.issue_token(actor=person, user=person, name="ops-bot", scopes=["admin"])
+    client = bearer(raw)
+    assert client.put("/api/v1/pools/a100-80gb-mig-3g.40gb/", {"capacity": 3}).status_code == 200
+    if how == "group":
+        person.groups.remove(admins)
+    elif how == "staff":
+        person.is_staff = False
+        person.save(update_fields=["is_staff"])
+    else:
+        admins.user_set.remove(person)
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert client.put("/api/v1/pools/a100-80gb-mig-3g.40gb/", {"capacity": 4}).status_code == 401
+    person.last_login = None
+    person.save(update_fields=["last_login"])  # a save that changes no standing revokes nothing
+    assert AuditEvent.objects.filter(verb="api_token.revoked").count() == 1
 
 
 @pytest.mark.parametrize(
