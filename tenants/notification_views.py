@@ -34,7 +34,7 @@ def _new_secret(request, page: str) -> str | None:
 
 
 def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: int = 200):
-    channels = NotificationChannel.objects.filter(tenant=tenant).order_by("name", "id")
+    channels = NotificationChannel.objects.filter(tenant=tenant, active=True).order_by("name", "id")
     deliveries = NotificationDelivery.objects.select_related("channel", "tenant")
     if tenant is not None:
         deliveries = deliveries.filter(tenant=tenant).team_side()
@@ -107,7 +107,10 @@ def platform_notifications(request):
 
 def _channel(request, pk) -> NotificationChannel:
     return get_object_or_404(
-        NotificationChannel.objects.visible_to(request.user).select_related("tenant"), pk=pk
+        NotificationChannel.objects.visible_to(request.user)
+        .filter(active=True)
+        .select_related("tenant"),
+        pk=pk,
     )
 
 

@@ -81,7 +81,7 @@ class NotificationChannelViewSet(
     """A tenant's channels (its members see them, its owners change them) and the platform
     team's (platform admins). By token: `admin` scope only."""
 
-    queryset = NotificationChannel.objects.select_related("tenant")
+    queryset = NotificationChannel.objects.filter(active=True).select_related("tenant")
     serializer_class = NotificationChannelSerializer
     filterset_fields = ["kind"]
     write_scope = ApiToken.Scope.ADMIN

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, InvalidTransition
 from tenants import audit
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS, signing
@@ -150,16 +150,31 @@ def create_channel(
 
 
 def remove_channel(*, actor, channel: NotificationChannel) -> None:
+    """Take a channel out of use. Its row stays, inactive and without its signing key, so the
+    delivery log keeps what was sent to it; what was still waiting is failed, not sent."""
     _require_manager(actor, channel.tenant, "remove notification channels")
     with transaction.atomic():
+        channel = NotificationChannel.objects.select_for_update().get(pk=channel.pk)
+        if not channel.active:
+            raise InvalidTransition(f"channel {channel.name} is removed already")
+        before = audit.snapshot(channel, CHANNEL_FIELDS)
+        channel.active = False
+        channel.secret_encrypted = ""
+        channel.save(update_fields=["active", "secret_encrypted"])
+        NotificationDelivery.objects.filter(
+            channel=channel, state=NotificationDelivery.State.PENDING
+        ).update(
+            state=NotificationDelivery.State.FAILED,
+            last_error="the channel was removed before this was sent",
+        )
         audit.record(
             actor=actor,
             verb="notification_channel.removed",
             obj=channel,
             tenant=channel.tenant,
-            before=audit.snapshot(channel, CHANNEL_FIELDS),
+            before=before,
+            after=audit.snapshot(channel, CHANNEL_FIELDS),
         )
-        channel.delete()
 
 
 def send_test_message(*, actor, channel: NotificationChannel):

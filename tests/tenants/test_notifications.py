@@ -20,7 +20,7 @@ from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import change_state
 from tenants import services
-from tenants.models import NotificationChannel, NotificationDelivery
+from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tenants.notifications import deliver_due, notify, signing
 from tests.portal.api.conftest import bearer, session
 from tests.scheduler.cluster_helpers import celery_worker
@@ -549,3 +549,45 @@ def test_people_who_left_get_no_mail(world):
     world.owner.is_active = False
     world.owner.save()
     assert world.tenant.owner_emails() == []
+
+
+@pytest.mark.django_db
+def test_a_removed_channel_keeps_its_log_fails_what_waited_and_is_gone_from_lists(world):
+    chat, _ = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="slack", name="chat",
+        target="https://hooks.slack.com/services/T/B/k",
+    )  # fmt: skip
+    hook, _ = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
+        target="https://hooks.example/in",
+    )  # fmt: skip
+    NotificationDelivery.objects.create(
+        channel=chat, tenant=world.tenant, event="grant.expired", subject="old", text="t",
+        state=NotificationDelivery.State.SENT,
+    )  # fmt: skip
+    with transaction.atomic():
+        notify("grant.expiring", world.tenant, subject="waiting", text="t")
+
+    owner = Client()
+    owner.force_login(world.owner)
+    url = f"/teams/{world.tenant.slug}/notifications/"
+    removed = owner.post(f"/notifications/channels/{chat.pk}/remove/", follow=True)
+    assert "Channel chat removed." in removed.content.decode()
+    chat.refresh_from_db()
+    assert not chat.active
+    log = NotificationDelivery.objects.filter(channel=chat)
+    assert {(d.subject, d.state) for d in log} == {("old", "sent"), ("waiting", "failed")}
+    assert log.get(subject="waiting").last_error == "the channel was removed before this was sent"
+    page = owner.get(url).content.decode()
+    assert "hooks.slack.com" not in page.split('id="log-h"')[0]  # not among the channels
+    assert "waiting" in page  # the log still shows what was meant for it
+
+    api = session(world.owner)
+    assert api.delete(f"/api/v1/notification-channels/{hook.pk}/").status_code == 204
+    hook.refresh_from_db()
+    assert not hook.active and hook.secret_encrypted == ""  # no signing key kept for nothing
+    listed = api.get("/api/v1/notification-channels/").json()["results"]
+    assert listed == []
+    assert api.delete(f"/api/v1/notification-channels/{hook.pk}/").status_code == 404
+    assert owner.post(f"/notifications/channels/{hook.pk}/test/").status_code == 404
+    assert AuditEvent.objects.filter(verb="notification_channel.removed").count() == 2
