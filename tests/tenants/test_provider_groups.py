@@ -139,18 +139,23 @@ def test_off_or_misconfigured_mapping_changes_nothing(world, settings, sso_group
     assert not kim.memberships.exists()
 
 
+@pytest.fixture
+def given(world, sso_groups):
+    """kim's membership of team-a, from the provider's group gpu-team-a-member."""
+    kim = UserFactory(username="kim")
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
+    return kim.memberships.get(tenant=world.tenant)
+
+
 @pytest.mark.django_db
 def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_portal(
-    world, sso_groups, client, settings
+    world, given, client, settings
 ):
     from django.urls import reverse
 
     from core.errors import InvalidTransition
     from tests.portal.api.conftest import bearer
 
-    kim = UserFactory(username="kim")
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
-    given = kim.memberships.get(tenant=world.tenant)
     assert given.follows_provider
 
     # The service, for the owner: refused (409), nothing changed, nothing audited.
@@ -196,13 +201,11 @@ def test_a_group_map_that_is_not_an_object_says_what_to_write(group_map):
 
 @pytest.mark.django_db
 def test_a_malformed_mapping_changes_nothing_binds_nothing_and_leaves_memberships_editable(
-    world, sso_groups, settings, client
+    world, given, settings, client
 ):
     from scheduler.cluster.reconcile import provider_groups_by_tenant
 
-    kim = UserFactory(username="kim")
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
-    given = kim.memberships.get(tenant=world.tenant)
+    kim = given.user
     assert provider_groups_by_tenant() == {"team-b": [("vision-leads", "owner")]}
 
     settings.OIDC_GROUP_MAP = ["vision-leads"]  # a list where an object belongs
