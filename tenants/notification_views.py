@@ -134,6 +134,25 @@ def channel_test(request, pk):
 
 @login_required
 @require_POST
+def channel_edit(request, pk):
+    """A channel's name and events, from its row's form (the target stays: a new receiver is a
+    new channel, or the API's PATCH)."""
+    channel = _channel(request, pk)
+    try:
+        saved = services.change_channel(
+            actor=request.user,
+            channel=channel,
+            name=request.POST.get("name", channel.name),
+            events=request.POST.getlist("events"),
+        )
+        messages.success(request, f"Channel {saved.name} saved.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect(_back(channel))
+
+
+@login_required
+@require_POST
 def channel_remove(request, pk):
     channel = _channel(request, pk)
     back = _back(channel)

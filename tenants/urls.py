@@ -32,6 +32,11 @@ urlpatterns = [
         name="channel_test",
     ),
     path(
+        "notifications/channels/<int:pk>/edit/",
+        notification_views.channel_edit,
+        name="channel_edit",
+    ),
+    path(
         "notifications/channels/<int:pk>/remove/",
         notification_views.channel_remove,
         name="channel_remove",

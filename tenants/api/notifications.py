@@ -42,6 +42,16 @@ class NotificationChannelCreateSerializer(serializers.Serializer):
     )
 
 
+class NotificationChannelUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False)
+    target = serializers.CharField(required=False, help_text="e-mail addresses or https:// URL")
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=sorted(EVENTS)),
+        required=False,
+        help_text="the events sent here; an empty list: the default of its scope",
+    )
+
+
 class NotificationChannelCreatedSerializer(NotificationChannelSerializer):
     secret = serializers.CharField(
         read_only=True, allow_null=True, help_text="the webhook's signing secret; shown once"
@@ -108,6 +118,18 @@ class NotificationChannelViewSet(
         body = NotificationChannelCreatedSerializer(channel).data
         body["secret"] = secret
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=NotificationChannelUpdateSerializer, responses=NotificationChannelSerializer
+    )
+    def partial_update(self, request, *args, **kwargs):
+        """Rename it, point it elsewhere or pick its events; a webhook keeps its secret."""
+        data = NotificationChannelUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        channel = services.change_channel(
+            actor=request.user, channel=self.get_object(), **data.validated_data
+        )
+        return Response(NotificationChannelSerializer(channel).data)
 
     def destroy(self, request, *args, **kwargs):
         services.remove_channel(actor=request.user, channel=self.get_object())

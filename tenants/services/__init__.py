@@ -11,6 +11,7 @@ groups), `pools` (pools and policy), `tokens` (API tokens), `locks`
 `from tenants import services; services.approve_capacity_request(...)`."""
 
 from tenants.services.channels import (
+    change_channel,
     create_channel,
     remove_channel,
     send_test_message,
@@ -76,6 +77,7 @@ __all__ = [
     "cancel_capacity_request",
     "change_member_role",
     "change_tenant_status",
+    "change_channel",
     "create_channel",
     "create_tenant",
     "expire_grants",

@@ -120,12 +120,7 @@ def create_channel(
         raise InvalidInput(
             f"unknown kind {kind!r}; choose from {', '.join(Kind.values)}", field="kind"
         )
-    name = (name or "").strip()
-    if not name:
-        raise InvalidInput("give the channel a name", field="name")
-    _no_control_characters(name, "name")
-    if len(name) > NAME_MAX:
-        raise InvalidInput(f"the name may be at most {NAME_MAX} characters", field="name")
+    name = _check_name(name)
     target = _check_target(kind, target)
     events = _check_events(events)
     secret = signing.new_secret() if kind == Kind.WEBHOOK else None
@@ -147,6 +142,56 @@ def create_channel(
             after=audit.snapshot(channel, CHANNEL_FIELDS),
         )
     return channel, secret
+
+
+def _check_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("give the channel a name", field="name")
+    _no_control_characters(name, "name")
+    if len(name) > NAME_MAX:
+        raise InvalidInput(f"the name may be at most {NAME_MAX} characters", field="name")
+    return name
+
+
+def change_channel(
+    *,
+    actor,
+    channel: NotificationChannel,
+    name: str | None = None,
+    target: str | None = None,
+    events: list[str] | None = None,
+) -> NotificationChannel:
+    """Rename a channel, point it elsewhere or pick its events (None: unchanged). A webhook
+    keeps its signing secret, so its receiver needs no new one."""
+    _require_manager(actor, channel.tenant, "change notification channels")
+    changes: dict = {}
+    if name is not None:
+        changes["name"] = _check_name(name)
+    if target is not None:
+        changes["target"] = _check_target(channel.kind, target)
+    if events is not None:
+        changes["events"] = _check_events(events)
+    with transaction.atomic():
+        channel = NotificationChannel.objects.select_for_update().get(pk=channel.pk)
+        if not channel.active:
+            raise InvalidTransition(f"channel {channel.name} is removed; add a new one")
+        before = audit.snapshot(channel, CHANNEL_FIELDS)
+        for field, value in changes.items():
+            setattr(channel, field, value)
+        after = audit.snapshot(channel, CHANNEL_FIELDS)
+        if after == before:
+            return channel  # nothing to change, nothing to record
+        channel.save(update_fields=list(changes))
+        audit.record(
+            actor=actor,
+            verb="notification_channel.changed",
+            obj=channel,
+            tenant=channel.tenant,
+            before=before,
+            after=after,
+        )
+    return channel
 
 
 def remove_channel(*, actor, channel: NotificationChannel) -> None:

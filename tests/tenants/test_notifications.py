@@ -591,3 +591,44 @@ def test_a_removed_channel_keeps_its_log_fails_what_waited_and_is_gone_from_list
     assert api.delete(f"/api/v1/notification-channels/{hook.pk}/").status_code == 404
     assert owner.post(f"/notifications/channels/{hook.pk}/test/").status_code == 404
     assert AuditEvent.objects.filter(verb="notification_channel.removed").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_channel_is_renamed_repointed_and_given_events_and_a_webhook_keeps_its_secret(world):
+    hook, secret = services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
+        target="https://hooks.example/in",
+    )  # fmt: skip
+    sealed = hook.secret_encrypted
+    owner = Client()
+    owner.force_login(world.owner)
+    saved = owner.post(
+        f"/notifications/channels/{hook.pk}/edit/",
+        {"name": "ml-hook", "events": ["grant.expiring", "workload.failed"]},
+        follow=True,
+    )
+    assert "Channel ml-hook saved." in saved.content.decode()
+    hook.refresh_from_db()
+    assert (hook.name, hook.events) == ("ml-hook", ["grant.expiring", "workload.failed"])
+    assert hook.secret_encrypted == sealed and signing.decrypt_secret(sealed) == secret
+
+    api = session(world.owner)
+    url = f"/api/v1/notification-channels/{hook.pk}/"
+    moved = api.patch(url, {"target": "https://hooks.example/v2", "events": []}, format="json")
+    assert moved.status_code == 200, moved.data
+    assert moved.data["target"] == "https://hooks.example/v2" and moved.data["events"] == []
+    bad = api.patch(url, {"events": ["no.such.event"]}, format="json")
+    assert bad.status_code == 400
+    inside = api.patch(url, {"target": "https://10.0.0.5/x"}, format="json")
+    assert inside.status_code == 400 and "inside the network" in str(inside.data)
+    viewer = session(world.viewer).patch(url, {"name": "mine"}, format="json")
+    assert viewer.status_code == 403
+    outsider = session(world.outsider).patch(url, {"name": "mine"}, format="json")
+    assert outsider.status_code == 404
+    hook.refresh_from_db()
+    assert (hook.name, hook.target) == ("ml-hook", "https://hooks.example/v2")
+    changes = AuditEvent.objects.filter(verb="notification_channel.changed").order_by("id")
+    assert [e.after["name"] for e in changes] == ["ml-hook", "ml-hook"]
+    assert changes[0].before["name"] == "hook"
+    unchanged = api.patch(url, {"name": "ml-hook"}, format="json")
+    assert unchanged.status_code == 200 and changes.count() == 2  # nothing to record
