@@ -529,7 +529,7 @@ class NotificationChannel(models.Model):
 
 # The events whose personal mail goes to the platform's approvers (tenants/notifications/events.py
 # says so by their audience; a test keeps the two in step): not a team's to read.
-MAIL_TO_APPROVERS = ("capacity_request.submitted",)
+MAIL_TO_APPROVERS = ("capacity_request.submitted", "tenant.no_owner")
 
 
 class NotificationDeliveryQuerySet(TenantScopedQuerySet):

@@ -51,6 +51,12 @@ EVENTS: dict[str, Event] = {
             for_platform=True,
         ),
         Event(
+            "tenant.no_owner",
+            "A team has no owner left (single sign-on took the last one's role)",
+            Audience.APPROVERS,
+            for_platform=True,
+        ),
+        Event(
             "gpu.health",
             "A GPU health action (cordon, drain, return)",
             Audience.NOBODY,

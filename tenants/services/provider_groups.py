@@ -20,6 +20,7 @@ from tenants.group_mapping import (
     membership_changes,
 )
 from tenants.models import Membership, Tenant
+from tenants.notifications import notify
 from tenants.services._common import _notify_desired_state_changed
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ def _apply_memberships(user, desired: Desired) -> list[str]:
             _record("membership.removed", membership, before, None)
             membership.delete()
             said.append(f"no longer in {change.tenant}")
+        if change.before == Membership.Role.OWNER and change.role != Membership.Role.OWNER:
+            _tell_if_no_owner_left(by_slug[change.tenant].tenant, name)
     if said or unknown:
         audit.record(
             actor=None,
@@ -127,6 +130,31 @@ def _apply_memberships(user, desired: Desired) -> list[str]:
             },
         )
     return said
+
+
+def _tell_if_no_owner_left(tenant: Tenant, last: str) -> None:
+    """The provider may take a team's last owner away (the portal's own services refuse to):
+    the team then has no one to manage it, and the platform team is told, with the audit."""
+    if Membership.objects.filter(tenant=tenant, role=Membership.Role.OWNER).exists():
+        return
+    audit.record(
+        actor=None,
+        verb="tenant.owner_lost",
+        obj=tenant,
+        tenant=tenant,
+        after={"last_owner": last, "by": "the identity provider's groups"},
+    )
+    notify(
+        "tenant.no_owner",
+        tenant,
+        subject=f"[GPU Portal] {tenant.slug} has no owner left",
+        text=(
+            f"Single sign-on took {last}'s owner role in {tenant.slug} (their groups at the "
+            "identity provider changed), and no one else owns it. Make someone its owner: on "
+            "the team's page, through the API, or in the provider's groups."
+        ),
+        data={"tenant": tenant.slug, "last_owner": last},
+    )
 
 
 def _apply_platform_admin(user, desired: Desired, mapped: bool) -> list[str]:

@@ -230,3 +230,34 @@ def test_the_team_page_names_the_groups_bound_in_its_namespace(world, sso_groups
     assert "<code>oidc:vision-leads</code> as owner" in page
     client.force_login(world.owner)
     assert 'id="provider-groups"' not in client.get("/teams/team-a/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_platform_is_told_when_the_provider_takes_a_teams_last_owner(world, sso_groups):
+    from django.db import transaction
+
+    from tenants.models import NotificationChannel, NotificationDelivery
+    from tests.tenants.factories import TenantFactory
+
+    world.admin.email = "platform@example.com"
+    world.admin.save()
+    NotificationChannel.objects.create(
+        tenant=None, kind="slack", name="platform-chat", target="https://hooks.example/p"
+    )
+    solo = TenantFactory(slug="solo")
+    kim = UserFactory(username="kim")
+    with transaction.atomic():
+        services.apply_provider_groups(user=kim, claims={"groups": ["gpu-solo-owner"]})
+        services.apply_provider_groups(user=kim, claims={"groups": ["gpu-solo-member"]})
+    lost = AuditEvent.objects.get(verb="tenant.owner_lost")
+    assert lost.tenant == solo and lost.after["last_owner"] == "kim"
+    told = NotificationDelivery.objects.filter(event="tenant.no_owner", tenant=solo)
+    assert {d.channel.name if d.channel else d.recipients[0] for d in told} == {
+        "platform-chat",
+        "platform@example.com",
+    }
+    assert "Make someone its owner" in told.first().text
+    # a team with another owner left is not a case to tell
+    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
+    services.apply_provider_groups(user=kim, claims={"groups": []})
+    assert AuditEvent.objects.filter(verb="tenant.owner_lost").count() == 1
