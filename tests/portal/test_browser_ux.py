@@ -206,15 +206,21 @@ def dangling_describedby(page: Page) -> list[str]:
     )
 
 
+def member_on_the_ask_page(chromium, live_server) -> tuple[Page, list[str]]:
+    """A member's phone on team-a's ask form, with the CSP refusals it collects."""
+    page = chromium.new_page(viewport=PHONE)
+    refused = csp_refusals(page)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/teams/team-a/ask/")
+    return page, refused
+
+
 def test_ask_form_errors_take_the_focus_and_are_described_by_the_field(
     live_server,
     browser,  # noqa: F811
     people,
 ):
-    page = browser.new_page(viewport=PHONE)
-    refused = csp_refusals(page)
-    sign_in(page, live_server.url, "member")
-    page.goto(f"{live_server.url}/teams/team-a/ask/")
+    page, refused = member_on_the_ask_page(browser, live_server)
     assert dangling_describedby(page) == []
     assert_accessible(page)
     # keyboard only: Tab to the submit button and press Enter with nothing filled in
@@ -333,10 +339,7 @@ def test_a_preset_duration_shows_its_end_time_zone_and_cost_by_keyboard(
     browser,  # noqa: F811
     people,
 ):
-    page = browser.new_page(viewport=PHONE)
-    refused = csp_refusals(page)
-    sign_in(page, live_server.url, "member")
-    page.goto(f"{live_server.url}/teams/team-a/ask/")
+    page, refused = member_on_the_ask_page(browser, live_server)
     choose(page, people.rc, 2)
     expect(page.locator("#id_ends_at")).to_be_hidden()  # no date picker unless asked for
     # keyboard: Tab into the radio group (focus lands on the checked one), arrows choose
