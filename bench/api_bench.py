@@ -44,8 +44,9 @@ from bench import profile
 from localcluster import cluster
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile, render
+from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads import manifests
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload
@@ -414,7 +415,7 @@ def _purge_broker() -> None:
 
 
 def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
-    selector = f"{render.INSTANCE_LABEL}={INSTANCE}"
+    selector = f"{INSTANCE_LABEL}={INSTANCE}"
     for ns in kube.list("Namespace", label_selector=selector):
         kube.delete("Namespace", ns["metadata"]["name"])
     deadline = time.monotonic() + 90

@@ -30,9 +30,9 @@ from localcluster import cluster
 from metering import ingest, rollups, selectors
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
+from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 from tenants.models import Tenant
 
 INSTANCE = "meterbench"
@@ -79,7 +79,7 @@ def _create_world(kube: KubeGateway, pods: int, tenants: int, nodes: int) -> Non
                 "kind": "Namespace",
                 "metadata": {
                     "name": f"meterbench-t{t:03d}",
-                    "labels": {render.TENANT_LABEL: f"mb{t:03d}", render.INSTANCE_LABEL: INSTANCE},
+                    "labels": {TENANT_LABEL: f"mb{t:03d}", INSTANCE_LABEL: INSTANCE},
                 },
             }
         )
@@ -123,7 +123,7 @@ def _create_world(kube: KubeGateway, pods: int, tenants: int, nodes: int) -> Non
 
 def _cleanup(kube: KubeGateway) -> None:
     body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    for ns in kube.list("Namespace", label_selector=f"{render.INSTANCE_LABEL}={INSTANCE}"):
+    for ns in kube.list("Namespace", label_selector=f"{INSTANCE_LABEL}={INSTANCE}"):
         name = ns["metadata"]["name"]
         # deletecollection with grace 0: no kubelet runs on the placeholders to confirm
         kube._call("delete", "Pod", "DELETE", f"/api/v1/namespaces/{name}/pods", body=body)

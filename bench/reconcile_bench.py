@@ -24,8 +24,11 @@ from django.utils import timezone
 from localcluster import build, cluster
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile, render
+from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.render.labels import INSTANCE_LABEL
+from scheduler.cluster.render.specs import TenantSpec
+from scheduler.cluster.render.tenant import render_tenant
 from tenants.models import Membership, QuotaGrant, Tenant
 
 MODELS = ["A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB", "RTX4090-24GB"]
@@ -72,10 +75,10 @@ def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
     specs = reconcile.build_specs(list(Tenant.objects.all()))
     docs = []
     for spec in specs.values():
-        floor_spec = render.TenantSpec(
+        floor_spec = TenantSpec(
             **{**spec.__dict__, "namespace_prefix": "benchfloor-", "instance": "bench-floor"}
         )
-        docs.extend(render.render_tenant(floor_spec))
+        docs.extend(render_tenant(floor_spec))
     # JSON, not YAML: kubectl's YAML reader takes an unquoted hash such as 6e12… for a number.
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"apiVersion": "v1", "kind": "List", "items": docs}, fh)
@@ -96,7 +99,7 @@ def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
     return time.perf_counter() - t0, len(docs)
 
 
-SELECTORS = (f"{render.INSTANCE_LABEL}=bench", f"{render.INSTANCE_LABEL}=bench-floor")
+SELECTORS = (f"{INSTANCE_LABEL}=bench", f"{INSTANCE_LABEL}=bench-floor")
 
 
 def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:

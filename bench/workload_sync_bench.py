@@ -21,8 +21,8 @@ from django.db import connection
 from django.utils import timezone
 
 from localcluster import cluster
-from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.workloads import sync
 from scheduler.workloads.manifests import WORKLOAD_LABEL, queue_wait
 from scheduler.workloads.models import Workload
@@ -35,8 +35,8 @@ PARALLEL = 16  # concurrent creates: the local API server takes them faster than
 
 def _job(name: str, namespace: str, workload_id: int) -> dict:
     labels = {
-        render.MANAGED_BY_LABEL: render.MANAGED_BY,
-        render.INSTANCE_LABEL: INSTANCE,
+        MANAGED_BY_LABEL: MANAGED_BY,
+        INSTANCE_LABEL: INSTANCE,
         WORKLOAD_LABEL: str(workload_id),
     }
     return {

@@ -10,8 +10,9 @@ from django.db.models import Q
 
 from faults.load import Load
 from metering.models import AllocationInterval, IngestCursor, UsageSample
-from scheduler.cluster import reconcile, render
+from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.render.namespace import GPU_QUOTA, render_quotas
 from scheduler.workloads.manifests import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent, Tenant
@@ -24,8 +25,8 @@ def grants_behind(kube: KubeGateway) -> list[str]:
     behind = []
     for tenant in tenants:
         ns = reconcile.tenant_namespace(tenant)
-        want = render.render_quotas(specs[tenant.pk], ns)[0]["spec"]["hard"]
-        live = (kube.get("ResourceQuota", render.GPU_QUOTA, ns) or {}).get("spec", {}).get("hard")
+        want = render_quotas(specs[tenant.pk], ns)[0]["spec"]["hard"]
+        live = (kube.get("ResourceQuota", GPU_QUOTA, ns) or {}).get("spec", {}).get("hard")
         gpu = {k: v for k, v in want.items() if k.startswith("requests.nvidia.com/")}
         if live is None or any(live.get(k) != v for k, v in gpu.items()):
             behind.append(tenant.slug)

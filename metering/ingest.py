@@ -27,9 +27,10 @@ from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
 from scheduler.catalog import product_labels
 from scheduler.catalog.models import ResourceClass
-from scheduler.cluster import inventory, render
+from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
+from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant
 
@@ -154,14 +155,12 @@ def _node_facts(
 
 
 def tenant_namespace_selector() -> str:
-    return f"{render.TENANT_LABEL},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+    return f"{TENANT_LABEL},{INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
 
 
 def _tenants_by_namespace(namespaces: list[dict]) -> dict[str, int]:
     """Namespace -> tenant id, for this portal instance's tenant namespaces."""
-    slugs = {
-        ns["metadata"]["name"]: ns["metadata"]["labels"][render.TENANT_LABEL] for ns in namespaces
-    }
+    slugs = {ns["metadata"]["name"]: ns["metadata"]["labels"][TENANT_LABEL] for ns in namespaces}
     ids = dict(Tenant.objects.filter(slug__in=set(slugs.values())).values_list("slug", "pk"))
     return {ns: ids[slug] for ns, slug in slugs.items() if slug in ids}
 

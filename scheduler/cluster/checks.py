@@ -10,7 +10,7 @@ from django.core import checks
 
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.catalog.product_labels import LABEL_VALUE, read_product_labels
-from scheduler.cluster import render
+from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
 
 
 @checks.register(checks.Tags.compatibility)
@@ -127,7 +127,7 @@ def workload_maxima_problems(values: dict[str, Any]) -> list[str]:
             problems.append(f"{name} {value!r} must be above zero")
             continue
         resource = {"WORKLOAD_MAX_CPU": "cpu", "WORKLOAD_MAX_MEMORY": "memory"}.get(name)
-        default = render.CONTAINER_DEFAULTS["default"].get(resource or "")
+        default = CONTAINER_DEFAULTS["default"].get(resource or "")
         if default and amount < parse_quantity(default):
             problems.append(
                 f"{name} {value!r} is below the namespaces' default {resource} limit {default}"

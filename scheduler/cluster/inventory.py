@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.catalog import facts, product_labels
-from scheduler.cluster import render
+from scheduler.cluster.render import labels as render_labels
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
 # A node with the portal's health taint (scheduler/health) offers nothing to the pools while it
 # is there, whoever's value (portal instance) it carries.
-HEALTH_TAINT_KEY = render.HEALTH_TAINT_KEY
+HEALTH_TAINT_KEY = render_labels.HEALTH_TAINT_KEY
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import TenantSyncState
+from scheduler.cluster.render.labels import NODE_RESOURCES, TENANT_LABEL
 from tenants.models import Tenant
 
 
@@ -43,7 +43,7 @@ def _nominal(cq: dict) -> dict[tuple[str, str], int]:
     for group in (cq.get("spec") or {}).get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
             for res in flavor.get("resources") or []:
-                if res["name"] in render.NODE_RESOURCES:
+                if res["name"] in NODE_RESOURCES:
                     continue
                 out[(flavor["name"], res["name"])] = _units(res.get("nominalQuota"))
     return out
@@ -53,7 +53,7 @@ def _usage(cq: dict) -> dict[tuple[str, str], tuple[int, int]]:
     out = {}
     for flavor in (cq.get("status") or {}).get("flavorsUsage") or []:
         for res in flavor.get("resources") or []:
-            if res["name"] in render.NODE_RESOURCES:
+            if res["name"] in NODE_RESOURCES:
                 continue
             out[(flavor["name"], res["name"])] = (
                 _units(res.get("total")),
@@ -72,7 +72,7 @@ def summarise(cluster_queues: list[dict]) -> dict[str, dict]:
     slugs = {}
     for cq in cluster_queues:
         name = cq["metadata"]["name"]
-        slugs[name] = (cq["metadata"].get("labels") or {}).get(render.TENANT_LABEL, name)
+        slugs[name] = (cq["metadata"].get("labels") or {}).get(TENANT_LABEL, name)
         nominal[name] = _nominal(cq)
         usage[name] = _usage(cq)
     borrowed_total: dict[tuple[str, str], int] = defaultdict(int)

@@ -22,9 +22,33 @@ from core.errors import ClusterError, PermanentClusterError, TransientClusterErr
 from core.images import allowlist_spellings
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.product_labels import product_label
-from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from scheduler.cluster.render.kueue import render_flavors
+from scheduler.cluster.render.labels import (
+    HASH_ANNOTATION,
+    INSTANCE_LABEL,
+    KEEP_BINDING_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NAMESPACED_KINDS,
+    TENANT_CLUSTER_KINDS,
+    TENANT_LABEL,
+    object_key,
+)
+from scheduler.cluster.render.priorities import (
+    render_priority_classes,
+    render_workload_priority_classes,
+)
+from scheduler.cluster.render.queue_guard import render_queue_guard
+from scheduler.cluster.render.specs import (
+    FlavorSpec,
+    Member,
+    PriorityClassSpec,
+    QueueLine,
+    TenantSpec,
+)
+from scheduler.cluster.render.tenant import render_tenant
 from tenants import group_mapping
 from tenants.models import (
     CRITICAL_PRIORITY_CLASS,
@@ -39,12 +63,12 @@ from tenants.services import mark_request_provisioned
 
 log = logging.getLogger(__name__)
 
-MANAGED = f"{render.MANAGED_BY_LABEL}={render.MANAGED_BY}"
+MANAGED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 
 
 def managed_selector() -> str:
     """What this portal instance owns (several may share one cluster)."""
-    return f"{MANAGED},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+    return f"{MANAGED},{INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
 
 
 LOCK_NAMESPACE = 0x6770  # "gp": advisory-lock key space of the reconciler
@@ -57,9 +81,9 @@ class TenantBusy(TransientClusterError):
 # --- desired state from the database ---------------------------------------------------------
 
 
-def priority_class_specs() -> list[render.PriorityClassSpec]:
+def priority_class_specs() -> list[PriorityClassSpec]:
     return [
-        render.PriorityClassSpec(name=pc.name, value=pc.value, description=pc.description)
+        PriorityClassSpec(name=pc.name, value=pc.value, description=pc.description)
         for pc in PRIORITY_CLASS_DEFS
     ]
 
@@ -69,7 +93,7 @@ def flavor_name(gpu_model: str) -> str:
     return gpu_model.lower()
 
 
-def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[render.FlavorSpec]:
+def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[FlavorSpec]:
     """One flavor per GPU model that has an active class; the product label GFD sets comes from
     `GPU_PRODUCT_LABELS` or the catalog (a model neither knows gets GFD's usual
     `NVIDIA-<model>`), and the tolerations from `GPU_NODE_TOLERATIONS`."""
@@ -78,7 +102,7 @@ def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[render.
     models = sorted({rc.gpu_model for rc in classes if rc.active})
     tolerations = tuple(settings.GPU_NODE_TOLERATIONS)
     return [
-        render.FlavorSpec(
+        FlavorSpec(
             name=flavor_name(model),
             product_label=product_label(model),
             tolerations=tolerations,
@@ -89,18 +113,18 @@ def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[render.
 
 def queue_lines(
     classes: dict[int, ResourceClass], pools: dict[int, Pool], granted: dict[int, int]
-) -> tuple[render.QueueLine, ...]:
+) -> tuple[QueueLine, ...]:
     """Every (flavor, resource) a tenant's ClusterQueue lists: nominal = its grants, borrowing
     and lending from the pool's policy; the other resource names of a flavor are left to
     render (zero: Kueue wants each flavor to list every resource of its group)."""
-    lines: dict[tuple[str, str], render.QueueLine] = {}
+    lines: dict[tuple[str, str], QueueLine] = {}
     for rc in classes.values():
         if not rc.active:
             continue
         pool = pools.get(rc.pk)
         key = (flavor_name(rc.gpu_model), rc.resource_name)
         previous = lines.get(key)
-        lines[key] = render.QueueLine(
+        lines[key] = QueueLine(
             flavor=key[0],
             resource_name=key[1],
             nominal=granted.get(rc.pk, 0) + (previous.nominal if previous else 0),
@@ -127,7 +151,7 @@ def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
+def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
     """TenantSpecs for many tenants in a fixed number of queries."""
     ids = [t.pk for t in tenants]
     groups = provider_groups_by_tenant()
@@ -136,11 +160,11 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
     resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
     quotas = effective_quotas(ids)
     held = queue_holds(ids)
-    members: dict[int, list[render.Member]] = defaultdict(list)
+    members: dict[int, list[Member]] = defaultdict(list)
     robots = {t.robot_id for t in tenants if t.robot_id}
     for m in Membership.objects.filter(tenant_id__in=ids).select_related("user"):
         members[m.tenant_id].append(
-            render.Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
+            Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
         )
     priority_names = tuple(pc.name for pc in priority_class_specs())
     specs = {}
@@ -152,7 +176,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, render.TenantSpec]:
         for line in lines:
             if line.nominal or line.borrowing_limit:
                 by_name[line.resource_name] += line.nominal + line.borrowing_limit
-        specs[t.pk] = render.TenantSpec(
+        specs[t.pk] = TenantSpec(
             slug=t.slug,
             name=t.name,
             active=t.status == Tenant.Status.ACTIVE,
@@ -224,7 +248,7 @@ def tenant_namespace(tenant: Tenant) -> str:
 
 
 def key_str(manifest: dict) -> str:
-    kind, ns, name = render.object_key(manifest)
+    kind, ns, name = object_key(manifest)
     return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
 
@@ -301,7 +325,7 @@ def plan_converge(
     live_by_key = {key_str(obj): obj for obj in live}
     for manifest in desired:
         key = key_str(manifest)
-        want_hash = manifest["metadata"]["annotations"][render.HASH_ANNOTATION]
+        want_hash = manifest["metadata"]["annotations"][HASH_ANNOTATION]
         current = live_by_key.pop(key, None)
         out.applied[key] = want_hash
         if current is not None and matches(manifest, current):
@@ -311,7 +335,7 @@ def plan_converge(
                 out.drift.append(f"{key}: deleted outside the portal")
             out.changes.append(f"{key}: created")
         else:
-            live_hash = (current["metadata"].get("annotations") or {}).get(render.HASH_ANNOTATION)
+            live_hash = (current["metadata"].get("annotations") or {}).get(HASH_ANNOTATION)
             if live_hash == want_hash:
                 out.drift.append(f"{key}: edited outside the portal")
             out.changes.append(f"{key}: updated")
@@ -327,8 +351,8 @@ def plan_converge(
 def is_managed(obj: dict) -> bool:
     labels = obj["metadata"].get("labels") or {}
     return (
-        labels.get(render.MANAGED_BY_LABEL) == render.MANAGED_BY
-        and labels.get(render.INSTANCE_LABEL) == settings.PORTAL_INSTANCE
+        labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        and labels.get(INSTANCE_LABEL) == settings.PORTAL_INSTANCE
     )
 
 
@@ -336,14 +360,14 @@ def is_foreign_binding(obj: dict) -> bool:
     """A RoleBinding in a tenant namespace that the portal did not render: pruned (access is
     granted through the portal), unless the platform team labelled it to keep."""
     labels = obj["metadata"].get("labels") or {}
-    return not is_managed(obj) and labels.get(render.KEEP_BINDING_LABEL) != "true"
+    return not is_managed(obj) and labels.get(KEEP_BINDING_LABEL) != "true"
 
 
 def execute(kube: KubeGateway, plan: ConvergePlan) -> Outcome:
     for manifest in plan.to_apply:
         kube.apply(manifest)
     for obj in plan.to_delete:
-        kind, ns, name = render.object_key(obj)
+        kind, ns, name = object_key(obj)
         if kube.delete(kind, name, ns or None):
             plan.outcome.changes.append(f"{key_str(obj)}: deleted")
     return plan.outcome
@@ -441,16 +465,16 @@ def _terminating(obj: dict) -> bool:
     return bool(obj["metadata"].get("deletionTimestamp"))
 
 
-def _tenant_desired(tenant: Tenant, spec: render.TenantSpec | None) -> list[dict]:
+def _tenant_desired(tenant: Tenant, spec: TenantSpec | None) -> list[dict]:
     if tenant.status == Tenant.Status.ARCHIVED or spec is None:
         return []
-    return render.render_tenant(spec)
+    return render_tenant(spec)
 
 
 def _sync_one(
     kube: KubeGateway,
     tenant: Tenant,
-    spec: render.TenantSpec | None,
+    spec: TenantSpec | None,
     live: list[dict],
     previously: dict[str, str],
 ) -> Outcome:
@@ -462,8 +486,8 @@ def _sync_one(
         ):
             out.changes.append(f"Namespace/{ns}: deleted (tenant archived)")
         for obj in live:  # cluster-scoped objects of the tenant do not go with its namespace
-            if obj["kind"] in render.TENANT_CLUSTER_KINDS and not _terminating(obj):
-                kind, _, name = render.object_key(obj)
+            if obj["kind"] in TENANT_CLUSTER_KINDS and not _terminating(obj):
+                kind, _, name = object_key(obj)
                 if kube.delete(kind, name):
                     out.changes.append(f"{kind}/{name}: deleted (tenant archived)")
         return out
@@ -475,23 +499,23 @@ def _sync_one(
 
 def _live_for_tenant(kube: KubeGateway, tenant: Tenant) -> list[dict]:
     ns = tenant_namespace(tenant)
-    selector = f"{managed_selector()},{render.TENANT_LABEL}={tenant.slug}"
+    selector = f"{managed_selector()},{TENANT_LABEL}={tenant.slug}"
     live = []
     namespace = kube.get("Namespace", ns)
     if namespace is not None:
         namespace.setdefault("kind", "Namespace")
         live.append(namespace)
-        for kind in render.NAMESPACED_KINDS:
+        for kind in NAMESPACED_KINDS:
             if kind == "RoleBinding":  # all of them: the foreign ones are pruned too
                 live.extend(
                     b
                     for b in kube.list(kind, ns)
                     if is_foreign_binding(b)
-                    or (b["metadata"].get("labels") or {}).get(render.TENANT_LABEL) == tenant.slug
+                    or (b["metadata"].get("labels") or {}).get(TENANT_LABEL) == tenant.slug
                 )
                 continue
             live.extend(kube.list(kind, ns, label_selector=selector))
-    for kind in render.TENANT_CLUSTER_KINDS:
+    for kind in TENANT_CLUSTER_KINDS:
         live.extend(kube.list(kind, label_selector=selector))
     return live
 
@@ -536,10 +560,10 @@ CLUSTER_KINDS = (
 
 def cluster_desired() -> list[dict]:
     return [
-        *render.render_priority_classes(priority_class_specs()),
-        *render.render_flavors(flavor_specs()),
-        *render.render_workload_priority_classes(priority_class_specs()),
-        *render.render_queue_guard(
+        *render_priority_classes(priority_class_specs()),
+        *render_flavors(flavor_specs()),
+        *render_workload_priority_classes(priority_class_specs()),
+        *render_queue_guard(
             tuple(settings.KUEUE_USERNAMES),
             tuple(pc.name for pc in priority_class_specs()),
             allowlist_spellings(settings.WORKLOAD_IMAGE_ALLOWLIST),
@@ -565,7 +589,7 @@ def reconcile_cluster_objects(kube: KubeGateway) -> Outcome:
     model this one has no class of (and Kueue holds a flavor in use anyway)."""
     desired = cluster_desired()
     live = [obj for kind in CLUSTER_KINDS for obj in kube.list(kind, label_selector=MANAGED)]
-    previously = {key_str(m): m["metadata"]["annotations"][render.HASH_ANNOTATION] for m in desired}
+    previously = {key_str(m): m["metadata"]["annotations"][HASH_ANNOTATION] for m in desired}
     plan = plan_converge(desired, live, previously)
     plan.to_delete = [obj for obj in plan.to_delete if obj["kind"] != "ResourceFlavor"]
     outcome = execute(kube, plan)
@@ -601,7 +625,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     live_by_tenant: dict[str, list[dict]] = defaultdict(list)
     tenants = list(Tenant.objects.all())
     slug_of_namespace = {tenant_namespace(t): t.slug for t in tenants}
-    for kind in ("Namespace", *render.NAMESPACED_KINDS, *render.TENANT_CLUSTER_KINDS):
+    for kind in ("Namespace", *NAMESPACED_KINDS, *TENANT_CLUSTER_KINDS):
         # RoleBindings: every one, so that access granted outside the portal is pruned too.
         selector = "" if kind == "RoleBinding" else managed_selector()
         for obj in kube.list(kind, label_selector=selector):
@@ -610,7 +634,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
                 if slug and is_foreign_binding(obj):
                     live_by_tenant[slug].append(obj)
                 continue
-            slug = (obj["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
+            slug = (obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
             if slug:
                 live_by_tenant[slug].append(obj)
     specs = build_specs([t for t in tenants if t.status != Tenant.Status.ARCHIVED])
@@ -660,8 +684,8 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     # Objects labelled for tenants the database does not know at all: left over, remove them.
     for slug, objects in live_by_tenant.items():
         for obj in objects:
-            if obj["kind"] in ("Namespace", *render.TENANT_CLUSTER_KINDS) and not _terminating(obj):
-                kind, _, name = render.object_key(obj)
+            if obj["kind"] in ("Namespace", *TENANT_CLUSTER_KINDS) and not _terminating(obj):
+                kind, _, name = object_key(obj)
                 if kube.delete(kind, name):
                     summary.orphans_deleted += 1
                     log.info("deleted orphan namespace %s of unknown tenant %s", name, slug)

@@ -13,9 +13,10 @@ from core.errors import InvalidTransition
 from scheduler.catalog.models import Pool
 from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import inventory, render
+from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation
+from scheduler.cluster.render.labels import TENANT_LABEL
 from tenants import audit
 from tenants.models import Tenant
 from tenants.permissions import require_platform_admin
@@ -57,8 +58,8 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
     gpu_nodes = [n for n in nodes if n.gpu_model]
     pods = [p for p in map(inventory.parse_gpu_pod, kube.list("Pod")) if p is not None]
     namespaces = {
-        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
-        for ns in kube.list("Namespace", label_selector=render.TENANT_LABEL)
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+        for ns in kube.list("Namespace", label_selector=TENANT_LABEL)
     }
     api_server = kube.api.configuration.host
     server_version = kube.server_version()

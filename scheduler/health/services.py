@@ -21,10 +21,11 @@ from django.utils import timezone
 from core.errors import InvalidInput, InvalidTransition, NotFound
 from core.prometheus import PrometheusUnavailable, instant_query
 from scheduler.catalog.product_labels import configured_product_labels
-from scheduler.cluster import inventory, render
+from scheduler.cluster import inventory
 from scheduler.cluster import services as cluster_services
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
+from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 from scheduler.health import signals
 from scheduler.health.models import HealthEvent, HealthImpact, HealthRule, NodeHealth
 from scheduler.mig.rollout import drain_order
@@ -415,8 +416,8 @@ def _gpu_pods(kube: KubeGateway, node: str) -> list[dict]:
 
 def _tenants_by_namespace(kube: KubeGateway) -> dict[str, Tenant]:
     slugs = {
-        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(render.TENANT_LABEL)
-        for ns in kube.list("Namespace", label_selector=render.TENANT_LABEL)
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+        for ns in kube.list("Namespace", label_selector=TENANT_LABEL)
     }
     tenants = Tenant.objects.in_bulk([s for s in slugs.values() if s], field_name="slug")
     return {ns: tenants[slug] for ns, slug in slugs.items() if slug in tenants}
@@ -425,7 +426,7 @@ def _tenants_by_namespace(kube: KubeGateway) -> dict[str, Tenant]:
 def _workload_of(pod: dict) -> Workload | None:
     labels = pod["metadata"].get("labels") or {}
     value = labels.get(WORKLOAD_LABEL, "")
-    if labels.get(render.INSTANCE_LABEL) != settings.PORTAL_INSTANCE or not value.isdigit():
+    if labels.get(INSTANCE_LABEL) != settings.PORTAL_INSTANCE or not value.isdigit():
         return None
     return Workload.objects.filter(pk=int(value)).first()
 

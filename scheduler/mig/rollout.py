@@ -20,7 +20,7 @@ from django.utils import timezone
 from scheduler.catalog import facts
 from scheduler.cluster import services
 from scheduler.cluster.kube import KubeGateway
-from scheduler.cluster.render import MANAGED_BY, MANAGED_BY_LABEL
+from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.mig import plans
 from scheduler.mig.models import MigConfig, Plan
 from tenants import audit

@@ -15,7 +15,7 @@ from django.conf import settings
 from core.errors import InvalidInput, QuotaExceeded
 from core.images import image_allowed_by
 from core.quantities import BadQuantity, parse_quantity
-from scheduler.cluster import render
+from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
 from scheduler.workloads.manifests import SHM_MOUNT_PATH
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 
@@ -344,7 +344,7 @@ def check_shm(shm: Any, memory: str) -> str:
                 field="shm",
             )
         return text
-    default = render.CONTAINER_DEFAULTS["default"]["memory"]
+    default = CONTAINER_DEFAULTS["default"]["memory"]
     if amount > parse_quantity(default):
         raise InvalidInput(
             f"shm {text!r} is above the namespace's default memory limit ({default}): /dev/shm "

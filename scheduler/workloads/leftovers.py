@@ -10,8 +10,8 @@ from django.conf import settings
 
 from core.tasks import portal_task
 from scheduler.cluster import kube as kube_module
-from scheduler.cluster import render
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.manifests import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import delete_from_cluster
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def delete_leftovers(kube: KubeGateway) -> list[str]:
     """Delete this portal's Jobs and Deployments whose workload is cancelled or unknown; one
     list call per kind, a delete only for what is left over. Returns what was deleted."""
-    selector = f"{WORKLOAD_LABEL},{render.INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+    selector = f"{WORKLOAD_LABEL},{INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
     deleted = []
     for kind in ("Job", "Deployment"):
         objects = [

@@ -13,7 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.cluster import render
+from scheduler.cluster.render.labels import (
+    GPU_PRODUCT_LABEL,
+    INSTANCE_LABEL,
+    LOCAL_QUEUE,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    QUEUE_NAME_LABEL,
+    QUEUE_PRIORITY_LABEL,
+    TENANT_LABEL,
+)
 from scheduler.workloads.models import Workload
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"
@@ -128,9 +137,9 @@ class WorkloadSpec:
 def _labels(spec: WorkloadSpec) -> dict[str, str]:
     return {
         **spec.labels,
-        render.MANAGED_BY_LABEL: render.MANAGED_BY,
-        render.INSTANCE_LABEL: spec.instance,
-        render.TENANT_LABEL: spec.tenant,
+        MANAGED_BY_LABEL: MANAGED_BY,
+        INSTANCE_LABEL: spec.instance,
+        TENANT_LABEL: spec.tenant,
         WORKLOAD_LABEL: str(spec.workload_id),
     }
 
@@ -140,8 +149,8 @@ def _queued_labels(spec: WorkloadSpec) -> dict[str, str]:
     preempted by the workload's priority."""
     return {
         **_labels(spec),
-        render.QUEUE_NAME_LABEL: render.LOCAL_QUEUE,
-        render.QUEUE_PRIORITY_LABEL: spec.priority_class,
+        QUEUE_NAME_LABEL: LOCAL_QUEUE,
+        QUEUE_PRIORITY_LABEL: spec.priority_class,
     }
 
 
@@ -212,7 +221,7 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     pod: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "priorityClassName": spec.priority_class,
-        "nodeSelector": {render.GPU_PRODUCT_LABEL: spec.gpu_product},
+        "nodeSelector": {GPU_PRODUCT_LABEL: spec.gpu_product},
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": {

@@ -19,7 +19,7 @@ from core.errors import ClusterError, PermanentClusterError, ServiceError, Trans
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.product_labels import product_label
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
-from scheduler.cluster.render import INSTANCE_LABEL
+from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.manifests import (
     KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,

@@ -7,12 +7,12 @@ from datetime import datetime
 
 from django.conf import settings
 
-from scheduler.cluster import render
+from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 
 
 def tenant_namespace(name: str, tenant_slug: str) -> dict:
     """A tenant namespace as this portal instance labels it."""
-    labels = {render.TENANT_LABEL: tenant_slug, render.INSTANCE_LABEL: settings.PORTAL_INSTANCE}
+    labels = {TENANT_LABEL: tenant_slug, INSTANCE_LABEL: settings.PORTAL_INSTANCE}
     return {"metadata": {"name": name, "labels": labels}}
 
 

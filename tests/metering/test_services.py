@@ -207,9 +207,9 @@ def test_an_over_budget_team_has_its_kueue_queue_held_when_enforced(world, setti
         True,
         False,
     )
-    from scheduler.cluster import render
+    from scheduler.cluster.render.tenant import render_tenant
 
-    held = [m for m in render.render_tenant(specs[world.tenant.pk]) if m["kind"] == "LocalQueue"]
+    held = [m for m in render_tenant(specs[world.tenant.pk]) if m["kind"] == "LocalQueue"]
     assert held[0]["spec"]["stopPolicy"] == "Hold"
 
 

@@ -9,7 +9,10 @@ from django.core import checks
 from scheduler.catalog import facts
 from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.cluster import checks as cluster_checks
-from scheduler.cluster import inventory, reconcile, render
+from scheduler.cluster import inventory, reconcile
+from scheduler.cluster.render.kueue import render_cluster_queue
+from scheduler.cluster.render.namespace import render_limit_range, render_quotas
+from scheduler.cluster.render.tenant import render_tenant
 from scheduler.workloads.manifests import render_workload
 from scheduler.workloads.sync import spec_for
 from tests.scheduler.test_render import by_key, spec, strip_hash
@@ -205,7 +208,7 @@ def test_every_workload_pod_tolerates_the_configured_taints(settings, world):
 
 
 def test_the_limit_range_caps_containers_at_the_workload_maxima():
-    objs = by_key(render.render_tenant(spec(container_max={"memory": "256Gi", "cpu": "64"})))
+    objs = by_key(render_tenant(spec(container_max={"memory": "256Gi", "cpu": "64"})))
     assert strip_hash(objs[("LimitRange", "gpu-portal-defaults")])["spec"] == {
         "limits": [
             {
@@ -231,12 +234,12 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
         "ephemeral-storage": "512Gi",
     }
     # a max without a default limit: the limit defaults to it, the request to nothing
-    (limits,) = render.render_limit_range(tenant_spec, "ns")["spec"]["limits"]
+    (limits,) = render_limit_range(tenant_spec, "ns")["spec"]["limits"]
     assert limits["max"]["ephemeral-storage"] == limits["default"]["ephemeral-storage"] == "512Gi"
     assert limits["defaultRequest"]["ephemeral-storage"] == "0"
-    quota = render.render_quotas(tenant_spec, "ns")[0]["spec"]["hard"]
+    quota = render_quotas(tenant_spec, "ns")[0]["spec"]["hard"]
     assert quota["requests.ephemeral-storage"] == "2Ti"
-    cq = render.render_cluster_queue(tenant_spec, "ns")
+    cq = render_cluster_queue(tenant_spec, "ns")
     node_group = cq["spec"]["resourceGroups"][0]
     assert node_group["coveredResources"] == ["cpu", "memory", "ephemeral-storage"]
     assert node_group["flavors"][0]["resources"][2] == {

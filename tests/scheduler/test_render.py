@@ -7,8 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core import names
-from scheduler.cluster import render
-from scheduler.cluster.render import Member, TenantSpec
+from scheduler.cluster.render.kueue import render_flavors
+from scheduler.cluster.render.labels import HASH_ANNOTATION
+from scheduler.cluster.render.namespace import render_namespace
+from scheduler.cluster.render.network import egress_blocks
+from scheduler.cluster.render.priorities import (
+    render_priority_classes,
+    render_workload_priority_classes,
+)
+from scheduler.cluster.render.queue_guard import render_queue_guard
+from scheduler.cluster.render.specs import Member, PriorityClassSpec, TenantSpec
+from scheduler.cluster.render.tenant import render_tenant
 
 NAMES = ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb")
 PCS = ("gpu-critical", "gpu-high", "gpu-low")
@@ -41,9 +50,7 @@ def by_key(manifests):
 
 def strip_hash(m):
     m = {**m, "metadata": {**m["metadata"]}}
-    ann = {
-        k: v for k, v in m["metadata"].get("annotations", {}).items() if k != render.HASH_ANNOTATION
-    }
+    ann = {k: v for k, v in m["metadata"].get("annotations", {}).items() if k != HASH_ANNOTATION}
     m["metadata"]["annotations"] = ann
     if not ann:
         del m["metadata"]["annotations"]
@@ -58,7 +65,7 @@ LABELS = {
 
 
 def test_namespace():
-    ns = render.render_namespace(spec())
+    ns = render_namespace(spec())
     assert strip_hash(ns) == {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -78,7 +85,7 @@ def test_namespace():
 
 
 def test_gpu_quota_counts_requests_only_with_zero_lines_for_the_rest():
-    quota = by_key(render.render_tenant(spec()))[("ResourceQuota", "gpu-portal-quota")]
+    quota = by_key(render_tenant(spec()))[("ResourceQuota", "gpu-portal-quota")]
     assert strip_hash(quota) == {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -98,13 +105,13 @@ def test_gpu_quota_counts_requests_only_with_zero_lines_for_the_rest():
             }
         },
     }
-    for m in render.render_tenant(spec()):
+    for m in render_tenant(spec()):
         if m["kind"] == "ResourceQuota":
             assert not any(k.startswith("limits.nvidia") for k in m["spec"]["hard"])
 
 
 def test_priority_quotas():
-    objs = by_key(render.render_tenant(spec()))
+    objs = by_key(render_tenant(spec()))
     critical = objs[("ResourceQuota", "gpu-portal-priority-gpu-critical")]
     assert critical["spec"]["scopeSelector"] == {
         "matchExpressions": [
@@ -123,9 +130,7 @@ def test_priority_quotas():
 
 def test_critical_units_cap_each_resource_at_what_was_granted():
     s = spec(allowed_priority_classes=PCS, critical_units=2)
-    critical = by_key(render.render_tenant(s))[
-        ("ResourceQuota", "gpu-portal-priority-gpu-critical")
-    ]
+    critical = by_key(render_tenant(s))[("ResourceQuota", "gpu-portal-priority-gpu-critical")]
     assert critical["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "2",
         "requests.nvidia.com/mig-1g.10gb": "0",
@@ -134,13 +139,13 @@ def test_critical_units_cap_each_resource_at_what_was_granted():
 
 
 def test_a_forbidden_priority_class_gets_a_zero_pod_quota():
-    objs = by_key(render.render_tenant(spec(allowed_priority_classes=("gpu-low",))))
+    objs = by_key(render_tenant(spec(allowed_priority_classes=("gpu-low",))))
     high = objs[("ResourceQuota", "gpu-portal-priority-gpu-high")]
     assert high["spec"]["hard"] == {"pods": "0"}
 
 
 def test_role_bindings_per_role_with_the_robot_as_service_account():
-    objs = by_key(render.render_tenant(spec()))
+    objs = by_key(render_tenant(spec()))
     owners = objs[("RoleBinding", "gpu-portal-team-owners")]
     assert owners["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -162,7 +167,7 @@ def test_role_bindings_per_role_with_the_robot_as_service_account():
 
 def test_provider_groups_are_bound_with_their_role_and_the_api_servers_prefix():
     objs = by_key(
-        render.render_tenant(
+        render_tenant(
             spec(
                 provider_groups=(("vision-leads", "owner"), ("vision-all", "viewer")),
                 group_prefix="oidc:",
@@ -196,7 +201,7 @@ def _granted(role: dict) -> set[tuple[str, str, str]]:
 
 
 def test_the_workload_role_runs_workloads_but_cannot_change_access_isolation_or_quota():
-    objs = by_key(render.render_tenant(spec()))
+    objs = by_key(render_tenant(spec()))
     granted = _granted(objs[("Role", "gpu-portal-workloads")])
     for needed in [
         ("batch", "jobs", "create"),
@@ -226,7 +231,7 @@ def test_the_workload_role_runs_workloads_but_cannot_change_access_isolation_or_
 
 
 def test_viewers_read_but_see_no_secrets_and_exec_follows_the_setting():
-    objs = by_key(render.render_tenant(spec(pod_exec=False)))
+    objs = by_key(render_tenant(spec(pod_exec=False)))
     view = _granted(objs[("Role", "gpu-portal-view")])
     assert ("batch", "jobs", "get") in view
     assert {v for _, _, v in view} == {"get", "list", "watch"}
@@ -236,14 +241,12 @@ def test_viewers_read_but_see_no_secrets_and_exec_follows_the_setting():
 
 
 def test_an_inactive_tenant_has_no_roles_or_bindings():
-    objs = by_key(render.render_tenant(spec(active=False)))
+    objs = by_key(render_tenant(spec(active=False)))
     assert not [k for k in objs if k[0] in ("Role", "RoleBinding")]
 
 
 def test_roles_without_people_get_no_binding_and_user_prefix_applies():
-    objs = by_key(
-        render.render_tenant(spec(members=(Member("alice", "owner"),), user_prefix="oidc:"))
-    )
+    objs = by_key(render_tenant(spec(members=(Member("alice", "owner"),), user_prefix="oidc:")))
     assert [k for k in objs if k[0] == "RoleBinding"] == [("RoleBinding", "gpu-portal-team-owners")]
     assert objs[("RoleBinding", "gpu-portal-team-owners")]["subjects"][0]["name"] == "oidc:alice"
 
@@ -252,7 +255,7 @@ NS_NAME = "kubernetes.io/metadata.name"
 
 
 def test_network_policy_admits_own_and_platform_namespace_only():
-    np = by_key(render.render_tenant(spec()))[("NetworkPolicy", "gpu-portal-isolation")]
+    np = by_key(render_tenant(spec()))[("NetworkPolicy", "gpu-portal-isolation")]
     both = {
         "namespaceSelector": {
             "matchExpressions": [
@@ -312,7 +315,7 @@ def test_network_policy_admits_own_and_platform_namespace_only():
 
 def test_allowed_egress_cidrs_except_the_metadata_address_and_the_api_server():
     np = by_key(
-        render.render_tenant(
+        render_tenant(
             spec(
                 egress_allowed_cidrs=("0.0.0.0/0", "10.20.0.0/16", "::/0", "169.254.169.254/32"),
                 egress_denied_cidrs=("169.254.169.254/32", "fd00:ec2::254/128", "10.20.0.1/32"),
@@ -331,15 +334,15 @@ def test_allowed_egress_cidrs_except_the_metadata_address_and_the_api_server():
 
 
 def test_egress_blocks_leave_out_what_is_denied_and_keep_the_rest_whole():
-    assert render.egress_blocks(("192.168.0.0/24",), ("169.254.169.254/32",)) == [
+    assert egress_blocks(("192.168.0.0/24",), ("169.254.169.254/32",)) == [
         {"ipBlock": {"cidr": "192.168.0.0/24"}}
     ]
-    assert render.egress_blocks(("169.254.0.0/16",), ("169.254.0.0/16",)) == []
-    assert render.egress_blocks((), ("169.254.169.254/32",)) == []
+    assert egress_blocks(("169.254.0.0/16",), ("169.254.0.0/16",)) == []
+    assert egress_blocks((), ("169.254.169.254/32",)) == []
 
 
 def test_limit_range_defaults():
-    lr = by_key(render.render_tenant(spec()))[("LimitRange", "gpu-portal-defaults")]
+    lr = by_key(render_tenant(spec()))[("LimitRange", "gpu-portal-defaults")]
     assert lr["spec"]["limits"] == [
         {
             "type": "Container",
@@ -350,44 +353,44 @@ def test_limit_range_defaults():
 
 
 def test_suspended_tenant_keeps_its_namespace_but_may_run_nothing():
-    objs = by_key(render.render_tenant(spec(active=False)))
+    objs = by_key(render_tenant(spec(active=False)))
     hard = objs[("ResourceQuota", "gpu-portal-quota")]["spec"]["hard"]
     assert set(hard.values()) == {"0"}
     assert not [k for k in objs if k[0] == "RoleBinding"]
 
 
 def test_zero_grants_means_zero_on_every_gpu_line():
-    hard = by_key(render.render_tenant(spec(gpu_quota={})))[("ResourceQuota", "gpu-portal-quota")][
-        "spec"
-    ]["hard"]
+    hard = by_key(render_tenant(spec(gpu_quota={})))[("ResourceQuota", "gpu-portal-quota")]["spec"][
+        "hard"
+    ]
     assert {k: v for k, v in hard.items() if "nvidia" in k} == {f"requests.{n}": "0" for n in NAMES}
 
 
 def test_many_classes():
     names = tuple(f"nvidia.com/mig-{i}g.{i}0gb" for i in range(1, 60))
-    hard = by_key(render.render_tenant(spec(gpu_resource_names=names, gpu_quota={names[5]: 3})))[
+    hard = by_key(render_tenant(spec(gpu_resource_names=names, gpu_quota={names[5]: 3})))[
         ("ResourceQuota", "gpu-portal-quota")
     ]["spec"]["hard"]
     assert len([k for k in hard if "nvidia" in k]) == 59 and hard[f"requests.{names[5]}"] == "3"
 
 
 def test_every_object_is_labelled_and_hashed_and_the_hash_follows_content():
-    a = render.render_tenant(spec())
-    b = render.render_tenant(spec(gpu_quota={"nvidia.com/gpu": 7}))
+    a = render_tenant(spec())
+    b = render_tenant(spec(gpu_quota={"nvidia.com/gpu": 7}))
     for m in a:
         assert m["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpu-portal"
         assert m["metadata"]["labels"]["gpu-portal.io/tenant"] == "team-a"
-        assert len(m["metadata"]["annotations"][render.HASH_ANNOTATION]) == 16
+        assert len(m["metadata"]["annotations"][HASH_ANNOTATION]) == 16
     ha, hb = by_key(a), by_key(b)
     key = ("ResourceQuota", "gpu-portal-quota")
     assert ha[key]["metadata"]["annotations"] != hb[key]["metadata"]["annotations"]
     same = ("LimitRange", "gpu-portal-defaults")
     assert ha[same] == hb[same]
-    assert render.render_tenant(spec()) == a  # deterministic
+    assert render_tenant(spec()) == a  # deterministic
 
 
 def test_unicode_display_names_stay_in_annotations():
-    ns = render.render_namespace(spec(name="Équipe Vision 視覚"))
+    ns = render_namespace(spec(name="Équipe Vision 視覚"))
     assert ns["metadata"]["annotations"]["gpu-portal.io/display-name"] == "Équipe Vision 視覚"
     assert ns["metadata"]["name"] == "tenant-team-a"
 
@@ -409,10 +412,10 @@ def test_long_slug_is_truncated_with_a_hash():
 
 
 def test_priority_classes():
-    pcs = render.render_priority_classes(
+    pcs = render_priority_classes(
         [
-            render.PriorityClassSpec("gpu-critical", 1_000_000),
-            render.PriorityClassSpec("gpu-low", 100_000),
+            PriorityClassSpec("gpu-critical", 1_000_000),
+            PriorityClassSpec("gpu-low", 100_000),
         ]
     )
     assert strip_hash(pcs[0]) == {
@@ -429,7 +432,7 @@ def test_priority_classes():
 
 # --- Kueue ------------------------------------------------------------------------------------
 
-from scheduler.cluster.render import FlavorSpec, QueueLine  # noqa: E402
+from scheduler.cluster.render.specs import FlavorSpec, QueueLine  # noqa: E402
 
 LINES = (
     QueueLine("a100-80gb", "nvidia.com/gpu", 2, borrowing_limit=1),
@@ -439,7 +442,7 @@ LINES = (
 
 
 def test_a_tenant_with_queue_lines_gets_a_cluster_queue_in_the_cohort_and_a_local_queue():
-    objs = by_key(render.render_tenant(spec(queue_lines=LINES, cohort="gpu-portal-test")))
+    objs = by_key(render_tenant(spec(queue_lines=LINES, cohort="gpu-portal-test")))
     cq = strip_hash(objs[("ClusterQueue", "tenant-team-a")])
     assert cq["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert "namespace" not in cq["metadata"] and cq["metadata"]["labels"] == LABELS
@@ -487,7 +490,7 @@ def test_a_tenant_with_queue_lines_gets_a_cluster_queue_in_the_cohort_and_a_loca
 
 
 def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new():
-    objs = by_key(render.render_tenant(spec(queue_lines=LINES, active=False)))
+    objs = by_key(render_tenant(spec(queue_lines=LINES, active=False)))
     cq = objs[("ClusterQueue", "tenant-team-a")]
     assert cq["spec"]["stopPolicy"] == "HoldAndDrain"
     quotas = [
@@ -497,21 +500,21 @@ def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new()
         for r in f["resources"]
     ]
     assert set(quotas) == {"0"}
-    held = by_key(render.render_tenant(spec(queue_lines=LINES, queue_held=True)))
+    held = by_key(render_tenant(spec(queue_lines=LINES, queue_held=True)))
     assert held[("LocalQueue", "default")]["spec"]["stopPolicy"] == "Hold"
     assert held[("ClusterQueue", "tenant-team-a")]["spec"]["stopPolicy"] == "None"
 
 
 def test_flavors_and_resources_a_team_may_not_use_are_left_out():
     lines = (*LINES, QueueLine("l40s-48gb", "nvidia.com/gpu.shared", 0), QueueLine("x", "y", 0))
-    cq = by_key(render.render_tenant(spec(queue_lines=lines)))[("ClusterQueue", "tenant-team-a")]
+    cq = by_key(render_tenant(spec(queue_lines=lines)))[("ClusterQueue", "tenant-team-a")]
     gpus = cq["spec"]["resourceGroups"][1]
     assert gpus["coveredResources"] == ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb"]
     assert [f["name"] for f in gpus["flavors"]] == ["a100-80gb", "h100-80gb"]
 
 
 def test_a_team_without_gpu_lines_still_gets_a_queue_for_cpu_work():
-    objs = by_key(render.render_tenant(spec()))
+    objs = by_key(render_tenant(spec()))
     groups = objs[("ClusterQueue", "tenant-team-a")]["spec"]["resourceGroups"]
     assert [g["coveredResources"] for g in groups] == [["cpu", "memory"]]
     assert ("LocalQueue", "default") in objs
@@ -519,7 +522,7 @@ def test_a_team_without_gpu_lines_still_gets_a_queue_for_cpu_work():
 
 def test_flavors_select_the_product_label_and_carry_tolerations():
     toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    flavors = render.render_flavors(
+    flavors = render_flavors(
         [
             FlavorSpec("h100-80gb", "NVIDIA-H100-80GB-HBM3", (toleration,)),
             FlavorSpec("a100-80gb", "X"),
@@ -538,9 +541,7 @@ def test_flavors_select_the_product_label_and_carry_tolerations():
 
 
 def test_workload_priority_classes_mirror_the_pod_priority_classes():
-    wpcs = render.render_workload_priority_classes(
-        [render.PriorityClassSpec("gpu-high", 500_000, "d")]
-    )
+    wpcs = render_workload_priority_classes([PriorityClassSpec("gpu-high", 500_000, "d")])
     assert strip_hash(wpcs[0]) == {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "WorkloadPriorityClass",
@@ -551,7 +552,7 @@ def test_workload_priority_classes_mirror_the_pod_priority_classes():
 
 
 def test_the_queue_guard_lists_the_portal_priority_classes_and_no_other():
-    policy, binding = render.render_queue_guard(("kueue",), ("gpu-low", "gpu-high"))
+    policy, binding = render_queue_guard(("kueue",), ("gpu-low", "gpu-high"))
     rule = next(v for v in policy["spec"]["validations"] if "only the portal's" in v["message"])
     assert "in ['', 'gpu-high', 'gpu-low']" in rule["expression"]
     assert "system-node-critical" not in rule["expression"]

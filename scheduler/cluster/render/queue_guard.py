@@ -1,0 +1,268 @@
+"""The queue guard: a ValidatingAdmissionPolicy (and its binding) for tenant namespaces that
+closes what Kueue alone leaves open to a team member, written as CEL built by small helpers."""
+
+from __future__ import annotations
+
+import json
+
+from core.images import Spellings
+from scheduler.cluster.render.labels import (
+    HEALTH_TAINT_KEY,
+    LOCAL_QUEUE,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    QUEUE_ENFORCED_LABEL,
+    QUEUE_PRIORITY_LABEL,
+    _finish,
+)
+
+QUEUE_GUARD = "gpu-portal-queue-guard"
+# What the queue guard's pod rules look at; it also sees Secrets and Services (rules of theirs).
+POD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "ReplicaSet", "StatefulSet")
+
+
+def _for_pods(expression: str) -> str:
+    """CEL: `expression` holds for the kinds that carry pods; other kinds pass."""
+    return f"!(request.kind.kind in {_cel_list(POD_KINDS)}) || ({expression})"
+
+
+def _priority_agrees(meta: str, spec: str) -> str:
+    """CEL: the object's Kueue priority label, if any, names its pods' priorityClassName."""
+    label = f"'{QUEUE_PRIORITY_LABEL}'"
+    return (
+        f"(!has({meta}.labels) || !({label} in {meta}.labels) || "
+        f"(has({spec}.priorityClassName) && {meta}.labels[{label}] == {spec}.priorityClassName))"
+    )
+
+
+_UPDATE = "request.operation == 'UPDATE'"
+
+
+def _priority_known(spec: str, old: str, classes: str) -> str:
+    """CEL: the pod spec names no priority class, one of the portal's, or the one it had (an
+    update that does not change it, e.g. a controller removing a finalizer, is not refused)."""
+    return (
+        f"(!has({spec}.priorityClassName) || {spec}.priorityClassName in [{classes}] || "
+        f"({_UPDATE} && has({old}.priorityClassName) && "
+        f"{old}.priorityClassName == {spec}.priorityClassName))"
+    )
+
+
+def _cel_list(values) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
+
+
+def _image_ok(image: str, rules: Spellings) -> str:
+    """CEL: `image` (a string expression) is allowed by the allow-list's spellings."""
+    terms = [f"{image} in {_cel_list(rules.exact)}"]
+    if rules.prefixes:
+        terms.append(f"{_cel_list(rules.prefixes)}.exists(p, {image}.startsWith(p))")
+    if rules.any_library_short or rules.any_hub_short:
+        first = f"{image}.split('/')[0]"
+        no_host = f"!({first}.contains('.') || {first}.contains(':') || {first} == 'localhost')"
+        terms.append(
+            f"!{image}.contains('/')"
+            if not rules.any_hub_short
+            else f"(!{image}.contains('/') || {no_host})"
+        )
+    return "(" + " || ".join(terms) + ")"
+
+
+def _images_allowed(spec: str, old: str, rules: Spellings) -> str:
+    """CEL: every image is allowed, or was already there before this update (narrowing the
+    allow-list must not refuse the updates controllers make to running pods)."""
+
+    def each(containers: str) -> str:
+        before = f"{old}.{containers}"
+        kept = f"({_UPDATE} && has({before}) && {before}.exists(o, o.image == c.image))"
+        return f"{spec}.{containers}.all(c, {_image_ok('c.image', rules)} || {kept})"
+
+    return f"{each('containers')} && (!has({spec}.initContainers) || {each('initContainers')})"
+
+
+def _no_health_toleration(spec: str, old: str) -> str:
+    """CEL: the pod spec tolerates neither the health taint nor every taint (a key-less
+    `Exists`), unless it already did before this update (a running pod's later updates)."""
+    bad = (
+        f"t.key == '{HEALTH_TAINT_KEY}' || ((!has(t.key) || t.key == '') "
+        "&& has(t.operator) && t.operator == 'Exists')"
+    )
+    kept = f"({_UPDATE} && has({old}.tolerations) && {old}.tolerations.exists(t, {bad}))"
+    return f"(!has({spec}.tolerations) || !{spec}.tolerations.exists(t, {bad}) || {kept})"
+
+
+def _per_kind(rule, template: str) -> str:
+    """CEL: `rule(pod spec, its old spec)` for a Pod, a CronJob's job template and any other
+    pod template."""
+    cron = "spec.jobTemplate.spec.template.spec"
+    return (
+        f"request.kind.kind == 'Pod' ? {rule('object.spec', 'oldObject.spec')} : "
+        f"request.kind.kind == 'CronJob' ? {rule(f'object.{cron}', f'oldObject.{cron}')}"
+        f" : {rule(template, template.replace('object.', 'oldObject.', 1))}"
+    )
+
+
+def render_queue_guard(
+    trusted_users: tuple[str, ...],
+    priority_classes: tuple[str, ...] = (),
+    images: Spellings | None = None,
+) -> list[dict]:
+    """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
+    Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
+    (`nodeName` skips both the scheduler and Kueue's flavors), lifting Kueue's scheduling gate
+    from a pod, unsuspending a Job Kueue has not admitted, and a priority class that is not the
+    portal's (`system-node-critical` would preempt every team; the portal's own classes are
+    capped per team by its quotas), and an image the portal's allow-list refuses (`images`,
+    the same rule as the submit path's; none when it allows any). Kueue and cluster admins
+    (`trusted_users`, `system:masters`) do these things legitimately."""
+    trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
+    classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
+    gate = "'kueue.x-k8s.io/admission'"
+    template = "object.spec.template.spec"
+    policy: dict = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}},
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods"],
+                    },
+                    {
+                        "apiGroups": ["batch", "apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [
+                            "jobs",
+                            "cronjobs",
+                            "deployments",
+                            "replicasets",
+                            "statefulsets",
+                        ],
+                    },
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["secrets", "services"],
+                    },
+                ],
+            },
+            "matchConditions": [
+                {
+                    "name": "not-trusted",
+                    "expression": "!('system:masters' in request.userInfo.groups)"
+                    + (f" && !(request.userInfo.username in [{trusted}])" if trusted else ""),
+                }
+            ],
+            "validations": [
+                {
+                    # On create only: the scheduler's binding sets it later, and every update
+                    # of a scheduled pod (a finalizer removed, a label) carries it.
+                    "expression": "request.kind.kind != 'Pod' || request.operation != 'CREATE' "
+                    "|| !has(object.spec.nodeName) || object.spec.nodeName == ''",
+                    "message": "pods in team namespaces may not name a node: submit through "
+                    "the team's queue (the portal, or a Job with kueue.x-k8s.io/queue-name: "
+                    f"{LOCAL_QUEUE}) and pick the GPU model with nvidia.com/gpu.product",
+                },
+                {
+                    "expression": "request.kind.kind == 'Pod' || request.kind.kind == 'CronJob' "
+                    f"|| !has({template}.nodeName) || {template}.nodeName == '' "
+                    f"|| ({_UPDATE} && has(oldObject.spec.template.spec.nodeName) "
+                    f"&& oldObject.spec.template.spec.nodeName == {template}.nodeName)",
+                    "message": "pod templates in team namespaces may not name a node: pick the "
+                    "GPU model with nvidia.com/gpu.product and let the team's queue admit it",
+                },
+                {
+                    "expression": "request.kind.kind != 'Pod' || request.operation != 'UPDATE' "
+                    "|| !has(oldObject.spec.schedulingGates) "
+                    f"|| !oldObject.spec.schedulingGates.exists(g, g.name == {gate}) "
+                    "|| (has(object.spec.schedulingGates) "
+                    f"&& object.spec.schedulingGates.exists(g, g.name == {gate}))",
+                    "message": "only Kueue lifts its scheduling gate: the pod runs when the "
+                    "team's queue admits it",
+                },
+                {
+                    "expression": "request.kind.kind != 'Job' || request.operation != 'UPDATE' "
+                    "|| !has(oldObject.spec.suspend) || !oldObject.spec.suspend "
+                    "|| (has(object.spec.suspend) && object.spec.suspend)",
+                    "message": "only Kueue starts a suspended Job: it runs when the team's "
+                    "queue admits it",
+                },
+                {
+                    # Kueue orders and preempts by this label; the namespace's quotas cap pods
+                    # by their priorityClassName: the two must agree, or a member could queue
+                    # at gpu-critical without the critical allowance.
+                    "expression": "request.kind.kind == 'CronJob' || (request.kind.kind == 'Pod' ? "
+                    + _priority_agrees("object.metadata", "object.spec")
+                    + " : ("
+                    + _priority_agrees("object.metadata", template)
+                    + " && (!has(object.spec.template.metadata) || "
+                    + _priority_agrees("object.spec.template.metadata", template)
+                    + ")))",
+                    "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
+                    "class as the pods' priorityClassName",
+                },
+                {
+                    # A member's pod tolerating the health taint would land on a sick GPU the
+                    # portal took out of service.
+                    "expression": _per_kind(_no_health_toleration, template),
+                    "message": "pods in team namespaces may not tolerate the GPU health taint "
+                    f"({HEALTH_TAINT_KEY}) or every taint (a toleration with operator Exists "
+                    "and no key): name the taints they tolerate, e.g. nvidia.com/gpu",
+                },
+                {
+                    "expression": _per_kind(
+                        lambda spec, old: _priority_known(spec, old, classes), template
+                    ),
+                    "message": "team namespaces may use only the portal's priority classes ("
+                    + ", ".join(sorted(priority_classes))
+                    + "), and only those the team was granted",
+                },
+            ],
+        },
+    }
+    if images is not None and not images.allow_all:
+        policy["spec"]["validations"].append(
+            {
+                "expression": _per_kind(
+                    lambda spec, old: _images_allowed(spec, old, images), template
+                ),
+                "message": "an image is not on the platform's allow-list "
+                "(WORKLOAD_IMAGE_ALLOWLIST): use an image under a listed registry or "
+                "repository, or ask a platform admin to add yours",
+            }
+        )
+    validations = policy["spec"]["validations"]
+    for rule in validations:
+        rule["expression"] = _for_pods(rule["expression"])
+    validations += [
+        {
+            # Such a Secret gets a token that never expires and outlives the person's
+            # membership; CI authenticates with a portal API token instead.
+            "expression": "request.kind.kind != 'Secret' || !has(object.type) "
+            "|| object.type != 'kubernetes.io/service-account-token'",
+            "message": "team namespaces may not hold ServiceAccount token Secrets (they never "
+            "expire): give CI a portal API token instead",
+        },
+        {
+            # externalIPs let a Service intercept traffic to any address (CVE-2020-8554).
+            "expression": "request.kind.kind != 'Service' || !has(object.spec.externalIPs) "
+            "|| size(object.spec.externalIPs) == 0",
+            "message": "Services in team namespaces may not set externalIPs: expose a workload "
+            "through the platform's ingress",
+        },
+    ]
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"policyName": QUEUE_GUARD, "validationActions": ["Deny"]},
+    }
+    return [_finish(policy), _finish(binding)]
