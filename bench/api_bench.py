@@ -44,8 +44,9 @@ from bench import profile
 from localcluster import cluster
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads import manifests
 from scheduler.workloads import sync as workload_sync
@@ -213,7 +214,7 @@ def _seed(rc: ResourceClass):
             resources={rc.slug: 1},
             gpu_model=rc.gpu_model,
             priority_class="gpu-low",
-            namespace=reconcile.tenant_namespace(tenants[i % LOAD_TENANTS]),
+            namespace=tenant_namespace(tenants[i % LOAD_TENANTS]),
             k8s_name=f"seed-{i}",
             submitted_by=robot,
         )
@@ -372,7 +373,7 @@ def _until_gone(kube: KubeGateway, namespace: str, selector: str) -> None:
 def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float], list[float]]:
     """Interleaved samples: through the portal (HTTP submit → worker → Job → pod Running) and
     the same Job created directly on the API server."""
-    namespace = reconcile.tenant_namespace(tenant)
+    namespace = tenant_namespace(tenant)
     via_portal, direct = [], []
     for i in range(samples):
         t0 = time.perf_counter()
@@ -451,8 +452,8 @@ def run(
         ensure_resource_classes([MODEL])
         rc = ResourceClass.objects.get(gpu_model=MODEL, resource_name="nvidia.com/mig-3g.40gb")
         run_tenant, token, ids = _seed(rc)
-        reconcile.reconcile_cluster_objects(kube)
-        reconcile.reconcile_tenant(kube, run_tenant.pk)
+        reconcile_cluster_objects(kube)
+        reconcile_tenant(kube, run_tenant.pk)
         connection.close()  # the children use the database; this process waits
 
         port = _free_port()

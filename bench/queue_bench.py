@@ -21,8 +21,8 @@ from localcluster.fleet import gpu_tolerations
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync
 from scheduler.workloads.models import Workload
@@ -104,7 +104,7 @@ def run() -> int:
             )
             services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
             tenants.append(tenant)
-        reconcile.reconcile_all(kube, trigger="benchmark")
+        reconcile_all(kube, trigger="benchmark")
         measured, backlog = tenants
         print(f"queueing a backlog of {BACKLOG} workloads in another team's queue ...", flush=True)
         for i in range(BACKLOG + 1):  # the first runs, the rest wait

@@ -24,8 +24,9 @@ from django.utils import timezone
 from localcluster import build, cluster
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.runs import reconcile_all
+from scheduler.cluster.reconcile.specs import build_specs
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.cluster.render.specs import TenantSpec
 from scheduler.cluster.render.tenant import render_tenant
@@ -72,7 +73,7 @@ def _seed(n: int) -> None:
 
 def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
     """kubectl apply --server-side of the same manifests under other names (from empty)."""
-    specs = reconcile.build_specs(list(Tenant.objects.all()))
+    specs = build_specs(list(Tenant.objects.all()))
     docs = []
     for spec in specs.values():
         floor_spec = TenantSpec(
@@ -137,7 +138,7 @@ def run(*, tenants: int) -> int:
         for label in ("cold (from empty)", "no-op (nothing changed)"):
             calls, writes = kube.stats.total, kube.stats.writes
             t0 = time.perf_counter()
-            summary = reconcile.reconcile_all(kube, trigger="benchmark")
+            summary = reconcile_all(kube, trigger="benchmark")
             elapsed = time.perf_counter() - t0
             rows.append((label, elapsed, kube.stats.total - calls, kube.stats.writes - writes))
             print(

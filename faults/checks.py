@@ -10,8 +10,8 @@ from django.db.models import Q
 
 from faults.load import Load
 from metering.models import AllocationInterval, IngestCursor, UsageSample
-from scheduler.cluster import reconcile
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.specs import build_specs, tenant_namespace
 from scheduler.cluster.render.namespace import GPU_QUOTA, render_quotas
 from scheduler.workloads.manifests import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload
@@ -21,10 +21,10 @@ from tenants.models import AuditEvent, Tenant
 def grants_behind(kube: KubeGateway) -> list[str]:
     """Tenants whose GPU quota on the cluster is not what their grants say right now."""
     tenants = list(Tenant.objects.filter(status=Tenant.Status.ACTIVE))
-    specs = reconcile.build_specs(tenants)
+    specs = build_specs(tenants)
     behind = []
     for tenant in tenants:
-        ns = reconcile.tenant_namespace(tenant)
+        ns = tenant_namespace(tenant)
         want = render_quotas(specs[tenant.pk], ns)[0]["spec"]["hard"]
         live = (kube.get("ResourceQuota", GPU_QUOTA, ns) or {}).get("spec", {}).get("hard")
         gpu = {k: v for k, v in want.items() if k.startswith("requests.nvidia.com/")}
@@ -48,7 +48,7 @@ def workload_problems(kube: KubeGateway, load: Load) -> dict[str, list[str]]:
     problems["duplicated"] += [f"{n}: {c} rows" for n, c in names.items() if c > 1]
     jobs: dict[str, list[dict]] = {}
     for tenant in Tenant.objects.all():
-        ns = reconcile.tenant_namespace(tenant)
+        ns = tenant_namespace(tenant)
         for job in kube.list("Job", ns, label_selector=WORKLOAD_LABEL):
             jobs.setdefault(job["metadata"]["labels"][WORKLOAD_LABEL], []).append(job)
     problems["duplicated"] += [

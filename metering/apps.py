@@ -9,9 +9,9 @@ class MeteringConfig(AppConfig):
         # The submit path asks for budgets through its admission interface: workloads never
         # import metering (a higher layer). Imported here: models are ready only now.
         from metering.services import check_budget, over_budget_tenants
-        from scheduler.cluster import reconcile
+        from scheduler.cluster.reconcile.specs import register_queue_hold
         from scheduler.workloads import admission
 
         admission.register("budget", check_budget)
         # and in the cluster: an over-budget team's queue is held (kubectl submits wait too)
-        reconcile.register_queue_hold(over_budget_tenants)
+        register_queue_hold(over_budget_tenants)

@@ -13,7 +13,7 @@ from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
-from scheduler.cluster.reconcile import flavor_name
+from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs

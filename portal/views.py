@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
 from scheduler.cluster.models import TenantSyncState
-from scheduler.cluster.reconcile import provider_groups_by_tenant
+from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
 from tenants import permissions

@@ -46,9 +46,9 @@ from replay.workload import (
 )
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import reconcile
 from scheduler.cluster import services as cluster_services
 from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.mig import plans, rollout
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync
@@ -329,7 +329,7 @@ def _replay(
     model = facts.get_model(cfg.model)
     _grant(admin_user, tenants, wanted)
     for tenant in tenants:
-        reconcile.reconcile_tenant(kube, tenant.pk)
+        reconcile_tenant(kube, tenant.pk)
     granted_gpus: dict[int, float] = defaultdict(float)
     for (team, slug), units in wanted.items():
         granted_gpus[team] += units * unit_gpus(slug, model)

@@ -16,7 +16,7 @@ from django.db import connection
 from django.utils import timezone
 
 from cli.main import cli
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import sync as workload_sync
 from tenants import services
 from tests.scheduler.cluster_helpers import h100_h200_team
@@ -97,7 +97,7 @@ def test_ci_pipeline_through_the_cli(kube, portal, world):
     from cli.client import Client
 
     Client(url, admin_token).post(f"/api/v1/capacity-requests/{request_id}/approve/")
-    reconcile.reconcile_tenant(kube, tenant.pk)  # what the on-commit reconcile task does
+    reconcile_tenant(kube, tenant.pk)  # what the on-commit reconcile task does
 
     code, out, err = run(url, token, "quota", "--tenant", tenant.slug)
     assert "h100-80gb-mig-3g.40gb" in out and "free    2" in out
@@ -132,7 +132,7 @@ def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_que
     # 8 granted: the critical job does not fit beside the low one, so Kueue preempts the low
     # one (lower priority in the same queue) and requeues it.
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=8)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     common = ["--tenant", tenant.slug, "--image", "registry.k8s.io/pause:3.10"]
 
     code, out, err = run(url, token, "submit", *common, "--name", "low", "--gpu", "h200-141gb=8")
@@ -161,7 +161,7 @@ def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
 
     mig = ResourceClass.objects.get(slug="h100-80gb-mig-3g.40gb")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
 
     code, _, err = run(
         url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",

@@ -4,18 +4,20 @@ schedule keep working across the move."""
 
 from core.errors import ClusterError
 from core.tasks import portal_task
-from scheduler.cluster import kube, queues, reconcile, services
+from scheduler.cluster import kube, queues, services
+from scheduler.cluster.reconcile import runs
+from scheduler.cluster.reconcile.converge import managed_selector
 
 
 @portal_task(name="scheduler.tasks.reconcile_tenant")
 def reconcile_tenant(*, tenant_id: int) -> str:
-    run = reconcile.reconcile_tenant(kube.gateway(), tenant_id)
+    run = runs.reconcile_tenant(kube.gateway(), tenant_id)
     return run.status if run else "no such tenant"
 
 
 @portal_task(name="scheduler.tasks.reconcile_all")
 def reconcile_all() -> dict:
-    summary = reconcile.reconcile_all(kube.gateway())
+    summary = runs.reconcile_all(kube.gateway())
     return {
         "tenants": summary.tenants,
         "changed": summary.changed,
@@ -42,4 +44,4 @@ def sync_inventory() -> dict:
 
 @portal_task(name="scheduler.tasks.sync_queues")
 def sync_queues() -> int:
-    return queues.sync_queue_status(kube.gateway(), reconcile.managed_selector())
+    return queues.sync_queue_status(kube.gateway(), managed_selector())

@@ -13,8 +13,9 @@ from metering import ingest, pricing, prometheus, rollups, selectors
 from metering.models import AllocationInterval, UsageRollup, UsageSample
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.product_labels import product_label
-from scheduler.cluster import reconcile
 from scheduler.cluster import services as scheduler_services
+from scheduler.cluster.reconcile.runs import reconcile_tenant
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services as tenant_services
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 
@@ -32,9 +33,9 @@ def _tenant_with_pod(
     )
     rc = ResourceClass.objects.get(slug=rc_slug)
     tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",
         lambda: (

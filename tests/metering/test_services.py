@@ -189,7 +189,7 @@ def test_an_over_budget_team_has_its_kueue_queue_held_when_enforced(world, setti
     `stopPolicy: Hold` (running work goes on)."""
     from django.utils import timezone
 
-    from scheduler.cluster import reconcile
+    from scheduler.cluster.reconcile.specs import build_specs
 
     time_machine.move_to(t(2026, 11, 18, 12))
     now = timezone.now()
@@ -202,7 +202,7 @@ def test_an_over_budget_team_has_its_kueue_queue_held_when_enforced(world, setti
     assert services.over_budget_tenants([t.pk for t in tenants]) == set()
     settings.BUDGET_ENFORCE = True
     assert services.over_budget_tenants([t.pk for t in tenants]) == {world.tenant.pk}
-    specs = reconcile.build_specs(tenants)
+    specs = build_specs(tenants)
     assert (specs[world.tenant.pk].queue_held, specs[world.other_tenant.pk].queue_held) == (
         True,
         False,

@@ -14,8 +14,8 @@ from playwright.sync_api import expect, sync_playwright
 from portal.celery import app
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import reconcile
 from scheduler.cluster import services as scheduler_services
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services
 from tenants.models import CapacityRequest, Membership
 from tests.scheduler.cluster_helpers import restricted_pod, wait_for
@@ -56,7 +56,7 @@ def portal_world(kube, tenant_namespaces, settings):
     scheduler_services.sync_inventory(kube)  # the seed fleet's pools, from the cluster
     ensure_resource_classes(["H100-80GB"])
     tenant = services.create_tenant(actor=admin, slug="vision", name="Vision team")
-    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    tenant_namespaces.append(tenant_namespace(tenant))
     member = UserFactory(username="mia")
     member.set_password("pw")
     member.save()
@@ -124,7 +124,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     expect(admin_page.get_by_text("Approved 1 request.")).to_be_visible()
     assert refused == [] and admin_refused == []
 
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     wait_for(
         "quota on the cluster",
         lambda: (
@@ -158,7 +158,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     # The team runs a pod on two 1g.10gb slices of the A100: the map colours them as the team's.
     rc = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
     services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=2)
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     wait_for(
         "quota",
         lambda: (

@@ -133,7 +133,8 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     """A fresh tenant allowed gpu-critical (one unit) and gpu-low, whose namespace is registered
     for clean-up, with pools of H100 3g.40gb slices and whole H200s; returns (tenant, mig, h200).
     Grants, reconciling the namespace and waiting for its quota are the caller's."""
-    from scheduler.cluster import reconcile
+    from scheduler.cluster.reconcile.runs import reconcile_cluster_objects
+    from scheduler.cluster.reconcile.specs import tenant_namespace
     from tenants import services
     from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
@@ -161,8 +162,8 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     )
     PoolFactory(resource_class=mig, capacity=16)
     PoolFactory(resource_class=h200, capacity=16)
-    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
-    reconcile.reconcile_cluster_objects(kube)
+    tenant_namespaces.append(tenant_namespace(tenant))
+    reconcile_cluster_objects(kube)
     return tenant, mig, h200
 
 

@@ -9,7 +9,8 @@ from django.core import checks
 from scheduler.catalog import facts
 from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.cluster import checks as cluster_checks
-from scheduler.cluster import inventory, reconcile
+from scheduler.cluster import inventory
+from scheduler.cluster.reconcile.specs import build_specs, flavor_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.namespace import render_limit_range, render_quotas
 from scheduler.cluster.render.tenant import render_tenant
@@ -94,7 +95,7 @@ def test_flavors_and_workloads_select_the_overridden_product(settings, world):
     settings.GPU_NODE_TOLERATIONS = [GPU_TOLERATION]
     world.rc.gpu_model = "A100-80GB"
     world.rc.save()
-    flavors = {f.name: f for f in reconcile.flavor_specs([world.rc])}
+    flavors = {f.name: f for f in flavor_specs([world.rc])}
     assert flavors["a100-80gb"].product_label == "NVIDIA-A100-PCIE-80GB"
     assert flavors["a100-80gb"].tolerations == (GPU_TOLERATION,)
 
@@ -227,7 +228,7 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
     settings.WORKLOAD_MAX_MEMORY = "128Gi"
     settings.WORKLOAD_MAX_EPHEMERAL_STORAGE = "512Gi"
     settings.TENANT_EPHEMERAL_STORAGE_QUOTA = "2Ti"
-    tenant_spec = reconcile.build_specs([world.tenant])[world.tenant.pk]
+    tenant_spec = build_specs([world.tenant])[world.tenant.pk]
     assert tenant_spec.container_max == {
         "cpu": "32",
         "memory": "128Gi",

@@ -16,8 +16,9 @@ from django.utils import timezone
 from core.prometheus import instant_query
 from localcluster import fleet
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import reconcile
 from scheduler.cluster import services as cluster_services
+from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.health import services as health
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
 from tenants import services as tenant_services
@@ -99,10 +100,10 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
         NotificationChannel.objects.create(
             tenant=owner, kind="slack", name="chat", target="https://hooks.example/x"
         )
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
-    reconcile.reconcile_cluster_objects(kube)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_cluster_objects(kube)
+    reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota",
         lambda: (kube.get("ResourceQuota", "gpu-portal-quota", ns) or {}).get("status", {}),

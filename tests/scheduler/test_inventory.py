@@ -189,8 +189,9 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_namespaces, world):
-    from scheduler.cluster import reconcile
     from scheduler.cluster.models import PodAllocation
+    from scheduler.cluster.reconcile.runs import reconcile_tenant
+    from scheduler.cluster.reconcile.specs import tenant_namespace
     from tenants import services as tenant_services
     from tests.scheduler.cluster_helpers import restricted_pod, unique_slug
 
@@ -198,9 +199,9 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_names
     services.sync_inventory(kube)
     rc = ResourceClass.objects.get(slug="rtx4090-24gb")
     tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status", lambda: kube.get("ResourceQuota", "gpu-portal-quota", ns).get("status")
     )

@@ -10,8 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import ClusterError
-from scheduler.cluster import queues, reconcile
+from scheduler.cluster import queues
 from scheduler.cluster.models import TenantSyncState
+from scheduler.cluster.reconcile.converge import managed_selector
+from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -47,14 +50,14 @@ def team(world, kube, tenant_namespaces, rc, units, *, prefix="kq", classes=("gp
         name=prefix,
         allowed_priority_classes=list(classes),
     )
-    tenant_namespaces.append(reconcile.tenant_namespace(tenant))
+    tenant_namespaces.append(tenant_namespace(tenant))
     services.add_member(
         actor=world.admin, tenant=tenant, username=world.member.username, role="member"
     )
     if units:
         services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
-    reconcile.reconcile_cluster_objects(kube)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_cluster_objects(kube)
+    reconcile_tenant(kube, tenant.pk)
     tenant.refresh_from_db()
     wait_for("queue active", lambda: queue_active(kube, tenant.namespace), timeout=30)
     return tenant
@@ -220,7 +223,7 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
 
     wait_for("3 units borrowed in the borrower's queue", borrowed_units, timeout=30)
     # the pages read it from PostgreSQL; an unchanged queue is not written again
-    queues.sync_queue_status(kube, reconcile.managed_selector())
+    queues.sync_queue_status(kube, managed_selector())
     lines = {
         t.slug: TenantSyncState.objects.get(tenant=t).queue_status["lines"]
         for t in (lender, borrower)
@@ -230,7 +233,7 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
     ]
     assert lines[lender.slug][0]["lent"] == 3 and lines[lender.slug][0]["nominal"] == 4
     with CaptureQueriesContext(connection) as queries:
-        queues.sync_queue_status(kube, reconcile.managed_selector())
+        queues.sync_queue_status(kube, managed_selector())
     assert not [q for q in queries if q["sql"].startswith(("UPDATE", "INSERT"))]
 
     # the lender needs them back: Kueue preempts the borrower, whose job waits again
@@ -278,7 +281,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
         amount=2,
         ends_at=timezone.now() + timedelta(hours=1),
     )
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
 
     def nominal():
         cq = kube.get("ClusterQueue", tenant.namespace)
@@ -290,7 +293,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     running = submit(kube, world, tenant, h100_mig, units=3, name="big")
     wait_state(kube, running, "running")
     services.expire_grants(now=timezone.now() + timedelta(hours=2))
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     assert nominal() == "1"
     # Kueue leaves admitted work running above a lowered quota (it never evicts for that);
     # new work waits until the team is back under it.
@@ -390,7 +393,7 @@ def test_flavors_other_portal_instances_use_are_never_pruned(kube, world):
     }
     kube.apply(other)
     try:
-        outcome = reconcile.reconcile_cluster_objects(kube)
+        outcome = reconcile_cluster_objects(kube)
         assert not any("b200" in change for change in outcome.changes)
         assert kube.get("ResourceFlavor", "b200-180gb-test") is not None
         assert kube.get("ResourceFlavor", "a100-80gb") is not None  # this instance's own

@@ -3,7 +3,7 @@ on the cluster: the periodic pass deletes the Jobs of cancelled or unknown workl
 
 import pytest
 
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.leftovers import delete_leftovers
@@ -19,7 +19,7 @@ def test_the_job_of_a_workload_cancelled_without_its_delete_message_is_deleted(
 ):
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "left", "Leftovers")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     tenant.refresh_from_db()
 
     def submit(name):

@@ -7,7 +7,12 @@ from contextlib import contextmanager
 import pytest
 
 from core.errors import ClusterError
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import (
+    reconcile_all,
+    reconcile_cluster_objects,
+    reconcile_tenant,
+)
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services
 from tenants.models import Membership
 from tests.scheduler.cluster_helpers import (
@@ -32,10 +37,10 @@ def team(kube, tenant_namespaces, world):
         people[role] = MembershipFactory(
             tenant=tenant, role=role, user=UserFactory(username=f"{slug}-{role}")
         ).user.username
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
-    reconcile.reconcile_cluster_objects(kube)
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_cluster_objects(kube)
+    run = reconcile_tenant(kube, tenant.pk)
     assert run.error == "", run.error
     return tenant, ns, people
 
@@ -79,13 +84,13 @@ def narrowed_allowlist(kube, member, ns: str, settings, entries: list[str]):
     unlisted = _in(ns, restricted_pod("unlisted-probe", {}))
     unlisted["spec"]["containers"][0]["image"] = "unlisted.example.com/probe:1"
     settings.WORKLOAD_IMAGE_ALLOWLIST = entries
-    reconcile.reconcile_cluster_objects(kube)
+    reconcile_cluster_objects(kube)
     try:
         wait_until_refused(member, unlisted, "allow-list", "the image rule in force")
         yield
     finally:
         settings.WORKLOAD_IMAGE_ALLOWLIST = ["*"]
-        reconcile.reconcile_cluster_objects(kube)
+        reconcile_cluster_objects(kube)
 
         def admitted() -> bool:
             try:
@@ -206,7 +211,7 @@ def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(
     kube_admin.create(_in(ns, _binding("handmade", "someone-outside")))
     kube_admin.create(_in(ns, _binding("kept", "auditor", labels={"gpu-portal.io/keep": "true"})))
 
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
 
     assert kube.get("RoleBinding", "handmade", ns) is None
     assert kube.get("RoleBinding", "kept", ns) is not None
@@ -214,7 +219,7 @@ def test_a_role_binding_made_outside_the_portal_is_pruned_unless_kept(
     assert f"RoleBinding/{ns}/handmade: access granted outside the portal" in run.drift
     # the periodic run, from one cluster-wide listing, does the same
     kube_admin.create(_in(ns, _binding("handmade-again", "someone-outside")))
-    summary = reconcile.reconcile_all(kube)
+    summary = reconcile_all(kube)
     assert summary.drifted >= 1
     assert kube.get("RoleBinding", "handmade-again", ns) is None
     assert kube.get("RoleBinding", "kept", ns) is not None

@@ -8,8 +8,13 @@ import yaml
 from django.utils import timezone
 
 from core.errors import PermanentClusterError, TransientClusterError
-from scheduler.cluster import reconcile
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from scheduler.cluster.reconcile.runs import (
+    reconcile_all,
+    reconcile_cluster_objects,
+    reconcile_tenant,
+)
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services
 from tenants.models import CapacityRequest, Membership
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
@@ -42,9 +47,9 @@ def setup(kube, tenant_namespaces, world):
         gpu_fraction=1,
     )
     PoolFactory(resource_class=gpu, capacity=4)
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
-    reconcile.reconcile_cluster_objects(kube)
+    reconcile_cluster_objects(kube)
     return tenant, gpu, ns, owner
 
 
@@ -67,7 +72,7 @@ def test_approval_becomes_namespace_quota_access_and_isolation(kube, kube_admin,
     tenant, gpu, ns, owner = setup
     request = approve(world, tenant, gpu, 2, owner)
 
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
 
     assert run.status == ReconcileRun.Status.SUCCEEDED and run.writes > 0
     namespace = kube.get("Namespace", ns)
@@ -108,10 +113,10 @@ def test_approval_becomes_namespace_quota_access_and_isolation(kube, kube_admin,
 def test_a_second_reconcile_of_an_unchanged_tenant_writes_nothing(kube, setup, world):
     tenant, gpu, ns, owner = setup
     approve(world, tenant, gpu, 1, owner)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     writes = kube.stats.writes
 
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
 
     assert kube.stats.writes == writes
     assert (run.writes, run.changes, run.drift) == (0, [], [])
@@ -124,15 +129,15 @@ def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
     tenant, gpu, ns, owner = setup
     first = approve(world, tenant, gpu, 1, owner)
     approve(world, tenant, gpu, 2, owner)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "3"
 
     services.revoke_grant(actor=world.admin, grant=first.grants.get(), comment="done")
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "2"
 
     services.expire_grants(now=timezone.now() + timedelta(days=2))
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "0"
     # the backstop quota and the team's Kueue queue both go down
     assert run.changes == [
@@ -144,7 +149,7 @@ def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
 def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
     tenant, gpu, ns, owner = setup
     approve(world, tenant, gpu, 2, owner)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
 
     # A human edits the quota and deletes a RoleBinding with kubectl.
     kube.merge_patch(
@@ -155,7 +160,7 @@ def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
     )
     kube.delete("RoleBinding", "gpu-portal-team-owners", ns)
 
-    summary = reconcile.reconcile_all(kube)
+    summary = reconcile_all(kube)
 
     assert summary.drifted >= 1
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "2"
@@ -167,31 +172,31 @@ def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
     ]
     # and a second pass finds nothing to do
     writes = kube.stats.writes
-    reconcile.reconcile_all(kube)
+    reconcile_all(kube)
     assert kube.stats.writes == writes
 
 
 def test_membership_change_prunes_a_binding_nobody_is_in(kube, setup, world):
     tenant, gpu, ns, owner = setup
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     assert kube.get("RoleBinding", "gpu-portal-team-viewers", ns) is None
     viewer = MembershipFactory(tenant=tenant, role=Membership.Role.VIEWER)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     assert (
         kube.get("RoleBinding", "gpu-portal-team-viewers", ns)["subjects"][0]["name"]
         == viewer.user.username
     )
     services.remove_member(actor=owner, membership=viewer)
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
     assert kube.get("RoleBinding", "gpu-portal-team-viewers", ns) is None
     assert f"RoleBinding/{ns}/gpu-portal-team-viewers: deleted" in run.changes
 
 
 def test_archiving_deletes_the_namespace(kube, setup, world):
     tenant, gpu, ns, owner = setup
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     services.change_tenant_status(actor=world.admin, tenant=tenant, action="archive")
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
     assert run.changes == [
         f"Namespace/{ns}: deleted (tenant archived)",
         f"ClusterQueue/{ns}: deleted (tenant archived)",  # cluster-scoped: not in the namespace
@@ -218,7 +223,7 @@ def test_priority_classes_are_the_seed_ones(kube, setup):
 def test_a_forbidden_priority_class_is_refused_by_the_api_server(kube, kube_admin, setup, world):
     tenant, gpu, ns, owner = setup
     approve(world, tenant, gpu, 1, owner)
-    reconcile.reconcile_tenant(kube, tenant.pk)  # allowed: gpu-high, gpu-low only
+    reconcile_tenant(kube, tenant.pk)  # allowed: gpu-high, gpu-low only
     wait_for(
         "quota status",
         lambda: (kube.get("ResourceQuota", "gpu-portal-priority-gpu-critical", ns) or {}).get(
@@ -243,31 +248,31 @@ def test_unreachable_api_server_is_transient_and_recorded(kube, setup, world, se
     config.write_text(yaml.safe_dump(kubeconfig))
     dead = KubeGateway.from_kubeconfig(str(config))
     with pytest.raises(TransientClusterError, match="cannot reach the API server"):
-        reconcile.reconcile_tenant(dead, tenant.pk)
+        reconcile_tenant(dead, tenant.pk)
     state = TenantSyncState.objects.get(tenant=tenant)
     assert state.summary.startswith("failed: ")
     assert ReconcileRun.objects.filter(tenant=tenant).first().status == "failed"
     first = state.failing_since
     assert state.consecutive_failures == 1 and first is not None
     with pytest.raises(TransientClusterError):
-        reconcile.reconcile_tenant(dead, tenant.pk)
+        reconcile_tenant(dead, tenant.pk)
     state.refresh_from_db()
     assert (state.consecutive_failures, state.failing_since) == (2, first)  # the same streak
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     state.refresh_from_db()
     assert (state.consecutive_failures, state.failing_since) == (0, None)
 
 
 def test_a_namespace_still_terminating_is_retried_not_failed(kube, setup, world):
     tenant, gpu, ns, owner = setup
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     # Someone deleted the namespace; a finalizer keeps it Terminating for as long as we like.
     kube.merge_patch("Namespace", ns, {"metadata": {"finalizers": ["gpu-portal.io/test-hold"]}})
     kube.delete("Namespace", ns)
     wait_for("terminating", lambda: kube.get("Namespace", ns)["status"]["phase"] == "Terminating")
     with pytest.raises(TransientClusterError, match="still being deleted"):
-        reconcile.reconcile_tenant(kube, tenant.pk)
+        reconcile_tenant(kube, tenant.pk)
     kube.merge_patch("Namespace", ns, {"metadata": {"finalizers": None}})
     wait_for("namespace gone", lambda: kube.get("Namespace", ns) is None, timeout=120)
-    run = reconcile.reconcile_tenant(kube, tenant.pk)
+    run = reconcile_tenant(kube, tenant.pk)
     assert run.status == "succeeded" and kube.get("ResourceQuota", "gpu-portal-quota", ns)

@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from localcluster import build, cluster
-from scheduler.cluster import reconcile
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from scheduler.cluster.reconcile.specs import provider_groups_by_tenant, tenant_namespace
 from tenants import services
 from tenants.models import CapacityRequest
 from tests.scheduler.cluster_helpers import celery_worker, unique_slug, wait_for
@@ -46,7 +46,7 @@ def test_approval_during_an_api_server_outage_converges_when_it_is_back(
     )
     PoolFactory(resource_class=rc, capacity=8)
     tenant = services.create_tenant(actor=admin, slug=unique_slug("outage"), name="Outage")
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     wait_for("first reconcile", lambda: kube.get("Namespace", ns), timeout=60)
 
@@ -95,7 +95,7 @@ def test_approval_during_an_api_server_outage_converges_when_it_is_back(
 def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, reconcile_worker):
     admin = PlatformAdminFactory()
     tenant = services.create_tenant(actor=admin, slug=unique_slug("members"), name="Members")
-    ns = reconcile.tenant_namespace(tenant)
+    ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     user = UserFactory()
     services.add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
@@ -112,19 +112,18 @@ def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, r
 
 
 def test_the_groups_oidc_group_map_names_are_bound_in_their_tenants(settings):
-    from scheduler.cluster import reconcile
 
     settings.OIDC_GROUPS_CLAIM = "groups"
     settings.OIDC_GROUP_MAP = {
         "vision-leads": "team-a:owner",
         "all-ml": ["team-a:viewer", "b:member"],
     }
-    assert dict(reconcile.provider_groups_by_tenant()) == {
+    assert dict(provider_groups_by_tenant()) == {
         "team-a": [("vision-leads", "owner"), ("all-ml", "viewer")],
         "b": [("all-ml", "member")],
     }
     settings.OIDC_GROUP_MAP = {"x": "team-a:admin"}  # malformed: nothing bound, nothing raised
-    assert reconcile.provider_groups_by_tenant() == {}
+    assert provider_groups_by_tenant() == {}
     settings.OIDC_GROUPS_CLAIM = ""  # mapping off
     settings.OIDC_GROUP_MAP = {"vision-leads": "team-a:owner"}
-    assert reconcile.provider_groups_by_tenant() == {}
+    assert provider_groups_by_tenant() == {}

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from kubernetes.client.rest import ApiException
 
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from tenants import services
@@ -23,7 +23,7 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 def team(kube, tenant_namespaces, world):
     tenant, _mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "pod", "Pod spec")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=1)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     ns = tenant_namespaces[-1]
     wait_for(
         "quota status",

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadSyncState
@@ -26,7 +26,7 @@ def team(kube, tenant_namespaces, world):
     """A fresh tenant with two H100 MIG slices granted: two jobs run, the rest wait in Kueue."""
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "ws", "Watched")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",
         lambda: (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.cluster import reconcile
+from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload
@@ -19,7 +19,7 @@ def team(kube, tenant_namespaces, world):
     tenant, mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "wl", "Workloads")
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
-    reconcile.reconcile_tenant(kube, tenant.pk)
+    reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",
         lambda: (

@@ -203,7 +203,7 @@ def test_a_group_map_that_is_not_an_object_says_what_to_write(group_map):
 def test_a_malformed_mapping_changes_nothing_binds_nothing_and_leaves_memberships_editable(
     world, given, settings, client
 ):
-    from scheduler.cluster.reconcile import provider_groups_by_tenant
+    from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 
     kim = given.user
     assert provider_groups_by_tenant() == {"team-b": [("vision-leads", "owner")]}

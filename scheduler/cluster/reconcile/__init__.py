@@ -1,0 +1,12 @@
+"""Make the cluster match what PostgreSQL says each tenant is granted (level-triggered).
+
+Desired state is rendered by `scheduler.cluster.render`; import each name from the module that
+holds it:
+
+- `specs`: TenantSpecs and the cluster's FlavorSpecs and PriorityClassSpecs from the database,
+  `tenant_namespace`, and the queue holds other apps register (`register_queue_hold`).
+- `converge`: desired vs live (`plan_converge`, pure), apply and prune (`converge`), drift, and
+  what this instance owns (`managed_selector`).
+- `runs`: the entry points a task calls (`reconcile_tenant`, `reconcile_cluster_objects`,
+  `reconcile_all`), the tenant lock, and the record of each run.
+"""

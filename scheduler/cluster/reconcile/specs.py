@@ -1,0 +1,190 @@
+"""Desired state from the database: the TenantSpecs, FlavorSpecs and PriorityClassSpecs that
+`scheduler.cluster.render` turns into manifests, built for many tenants in a fixed number of
+queries.
+
+Other apps (metering's budget) register queue holds here (`register_queue_hold`): a tenant they
+name gets a held LocalQueue in its spec, so work submitted with kubectl waits too.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.conf import settings
+
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.product_labels import product_label
+from scheduler.cluster.render.specs import (
+    FlavorSpec,
+    Member,
+    PriorityClassSpec,
+    QueueLine,
+    TenantSpec,
+)
+from tenants import group_mapping
+from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS, Membership, Tenant
+from tenants.selectors import effective_quotas
+
+
+def priority_class_specs() -> list[PriorityClassSpec]:
+    return [
+        PriorityClassSpec(name=pc.name, value=pc.value, description=pc.description)
+        for pc in PRIORITY_CLASS_DEFS
+    ]
+
+
+def flavor_name(gpu_model: str) -> str:
+    """The Kueue ResourceFlavor of a GPU model (catalog key A100-80GB -> a100-80gb)."""
+    return gpu_model.lower()
+
+
+def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[FlavorSpec]:
+    """One flavor per GPU model that has an active class; the product label GFD sets comes from
+    `GPU_PRODUCT_LABELS` or the catalog (a model neither knows gets GFD's usual
+    `NVIDIA-<model>`), and the tolerations from `GPU_NODE_TOLERATIONS`."""
+    if classes is None:
+        classes = ResourceClass.objects.filter(active=True)
+    models = sorted({rc.gpu_model for rc in classes if rc.active})
+    tolerations = tuple(settings.GPU_NODE_TOLERATIONS)
+    return [
+        FlavorSpec(
+            name=flavor_name(model),
+            product_label=product_label(model),
+            tolerations=tolerations,
+        )
+        for model in models
+    ]
+
+
+def queue_lines(
+    classes: dict[int, ResourceClass], pools: dict[int, Pool], granted: dict[int, int]
+) -> tuple[QueueLine, ...]:
+    """Every (flavor, resource) a tenant's ClusterQueue lists: nominal = its grants, borrowing
+    and lending from the pool's policy; the other resource names of a flavor are left to
+    render (zero: Kueue wants each flavor to list every resource of its group)."""
+    lines: dict[tuple[str, str], QueueLine] = {}
+    for rc in classes.values():
+        if not rc.active:
+            continue
+        pool = pools.get(rc.pk)
+        key = (flavor_name(rc.gpu_model), rc.resource_name)
+        previous = lines.get(key)
+        lines[key] = QueueLine(
+            flavor=key[0],
+            resource_name=key[1],
+            nominal=granted.get(rc.pk, 0) + (previous.nominal if previous else 0),
+            borrowing_limit=max(
+                pool.borrowing_limit if pool else 0, previous.borrowing_limit if previous else 0
+            ),
+            lend=(pool.lend_idle if pool else True) and (previous.lend if previous else True),
+        )
+    return tuple(lines[k] for k in sorted(lines))
+
+
+def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:
+    """tenant slug -> [(group, role)]: the identity provider's groups that OIDC_GROUP_MAP names,
+    bound in the cluster as its members are (a pattern names no group in advance: those people
+    are bound by name once they have signed in). Empty while group mapping is off or its
+    settings are malformed: then sign-in changes nothing either."""
+    mapping = group_mapping.mapping_in_force()
+    if mapping is None:
+        return {}
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for group, targets in mapping.by_group.items():
+        for tenant, role in targets:
+            out[tenant].append((group, role))
+    return out
+
+
+def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
+    """TenantSpecs for many tenants in a fixed number of queries."""
+    ids = [t.pk for t in tenants]
+    groups = provider_groups_by_tenant()
+    classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
+    pools = {p.resource_class_id: p for p in Pool.objects.all()}
+    resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
+    quotas = effective_quotas(ids)
+    held = queue_holds(ids)
+    members: dict[int, list[Member]] = defaultdict(list)
+    robots = {t.robot_id for t in tenants if t.robot_id}
+    for m in Membership.objects.filter(tenant_id__in=ids).select_related("user"):
+        members[m.tenant_id].append(
+            Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
+        )
+    priority_names = tuple(pc.name for pc in priority_class_specs())
+    specs = {}
+    for t in tenants:
+        lines = queue_lines(classes, pools, quotas.get(t.pk, {}))
+        # The ResourceQuota is a backstop under Kueue: per resource name it allows what the
+        # queue may admit at most (grants plus what may be borrowed), on any model.
+        by_name: dict[str, int] = defaultdict(int)
+        for line in lines:
+            if line.nominal or line.borrowing_limit:
+                by_name[line.resource_name] += line.nominal + line.borrowing_limit
+        specs[t.pk] = TenantSpec(
+            slug=t.slug,
+            name=t.name,
+            active=t.status == Tenant.Status.ACTIVE,
+            gpu_quota=dict(by_name),
+            gpu_resource_names=resource_names,
+            members=tuple(members[t.pk]),
+            allowed_priority_classes=tuple(t.allowed_priority_classes or ()),
+            all_priority_classes=priority_names,
+            critical_priority_class=CRITICAL_PRIORITY_CLASS,
+            critical_units=t.critical_gpu_quota,
+            platform_namespace=settings.PLATFORM_NAMESPACE,
+            platform_web_pod_labels=tuple(sorted(settings.PLATFORM_WEB_POD_LABELS.items())),
+            platform_web_port=settings.PLATFORM_WEB_PORT,
+            namespace_prefix=settings.TENANT_NAMESPACE_PREFIX,
+            cpu_quota=settings.TENANT_CPU_QUOTA,
+            memory_quota=settings.TENANT_MEMORY_QUOTA,
+            ephemeral_storage_quota=settings.TENANT_EPHEMERAL_STORAGE_QUOTA,
+            pod_quota=settings.TENANT_POD_QUOTA,
+            pvc_quota=settings.TENANT_PVC_QUOTA,
+            storage_quota=settings.TENANT_STORAGE_QUOTA,
+            container_max={
+                "cpu": settings.WORKLOAD_MAX_CPU,
+                "memory": settings.WORKLOAD_MAX_MEMORY,
+                "ephemeral-storage": settings.WORKLOAD_MAX_EPHEMERAL_STORAGE,
+            },
+            user_prefix=settings.KUBE_USER_PREFIX,
+            provider_groups=tuple(sorted(groups.get(t.slug, ()))),
+            group_prefix=settings.KUBE_GROUP_PREFIX,
+            pod_exec=settings.TENANT_POD_EXEC,
+            egress_allowed_cidrs=tuple(settings.TENANT_EGRESS_ALLOWED_CIDRS),
+            egress_denied_cidrs=tuple(settings.TENANT_EGRESS_DENIED_CIDRS),
+            dns_namespace=settings.CLUSTER_DNS_NAMESPACE,
+            dns_pod_labels=tuple(sorted(settings.CLUSTER_DNS_POD_LABELS.items())),
+            instance=settings.PORTAL_INSTANCE,
+            queue_lines=lines,
+            cohort=cohort_name(),
+            queue_held=t.pk in held,
+        )
+    return specs
+
+
+def cohort_name() -> str:
+    """One cohort per portal instance: its teams lend to and borrow from each other only."""
+    return f"gpu-portal-{settings.PORTAL_INSTANCE}"
+
+
+# Other apps (metering's budget) register `tenant ids -> ids whose new work must wait`; the
+# LocalQueue of those tenants is held, so work submitted with kubectl waits too.
+_queue_hold_checks: list = []
+
+
+def register_queue_hold(check) -> None:
+    if check not in _queue_hold_checks:
+        _queue_hold_checks.append(check)
+
+
+def queue_holds(tenant_ids: list[int]) -> set[int]:
+    held: set[int] = set()
+    for check in _queue_hold_checks:
+        held |= set(check(tenant_ids))
+    return held
+
+
+def tenant_namespace(tenant: Tenant) -> str:
+    return tenant.namespace
