@@ -46,7 +46,7 @@ from replay.workload import (
 )
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import services as cluster_services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.mig import plans, rollout
@@ -268,7 +268,7 @@ def run_policy(
         f"{shared_nodes} node(s) time-sliced"
     )
     make_fleet(admin, api, cfg, run_id, shared_nodes)
-    cluster_services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     reconfigured = shared_nodes * cfg.gpus_per_node
     if policy.mig:
         # the platform team asks the planner for the classes' demand, worth the MIG nodes
@@ -278,7 +278,7 @@ def run_policy(
         mig_nodes = cfg.node_names(run_id)[: cfg.nodes - shared_nodes]
         progress(f"[{run_id}] planning MIG layouts for {wanted_layout}")
         reconfigured += _roll_out_mig(kube, admin_user, wanted_layout, mig_nodes)
-        cluster_services.sync_inventory(kube)
+        inventory_sync.sync_inventory(kube)
     supply = {
         p.resource_class.slug: p.capacity
         for p in Pool.objects.select_related("resource_class").filter(

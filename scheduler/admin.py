@@ -3,7 +3,7 @@ from django.contrib import admin
 from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import services as cluster_services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 from scheduler.cluster.tasks import reconcile_tenant
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -133,7 +133,7 @@ class ClusterAdmin(ReadOnlyAdmin):
             request,
             queryset,
             "Archived",
-            lambda c: cluster_services.archive_cluster(actor=request.user, cluster=c),
+            lambda c: inventory_sync.archive_cluster(actor=request.user, cluster=c),
         )
 
 

@@ -21,8 +21,7 @@ from django.utils import timezone
 from core.errors import InvalidInput, InvalidTransition, NotFound
 from core.prometheus import PrometheusUnavailable, instant_query
 from scheduler.catalog.product_labels import configured_product_labels
-from scheduler.cluster import inventory
-from scheduler.cluster import services as cluster_services
+from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
 from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
@@ -498,7 +497,7 @@ def enforce(
     NodeHealth.objects.filter(cluster=cluster, node_name__in=sick).update(tainted=True)
     _drain(kube, cluster, result, now)
     if changed:
-        cluster_services.sync_inventory(kube, cluster_name=cluster.name)
+        inventory_sync.sync_inventory(kube, cluster_name=cluster.name)
     return result
 
 

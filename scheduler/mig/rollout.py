@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.catalog import facts
-from scheduler.cluster import services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.mig import plans
@@ -385,7 +385,7 @@ def step(
         else:
             _end(kube, plan, actor, None)
     if not pending:
-        services.sync_inventory(kube)
+        inventory_sync.sync_inventory(kube)
         return False
 
     def heartbeat() -> None:
@@ -427,7 +427,7 @@ def step(
         if not ok or not more:
             _end(kube, fresh, actor, None if ok else done)
     if not ok or not more:
-        services.sync_inventory(kube)
+        inventory_sync.sync_inventory(kube)
         return False
     return True
 

@@ -13,7 +13,7 @@ from metering import ingest, pricing, prometheus, rollups, selectors
 from metering.models import AllocationInterval, UsageRollup, UsageSample
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.product_labels import product_label
-from scheduler.cluster import services as scheduler_services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services as tenant_services
@@ -60,7 +60,7 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     kube, kube_admin, tenant_namespaces, world, dcgm, prometheus_server, settings
 ):
     settings.PROMETHEUS_URL = ""
-    scheduler_services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     a, a_rc, a_ns, a_start = _tenant_with_pod(
         kube,
         kube_admin,

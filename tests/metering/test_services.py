@@ -243,7 +243,7 @@ def test_billing_history_survives_a_cluster_row_deleted_or_archived(world):
     point at is refused; the platform team archives a cluster instead (audited)."""
     from django.db.models import ProtectedError
 
-    from scheduler.cluster import services as cluster_services
+    from scheduler.cluster import inventory_sync
     from scheduler.cluster.models import Cluster
     from tenants.models import AuditEvent
 
@@ -251,11 +251,11 @@ def test_billing_history_survives_a_cluster_row_deleted_or_archived(world):
     cluster = Cluster.objects.get(name="local")
     with pytest.raises(ProtectedError):
         cluster.delete()
-    archived = cluster_services.archive_cluster(actor=world.admin, cluster=cluster)
+    archived = inventory_sync.archive_cluster(actor=world.admin, cluster=cluster)
     assert archived.archived_at is not None
     assert AuditEvent.objects.filter(verb="cluster.archived").count() == 1
     assert AllocationInterval.objects.filter(pk=kept.pk).exists()
     with pytest.raises(InvalidTransition):
-        cluster_services.archive_cluster(actor=world.admin, cluster=archived)
+        inventory_sync.archive_cluster(actor=world.admin, cluster=archived)
     with pytest.raises(Forbidden):
-        cluster_services.archive_cluster(actor=world.member, cluster=archived)
+        inventory_sync.archive_cluster(actor=world.member, cluster=archived)

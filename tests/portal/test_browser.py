@@ -14,7 +14,7 @@ from playwright.sync_api import expect, sync_playwright
 from portal.celery import app
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
-from scheduler.cluster import services as scheduler_services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants import services
 from tenants.models import CapacityRequest, Membership
@@ -53,7 +53,7 @@ def portal_world(kube, tenant_namespaces, settings):
     admin = PlatformAdminFactory(username="platform", first_name="Pat")
     admin.set_password("pw")
     admin.save()
-    scheduler_services.sync_inventory(kube)  # the seed fleet's pools, from the cluster
+    inventory_sync.sync_inventory(kube)  # the seed fleet's pools, from the cluster
     ensure_resource_classes(["H100-80GB"])
     tenant = services.create_tenant(actor=admin, slug="vision", name="Vision team")
     tenant_namespaces.append(tenant_namespace(tenant))
@@ -176,7 +176,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     wait_for(
         "pod running", lambda: kube.get("Pod", "notebook", ns)["status"].get("phase") == "Running"
     )
-    scheduler_services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     refused = csp_refusals(page)  # the map's colours are style="" attributes: allowed

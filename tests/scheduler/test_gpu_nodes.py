@@ -8,8 +8,7 @@ from django.core import checks
 
 from scheduler.catalog import facts
 from scheduler.catalog.product_labels import configured_product_labels
-from scheduler.cluster import checks as cluster_checks
-from scheduler.cluster import inventory
+from scheduler.cluster import inventory, settings_checks
 from scheduler.cluster.reconcile.specs import build_specs, flavor_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.namespace import render_limit_range, render_quotas
@@ -127,15 +126,15 @@ def test_flavors_and_workloads_select_the_overridden_product(settings, world):
 )
 def test_a_bad_product_label_setting_stops_the_start(settings, labels, says):
     settings.GPU_PRODUCT_LABELS = labels
-    errors = cluster_checks.check_gpu_product_labels()
+    errors = settings_checks.check_gpu_product_labels()
     assert [e.id for e in errors] and {e.id for e in errors} == {"scheduler.E003"}
     assert says in " ".join(e.msg for e in errors)
 
 
 def test_the_default_settings_pass_every_check(settings):
-    assert cluster_checks.check_gpu_product_labels() == []
-    assert cluster_checks.check_gpu_node_tolerations() == []
-    assert cluster_checks.check_workload_maxima() == []
+    assert settings_checks.check_gpu_product_labels() == []
+    assert settings_checks.check_gpu_node_tolerations() == []
+    assert settings_checks.check_workload_maxima() == []
 
 
 # --- tolerations -------------------------------------------------------------------------------
@@ -159,14 +158,14 @@ def test_the_default_settings_pass_every_check(settings):
 )
 def test_a_bad_toleration_stops_the_start(settings, tolerations, says):
     settings.GPU_NODE_TOLERATIONS = tolerations
-    errors = cluster_checks.check_gpu_node_tolerations()
+    errors = settings_checks.check_gpu_node_tolerations()
     assert errors and all(e.id == "scheduler.E002" and e.level == checks.ERROR for e in errors)
     assert says in " ".join(e.msg for e in errors)
 
 
 def test_good_tolerations_pass():
     assert (
-        cluster_checks.toleration_problems(
+        settings_checks.toleration_problems(
             [
                 GPU_TOLERATION,
                 {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"},
@@ -264,6 +263,6 @@ def test_the_reconciler_renders_the_same_maxima_as_the_input_checks(settings, wo
 def test_bad_maxima_stop_the_start(settings, values, says):
     for name, value in values.items():
         setattr(settings, name, value)
-    errors = cluster_checks.check_workload_maxima()
+    errors = settings_checks.check_workload_maxima()
     assert [e.id for e in errors] == ["scheduler.E004"]
     assert says in errors[0].msg

@@ -16,7 +16,7 @@ from django.utils import timezone
 from core.prometheus import instant_query
 from localcluster import fleet
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import services as cluster_services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.health import services as health
@@ -83,7 +83,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     settings,
 ):  # fmt: skip
     settings.PROMETHEUS_URL = prometheus_server.url
-    cluster_services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     b200 = ResourceClass.objects.get(slug="b200-180gb")
     capacity_before = Pool.objects.get(resource_class=b200).capacity
     assert capacity_before >= 8
@@ -236,7 +236,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
     kube, dcgm, prometheus_server, sick_node, settings
 ):
     settings.PROMETHEUS_URL = prometheus_server.url
-    cluster_services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     node_gpu = (sick_node, "0")
     t0 = timezone.now()
 

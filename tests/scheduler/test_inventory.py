@@ -7,7 +7,7 @@ from django.db import connection
 
 from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.cluster import inventory, services
+from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
 from tenants.models import AuditEvent
@@ -133,7 +133,7 @@ def capacity(slug):
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
-    first = services.sync_inventory(kube)
+    first = inventory_sync.sync_inventory(kube)
     assert "gpu-h200-0" in Node.objects.values_list("name", flat=True)
     assert extra_node in first.added or Node.objects.filter(name=extra_node).exists()
     seed_1g = 7
@@ -147,7 +147,7 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
     assert cluster.server_version.startswith("v1.") and cluster.server_version == (
         kube.server_version()
     )
-    assert services.sync_inventory(kube).pools_changed == {}  # idempotent
+    assert inventory_sync.sync_inventory(kube).pools_changed == {}  # idempotent
 
     # Relabel: the simulated MIG manager repartitions; one sync later the pools follow.
     kube.merge_patch(
@@ -166,7 +166,7 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
         ),
         timeout=30,
     )
-    changed = services.sync_inventory(kube)
+    changed = inventory_sync.sync_inventory(kube)
     assert capacity("a100-80gb-mig-1g.10gb") == seed_1g
     assert capacity("a100-80gb-mig-3g.40gb") == 2 + 8
     assert changed.pools_changed["a100-80gb-mig-3g.40gb"] == (2, 10)
@@ -175,13 +175,13 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
 
     # Cordon: the node stays in the inventory, its GPUs leave the pools.
     kube.merge_patch("Node", extra_node, {"spec": {"unschedulable": True}})
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     assert not Node.objects.get(name=extra_node).schedulable
     assert capacity("a100-80gb-mig-3g.40gb") == 2
 
     # Delete (an operator's doing, not the portal's): gone from the inventory.
     kube_admin.delete("Node", extra_node)
-    result = services.sync_inventory(kube)
+    result = inventory_sync.sync_inventory(kube)
     assert extra_node in result.removed
     assert not Node.objects.filter(name=extra_node).exists()
 
@@ -196,7 +196,7 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_names
     from tests.scheduler.cluster_helpers import restricted_pod, unique_slug
 
     tenant = tenant_services.create_tenant(actor=world.admin, slug=unique_slug("alloc"), name="A")
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     rc = ResourceClass.objects.get(slug="rtx4090-24gb")
     tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
     ns = tenant_namespace(tenant)
@@ -213,14 +213,14 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_names
         "pod running", lambda: kube.get("Pod", "holder", ns)["status"].get("phase") == "Running"
     )
 
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
 
     allocation = PodAllocation.objects.get(namespace=ns, pod_name="holder")
     assert allocation.tenant == tenant and allocation.node_name == "gpu-rtx4090-0"
     assert allocation.resources == {"nvidia.com/gpu": 1} and allocation.phase == "Running"
     kube_admin.delete("Pod", "holder", ns)
     wait_for("pod gone", lambda: kube.get("Pod", "holder", ns) is None, timeout=30)
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     assert not PodAllocation.objects.filter(namespace=ns).exists()
 
 
@@ -244,7 +244,7 @@ class _TransactionWatchingGateway(KubeGateway):
 def test_sync_calls_the_api_server_outside_its_transaction(kube):
     """Approvals lock pools; the sync must not hold those locks while it waits on the cluster."""
     watching = _TransactionWatchingGateway(kube.api, baseline=len(connection.savepoint_ids))
-    result = services.sync_inventory(watching)
+    result = inventory_sync.sync_inventory(watching)
     assert sum(watching.stats.calls.values()) >= 3  # nodes, pods, namespaces (and the version)
     assert watching.calls_in_transaction == []
     assert Node.objects.exists() and result is not None

@@ -560,7 +560,7 @@ def test_the_queue_guard_lists_the_portal_priority_classes_and_no_other():
 
 
 def test_a_cidr_setting_that_is_not_a_cidr_fails_the_startup_checks(settings):
-    from scheduler.cluster.checks import check_egress_cidrs
+    from scheduler.cluster.settings_checks import check_egress_cidrs
 
     settings.TENANT_EGRESS_ALLOWED_CIDRS = ["10.0.0.0/8", "internet"]
     settings.TENANT_EGRESS_DENIED_CIDRS = ["169.254.169.254/32"]

@@ -11,7 +11,7 @@ from django.db.models import F
 
 from localcluster.fleet import gpu_tolerations, node_manifest
 from scheduler.catalog.models import Pool
-from scheduler.cluster import services
+from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Node
 from scheduler.mig import planner, plans, rollout
 from scheduler.mig.models import Plan
@@ -130,7 +130,7 @@ def _plain_pod(kube, namespace, node):
 def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace, plan_nodes):
     node = plan_nodes[0]
     admin = PlatformAdminFactory()
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     _pending_pod(kube_admin, kube_namespace, node)  # the team's pods
     _plain_pod(kube_admin, kube_namespace, node)  # the team's pods
     wait_for(
@@ -180,7 +180,7 @@ def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace
 
 def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, plan_nodes, client):
     admin = PlatformAdminFactory()
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
     plan = plans.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
@@ -223,7 +223,7 @@ def test_a_rollout_is_a_chain_of_one_task_per_node_and_a_broken_chain_is_resumed
     from scheduler.mig import tasks as mig_tasks
 
     admin = PlatformAdminFactory()
-    services.sync_inventory(kube)
+    inventory_sync.sync_inventory(kube)
     _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
     plan = plans.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]

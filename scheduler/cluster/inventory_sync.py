@@ -1,5 +1,5 @@
 """Inventory: what the cluster has (nodes, GPUs, the GPU pods on them) read into PostgreSQL, and
-the pools' capacity derived from it."""
+the pools' capacity derived from it; and archiving a cluster the portal no longer manages."""
 
 from __future__ import annotations
 
