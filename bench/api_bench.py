@@ -48,8 +48,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL
-from scheduler.workloads import manifests
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads import manifests, specs
 from scheduler.workloads.models import Workload
 from tenants import services
 from tenants.models import Membership, QuotaGrant, Tenant
@@ -395,7 +394,7 @@ def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float
         _until_gone(kube, namespace, selector)
 
         workload = Workload.objects.get(pk=w["id"])
-        spec = workload_sync.spec_for(workload)
+        spec = specs.spec_for(workload)
         floor_id = 900_000 + i
         manifest = manifests.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
         selector = f"{manifests.WORKLOAD_LABEL}={floor_id}"

@@ -23,7 +23,7 @@ from django.utils import timezone
 from localcluster import cluster
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.workloads import sync
+from scheduler.workloads import sync, watching
 from scheduler.workloads.manifests import WORKLOAD_LABEL, queue_wait
 from scheduler.workloads.models import Workload
 from tenants.models import Tenant
@@ -113,7 +113,7 @@ def _quiet(kube: KubeGateway, timeout: float = 120) -> None:
     """Periodic runs until one finds nothing changed (the Job controller has settled the new
     Jobs' status, the full resync has recorded every state)."""
     deadline = time.monotonic() + timeout
-    while sync.sync_live_workloads(kube) and time.monotonic() < deadline:
+    while watching.sync_live_workloads(kube) and time.monotonic() < deadline:
         pass
 
 
@@ -139,7 +139,7 @@ def run(*, workloads: int) -> int:
         results = [
             (
                 "first run: cursors + full sync",
-                _measure(kube, lambda: sync.sync_live_workloads(kube, full=True)),
+                _measure(kube, lambda: watching.sync_live_workloads(kube, full=True)),
             ),
             ("full per-namespace sync", _measure(kube, lambda: sync.sync_all_live_workloads(kube))),
         ]
@@ -147,7 +147,7 @@ def run(*, workloads: int) -> int:
         results.append(
             (
                 "change-driven, nothing changed",
-                _measure(kube, lambda: sync.sync_live_workloads(kube)),
+                _measure(kube, lambda: watching.sync_live_workloads(kube)),
             )
         )
         with ThreadPoolExecutor(PARALLEL) as pool:  # 1 %: a change the watch sees on each Job
@@ -165,7 +165,7 @@ def run(*, workloads: int) -> int:
         results.append(
             (
                 f"change-driven, 1 % changed ({changed})",
-                _measure(kube, lambda: sync.sync_live_workloads(kube)),
+                _measure(kube, lambda: watching.sync_live_workloads(kube)),
             )
         )
     finally:
@@ -180,7 +180,7 @@ def run(*, workloads: int) -> int:
     for label, (secs, calls, gets, looked_at) in results:
         print(f"{label:<36} {secs:>8.2f} {calls:>10} {gets:>6} {looked_at:>7}")
     print()
-    kinds = len(sync.watched_collections(INSTANCE))
+    kinds = len(watching.watched_collections(INSTANCE))
     checks = [
         ("calls, nothing changed", quiet_calls, f"= {kinds}", quiet_calls == kinds),
         (

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from cli.main import cli
 from scheduler.cluster.reconcile.runs import reconcile_tenant
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads import watching
 from tenants import services
 from tests.scheduler.cluster_helpers import h100_h200_team
 
@@ -49,7 +49,7 @@ class ClusterWorker(threading.Thread):
                                 "status": {"phase": "Succeeded"},
                             }
                         )
-                workload_sync.sync_live_workloads(self.kube)
+                watching.sync_live_workloads(self.kube)
         finally:
             connection.close()
 

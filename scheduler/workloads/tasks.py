@@ -2,7 +2,7 @@
 
 from core.tasks import portal_task
 from scheduler.cluster import kube
-from scheduler.workloads import sync
+from scheduler.workloads import sync, watching
 
 
 @portal_task(name="scheduler.tasks.create_workload")
@@ -20,4 +20,4 @@ def delete_workload(*, workload_id: int) -> bool:
 def sync_workloads() -> int:
     # Change-driven (watch cursors in PostgreSQL), a full resync now and then; a run that finds
     # another one running skips, so beat may send it while the last one is still going.
-    return sync.sync_live_workloads(kube.gateway())
+    return watching.sync_live_workloads(kube.gateway())

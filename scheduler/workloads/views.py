@@ -12,9 +12,9 @@ from django.views.decorators.http import require_http_methods
 from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import kube
+from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import presenting
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.forms import WorkloadForm, initial_from
@@ -122,7 +122,7 @@ def workload_logs(request, pk):
     workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
     context = {"w": workload}
     try:
-        context["pod"], context["log"] = workload_sync.workload_logs(
+        context["pod"], context["log"] = pod_logs.workload_logs(
             kube.gateway(), actor=request.user, workload=workload
         )
     except (ServiceError, ClusterError) as exc:

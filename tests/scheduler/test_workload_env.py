@@ -18,7 +18,7 @@ from scheduler.workloads.manifests import (
 )
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import env_shown
-from scheduler.workloads.sync import spec_for
+from scheduler.workloads.specs import spec_for
 from tenants import services
 from tests.scheduler.test_workloads import SPEC
 

@@ -5,7 +5,7 @@ import pytest
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import render_workload
-from scheduler.workloads.sync import spec_for
+from scheduler.workloads.specs import spec_for
 from tenants import services
 from tests.scheduler.cluster_helpers import h100_h200_team
 

@@ -12,7 +12,7 @@ from core.quantities import BadQuantity, parse_quantity
 from scheduler.workloads import input as workload_input
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import SHM_MOUNT_PATH, ClaimMount, render_pod_template
-from scheduler.workloads.sync import spec_for
+from scheduler.workloads.specs import spec_for
 from tenants import services
 from tenants.models import AuditEvent
 from tests.scheduler.test_workloads import SPEC

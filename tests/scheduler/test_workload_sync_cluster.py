@@ -11,6 +11,7 @@ from django.utils import timezone
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
+from scheduler.workloads import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from tenants import services
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
@@ -58,7 +59,7 @@ def submit_jobs(kube, world, tenant, rc, names):
 def sync_calls(kube, **kw) -> tuple[int, dict]:
     """One periodic sync: (workloads it looked at, the API calls it made)."""
     before = dict(kube.stats.calls)
-    looked_at = workload_sync.sync_live_workloads(kube, **kw)
+    looked_at = watching.sync_live_workloads(kube, **kw)
     calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
     return looked_at, calls
 

@@ -7,9 +7,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler.workloads import sync
+from scheduler.workloads import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
-from scheduler.workloads.sync import LiveRef, NamespaceReading, touched_workloads
+from scheduler.workloads.sync import NamespaceReading
+from scheduler.workloads.watching import LiveRef, touched_workloads
 from tests.scheduler.factories import WorkloadFactory
 
 LIVE = [
@@ -108,7 +109,7 @@ def test_a_name_prefix_does_not_confuse_train_5_with_train_50():
 
 
 def test_no_changes_touch_nothing():
-    assert touched_workloads({"Job": [], "Pod": [], "Event": []}, LIVE) == sync.Touched()
+    assert touched_workloads({"Job": [], "Pod": [], "Event": []}, LIVE) == watching.Touched()
 
 
 def queue_workload(name, uid, created, priority=0, reserved=False):
@@ -135,7 +136,7 @@ def test_queued_workloads_get_their_new_places_from_the_queue_without_a_get(worl
         queue_workload("job-c", "u2", "2026-01-01T00:02:00Z"),
     ]
     reading = NamespaceReading(pods={}, events=[], queue_workloads=queue)
-    sync.refresh_queue_positions(object(), ["ns-q"], {"ns-q": reading}, synced=set())
+    watching.refresh_queue_positions(object(), ["ns-q"], {"ns-q": reading}, synced=set())
     first.refresh_from_db()
     second.refresh_from_db()
     assert (first.queue_position, second.queue_position) == (1, 2)
@@ -148,7 +149,7 @@ def test_a_sync_that_finds_another_one_running_skips(world):
     held, release = threading.Event(), threading.Event()
 
     def other_run():
-        with sync._sync_lock() as acquired:
+        with watching._sync_lock() as acquired:
             assert acquired
             held.set()
             release.wait(10)
@@ -158,7 +159,7 @@ def test_a_sync_that_finds_another_one_running_skips(world):
     thread.start()
     try:
         assert held.wait(10)
-        assert sync.sync_live_workloads(object()) == 0
+        assert watching.sync_live_workloads(object()) == 0
         assert not WorkloadSyncState.objects.exists()
     finally:
         release.set()

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads import specs
 from scheduler.workloads.manifests import AutoscalingSpec, render_deployment, render_hpa
 from tenants import selectors as tenant_selectors
 from tenants import services
@@ -92,7 +92,7 @@ def test_spec_for_takes_the_metric_names_from_settings(granted, settings):
         kind="deployment",
         autoscaling={"min_replicas": 1, "max_replicas": 3, "target_gpu_util": 60},
     )
-    spec = workload_sync.spec_for(w)
+    spec = specs.spec_for(w)
     assert spec.autoscaling == AutoscalingSpec(
         min_replicas=1,
         max_replicas=3,

@@ -3,8 +3,10 @@
 import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
+from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
+from scheduler.workloads import watching
 from scheduler.workloads.models import Workload
 from tenants import services
 from tenants.models import AuditEvent
@@ -80,8 +82,8 @@ def test_a_mig_job_is_created_runs_on_its_model_and_is_cancelled(kube, team, wor
     assert set(reasons[2:-1]) <= {"Pending", "WaitingForQueue"}
 
     # KWOK pods have no container and so no log: a clear refusal, not a 500.
-    with pytest.raises(workload_sync.LogsUnavailable, match="does not serve the logs"):
-        workload_sync.workload_logs(kube, actor=world.admin, workload=w)
+    with pytest.raises(pod_logs.LogsUnavailable, match="does not serve the logs"):
+        pod_logs.workload_logs(kube, actor=world.admin, workload=w)
 
     w = workloads.cancel_workload(actor=world.admin, workload=w)
     assert w.state == "cancelled"
@@ -237,7 +239,7 @@ def test_the_full_sync_reads_each_namespace_once(kube, team, world):
     # the periodic sync's first run is that full read, after taking a watch cursor per kind
     # (a one-item list each)
     before = dict(kube.stats.calls)
-    assert workload_sync.sync_live_workloads(kube) == 3
+    assert watching.sync_live_workloads(kube) == 3
     calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
     assert calls == {
         ("list", "Job"): 1,
@@ -253,7 +255,7 @@ def test_the_full_sync_reads_each_namespace_once(kube, team, world):
     wait_for(
         "the two that fit the grant running, the third queued",
         lambda: (
-            workload_sync.sync_live_workloads(kube)
+            watching.sync_live_workloads(kube)
             and sorted(Workload.objects.filter(tenant=tenant).values_list("state", flat=True))
             == ["queued", "running", "running"]
         ),

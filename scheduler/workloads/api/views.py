@@ -24,8 +24,8 @@ from core.api.viewsets import PortalGenericViewSet
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import kube
+from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -228,7 +228,7 @@ class WorkloadViewSet(
             tail = max(1, min(int(request.query_params.get("tail", 500)), 10_000))
         except ValueError:
             tail = 500
-        pod, text = workload_sync.workload_logs(
+        pod, text = pod_logs.workload_logs(
             kube.gateway(), actor=request.user, workload=self.get_object(), tail_lines=tail
         )
         return Response({"pod": pod, "log": text})

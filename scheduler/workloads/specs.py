@@ -1,0 +1,59 @@
+"""A workload row as the pure manifests' input (`WorkloadSpec`): its resource classes'
+Kubernetes resource names, its GPU model's product label, and the portal's settings (instance,
+the GPU nodes' tolerations, the autoscaling metrics)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.product_labels import product_label
+from scheduler.workloads.manifests import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
+from scheduler.workloads.models import Workload
+
+
+def spec_for(workload: Workload) -> WorkloadSpec:
+    classes = {
+        rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(workload.resources))
+    }
+    return WorkloadSpec(
+        name=workload.k8s_name,
+        namespace=workload.namespace,
+        tenant=workload.tenant.slug,
+        workload_id=workload.pk,
+        kind=workload.kind,
+        image=workload.image,
+        gpu_model=workload.gpu_model,
+        gpu_product=product_label(workload.gpu_model),
+        priority_class=workload.priority_class,
+        gpus={classes[s].resource_name: int(n) for s, n in workload.resources.items()},
+        command=tuple(workload.command or ()),
+        args=tuple(workload.args or ()),
+        env=env_values(workload.env or {}),
+        labels=dict(workload.labels or {}),
+        replicas=workload.replicas,
+        backoff_limit=workload.backoff_limit,
+        instance=settings.PORTAL_INSTANCE,
+        autoscaling=_autoscaling_spec(workload),
+        cpu=workload.cpu,
+        memory=workload.memory,
+        ephemeral_storage=workload.ephemeral_storage,
+        shm=workload.shm,
+        volumes=claim_mounts(workload.volumes or []),
+        env_from_secrets=tuple(workload.env_from_secrets or ()),
+        image_pull_secrets=tuple(workload.image_pull_secrets or ()),
+        tolerations=tuple(settings.GPU_NODE_TOLERATIONS),
+    )
+
+
+def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
+    if workload.max_replicas is None:
+        return None
+    return AutoscalingSpec(
+        min_replicas=workload.replicas,
+        max_replicas=workload.max_replicas,
+        target_gpu_util=workload.target_gpu_util,
+        target_latency_ms=workload.target_latency_ms,
+        gpu_util_metric=settings.AUTOSCALING_GPU_UTIL_METRIC,
+        latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+    )

@@ -1,0 +1,282 @@
+"""The periodic workload sync: what changed on the cluster since the last run (one watch per
+kind, from cursors kept in PostgreSQL), mapped to the live workloads it concerns, each synced by
+`sync.py`; a full resync now and then repairs whatever a watch missed."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from core.errors import ClusterError, PermanentClusterError
+from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
+from scheduler.cluster.render import INSTANCE_LABEL
+from scheduler.workloads.manifests import KUEUE_JOB_UID_LABEL, WORKLOAD_LABEL, queue_position
+from scheduler.workloads.models import Workload, WorkloadSyncState
+from scheduler.workloads.sync import (
+    EVENT_REASONS,
+    NamespaceReading,
+    list_queue_workloads,
+    named_after,
+    queue_workloads_of,
+    sync_all_live,
+    sync_all_live_workloads,
+    sync_each,
+)
+
+log = logging.getLogger(__name__)
+
+SYNC_LOCK = (0x6777, 1)  # advisory-lock key: one periodic sync at a time, across workers
+STATE_KEY = "workloads"
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A collection the periodic sync follows with a watch cursor."""
+
+    kind: str
+    label_selector: str = ""
+    field_selector: str = ""
+
+
+def watched_collections(instance: str) -> tuple[Watched, ...]:
+    """Cluster-wide, so the cost is one watch per kind whatever the number of namespaces: the
+    portal's own objects and pods by label; Kueue's Workloads and the events carry no label of
+    ours (the events API selects fields by equality only, one reason at a time), so they are
+    read whole and filtered by `touched_workloads`."""
+    ours = f"{INSTANCE_LABEL}={instance},{WORKLOAD_LABEL}"
+    return (
+        Watched("Job", ours),
+        Watched("Deployment", ours),
+        Watched("Pod", ours),
+        Watched("KueueWorkload"),
+        Watched("Event"),
+    )
+
+
+@dataclass(frozen=True)
+class LiveRef:
+    """What mapping a change to a workload needs to know of a live workload."""
+
+    pk: int
+    namespace: str
+    k8s_name: str
+    k8s_uid: str = ""
+
+
+@dataclass
+class Touched:
+    """Workloads a batch of changes concerns, and the namespaces whose Kueue queue changed (the
+    places of the workloads waiting there may have moved)."""
+
+    ids: set[int] = field(default_factory=set)
+    queue_namespaces: set[str] = field(default_factory=set)
+
+
+def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]) -> Touched:
+    """Map watch events (kind -> [{"type", "object"}]) to the live workloads they concern
+    (pure): the portal's Jobs, Deployments and pods by the workload label; Kueue's Workloads by
+    the job-uid label, else by name (pod-<pod name>-<hash>); events by the object they involve
+    (`named_after`), and only those `observe` reads (EVENT_REASONS)."""
+    refs = list(live)
+    by_id = {r.pk: r for r in refs}
+    by_uid = {r.k8s_uid: r.pk for r in refs if r.k8s_uid}
+    by_namespace: dict[str, list[LiveRef]] = defaultdict(list)
+    for ref in refs:
+        by_namespace[ref.namespace].append(ref)
+
+    def named(namespace: str, name: str) -> set[int]:
+        return {r.pk for r in by_namespace.get(namespace, ()) if named_after(name, r.k8s_name)}
+
+    touched = Touched()
+    for kind, events in changes.items():
+        for event in events:
+            obj = event.get("object") or {}
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            namespace = meta.get("namespace", "")
+            if kind in ("Job", "Deployment", "Pod"):
+                wid = labels.get(WORKLOAD_LABEL, "")
+                if wid.isdigit() and int(wid) in by_id and by_id[int(wid)].namespace == namespace:
+                    touched.ids.add(int(wid))
+            elif kind == "KueueWorkload":
+                if namespace not in by_namespace:
+                    continue
+                touched.queue_namespaces.add(namespace)
+                uid = labels.get(KUEUE_JOB_UID_LABEL, "")
+                if uid in by_uid:
+                    touched.ids.add(by_uid[uid])
+                else:
+                    touched.ids |= named(namespace, meta.get("name", ""))
+            elif kind == "Event" and event.get("type") != "DELETED":
+                if obj.get("reason") not in EVENT_REASONS:
+                    continue
+                involved = obj.get("involvedObject") or {}
+                touched.ids |= named(
+                    involved.get("namespace") or namespace, involved.get("name", "")
+                )
+    return touched
+
+
+@contextmanager
+def _sync_lock() -> Iterator[bool]:
+    """A session-level advisory lock (not a row lock: the sync runs for seconds and commits
+    each workload's change at once); yields whether this run got it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(SYNC_LOCK))
+        (acquired,) = cursor.fetchone()
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(SYNC_LOCK))
+
+
+def _take_cursors(kube: KubeGateway, watched: Iterable[Watched]) -> dict[str, str | None]:
+    """A cursor per collection: its resourceVersion now, from a one-item list (None where the
+    cluster does not serve the kind, e.g. no Kueue). Taken before the full read, so a change
+    made during it is read again next time rather than missed."""
+    cursors: dict[str, str | None] = {}
+    for w in watched:
+        try:
+            _, rv = kube.list_versioned(
+                w.kind, label_selector=w.label_selector, field_selector=w.field_selector, limit=1
+            )
+        except PermanentClusterError as exc:
+            if w.kind != "KueueWorkload":
+                raise
+            log.info("not watching Kueue's Workloads: %s", exc)
+            rv = None
+        cursors[w.kind] = rv
+    return cursors
+
+
+def _read_changes(
+    kube: KubeGateway, cursors: Mapping[str, str | None], watched: Iterable[Watched]
+) -> dict[str, Changes]:
+    """Watch every collection from its cursor at once (each watch lasts the watch time, so one
+    after the other would take that many times as long)."""
+    todo = [w for w in watched if cursors.get(w.kind)]
+    timeout = settings.SYNC_WORKLOADS_WATCH_S
+
+    def one(w: Watched) -> Changes:
+        return kube.changes(
+            w.kind,
+            str(cursors[w.kind]),
+            label_selector=w.label_selector,
+            field_selector=w.field_selector,
+            timeout_s=timeout,
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+        return dict(zip((w.kind for w in todo), pool.map(one, todo), strict=True))
+
+
+def refresh_queue_positions(
+    kube: KubeGateway,
+    namespaces: Iterable[str],
+    readings: dict[str, NamespaceReading],
+    synced: set[int],
+) -> None:
+    """Queued workloads keep their place in the queue up to date when the queue changes, also
+    those nothing else changed for (their own Kueue Workload stays the same when the one ahead
+    is admitted): one list of Kueue's Workloads per namespace, no GET."""
+    for namespace in namespaces:
+        waiting = list(
+            Workload.objects.filter(
+                namespace=namespace, state=Workload.State.QUEUED, cluster_created_at__isnull=False
+            ).exclude(pk__in=synced)
+        )
+        if not waiting:
+            continue
+        reading = readings.get(namespace)
+        queue_workloads = (
+            reading.queue_workloads if reading else list_queue_workloads(kube, namespace)
+        )
+        if queue_workloads is None:
+            continue
+        for workload in waiting:
+            mine = queue_workloads_of(workload, queue_workloads)
+            position = queue_position(mine[0], queue_workloads) if mine else None
+            if position != workload.queue_position:
+                Workload.objects.filter(pk=workload.pk, state=Workload.State.QUEUED).update(
+                    queue_position=position, updated_at=timezone.now()
+                )
+
+
+def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Watched, ...]) -> int:
+    try:
+        cursors = _take_cursors(kube, watched)
+    except ClusterError as exc:  # no cursors: the next run is a full one again
+        log.warning("workload sync cannot take watch cursors: %s", exc)
+        return sync_all_live_workloads(kube)
+    looked_at, failed = sync_all_live(kube)
+    # those whose sync failed are retried by the next run, not the next full resync
+    state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
+    state.save()
+    return looked_at
+
+
+def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
+    """The periodic sync (beat, every SYNC_WORKLOADS_EVERY_S): read what changed on the cluster
+    since the last run (one watch per kind, from the cursors kept in PostgreSQL), map it to
+    the workloads it concerns and sync only those, plus those whose last sync failed and those
+    not on the cluster yet (a lost create message). An unchanged fleet costs a watch per kind,
+    however many workloads it holds. A full resync (`sync_all_live_workloads`) runs on the
+    first run, when a cursor has expired (410) and every SYNC_WORKLOADS_FULL_EVERY_S. One run
+    at a time: a run that finds another one running skips. Returns how many workloads were
+    looked at."""
+    with _sync_lock() as acquired:
+        if not acquired:
+            log.info("workload sync skipped: another run holds the lock")
+            return 0
+        state, _ = WorkloadSyncState.objects.get_or_create(key=STATE_KEY)
+        watched = watched_collections(settings.PORTAL_INSTANCE)
+        due = state.full_sync_at is None or (
+            (timezone.now() - state.full_sync_at).total_seconds()
+            >= settings.SYNC_WORKLOADS_FULL_EVERY_S
+        )
+        if full or due or any(w.kind not in state.cursors for w in watched):
+            return _full_resync(kube, state, watched)
+        try:
+            changes = _read_changes(kube, state.cursors, watched)
+        except ResourceVersionGone as exc:
+            log.info("a watch cursor expired, resyncing all workloads: %s", exc)
+            return _full_resync(kube, state, watched)
+        except ClusterError as exc:  # cursors stay: the next run reads these changes again
+            log.warning("workload sync cannot read the cluster's changes: %s", exc)
+            return 0
+        live = list(
+            Workload.objects.live().values_list(
+                "pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at"
+            )
+        )
+        touched = touched_workloads(
+            {kind: c.events for kind, c in changes.items()},
+            (LiveRef(pk, ns, name, uid) for pk, ns, name, uid, _ in live),
+        )
+        retry = set(state.retry_ids)
+        todo = [
+            (pk, ns)
+            for pk, ns, _, _, created in live
+            if pk in touched.ids or pk in retry or created is None
+        ]
+        readings, failed = sync_each(kube, todo)
+        try:
+            refresh_queue_positions(
+                kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}
+            )
+        except ClusterError as exc:
+            log.warning("queue places not refreshed: %s", exc)
+        state.cursors = {**state.cursors, **{k: c.resource_version for k, c in changes.items()}}
+        state.retry_ids = failed
+        state.save(update_fields=["cursors", "retry_ids", "updated_at"])
+        return len(todo)
