@@ -48,7 +48,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL
-from scheduler.workloads import manifests, specs
+from scheduler.workloads import manifests, pod_template, specs
 from scheduler.workloads.models import Workload
 from tenants import services
 from tenants.models import Membership, QuotaGrant, Tenant
@@ -388,7 +388,7 @@ def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float
                 "priority": "gpu-low",
             },
         )
-        selector = f"{manifests.WORKLOAD_LABEL}={w['id']}"
+        selector = f"{pod_template.WORKLOAD_LABEL}={w['id']}"
         via_portal.append(_until_running(kube, namespace, selector, t0))
         kube.delete("Job", w["k8s_name"], namespace)
         _until_gone(kube, namespace, selector)
@@ -397,7 +397,7 @@ def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float
         spec = specs.spec_for(workload)
         floor_id = 900_000 + i
         manifest = manifests.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
-        selector = f"{manifests.WORKLOAD_LABEL}={floor_id}"
+        selector = f"{pod_template.WORKLOAD_LABEL}={floor_id}"
         t0 = time.perf_counter()
         kube.create(manifest)
         direct.append(_until_running(kube, namespace, selector, t0))

@@ -24,8 +24,9 @@ from localcluster import cluster
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.workloads import sync, watching
-from scheduler.workloads.manifests import WORKLOAD_LABEL, queue_wait
+from scheduler.workloads.manifests import queue_wait
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import Tenant
 
 INSTANCE = "wsbench"

@@ -28,8 +28,8 @@ from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 from scheduler.health import signals
 from scheduler.health.models import HealthEvent, HealthImpact, HealthRule, NodeHealth
 from scheduler.mig.rollout import drain_order
-from scheduler.workloads.manifests import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants import audit
 from tenants.models import Tenant
 from tenants.notifications import notify

@@ -1,7 +1,8 @@
 """Pure workload manifests and observation: typed input in, dicts out, no I/O.
 
 - `render_job` / `render_deployment` / `render_hpa` build the Kubernetes objects of a workload
-  from a `WorkloadSpec` (kubespawner style: tests compare them to expected dicts).
+  from a `WorkloadSpec` around its pod (`pod_template.py`; kubespawner style: tests compare them
+  to expected dicts).
 - `observe` turns a live object, its pods and events into a state.
 
 The services that admit workloads and drive the cluster are in `scheduler.workloads`.
@@ -9,24 +10,17 @@ The services that admit workloads and drive the cluster are in `scheduler.worklo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from scheduler.cluster.render.labels import (
-    GPU_PRODUCT_LABEL,
-    INSTANCE_LABEL,
-    LOCAL_QUEUE,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    QUEUE_NAME_LABEL,
-    QUEUE_PRIORITY_LABEL,
-    TENANT_LABEL,
-)
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import (
+    WORKLOAD_LABEL,
+    WorkloadSpec,
+    queued_labels,
+    render_pod_template,
+    workload_labels,
+)
 
-WORKLOAD_LABEL = "gpu-portal.io/workload"
-CONTAINER_NAME = "main"
 PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
 # Kueue: the scheduling gate it puts on pods it has not admitted yet, and the label that ties a
 # Kueue Workload to its Job.
@@ -34,215 +28,13 @@ KUEUE_GATE = "kueue.x-k8s.io/admission"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # A container that cannot start for what its spec refers to: a Secret (or key) that is missing.
 CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
-SHM_VOLUME = "shm"
-SHM_MOUNT_PATH = "/dev/shm"  # noqa: S108 - the pod's shared memory, not a temporary file
-CLAIM_VOLUME_PREFIX = "data-"  # data-0, data-1, ...: the workload's PersistentVolumeClaims
 
 
 # --- rendering ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AutoscalingSpec:
-    """An inference deployment's elastic range and the pod metrics it follows. The metric names
-    are those a Prometheus adapter serves on the custom metrics API (settings
-    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`)."""
-
-    min_replicas: int
-    max_replicas: int
-    target_gpu_util: int | None = None  # percent, averaged over the pods
-    target_latency_ms: int | None = None  # averaged over the pods
-    gpu_util_metric: str = "DCGM_FI_DEV_GPU_UTIL"
-    latency_metric: str = "http_request_duration_seconds_p95"
-
-
-@dataclass(frozen=True)
-class SecretKeyRef:
-    """An env value read from one key of a Secret in the workload's namespace: the portal
-    never sees the value, and the pod waits (CreateContainerConfigError) until it exists."""
-
-    secret: str
-    key: str
-
-
-EnvValue = str | SecretKeyRef
-
-
-@dataclass(frozen=True)
-class ClaimMount:
-    """An existing PersistentVolumeClaim of the namespace, mounted into the main container."""
-
-    claim: str
-    mount_path: str
-    read_only: bool = False
-
-
-def claim_mounts(volumes: list[dict]) -> tuple[ClaimMount, ...]:
-    """A workload's stored volumes (`input.check_volumes`' shape) as the spec's mounts."""
-    return tuple(
-        ClaimMount(v["claim"], v["mount_path"], bool(v.get("read_only", False))) for v in volumes
-    )
-
-
-def env_values(env: Mapping[str, Any]) -> dict[str, EnvValue]:
-    """A workload's stored env (`input.check_env`'s shape: a string, or {"secret", "key"}) as
-    the spec's values."""
-    return {
-        name: SecretKeyRef(value["secret"], value["key"]) if isinstance(value, dict) else value
-        for name, value in env.items()
-    }
-
-
-def _env_var(name: str, value: EnvValue) -> dict:
-    if isinstance(value, SecretKeyRef):
-        ref = {"name": value.secret, "key": value.key}
-        return {"name": name, "valueFrom": {"secretKeyRef": ref}}
-    return {"name": name, "value": value}
-
-
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """Everything a manifest is made from (no Django, no I/O)."""
-
-    name: str  # the Kubernetes object's name
-    namespace: str
-    tenant: str
-    workload_id: int
-    kind: str  # job | deployment
-    image: str
-    gpu_model: str
-    gpu_product: str  # the model's `nvidia.com/gpu.product` label (GPU feature discovery)
-    priority_class: str
-    gpus: dict[str, int]  # Kubernetes resource name -> units per pod
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    env: dict[str, EnvValue] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    replicas: int = 1
-    backoff_limit: int = 0
-    instance: str = "default"
-    autoscaling: AutoscalingSpec | None = None
-    # Besides GPUs, as Kubernetes quantities ("" leaves it to the namespace's LimitRange).
-    cpu: str = ""
-    memory: str = ""
-    ephemeral_storage: str = ""
-    shm: str = ""  # size of a memory-backed /dev/shm; "" keeps the runtime's small default
-    volumes: tuple[ClaimMount, ...] = ()
-    env_from_secrets: tuple[str, ...] = ()
-    image_pull_secrets: tuple[str, ...] = ()
-    # The GPU nodes' taints the pods tolerate (setting GPU_NODE_TOLERATIONS).
-    tolerations: tuple[dict, ...] = ()
-
-
-def _labels(spec: WorkloadSpec) -> dict[str, str]:
-    return {
-        **spec.labels,
-        MANAGED_BY_LABEL: MANAGED_BY,
-        INSTANCE_LABEL: spec.instance,
-        TENANT_LABEL: spec.tenant,
-        WORKLOAD_LABEL: str(spec.workload_id),
-    }
-
-
-def _queued_labels(spec: WorkloadSpec) -> dict[str, str]:
-    """Labels of what runs (Job, Deployment, pods): through the team's Kueue queue, ordered and
-    preempted by the workload's priority."""
-    return {
-        **_labels(spec),
-        QUEUE_NAME_LABEL: LOCAL_QUEUE,
-        QUEUE_PRIORITY_LABEL: spec.priority_class,
-    }
-
-
-def _container_resources(spec: WorkloadSpec) -> dict[str, str]:
-    """GPUs, and cpu, memory and ephemeral storage where the workload names them."""
-    amounts = {name: str(units) for name, units in spec.gpus.items()}
-    for name, value in (
-        ("cpu", spec.cpu),
-        ("memory", spec.memory),
-        ("ephemeral-storage", spec.ephemeral_storage),
-    ):
-        if value:
-            amounts[name] = value
-    return dict(sorted(amounts.items()))
-
-
-def _volumes(spec: WorkloadSpec) -> tuple[list[dict], list[dict]]:
-    """(the pod's volumes, the main container's mounts): a memory-backed /dev/shm of its size,
-    and the namespace's PersistentVolumeClaims. Both kinds are allowed by Pod Security
-    `restricted`."""
-    volumes: list[dict] = []
-    mounts: list[dict] = []
-    if spec.shm:
-        memory_backed = {"medium": "Memory", "sizeLimit": spec.shm}
-        volumes.append({"name": SHM_VOLUME, "emptyDir": memory_backed})
-        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_MOUNT_PATH})
-    for i, mount in enumerate(spec.volumes):
-        name = f"{CLAIM_VOLUME_PREFIX}{i}"
-        claim: dict[str, Any] = {"claimName": mount.claim}
-        mounted: dict[str, Any] = {"name": name, "mountPath": mount.mount_path}
-        if mount.read_only:
-            claim["readOnly"] = True
-            mounted["readOnly"] = True
-        volumes.append({"name": name, "persistentVolumeClaim": claim})
-        mounts.append(mounted)
-    return volumes, mounts
-
-
-def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
-    """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
-    ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
-    discovery's product label, which is also what Kueue's flavor for the model selects),
-    tolerating the GPU nodes' taints, at its priority."""
-    resources = _container_resources(spec)
-    container: dict[str, Any] = {
-        "name": CONTAINER_NAME,
-        "image": spec.image,
-        "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-    }
-    if spec.command:
-        container["command"] = list(spec.command)
-    if spec.args:
-        container["args"] = list(spec.args)
-    if spec.env:
-        container["env"] = [_env_var(k, v) for k, v in sorted(spec.env.items())]
-    if spec.env_from_secrets:
-        # the whole Secret as env; `env` above wins where a name is in both (Kubernetes' order)
-        container["envFrom"] = [{"secretRef": {"name": name}} for name in spec.env_from_secrets]
-    volumes, mounts = _volumes(spec)
-    if mounts:
-        container["volumeMounts"] = mounts
-    pod: dict[str, Any] = {
-        "restartPolicy": restart_policy,
-        "priorityClassName": spec.priority_class,
-        "nodeSelector": {GPU_PRODUCT_LABEL: spec.gpu_product},
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "runAsGroup": 1000,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [container],
-    }
-    if spec.tolerations:
-        pod["tolerations"] = [dict(t) for t in spec.tolerations]
-    if volumes:
-        pod["volumes"] = volumes
-    if spec.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in spec.image_pull_secrets]
-    return {"metadata": {"labels": _queued_labels(spec)}, "spec": pod}
-
-
 def _object_meta(spec: WorkloadSpec, *, queued: bool = True) -> dict:
-    labels = _queued_labels(spec) if queued else _labels(spec)
+    labels = queued_labels(spec) if queued else workload_labels(spec)
     return {"name": spec.name, "namespace": spec.namespace, "labels": labels}
 
 

@@ -8,8 +8,8 @@ from django.conf import settings
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.product_labels import product_label
-from scheduler.workloads.manifests import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
 
 
 def spec_for(workload: Workload) -> WorkloadSpec:

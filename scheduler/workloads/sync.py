@@ -19,7 +19,6 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads.manifests import (
     KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,
-    WORKLOAD_LABEL,
     Observation,
     observe,
     queue_position,
@@ -27,6 +26,7 @@ from scheduler.workloads.manifests import (
     render_workload,
 )
 from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.specs import spec_for
 from tenants import audit
 from tenants.notifications import notify

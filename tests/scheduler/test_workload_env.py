@@ -9,14 +9,9 @@ from django.urls import reverse
 from core.errors import InvalidInput
 from scheduler.workloads import services as workloads
 from scheduler.workloads.input import check_env
-from scheduler.workloads.manifests import (
-    Observation,
-    SecretKeyRef,
-    env_values,
-    observe,
-    render_job,
-)
+from scheduler.workloads.manifests import Observation, observe, render_job
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import SecretKeyRef, env_values
 from scheduler.workloads.selectors import env_shown
 from scheduler.workloads.specs import spec_for
 from tenants import services

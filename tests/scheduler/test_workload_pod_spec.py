@@ -11,7 +11,7 @@ from core.errors import InvalidInput, QuotaExceeded
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.workloads import input as workload_input
 from scheduler.workloads import services as workloads
-from scheduler.workloads.manifests import SHM_MOUNT_PATH, ClaimMount, render_pod_template
+from scheduler.workloads.pod_template import SHM_MOUNT_PATH, ClaimMount, render_pod_template
 from scheduler.workloads.specs import spec_for
 from tenants import services
 from tenants.models import AuditEvent

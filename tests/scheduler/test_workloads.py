@@ -8,8 +8,9 @@ from django.utils import timezone
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
 from scheduler.workloads import manifests
 from scheduler.workloads import services as workloads
-from scheduler.workloads.manifests import Observation, WorkloadSpec, observe, render_job
+from scheduler.workloads.manifests import Observation, observe, render_job
 from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.pod_template import WorkloadSpec
 from tenants import selectors as tenant_selectors
 from tenants import services
 from tenants.models import AuditEvent

@@ -7,7 +7,8 @@ import pytest
 
 from core.errors import InvalidInput, QuotaExceeded
 from scheduler.workloads import specs
-from scheduler.workloads.manifests import AutoscalingSpec, render_deployment, render_hpa
+from scheduler.workloads.manifests import render_deployment, render_hpa
+from scheduler.workloads.pod_template import AutoscalingSpec
 from tenants import selectors as tenant_selectors
 from tenants import services
 from tenants.models import AuditEvent
