@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from scheduler.health import signals
+from scheduler.health import policy
 
 
 class HealthRule(models.Model):
@@ -61,8 +61,8 @@ class HealthRule(models.Model):
             return f"XID {self.xid_code if self.xid_code is not None else 'other'}: {self.action}"
         return f"{self.signal} ≥ {self.threshold}: {self.action}"
 
-    def as_rule(self) -> signals.Rule:
-        return signals.Rule(
+    def as_rule(self) -> policy.Rule:
+        return policy.Rule(
             id=self.pk,
             signal=self.signal,
             action=self.action,
@@ -152,11 +152,11 @@ class HealthEvent(models.Model):
         indexes = [models.Index(fields=["node_name", "closed_at"], name="health_event_node_open")]
 
     def __str__(self) -> str:
-        return f"{signals.where(self.node_name, self.gpu)}: {self.description}"
+        return f"{policy.where(self.node_name, self.gpu)}: {self.description}"
 
     @property
     def where(self) -> str:
-        return signals.where(self.node_name, self.gpu)
+        return policy.where(self.node_name, self.gpu)
 
 
 class HealthImpact(models.Model):

@@ -25,7 +25,7 @@ from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
 from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
-from scheduler.health import signals
+from scheduler.health import policy
 from scheduler.health.models import HealthEvent, HealthImpact, HealthRule, NodeHealth
 from scheduler.mig.rollout import drain_order
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -62,7 +62,7 @@ def queries(window: str | None = None) -> dict[str, str]:
     }
 
 
-def read_signals(base_url: str, *, timeout: float = 10.0) -> list[signals.Reading]:
+def read_signals(base_url: str, *, timeout: float = 10.0) -> list[policy.Reading]:
     """Every GPU's readings; raises PrometheusUnavailable when any query fails (a partial read
     would look like signals clearing)."""
     readings = []
@@ -71,24 +71,24 @@ def read_signals(base_url: str, *, timeout: float = 10.0) -> list[signals.Readin
             metric = row.get("metric") or {}
             node = metric.get(settings.DCGM_NODE_LABEL, "")
             gpu = metric.get(settings.DCGM_GPU_LABEL, "")
-            value = signals.parse_value((row.get("value") or [None, None])[1])
+            value = policy.parse_value((row.get("value") or [None, None])[1])
             if not node or gpu == "" or value is None:
                 continue
             readings.append(
-                signals.Reading(
+                policy.Reading(
                     node, str(gpu), metric.get(settings.DCGM_UUID_LABEL, ""), signal, value
                 )
             )
     return readings
 
 
-def node_readings(gpu_nodes: list[inventory.NodeInfo]) -> list[signals.Reading]:
+def node_readings(gpu_nodes: list[inventory.NodeInfo]) -> list[policy.Reading]:
     """What the API server says: GPUs a node's labels count but its allocatable lacks."""
     out = []
     for info in gpu_nodes:
-        missing = signals.missing_gpus(info.labels, info.allocatable)
+        missing = policy.missing_gpus(info.labels, info.allocatable)
         if missing is not None:
-            out.append(signals.Reading(info.name, "", "", "gpu_missing", Decimal(missing)))
+            out.append(policy.Reading(info.name, "", "", "gpu_missing", Decimal(missing)))
     return out
 
 
@@ -99,8 +99,8 @@ def ensure_default_rules() -> int:
     """The default policy where there is none yet (a fresh install); returns rules created."""
     if HealthRule.objects.exists():
         return 0
-    HealthRule.objects.bulk_create([HealthRule(**rule) for rule in signals.default_rules()])
-    return len(signals.default_rules())
+    HealthRule.objects.bulk_create([HealthRule(**rule) for rule in policy.default_rules()])
+    return len(policy.default_rules())
 
 
 RULE_FIELDS = (
@@ -226,13 +226,13 @@ def check_health(
         .values_list("node_name", "gpu")
     ):
         known[node].add(gpu)
-    found = signals.evaluate(readings, list(rules.values()), known)
+    found = policy.evaluate(readings, list(rules.values()), known)
     # Pods of nodes that may turn sick now, read before the transaction (no lock waits on the
     # API server).
     firing_nodes = {
         node
         for (node, _, rule_id), st in found.statuses.items()
-        if st is signals.Status.FIRING and rules[rule_id].action != "warn"
+        if st is policy.Status.FIRING and rules[rule_id].action != "warn"
     }
     pods_by_node = {node: _gpu_pods(kube, node) for node in sorted(firing_nodes)}
     tenants_by_ns = _tenants_by_namespace(kube) if firing_nodes else {}
@@ -256,7 +256,7 @@ def _apply_steps(cluster, found, rules, pods_by_node, tenants_by_ns, now, result
         event = events.get(key)
         state = None
         if event is not None:
-            state = signals.OpenEvent(
+            state = policy.OpenEvent(
                 key=key,
                 action=event.action,
                 opened_at=event.opened_at,
@@ -264,21 +264,21 @@ def _apply_steps(cluster, found, rules, pods_by_node, tenants_by_ns, now, result
                 closed=event.closed_at is not None,
                 latched=event.latched,
             )
-        step = signals.step(state, rule, st, now)
+        step = policy.step(state, rule, st, now)
         reading = found.readings.get(key)
-        if step is signals.Step.OPEN:
+        if step is policy.Step.OPEN:
             _open(cluster, key, rule, reading, pods_by_node, tenants_by_ns, now, result)
         elif event is None:
             continue
-        elif step is signals.Step.FIRING:
+        elif step is policy.Step.FIRING:
             event.last_seen_at, event.clear_since = now, None
             if reading is not None:
                 event.value = reading.value
             event.save(update_fields=["last_seen_at", "clear_since", "value"])
-        elif step is signals.Step.START_CLEAR:
+        elif step is policy.Step.START_CLEAR:
             event.clear_since = now
             event.save(update_fields=["clear_since"])
-        elif step is signals.Step.CLOSE:
+        elif step is policy.Step.CLOSE:
             reason = (
                 HealthEvent.CloseReason.CLEARED
                 if event.action == "warn"
@@ -286,7 +286,7 @@ def _apply_steps(cluster, found, rules, pods_by_node, tenants_by_ns, now, result
             )
             _close(event, reason=reason, actor=None, now=now)
             result.closed.append(str(event))
-        elif step is signals.Step.UNLATCH:
+        elif step is policy.Step.UNLATCH:
             event.latched = False
             event.save(update_fields=["latched"])
 
@@ -302,7 +302,7 @@ def _open(cluster, key, rule, reading, pods_by_node, tenants_by_ns, now, result)
         signal=rule.signal,
         action=rule.action,
         value=reading.value if reading else None,
-        description=signals.describe(rule, reading)[:200],
+        description=policy.describe(rule, reading)[:200],
         waive_billing=rule.waive_billing,
         opened_at=now,
         last_seen_at=now,
@@ -456,7 +456,7 @@ def enforce(
         .sickening()
         .values_list("node_name", "gpu", "description")
     ):
-        causes[node_name].append(f"{signals.where(node_name, gpu)}: {description}")
+        causes[node_name].append(f"{policy.where(node_name, gpu)}: {description}")
     sick = set(causes)
     changed = False
     for node in kube.list("Node") if nodes is None else nodes:
