@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
-from scheduler.health import services
+from scheduler.health import events as health_events
+from scheduler.health import rules as health_rules
 from scheduler.health.models import HealthEvent, HealthRule, NodeHealth
 from scheduler.health.tasks import enforce_gpu_health
 
@@ -21,11 +22,11 @@ from scheduler.health.tasks import enforce_gpu_health
 class HealthRuleForm(forms.ModelForm):
     class Meta:
         model = HealthRule
-        fields = list(services.RULE_FIELDS)
+        fields = list(health_rules.RULE_FIELDS)
 
 
 def _page(request, *, form=None, editing=None, status=200):
-    services.ensure_default_rules()
+    health_rules.ensure_default_rules()
     open_events = list(
         HealthEvent.objects.open().prefetch_related("impacts__tenant", "impacts__workload")
     )
@@ -58,7 +59,7 @@ def gpu_health(request):
 def gpu_health_ack(request, node):
     """Take the node back: its open events close and the taint goes."""
     try:
-        closed = services.acknowledge_node(actor=request.user, node_name=node)
+        closed = health_events.acknowledge_node(actor=request.user, node_name=node)
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return redirect("console:gpu_health")
@@ -81,9 +82,9 @@ def gpu_health_rule(request, pk=None):
     form = HealthRuleForm(request.POST, instance=rule)
     if not form.is_valid():
         return _page(request, form=form, editing=rule, status=400)
-    values = {f: form.cleaned_data.get(f) for f in services.RULE_FIELDS}
+    values = {f: form.cleaned_data.get(f) for f in health_rules.RULE_FIELDS}
     try:
-        saved = services.save_rule(actor=request.user, values=values, rule=rule)
+        saved = health_rules.save_rule(actor=request.user, values=values, rule=rule)
     except ServiceError as exc:
         form.add_error(None, exc.detail)
         return _page(request, form=form, editing=rule, status=400)

@@ -3,12 +3,12 @@
 from core.tasks import portal_task
 from scheduler.cluster import kube
 from scheduler.cluster.models import Cluster
-from scheduler.health import services
+from scheduler.health import checks, taints
 
 
 @portal_task(name="scheduler.tasks.check_gpu_health")
 def check_gpu_health() -> dict:
-    result = services.check_health(kube.gateway())
+    result = checks.check_health(kube.gateway())
     return {
         "unknown": result.unknown,
         "opened": len(result.opened),
@@ -27,5 +27,5 @@ def enforce_gpu_health() -> dict:
     cluster = Cluster.objects.filter(name="local").first()
     if cluster is None:
         return {}
-    result = services.enforce(kube.gateway(), cluster)
+    result = taints.enforce(kube.gateway(), cluster)
     return {"tainted": result.tainted, "untainted": result.untainted}

@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler.cluster.models import Cluster
-from scheduler.health import services
+from scheduler.health import rules as health_rules
 from scheduler.health.models import HealthEvent, HealthImpact, HealthRule, NodeHealth
 from tenants.models import AuditEvent
 
@@ -99,7 +99,7 @@ def test_a_rule_that_could_not_work_is_refused_with_what_to_change(client, world
 
 
 def test_a_second_rule_for_the_same_xid_is_refused(client, world):
-    services.ensure_default_rules()
+    health_rules.ensure_default_rules()
     client.force_login(world.admin)
     response = client.post(
         reverse("console:gpu_health_rule_add"),

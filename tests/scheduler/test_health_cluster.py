@@ -19,7 +19,7 @@ from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from scheduler.health import services as health
+from scheduler.health import checks, taints
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
 from tenants import services as tenant_services
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
@@ -57,7 +57,7 @@ def _taints(kube, node):
     return [
         t
         for t in (kube.get("Node", node) or {}).get("spec", {}).get("taints") or []
-        if t["key"] == health.TAINT_KEY
+        if t["key"] == taints.TAINT_KEY
     ]
 
 
@@ -145,7 +145,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     # Healthy GPUs first: the node reads healthy, nothing is tainted.
     dcgm.gpu_health[(sick_node, "3")] = {XID: 0, TEMP: 60}
     _wait_scraped(prometheus_server.url, f'{TEMP}{{Hostname="{sick_node}"}}', bool, "the GPU")
-    calm = health.check_health(kube)
+    calm = checks.check_health(kube)
     assert calm.unknown == "" and not calm.opened and not calm.tainted
     assert NodeHealth.objects.get(node_name=sick_node).state == NodeHealth.State.HEALTHY
 
@@ -157,10 +157,10 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
         bool,
         "XID 79",
     )
-    check = health.check_health(kube)
+    check = checks.check_health(kube)
     assert check.tainted == [sick_node], check
     assert _taints(kube, sick_node) == [
-        {"key": health.TAINT_KEY, "value": settings.PORTAL_INSTANCE, "effect": "NoSchedule"}
+        {"key": taints.TAINT_KEY, "value": settings.PORTAL_INSTANCE, "effect": "NoSchedule"}
     ]
     event = HealthEvent.objects.get(node_name=sick_node, closed_at__isnull=True)
     assert (event.gpu, event.action, event.description) == (
@@ -192,7 +192,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
 
     # A human removes the taint with kubectl: the next check puts it back (level-triggered).
     kube_admin.merge_patch("Node", sick_node, {"spec": {"taints": None}})
-    again = health.check_health(kube)
+    again = checks.check_health(kube)
     assert again.tainted == [sick_node] and not again.opened
     assert len(_taints(kube, sick_node)) == 1
 
@@ -209,7 +209,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
 
     # Prometheus goes away: health unknown, the taint and the event stay.
     prometheus_server.stop()
-    blind = health.check_health(kube)
+    blind = checks.check_health(kube)
     assert blind.unknown.startswith("Prometheus unreachable")
     assert not blind.tainted and not blind.untainted and not blind.closed
     assert NodeHealth.objects.get(node_name=sick_node).state == NodeHealth.State.UNKNOWN
@@ -223,7 +223,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     event.refresh_from_db()
     assert event.close_reason == "acknowledged" and event.closed_by == world.admin
     assert event.latched
-    health.enforce(kube, event.cluster)
+    taints.enforce(kube, event.cluster)
     assert _taints(kube, sick_node) == []
     assert Pool.objects.get(resource_class=b200).capacity == capacity_before
     assert AuditEvent.objects.filter(verb="node.health_untainted").exists()
@@ -248,7 +248,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
             bool,
             f"{value} C",
         )
-        return health.check_health(kube, now=at)
+        return checks.check_health(kube, now=at)
 
     hot = reading(88, t0)  # over the 85 C warning, under the 95 C taint
     assert len(hot.opened) == 1 and not hot.tainted and not hot.evicted
@@ -266,7 +266,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
     # Below 80 for the rule's clear spell: the warning closes by itself.
     cool = reading(70, t0 + timedelta(minutes=10))
     assert not cool.closed  # the clear spell starts now
-    done = health.check_health(kube, now=t0 + timedelta(minutes=30))
+    done = checks.check_health(kube, now=t0 + timedelta(minutes=30))
     assert len(done.closed) == 1
     warning.refresh_from_db()
     assert warning.close_reason == "cleared"
