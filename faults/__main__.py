@@ -248,7 +248,7 @@ class Run:
         from django.db import close_old_connections
 
         from localcluster.fleet import node_manifest
-        from scheduler.mig import services as mig_services
+        from scheduler.mig import rollout_requests
         from scheduler.mig.models import Plan
 
         tag = f"{int(time.time()) % 100000}"
@@ -285,7 +285,7 @@ class Run:
         ]
         admin = get_user_model().objects.get(username="admin")
         plan = Plan.objects.create(created_by=admin, nodes=entries, summary={}, policy={})
-        mig_services.request_plan_apply(actor=admin, plan=plan)
+        rollout_requests.request_plan_apply(actor=admin, plan=plan)
 
         def first_node_draining():
             close_old_connections()

@@ -17,8 +17,7 @@ from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
-from scheduler.mig import layouts, planner, plans
-from scheduler.mig import services as mig_services
+from scheduler.mig import layouts, planner, plans, rollout_requests
 from scheduler.mig.models import Plan
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
@@ -345,7 +344,7 @@ def plan_apply(request, pk):
     plan = get_object_or_404(Plan, pk=pk)
     nodes = request.POST.getlist("node") or None
     try:
-        mig_services.request_plan_apply(actor=request.user, plan=plan, nodes=nodes)
+        rollout_requests.request_plan_apply(actor=request.user, plan=plan, nodes=nodes)
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return redirect("console:plan_detail", pk=plan.pk)
@@ -360,7 +359,7 @@ def plan_abandon(request, pk):
     """Stop a rollout in progress (or stuck): no further node starts."""
     plan = get_object_or_404(Plan, pk=pk)
     try:
-        mig_services.abandon_plan(actor=request.user, plan=plan)
+        rollout_requests.abandon_plan(actor=request.user, plan=plan)
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return redirect("console:plan_detail", pk=plan.pk)

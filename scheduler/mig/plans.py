@@ -135,7 +135,8 @@ def create_plan(
     demand: dict[str, int] | None = None,
 ) -> Plan:
     """Propose layouts for the inventory (or only `nodes`) and keep the proposal (platform
-    admins only; one `plan.proposed` event). Applying it is `scheduler.mig.services`' job."""
+    admins only; one `plan.proposed` event). Applying it is the job of
+    `scheduler.mig.rollout_requests`."""
     require_platform_admin(actor, "make MIG plans")
     if sharing not in SHARING_MODES:
         raise InvalidInput(f"sharing must be one of {', '.join(SHARING_MODES)}", field="sharing")

@@ -443,9 +443,9 @@ def apply_plan(
 ) -> Plan:
     """Apply a plan (all its changed nodes, or only `nodes`) in this process, one node at a
     time (what the task chain does, one task per node). Running it again skips nodes already
-    applied. Reached through the `apply_plan` task (queued by `services.request_plan_apply`);
-    the actor is checked again here so that no other caller rolls a plan out for someone who
-    may not."""
+    applied. Reached through the `apply_plan` task (queued by
+    `rollout_requests.request_plan_apply`); the actor is checked again here so that no other
+    caller rolls a plan out for someone who may not."""
     plan = begin(kube, plan_id, actor=actor, nodes=nodes)
     while step(
         kube,

@@ -28,9 +28,10 @@ def apply_plan(
     rollout_id: str | None = None,
 ) -> str:
     """Without `rollout_id`: start the rollout for the platform admin who asked
-    (`services.request_plan_apply` queues this; anyone else is refused, whoever queued it), or
-    resume it if its worker died; a plan being applied or already applied is left alone. Then
-    (or with `rollout_id`, as the next link of the chain) apply one node and queue the next."""
+    (`rollout_requests.request_plan_apply` queues this; anyone else is refused, whoever queued
+    it), or resume it if its worker died; a plan being applied or already applied is left
+    alone. Then (or with `rollout_id`, as the next link of the chain) apply one node and queue
+    the next."""
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     if not is_platform_admin(actor):
         return "refused: only platform admins may apply MIG plans"

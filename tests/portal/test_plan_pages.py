@@ -126,7 +126,7 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
     fleet, queued, django_capture_on_commit_callbacks
 ):
     from core.errors import Forbidden
-    from scheduler.mig import services as mig_services
+    from scheduler.mig import rollout_requests
     from tests.tenants.factories import UserFactory
 
     staff = UserFactory(username="staff", is_staff=True)  # staff, not in the admins' group
@@ -138,7 +138,7 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
     for someone in (fleet.member, staff, None):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(Forbidden):
-                mig_services.request_plan_apply(actor=someone, plan=plan, nodes=["node-b"])
+                rollout_requests.request_plan_apply(actor=someone, plan=plan, nodes=["node-b"])
         assert callbacks == []
     assert queued == []
     assert list(AuditEvent.objects.values_list("verb", flat=True)) == ["plan.proposed"]
@@ -149,11 +149,11 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
 def test_an_admins_apply_writes_one_event_and_queues_one_task_on_commit(
     fleet, queued, django_capture_on_commit_callbacks
 ):
-    from scheduler.mig import services as mig_services
+    from scheduler.mig import rollout_requests
 
     plan = plans.create_plan(actor=fleet.admin)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        mig_services.request_plan_apply(actor=fleet.admin, plan=plan)
+        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
         assert queued == []  # nothing leaves before the commit
     assert len(callbacks) == 1
     callbacks[0]()
@@ -171,7 +171,7 @@ def test_apply_is_refused_while_applying_for_unknown_nodes_and_when_done(
     from django.utils import timezone
 
     from core.errors import InvalidInput, InvalidTransition
-    from scheduler.mig import services as mig_services
+    from scheduler.mig import rollout_requests
 
     plan = plans.create_plan(actor=fleet.admin)
     refusals = [
@@ -180,21 +180,21 @@ def test_apply_is_refused_while_applying_for_unknown_nodes_and_when_done(
     ]
     for error, nodes in refusals:
         with django_capture_on_commit_callbacks(execute=True), pytest.raises(error):
-            mig_services.request_plan_apply(actor=fleet.admin, plan=plan, nodes=nodes)
+            rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan, nodes=nodes)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
-        mig_services.request_plan_apply(actor=fleet.admin, plan=plan)
+        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
     done = [{**e, "state": "applied"} if e["changed_gpus"] else e for e in plan.nodes]
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLIED, nodes=done)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
-        mig_services.request_plan_apply(actor=fleet.admin, plan=plan)
+        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
     assert queued == [] and not AuditEvent.objects.filter(verb="plan.apply_requested").exists()
     # A rollout whose worker died may be taken up again.
     Plan.objects.filter(pk=plan.pk).update(
         status=Plan.Status.APPLYING, started_at=timezone.now() - timedelta(hours=1)
     )
     with django_capture_on_commit_callbacks(execute=True):
-        mig_services.request_plan_apply(actor=fleet.admin, plan=plan)
+        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
     assert len(queued) == 1
 
 

@@ -219,7 +219,7 @@ def test_a_rollout_is_a_chain_of_one_task_per_node_and_a_broken_chain_is_resumed
 
     from django.utils import timezone
 
-    from scheduler.mig import services as mig_services
+    from scheduler.mig import rollout_requests
     from scheduler.mig import tasks as mig_tasks
 
     admin = PlatformAdminFactory()
@@ -228,7 +228,7 @@ def test_a_rollout_is_a_chain_of_one_task_per_node_and_a_broken_chain_is_resumed
     plan = plans.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
 
-    mig_services.request_plan_apply(actor=admin, plan=plan)
+    rollout_requests.request_plan_apply(actor=admin, plan=plan)
     wait_for(
         "the rollout applied",
         lambda: Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED,

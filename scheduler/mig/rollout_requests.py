@@ -1,4 +1,4 @@
-"""Asking for a plan's rollout: the one way a MIG plan reaches the cluster.
+"""Asking for a plan's rollout, and abandoning one: the one way a MIG plan reaches the cluster.
 
 Making a plan is `plans.create_plan`; the rollout itself (`rollout.apply_plan`) runs only in the
 `apply_plan` task, which this queues once the request's transaction commits. Here, not in
