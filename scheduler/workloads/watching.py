@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
-from scheduler.cluster.render import INSTANCE_LABEL
+from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.manifests import KUEUE_JOB_UID_LABEL, queue_position
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from scheduler.workloads.pod_template import WORKLOAD_LABEL
