@@ -389,7 +389,7 @@ SPECTACULAR_SETTINGS = {
         "WorkloadStateEnum": "scheduler.workloads.models.Workload.State",
         "WorkloadKindEnum": "scheduler.workloads.models.Workload.Kind",
         "ResourceClassKindEnum": "scheduler.catalog.models.ResourceClass.Kind",
-        "PriorityClassEnum": "tenants.models.PRIORITY_CLASSES",
+        "PriorityClassEnum": "tenants.models.priority_classes.PRIORITY_CLASSES",
         "NotificationChannelKindEnum": "tenants.models.NotificationChannel.Kind",
     },
 }

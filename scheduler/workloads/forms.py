@@ -4,7 +4,8 @@ from django import forms
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from tenants.models import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS, Tenant
+from tenants.models import Tenant
+from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import quota_lines
 
 SECRET_KEY_REF = "secretKeyRef:"  # KEY=secretKeyRef:SECRET/KEY in the env box

@@ -28,7 +28,8 @@ from scheduler.workloads import tasks
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import change_state
-from tenants.models import PRIORITY_CLASS_DEFS, Tenant
+from tenants.models import Tenant
+from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
 from tenants.notifications import notify
 from tenants.selectors import effective_quotas
 

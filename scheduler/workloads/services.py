@@ -40,7 +40,9 @@ from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.sync import change_state
 from tenants import audit
-from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES, Tenant, dns_label
+from tenants.models import Tenant
+from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
+from tenants.models.tenants import dns_label
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import effective_quotas
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tenants.models import (
-    PRIORITY_CLASSES,
-    ApiToken,
-    AuditEvent,
-    CapacityRequest,
-    Membership,
-    QuotaGrant,
-    Tenant,
-    dns_label,
-)
+from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.models.priority_classes import PRIORITY_CLASSES
+from tenants.models.tenants import dns_label
 from tenants.selectors import quota_lines_for
 
 

@@ -11,7 +11,9 @@ from django.utils import timezone
 
 from core.errors import InvalidInput, InvalidTransition
 from tenants import audit
-from tenants.models import PRIORITY_CLASSES, Membership, QuotaGrant, Tenant, dns_label
+from tenants.models import Membership, QuotaGrant, Tenant
+from tenants.models.priority_classes import PRIORITY_CLASSES
+from tenants.models.tenants import dns_label
 from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
 from tenants.services._common import TENANT_FIELDS, User, _notify_desired_state_changed
 from tenants.services.locks import lock_rows

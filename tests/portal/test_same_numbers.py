@@ -18,7 +18,8 @@ from cli.main import cli
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import services as workloads
 from tenants import services
-from tenants.models import DEFAULT_PRIORITY_CLASS, Tenant
+from tenants.models import Tenant
+from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS
 from tenants.selectors import quota_lines
 from tests.portal.api.conftest import session
 from tests.tenants.factories import PoolFactory, ResourceClassFactory

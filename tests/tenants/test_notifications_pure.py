@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tenants.models import MAIL_TO_APPROVERS, NotificationDelivery, Tenant
+from tenants.models import NotificationDelivery, Tenant
+from tenants.models.notifications import MAIL_TO_APPROVERS
 from tenants.notifications import EVENTS, signing
 from tenants.notifications.events import Audience, channel_wants, event
 from tenants.notifications.sending import backoff, slack_body, webhook_body

@@ -23,7 +23,8 @@ from scheduler.cluster.render.specs import (
     TenantSpec,
 )
 from tenants import group_mapping
-from tenants.models import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS, Membership, Tenant
+from tenants.models import Membership, Tenant
+from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import effective_quotas
 
 

@@ -10,7 +10,7 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_shown, env_values_readable
-from tenants.models import PRIORITY_CLASSES
+from tenants.models.priority_classes import PRIORITY_CLASSES
 
 SECRET_REF_SCHEMA = {
     "type": "object",
