@@ -10,6 +10,8 @@ groups), `pools` (pools and policy), `tokens` (API tokens), `locks`
 (the one lock helper). Callers use this package:
 `from tenants import services; services.approve_capacity_request(...)`."""
 
+from tenants.services.approvals import approve_capacity_request
+from tenants.services.capacity import free_capacity
 from tenants.services.channels import (
     change_channel,
     create_channel,
@@ -37,9 +39,7 @@ from tenants.services.renewals import (
     submit_grant_renewal,
 )
 from tenants.services.requests import (
-    approve_capacity_request,
     cancel_capacity_request,
-    free_capacity,
     mark_request_provisioned,
     preview_capacity_request,
     reject_capacity_request,

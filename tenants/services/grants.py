@@ -20,15 +20,9 @@ from tenants.services._common import (
     _notify_desired_state_changed,
     portal_url,
 )
+from tenants.services.capacity import _check_capacity, _check_ceiling, _check_dates, _resolve_items
 from tenants.services.locks import lock_rows
-from tenants.services.requests import (
-    _check_capacity,
-    _check_ceiling,
-    _check_dates,
-    _resolve_items,
-    _system_transition,
-    _system_transition_locked,
-)
+from tenants.services.requests import _system_transition, _system_transition_locked
 
 
 def grant_quota(

@@ -15,8 +15,9 @@ from tenants.models import AutoApprovalRule, CapacityRequest, CapacityRequestIte
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
 from tenants.services._common import REQUEST_FIELDS
+from tenants.services.approvals import _approve_locked
 from tenants.services.locks import lock_rows
-from tenants.services.requests import _approve_locked, notify_submitted
+from tenants.services.requests import notify_submitted
 
 
 def automatic_since(grant: QuotaGrant) -> datetime | None:

@@ -1,0 +1,200 @@
+"""Approving a capacity request: the platform admin's decision (or the policy's, for an ask
+inside the envelope) under the locks, the grants it creates or, for a renewal, the end of the
+grant it moves, and the requester told how it was decided."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
+from scheduler.catalog.models import Pool, ResourceClass
+from tenants import audit
+from tenants.models import (
+    CapacityRequest,
+    QuotaGrant,
+    Tenant,
+)
+from tenants.notifications import notify
+from tenants.permissions import require_platform_admin
+from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed, portal_url
+from tenants.services.capacity import (
+    _check_capacity,
+    _check_ceiling,
+    _granted,
+    _plain,
+    _tenant_gpu_equivalents,
+)
+from tenants.services.locks import lock_rows
+
+
+def notify_decided(request: CapacityRequest) -> None:
+    """Tell the requester how their ask was decided (in the deciding transaction)."""
+    by = request.decided_by.get_username() if request.decided_by else "the policy"
+    comment = f": {request.decision_comment}" if request.decision_comment else ""
+    notify(
+        "capacity_request.decided",
+        request.tenant,
+        subject=f"[GPU Portal] request #{request.pk} of {request.tenant.slug} {request.state}",
+        text=(
+            f"Request #{request.pk} was {request.state} by {by}{comment}\n"
+            f"{portal_url('tenants:request_detail', request.pk)}"
+        ),
+        data={"request": request.pk, "state": request.state, "decided_by": by},
+        person=request.requester,
+    )
+
+
+def approve_capacity_request(
+    *, actor, request: CapacityRequest, comment: str = ""
+) -> CapacityRequest:
+    require_platform_admin(actor, "approve capacity requests")
+    return _approve(actor=actor, request=request, comment=comment)
+
+
+def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityRequest:
+    now = timezone.now()
+    # Refuse a wrong state early and clearly; it is checked again under the lock below.
+    CapacityRequest.objects.only("state").get(pk=request.pk).transition("approve")
+    with transaction.atomic():
+        items = [
+            (i.resource_class, i.amount) for i in request.items.select_related("resource_class")
+        ]
+        extends_id = request.extends_id  # set when the ask was made, never changed
+        locked = lock_rows(
+            pools=[rc.pk for rc, _ in items],
+            tenant=request.tenant_id,
+            request=request,
+            grants=[extends_id] if extends_id else None,
+        )
+        return _approve_locked(
+            actor=actor,
+            tenant=locked.tenant,
+            request=locked.request,
+            items=items,
+            pools=locked.pools,
+            comment=comment,
+            now=now,
+            extended=locked.grants[0] if extends_id else None,
+        )
+
+
+def _approve_locked(
+    *,
+    actor,
+    tenant: Tenant,
+    request: CapacityRequest,
+    items: list[tuple[ResourceClass, int]],
+    pools: Mapping[int, Pool],
+    comment: str,
+    now: datetime,
+    extended: QuotaGrant | None = None,
+) -> CapacityRequest:
+    """Approve a request whose pools and tenant the caller locked (with `lock_rows`), and the
+    request too unless the caller created it in this transaction. `actor` None: the policy.
+    A renewal (`request.extends`) passes its grant, locked too: approving it moves that grant's
+    end rather than creating another, so nothing is counted twice."""
+    if extended is None:
+        _check_capacity(items, now, pools=pools)
+    before = audit.snapshot(request, REQUEST_FIELDS)
+    request.transition("approve")  # re-checked under the lock: no double approval
+    if not tenant.is_active:
+        raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be approved")
+    if request.ends_at is not None and request.ends_at <= now:
+        raise InvalidTransition(f"request #{request.pk} ended before it was approved")
+    if extended is None:
+        _check_ceiling(tenant, items, now)
+    request.auto_approved = actor is None
+    request.decided_by = actor
+    request.decided_at = now
+    request.decision_comment = comment
+    request.save()
+    if extended is not None:
+        _extend_grant_locked(
+            actor=actor, tenant=tenant, request=request, grant=extended, pools=pools, now=now
+        )
+    else:
+        QuotaGrant.objects.bulk_create(
+            QuotaGrant(
+                tenant=tenant,
+                resource_class=rc,
+                amount=n,
+                starts_at=max(request.starts_at, now),
+                ends_at=request.ends_at,
+                request=request,
+                created_by=actor,
+            )
+            for rc, n in items
+        )
+    audit.record(
+        actor=actor,
+        verb="capacity_request.approved",
+        obj=request,
+        tenant=tenant,
+        before=before,
+        after=audit.snapshot(request, REQUEST_FIELDS),
+    )
+    request.tenant = tenant
+    notify_decided(request)
+    _notify_desired_state_changed(tenant)
+    return request
+
+
+def _extend_grant_locked(
+    *,
+    actor,
+    tenant: Tenant,
+    request: CapacityRequest,
+    grant: QuotaGrant,
+    pools: Mapping[int, Pool],
+    now,
+) -> None:
+    """Move the end of a grant the caller locked to the renewal's end. The grant's units are
+    counted once, before and after (a grant holds capacity until it ends, wherever its end
+    lies), so no capacity is added; only a pool already over-committed (its capacity lowered
+    since) refuses to keep it longer."""
+    if grant.state != QuotaGrant.State.ACTIVE or (
+        grant.ends_at is not None and grant.ends_at <= now
+    ):
+        raise InvalidTransition(
+            f"grant #{grant.pk} ended before its renewal #{request.pk} was approved; "
+            "ask for capacity anew"
+        )
+    if grant.ends_at is None:
+        raise InvalidTransition(f"grant #{grant.pk} is open-ended: there is nothing to extend")
+    pool = pools.get(grant.resource_class_id)
+    grantable = pool.grantable if pool else 0
+    granted = _granted(grant.resource_class_id, now)
+    if granted > grantable:
+        raise CapacityExceeded(
+            f"{grant.resource_class}: {granted} units are granted but only {grantable} can be "
+            "since the pool shrank; the platform team must free capacity before this grant "
+            "is extended",
+            field="ends_at",
+        )
+    if request.ends_at is None or request.ends_at <= grant.ends_at:
+        return  # a later renewal moved it further already: this one changes nothing
+    held, ceiling = _tenant_gpu_equivalents(tenant, now), tenant.effective_gpu_ceiling
+    if held > ceiling:  # the ceiling was lowered since: keeping more longer is not extending
+        raise QuotaExceeded(
+            f"{tenant.slug} holds {_plain(held):g} GPU-equivalents, above its ceiling of "
+            f"{_plain(ceiling):g} (lowered since it was granted): a grant is extended only "
+            f"within the ceiling; let other grants end first, or ask the platform team to "
+            f"raise {tenant.slug}'s ceiling",
+            field="ends_at",
+        )
+    before = audit.snapshot(grant, ["ends_at"])
+    grant.ends_at = request.ends_at
+    grant.expiry_warned_at = None  # warn again before the new end
+    grant.save(update_fields=["ends_at", "expiry_warned_at"])
+    audit.record(
+        actor=actor,
+        verb="quota_grant.extended",
+        obj=grant,
+        tenant=grant.tenant,
+        before=before,
+        after={**audit.snapshot(grant, ["ends_at"]), "renewal": request.pk},
+    )
