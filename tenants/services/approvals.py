@@ -20,14 +20,15 @@ from tenants.models import (
 )
 from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
-from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed, portal_url
+from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
-    _check_capacity,
-    _check_ceiling,
-    _granted,
-    _plain,
-    _tenant_gpu_equivalents,
+    check_capacity,
+    check_ceiling,
+    granted_units,
+    plain_number,
+    tenant_gpu_equivalents,
 )
+from tenants.services.follow_up import notify_desired_state_changed, portal_url
 from tenants.services.locks import lock_rows
 
 
@@ -70,7 +71,7 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
             request=request,
             grants=[extends_id] if extends_id else None,
         )
-        return _approve_locked(
+        return approve_locked(
             actor=actor,
             tenant=locked.tenant,
             request=locked.request,
@@ -82,7 +83,7 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
         )
 
 
-def _approve_locked(
+def approve_locked(
     *,
     actor,
     tenant: Tenant,
@@ -98,7 +99,7 @@ def _approve_locked(
     A renewal (`request.extends`) passes its grant, locked too: approving it moves that grant's
     end rather than creating another, so nothing is counted twice."""
     if extended is None:
-        _check_capacity(items, now, pools=pools)
+        check_capacity(items, now, pools=pools)
     before = audit.snapshot(request, REQUEST_FIELDS)
     request.transition("approve")  # re-checked under the lock: no double approval
     if not tenant.is_active:
@@ -106,7 +107,7 @@ def _approve_locked(
     if request.ends_at is not None and request.ends_at <= now:
         raise InvalidTransition(f"request #{request.pk} ended before it was approved")
     if extended is None:
-        _check_ceiling(tenant, items, now)
+        check_ceiling(tenant, items, now)
     request.auto_approved = actor is None
     request.decided_by = actor
     request.decided_at = now
@@ -139,7 +140,7 @@ def _approve_locked(
     )
     request.tenant = tenant
     notify_decided(request)
-    _notify_desired_state_changed(tenant)
+    notify_desired_state_changed(tenant)
     return request
 
 
@@ -167,7 +168,7 @@ def _extend_grant_locked(
         raise InvalidTransition(f"grant #{grant.pk} is open-ended: there is nothing to extend")
     pool = pools.get(grant.resource_class_id)
     grantable = pool.grantable if pool else 0
-    granted = _granted(grant.resource_class_id, now)
+    granted = granted_units(grant.resource_class_id, now)
     if granted > grantable:
         raise CapacityExceeded(
             f"{grant.resource_class}: {granted} units are granted but only {grantable} can be "
@@ -177,11 +178,11 @@ def _extend_grant_locked(
         )
     if request.ends_at is None or request.ends_at <= grant.ends_at:
         return  # a later renewal moved it further already: this one changes nothing
-    held, ceiling = _tenant_gpu_equivalents(tenant, now), tenant.effective_gpu_ceiling
+    held, ceiling = tenant_gpu_equivalents(tenant, now), tenant.effective_gpu_ceiling
     if held > ceiling:  # the ceiling was lowered since: keeping more longer is not extending
         raise QuotaExceeded(
-            f"{tenant.slug} holds {_plain(held):g} GPU-equivalents, above its ceiling of "
-            f"{_plain(ceiling):g} (lowered since it was granted): a grant is extended only "
+            f"{tenant.slug} holds {plain_number(held):g} GPU-equivalents, above its ceiling of "
+            f"{plain_number(ceiling):g} (lowered since it was granted): a grant is extended only "
             f"within the ceiling; let other grants end first, or ask the platform team to "
             f"raise {tenant.slug}'s ceiling",
             field="ends_at",

@@ -20,7 +20,7 @@ from tenants.models import (
 )
 
 
-def _resolve_items(items: Mapping) -> list[tuple[ResourceClass, int]]:
+def resolve_items(items: Mapping) -> list[tuple[ResourceClass, int]]:
     if not items:
         raise InvalidInput("ask for at least one resource class", field="items")
     resolved: list[tuple[ResourceClass, int]] = []
@@ -40,7 +40,7 @@ def _resolve_items(items: Mapping) -> list[tuple[ResourceClass, int]]:
     return resolved
 
 
-def _check_dates(starts_at: datetime, ends_at: datetime | None, now: datetime) -> None:
+def check_dates(starts_at: datetime, ends_at: datetime | None, now: datetime) -> None:
     if starts_at < now - timedelta(minutes=5):
         raise InvalidInput("start must not be in the past", field="starts_at")
     if ends_at is not None:
@@ -50,7 +50,7 @@ def _check_dates(starts_at: datetime, ends_at: datetime | None, now: datetime) -
             raise InvalidInput("end must be after the start", field="ends_at")
 
 
-def _granted(resource_class_id: int, now: datetime) -> int:
+def granted_units(resource_class_id: int, now: datetime) -> int:
     total = (
         QuotaGrant.objects.holding(now)
         .filter(resource_class_id=resource_class_id)
@@ -63,10 +63,10 @@ def free_capacity(resource_class: ResourceClass, now: datetime | None = None) ->
     """Units approvals may still hand out (read without a lock: for display and early checks)."""
     pool = Pool.objects.filter(resource_class=resource_class).first()
     grantable = pool.grantable if pool else 0
-    return max(0, grantable - _granted(resource_class.pk, now or timezone.now()))
+    return max(0, grantable - granted_units(resource_class.pk, now or timezone.now()))
 
 
-def _tenant_gpu_equivalents(tenant: Tenant, now: datetime) -> Decimal:
+def tenant_gpu_equivalents(tenant: Tenant, now: datetime) -> Decimal:
     total = Decimal(0)
     rows = (
         QuotaGrant.objects.holding(now)
@@ -79,20 +79,20 @@ def _tenant_gpu_equivalents(tenant: Tenant, now: datetime) -> Decimal:
     return total
 
 
-def _plain(number: Decimal) -> Decimal:
+def plain_number(number: Decimal) -> Decimal:
     """12.00 as 12, 0.50 as 0.5: how a message shows a number read from a decimal column."""
     return number.quantize(Decimal(1)) if number == number.to_integral() else number.normalize()
 
 
-def _check_ceiling(tenant: Tenant, items: list[tuple[ResourceClass, int]], now: datetime) -> None:
+def check_ceiling(tenant: Tenant, items: list[tuple[ResourceClass, int]], now: datetime) -> None:
     """Refuse what would take the tenant above its ceiling: its own, or the platform's default
     where it has none (`Tenant.effective_gpu_ceiling`)."""
     ceiling = tenant.effective_gpu_ceiling
-    held = _tenant_gpu_equivalents(tenant, now)
+    held = tenant_gpu_equivalents(tenant, now)
     asked = sum((rc.gpu_fraction * n for rc, n in items), Decimal(0))
     if held + asked > ceiling:
-        room = _plain(max(Decimal(0), ceiling - held))
-        ceiling, held, asked = _plain(ceiling), _plain(held), _plain(asked)
+        room = plain_number(max(Decimal(0), ceiling - held))
+        ceiling, held, asked = plain_number(ceiling), plain_number(held), plain_number(asked)
         if tenant.gpu_ceiling is None:
             whose = " (the platform's default ceiling)"
             fix = f"ask the platform team to set a ceiling for {tenant.slug}"
@@ -106,7 +106,7 @@ def _check_ceiling(tenant: Tenant, items: list[tuple[ResourceClass, int]], now: 
         )
 
 
-def _check_capacity(
+def check_capacity(
     items: list[tuple[ResourceClass, int]],
     now: datetime,
     *,
@@ -122,7 +122,7 @@ def _check_capacity(
     for rc, amount in sorted(items, key=lambda i: i[0].pk):
         pool = pools.get(rc.pk)
         grantable = pool.grantable if pool else 0
-        free = max(0, grantable - _granted(rc.pk, now))
+        free = max(0, grantable - granted_units(rc.pk, now))
         if amount > free:
             raise CapacityExceeded(
                 f"{rc.slug}: asked for {amount} but only {free} of {grantable} can still be "

@@ -15,14 +15,11 @@ from tenants import audit
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
-from tenants.services._common import (
-    GRANT_FIELDS,
-    _notify_desired_state_changed,
-    portal_url,
-)
-from tenants.services.capacity import _check_capacity, _check_ceiling, _check_dates, _resolve_items
+from tenants.services.audit_fields import GRANT_FIELDS
+from tenants.services.capacity import check_capacity, check_ceiling, check_dates, resolve_items
+from tenants.services.follow_up import notify_desired_state_changed, portal_url
 from tenants.services.locks import lock_rows
-from tenants.services.requests import _system_transition, _system_transition_locked
+from tenants.services.requests import system_transition, system_transition_locked
 
 
 def grant_quota(
@@ -37,16 +34,16 @@ def grant_quota(
     """A platform admin grants quota directly (no request), under the same capacity check."""
     require_platform_admin(actor, "grant quota directly")
     now = timezone.now()
-    resolved = _resolve_items({resource_class.slug: amount})
+    resolved = resolve_items({resource_class.slug: amount})
     if ends_at is not None:
-        _check_dates(now, ends_at, now)
+        check_dates(now, ends_at, now)
     with transaction.atomic():
         locked = lock_rows(pools=[resource_class.pk], tenant=tenant)
-        _check_capacity(resolved, now, pools=locked.pools)
+        check_capacity(resolved, now, pools=locked.pools)
         tenant = locked.tenant
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be granted")
-        _check_ceiling(tenant, resolved, now)
+        check_ceiling(tenant, resolved, now)
         grant = QuotaGrant.objects.create(
             tenant=tenant,
             resource_class=resource_class,
@@ -62,7 +59,7 @@ def grant_quota(
             tenant=tenant,
             after={**audit.snapshot(grant, GRANT_FIELDS), "comment": comment},
         )
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)
     return grant
 
 
@@ -86,7 +83,7 @@ def revoke_grant(*, actor, grant: QuotaGrant, comment: str) -> QuotaGrant:
             before=before,
             after={**audit.snapshot(grant, GRANT_FIELDS), "comment": comment},
         )
-        _notify_desired_state_changed(grant.tenant)
+        notify_desired_state_changed(grant.tenant)
     return grant
 
 
@@ -131,7 +128,7 @@ def expire_grants(*, now: datetime | None = None) -> int:
                 and request.can("expire")
                 and not request.grants.filter(state=QuotaGrant.State.ACTIVE).exists()
             ):
-                _system_transition_locked(request, "expire")
+                system_transition_locked(request, "expire")
             grant.resource_class = classes[pk]
             notify(
                 "grant.expired",
@@ -144,7 +141,7 @@ def expire_grants(*, now: datetime | None = None) -> int:
                 ),
                 data=_grant_data(grant),
             )
-            _notify_desired_state_changed(grant.tenant)
+            notify_desired_state_changed(grant.tenant)
             ended += 1
     _expire_renewals_of_ended_grants()
     return ended
@@ -163,7 +160,7 @@ def _expire_renewals_of_ended_grants() -> None:
     )
     for pk in list(stale):
         with transaction.atomic():
-            _system_transition(pk, "expire")
+            system_transition(pk, "expire")
 
 
 def grant_extend_url(grant: QuotaGrant) -> str:

@@ -21,7 +21,7 @@ from tenants.group_mapping import (
 )
 from tenants.models import Membership, Tenant
 from tenants.notifications import notify
-from tenants.services._common import _notify_desired_state_changed
+from tenants.services.follow_up import notify_desired_state_changed
 
 log = logging.getLogger(__name__)
 Source = Membership.Source
@@ -67,7 +67,7 @@ def _record(verb: str, membership: Membership, before: dict | None, after: dict 
         before=before,
         after=after,
     )
-    _notify_desired_state_changed(membership.tenant)
+    notify_desired_state_changed(membership.tenant)
 
 
 def _apply_memberships(user, desired: Desired) -> list[str]:

@@ -14,8 +14,8 @@ from tenants import audit, policy
 from tenants.models import AutoApprovalRule, CapacityRequest, CapacityRequestItem, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
-from tenants.services._common import REQUEST_FIELDS
-from tenants.services.approvals import _approve_locked
+from tenants.services.approvals import approve_locked
+from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.locks import lock_rows
 from tenants.services.requests import notify_submitted
 
@@ -126,7 +126,7 @@ def submit_grant_renewal(
             },
         )
         if decision.auto_approve:
-            request = _approve_locked(
+            request = approve_locked(
                 actor=None,
                 tenant=tenant,
                 request=request,

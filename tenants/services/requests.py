@@ -23,15 +23,16 @@ from tenants.models import (
 from tenants.notifications import notify
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
 from tenants.selectors import auto_approved_units
-from tenants.services._common import REQUEST_FIELDS, _notify_desired_state_changed, portal_url
-from tenants.services.approvals import _approve_locked, notify_decided
+from tenants.services.approvals import approve_locked, notify_decided
+from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
-    _check_capacity,
-    _check_ceiling,
-    _check_dates,
-    _resolve_items,
+    check_capacity,
+    check_ceiling,
+    check_dates,
     free_capacity,
+    resolve_items,
 )
+from tenants.services.follow_up import notify_desired_state_changed, portal_url
 from tenants.services.locks import lock_rows
 
 
@@ -63,10 +64,10 @@ def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, 
     starts_at = starts_at or now
     if not tenant.is_active:
         raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
-    _check_dates(starts_at, ends_at, now)
-    resolved = _resolve_items(items)
-    _check_capacity(resolved, now)
-    _check_ceiling(tenant, resolved, now)
+    check_dates(starts_at, ends_at, now)
+    resolved = resolve_items(items)
+    check_capacity(resolved, now)
+    check_ceiling(tenant, resolved, now)
     decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
     return decision, {rc.slug: free_capacity(rc, now) for rc, _ in resolved}
 
@@ -92,10 +93,10 @@ def submit_capacity_request(
         raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
     now = timezone.now()
     starts_at = starts_at or now
-    _check_dates(starts_at, ends_at, now)
+    check_dates(starts_at, ends_at, now)
     if not (justification or "").strip():
         raise InvalidInput("say why the team needs this capacity", field="justification")
-    resolved = _resolve_items(items)
+    resolved = resolve_items(items)
 
     with transaction.atomic():
         # Pools, then the tenant (the order of `lock_rows`, as an approval takes them): two asks
@@ -104,8 +105,8 @@ def submit_capacity_request(
         tenant = locked.tenant
         if not tenant.is_active:
             raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
-        _check_capacity(resolved, now, pools=locked.pools)
-        _check_ceiling(tenant, resolved, now)
+        check_capacity(resolved, now, pools=locked.pools)
+        check_ceiling(tenant, resolved, now)
         decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
         request = CapacityRequest.objects.create(
             tenant=tenant,
@@ -130,7 +131,7 @@ def submit_capacity_request(
             },
         )
         if decision.auto_approve:
-            request = _approve_locked(
+            request = approve_locked(
                 actor=None,
                 tenant=tenant,
                 request=request,
@@ -195,7 +196,7 @@ def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> Ca
                     continue
                 grant.end(QuotaGrant.State.REVOKED, request.decided_at)
                 grant.save(update_fields=["state", "ended_at"])
-            _notify_desired_state_changed(request.tenant)
+            notify_desired_state_changed(request.tenant)
         audit.record(
             actor=actor,
             verb=f"capacity_request.{request.state}",
@@ -246,17 +247,17 @@ def cancel_capacity_request(
 def mark_request_provisioned(*, request: CapacityRequest) -> CapacityRequest:
     """The reconciler put the approved capacity on the cluster."""
     with transaction.atomic():
-        return _system_transition(request, "provision")
+        return system_transition(request, "provision")
 
 
-def _system_transition(request: CapacityRequest | int, action: str) -> CapacityRequest:
+def system_transition(request: CapacityRequest | int, action: str) -> CapacityRequest:
     """A move the system makes (provision, expire) under a lock, once: when the request has
     moved on meanwhile, nothing happens. Call inside a transaction."""
-    return _system_transition_locked(lock_rows(request=request).request, action)
+    return system_transition_locked(lock_rows(request=request).request, action)
 
 
-def _system_transition_locked(request: CapacityRequest, action: str) -> CapacityRequest:
-    """`_system_transition` of a request the caller has locked already (with `lock_rows`)."""
+def system_transition_locked(request: CapacityRequest, action: str) -> CapacityRequest:
+    """`system_transition` of a request the caller has locked already (with `lock_rows`)."""
     if not request.can(action):
         return request
     before = audit.snapshot(request, ["state"])

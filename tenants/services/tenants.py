@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -15,8 +16,11 @@ from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
 from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
-from tenants.services._common import TENANT_FIELDS, User, _notify_desired_state_changed
+from tenants.services.audit_fields import TENANT_FIELDS
+from tenants.services.follow_up import notify_desired_state_changed
 from tenants.services.locks import lock_rows
+
+User = get_user_model()
 
 
 def create_tenant(
@@ -92,7 +96,7 @@ def _create_tenant(actor, slug, name, cost_centre, gpu_ceiling, monthly_budget, 
             tenant=tenant,
             after=audit.snapshot(tenant, TENANT_FIELDS),
         )
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)
     return tenant
 
 
@@ -130,7 +134,7 @@ def update_tenant(*, actor, tenant: Tenant, **changes) -> Tenant:
             before=before,
             after=audit.snapshot(tenant, sorted(changes)),
         )
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)
     return tenant
 
 
@@ -159,7 +163,7 @@ def change_tenant_status(*, actor, tenant: Tenant, action: str) -> Tenant:
             before=before,
             after=audit.snapshot(tenant, ["status"]),
         )
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)
     return tenant
 
 
@@ -193,7 +197,7 @@ def add_member(*, actor, tenant: Tenant, username: str, role: str) -> Membership
             tenant=tenant,
             after={"user": username, "role": role},
         )
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)
     return membership
 
 
@@ -241,7 +245,7 @@ def change_member_role(*, actor, membership: Membership, role: str) -> Membershi
             before=before,
             after={"role": role, "source": membership.source},
         )
-        _notify_desired_state_changed(membership.tenant)
+        notify_desired_state_changed(membership.tenant)
     return membership
 
 
@@ -261,4 +265,4 @@ def remove_member(*, actor, membership: Membership) -> None:
             before={"user": membership.user.get_username(), "role": membership.role},
         )
         membership.delete()
-        _notify_desired_state_changed(tenant)
+        notify_desired_state_changed(tenant)

@@ -10,6 +10,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
@@ -19,8 +20,8 @@ from core.permissions import is_platform_admin
 from tenants import audit
 from tenants.models import ApiToken, Tenant
 from tenants.permissions import OWNER_ROLES, require_role, role_in
-from tenants.services._common import User
 
+User = get_user_model()
 log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "gpp_"
