@@ -10,14 +10,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput, InvalidTransition
-from tenants import audit, policy
-from tenants.models import AutoApprovalRule, CapacityRequest, CapacityRequestItem, QuotaGrant
+from tenants import policy
+from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
-from tenants.services.approvals import approve_locked
-from tenants.services.audit_fields import REQUEST_FIELDS
+from tenants.services.asks import file_ask
 from tenants.services.locks import lock_rows
-from tenants.services.requests import notify_submitted
 
 
 def automatic_since(grant: QuotaGrant) -> datetime | None:
@@ -101,41 +99,15 @@ def submit_grant_renewal(
                 field="ends_at",
             )
         decision = renewal_decision(grant, ends_at, now)
-        request = CapacityRequest.objects.create(
+        return file_ask(
+            actor=actor,
             tenant=tenant,
-            requester=actor,
+            items=[(grant.resource_class, grant.amount)],
+            pools=locked.pools,
+            decision=decision,
             starts_at=grant.ends_at,
             ends_at=ends_at,
             justification=justification,
-            policy_reasons=decision.reasons,
+            now=now,
             extends=grant,
         )
-        CapacityRequestItem.objects.create(
-            request=request, resource_class=grant.resource_class, amount=grant.amount
-        )
-        audit.record(
-            actor=actor,
-            verb="capacity_request.submitted",
-            obj=request,
-            tenant=tenant,
-            after={
-                **audit.snapshot(request, REQUEST_FIELDS),
-                "extends": grant.pk,
-                "items": {grant.resource_class.slug: grant.amount},
-                "policy": "auto-approve" if decision.auto_approve else decision.reasons,
-            },
-        )
-        if decision.auto_approve:
-            request = approve_locked(
-                actor=None,
-                tenant=tenant,
-                request=request,
-                items=[(grant.resource_class, grant.amount)],
-                pools=locked.pools,
-                comment="auto-approved by policy",
-                now=now,
-                extended=grant,
-            )
-        else:
-            notify_submitted(request, {grant.resource_class.slug: grant.amount})
-    return request

@@ -16,14 +16,13 @@ from tenants import audit, policy
 from tenants.models import (
     AutoApprovalRule,
     CapacityRequest,
-    CapacityRequestItem,
     QuotaGrant,
     Tenant,
 )
-from tenants.notifications import notify
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
 from tenants.selectors import auto_approved_units
-from tenants.services.approvals import approve_locked, notify_decided
+from tenants.services.approvals import notify_decided
+from tenants.services.asks import file_ask
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
     check_capacity,
@@ -32,7 +31,7 @@ from tenants.services.capacity import (
     free_capacity,
     resolve_items,
 )
-from tenants.services.follow_up import notify_desired_state_changed, portal_url
+from tenants.services.follow_up import notify_desired_state_changed
 from tenants.services.locks import lock_rows
 
 
@@ -108,63 +107,17 @@ def submit_capacity_request(
         check_capacity(resolved, now, pools=locked.pools)
         check_ceiling(tenant, resolved, now)
         decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
-        request = CapacityRequest.objects.create(
+        return file_ask(
+            actor=actor,
             tenant=tenant,
-            requester=actor,
+            items=resolved,
+            pools=locked.pools,
+            decision=decision,
             starts_at=starts_at,
             ends_at=ends_at,
             justification=justification.strip(),
-            policy_reasons=decision.reasons,
+            now=now,
         )
-        CapacityRequestItem.objects.bulk_create(
-            CapacityRequestItem(request=request, resource_class=rc, amount=n) for rc, n in resolved
-        )
-        audit.record(
-            actor=actor,
-            verb="capacity_request.submitted",
-            obj=request,
-            tenant=tenant,
-            after={
-                **audit.snapshot(request, REQUEST_FIELDS),
-                "items": {rc.slug: n for rc, n in resolved},
-                "policy": "auto-approve" if decision.auto_approve else decision.reasons,
-            },
-        )
-        if decision.auto_approve:
-            request = approve_locked(
-                actor=None,
-                tenant=tenant,
-                request=request,
-                items=resolved,
-                pools=locked.pools,
-                comment="auto-approved by policy",
-                now=now,
-            )
-        else:
-            notify_submitted(request, {rc.slug: n for rc, n in resolved})
-    return request
-
-
-def notify_submitted(request: CapacityRequest, items: dict[str, int]) -> None:
-    """Tell the approvers that an ask waits for them (in the submitting transaction)."""
-    asked = ", ".join(f"{n} × {slug}" for slug, n in items.items())
-    what = f"extend grant #{request.extends_id}" if request.extends_id else "capacity"
-    notify(
-        "capacity_request.submitted",
-        request.tenant,
-        subject=f"[GPU Portal] {request.tenant.slug} asks for {what}: request #{request.pk}",
-        text=(
-            f"{request.requester.get_username()} of {request.tenant.slug} asks for {asked} "
-            f"until {_when(request.ends_at)}: {request.justification}\n"
-            f"Why it needs a person: {'; '.join(request.policy_reasons) or 'policy'}\n"
-            f"{portal_url('tenants:request_detail', request.pk)}"
-        ),
-        data={"request": request.pk, "items": items, "extends": request.extends_id},
-    )
-
-
-def _when(at: datetime | None) -> str:
-    return f"{at:%Y-%m-%d %H:%M %Z}" if at else "further notice (open-ended)"
 
 
 def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> CapacityRequest:
