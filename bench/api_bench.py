@@ -50,8 +50,8 @@ from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads import manifests, pod_template, specs
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import Membership, QuotaGrant, Tenant
+from tenants.services import tokens as token_services
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -198,7 +198,7 @@ def _seed(rc: ResourceClass):
         QuotaGrant(tenant=t, resource_class=rc, amount=100_000, starts_at=now) for t in tenants
     )
     Membership.objects.bulk_create(Membership(tenant=t, user=robot, role="member") for t in tenants)
-    _, token = services.issue_token(
+    _, token = token_services.issue_token(
         actor=robot, user=robot, name="bench", scopes=["read", "submit"]
     )
     # Workloads for the status calls: 200 of them, pending, in the load tenants (rows only:

@@ -26,8 +26,9 @@ from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import grants as grant_services
+from tenants.services import tenants as tenant_services
 
 BACKLOG = 200
 SAMPLES = 20
@@ -99,10 +100,10 @@ def run() -> int:
         group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
         admin.groups.add(group)
         for slug, units in (("measured", 1), ("backlog", 1)):
-            tenant = services.create_tenant(
+            tenant = tenant_services.create_tenant(
                 actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
             )
-            services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
+            grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
             tenants.append(tenant)
         reconcile_all(kube, trigger="benchmark")
         measured, backlog = tenants

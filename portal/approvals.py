@@ -19,10 +19,12 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from scheduler.catalog.models import ResourceClass
-from tenants import display, services
+from tenants import display
 from tenants.asking import cost_estimate
 from tenants.models import CapacityRequest, CapacityRequestItem, Tenant
 from tenants.selectors import pool_summary
+from tenants.services import approvals as approval_services
+from tenants.services import requests as request_services
 
 _REQUEST_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a primary key, never past bigint
 _ONE = re.compile(r"(approve|reject):([0-9]{1,18})", re.ASCII)  # a row's own button
@@ -213,9 +215,9 @@ def decide(request):
 
 def _apply(actor, action: str, req: CapacityRequest, comment: str) -> None:
     if action == "approve":
-        services.approve_capacity_request(actor=actor, request=req, comment=comment)
+        approval_services.approve_capacity_request(actor=actor, request=req, comment=comment)
     else:
-        services.reject_capacity_request(actor=actor, request=req, comment=comment)
+        request_services.reject_capacity_request(actor=actor, request=req, comment=comment)
 
 
 def _decide_one(request, action: str, pk: int):

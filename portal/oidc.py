@@ -3,7 +3,8 @@ to the provider's stable subject (`sub`, `OIDCIdentity`) when single sign-on cre
 by that binding only: a provider user named like a local account (`admin`, `robot-team-a`,
 anyone's) is refused, never signed in as it. The username claim names new accounts only (the
 same name RoleBindings use for the user). At every sign-in the provider's groups claim sets the
-teams, roles and platform admin it gives (`tenants.services.apply_provider_groups`)."""
+teams, roles and platform admin it gives
+(`tenants.services.provider_groups.apply_provider_groups`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from django.db import IntegrityError, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from portal.models import OIDCIdentity
-from tenants import audit, services
+from tenants import audit
 from tenants.models import Tenant
+from tenants.services import provider_groups as provider_group_services
 
 # Tenants' CI robots are the users `robot-<slug>` (tenants.services.tenants.create_tenant).
 ROBOT_USERNAME_PREFIX = "robot-"
@@ -174,7 +176,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     def _apply_groups(self, user, claims) -> None:
         """Teams, roles and platform admin from the provider's groups, at every sign-in."""
-        changed = services.apply_provider_groups(user=user, claims=claims)
+        changed = provider_group_services.apply_provider_groups(user=user, claims=claims)
         request = getattr(self, "request", None)
         if changed and request is not None:
             messages.info(request, f"From your groups: {'; '.join(changed)}.", fail_silently=True)

@@ -52,8 +52,10 @@ from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.mig import plans, rollout
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync
-from tenants import services
 from tenants.models import Tenant
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import tenants as tenant_services
 
 NODE_PREFIX = "replay-"
 NODE_LABEL = "gpu-portal.local/replay"
@@ -235,7 +237,7 @@ def _grant(admin_user, tenants: list[Tenant], grants: dict[tuple[int, str], int]
     classes = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in={s for _, s in grants})}
     for (team, slug), units in sorted(grants.items()):
         if units > 0:
-            services.grant_quota(
+            grant_services.grant_quota(
                 actor=admin_user, tenant=tenants[team], resource_class=classes[slug], amount=units
             )
 
@@ -287,14 +289,14 @@ def run_policy(
     }
     wanted = split_supply(demand, supply, largest_asks(window, policy, model))
     for pool in Pool.objects.filter(resource_class__slug__startswith=model.slug):
-        services.set_pool(
+        pool_services.set_pool(
             actor=admin_user,
             resource_class=pool.resource_class,
             borrowing_limit=pool.capacity if policy.borrowing else 0,
             lend_idle=True,
         )
     tenants = [
-        services.create_tenant(
+        tenant_services.create_tenant(
             actor=admin_user,
             slug=f"{run_id}-team-{i + 1}",
             name=f"Replay {run_id} team {i + 1}",
@@ -438,7 +440,7 @@ def clean_up(kube: KubeGateway, tenants: list[Tenant], admin_user, timeout: floa
     while for it to go, so the next run starts on a quieter cluster (its names differ, so it
     never meets what is still being deleted)."""
     for tenant in tenants:
-        services.change_tenant_status(actor=admin_user, tenant=tenant, action="archive")
+        tenant_services.change_tenant_status(actor=admin_user, tenant=tenant, action="archive")
         kube.delete("Namespace", tenant.namespace)
         kube.delete("ClusterQueue", tenant.namespace)
     deadline = time.monotonic() + timeout

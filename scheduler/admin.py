@@ -8,7 +8,8 @@ from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncStat
 from scheduler.cluster.tasks import reconcile_tenant
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.services import cancel_workload
-from tenants import classes, services
+from tenants import classes
+from tenants.services import pools as pool_services
 
 
 class PoolInline(ReadOnlyMixin, admin.StackedInline):
@@ -101,7 +102,7 @@ class PoolAdmin(ServiceAdmin):
         return super().has_add_permission(request) and is_platform_admin(request.user)
 
     def save_model(self, request, obj, form, change):
-        services.set_pool(
+        pool_services.set_pool(
             actor=request.user,
             resource_class=obj.resource_class,
             capacity=obj.capacity if "capacity" in form.changed_data else None,

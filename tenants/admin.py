@@ -10,7 +10,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
-from tenants import services
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -23,6 +22,12 @@ from tenants.models import (
     QuotaGrant,
     Tenant,
 )
+from tenants.services import approvals as approval_services
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 
 
 class MembershipInline(ReadOnlyMixin, admin.TabularInline):
@@ -80,7 +85,9 @@ class TenantAdmin(ServiceAdmin):
             request,
             queryset,
             "Suspended",
-            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="suspend"),
+            lambda t: tenant_services.change_tenant_status(
+                actor=request.user, tenant=t, action="suspend"
+            ),
         )
 
     @admin.action(description="Resume selected tenants")
@@ -90,7 +97,9 @@ class TenantAdmin(ServiceAdmin):
             request,
             queryset,
             "Resumed",
-            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="resume"),
+            lambda t: tenant_services.change_tenant_status(
+                actor=request.user, tenant=t, action="resume"
+            ),
         )
 
     @admin.action(description="Archive selected tenants (ends their grants)")
@@ -100,18 +109,20 @@ class TenantAdmin(ServiceAdmin):
             request,
             queryset,
             "Archived",
-            lambda t: services.change_tenant_status(actor=request.user, tenant=t, action="archive"),
+            lambda t: tenant_services.change_tenant_status(
+                actor=request.user, tenant=t, action="archive"
+            ),
         )
 
     def save_model(self, request, obj, form, change):
         if change:
-            editable = [f for f in form.changed_data if f in services.EDITABLE_TENANT_FIELDS]
+            editable = [f for f in form.changed_data if f in tenant_services.EDITABLE_TENANT_FIELDS]
             if editable:
-                services.update_tenant(
+                tenant_services.update_tenant(
                     actor=request.user, tenant=obj, **{f: getattr(obj, f) for f in editable}
                 )
             return
-        created = services.create_tenant(
+        created = tenant_services.create_tenant(
             actor=request.user,
             slug=obj.slug,
             name=obj.name,
@@ -176,7 +187,7 @@ class CapacityRequestAdmin(ServiceAdmin):
             request,
             queryset,
             "Approved",
-            lambda r: services.approve_capacity_request(
+            lambda r: approval_services.approve_capacity_request(
                 actor=request.user, request=r, comment="approved in the admin console"
             ),
         )
@@ -188,7 +199,7 @@ class CapacityRequestAdmin(ServiceAdmin):
             request,
             queryset,
             "Rejected",
-            lambda r: services.reject_capacity_request(
+            lambda r: request_services.reject_capacity_request(
                 actor=request.user, request=r, comment="rejected in the admin console"
             ),
         )
@@ -215,7 +226,7 @@ class QuotaGrantAdmin(ServiceAdmin):
             request,
             queryset,
             "Revoked",
-            lambda g: services.revoke_grant(
+            lambda g: grant_services.revoke_grant(
                 actor=request.user, grant=g, comment="revoked in the admin console"
             ),
         )
@@ -226,7 +237,7 @@ class AutoApprovalRuleAdmin(ServiceAdmin):
     list_display = ["resource_class", "max_amount", "max_duration_hours"]
 
     def save_model(self, request, obj, form, change):
-        services.set_auto_approval_rule(
+        pool_services.set_auto_approval_rule(
             actor=request.user,
             resource_class=obj.resource_class,
             max_amount=obj.max_amount,
@@ -303,7 +314,7 @@ class ApiTokenAdmin(ServiceAdmin):
         if change:
             return
         d = form.cleaned_data
-        token, secret = services.issue_token(
+        token, secret = token_services.issue_token(
             actor=request.user,
             user=d["user"],
             name=d["name"],
@@ -325,5 +336,5 @@ class ApiTokenAdmin(ServiceAdmin):
             request,
             queryset,
             "Revoked",
-            lambda t: services.revoke_token(actor=request.user, token=t),
+            lambda t: token_services.revoke_token(actor=request.user, token=t),
         )

@@ -12,9 +12,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import sealing
 from core.errors import ServiceError
 from core.permissions import is_platform_admin, platform_admin_required
-from tenants import permissions, services
+from tenants import permissions
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS
+from tenants.services import channels as channel_services
 
 LOG_LENGTH = 100
 # A new webhook's signing secret, between the POST that made it and the page it redirects to
@@ -66,7 +67,7 @@ def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: 
 
 def _add(request, tenant: Tenant | None, back: str):
     try:
-        channel, secret = services.create_channel(
+        channel, secret = channel_services.create_channel(
             actor=request.user,
             tenant=tenant,
             kind=request.POST.get("kind", ""),
@@ -125,7 +126,7 @@ def _back(channel: NotificationChannel) -> str:
 def channel_test(request, pk):
     channel = _channel(request, pk)
     try:
-        services.send_test_message(actor=request.user, channel=channel)
+        channel_services.send_test_message(actor=request.user, channel=channel)
         messages.success(request, f"A test message to {channel.name} is on its way.")
     except ServiceError as exc:
         messages.error(request, exc.detail)
@@ -139,7 +140,7 @@ def channel_edit(request, pk):
     new channel, or the API's PATCH)."""
     channel = _channel(request, pk)
     try:
-        saved = services.change_channel(
+        saved = channel_services.change_channel(
             actor=request.user,
             channel=channel,
             name=request.POST.get("name", channel.name),
@@ -157,7 +158,7 @@ def channel_remove(request, pk):
     channel = _channel(request, pk)
     back = _back(channel)
     try:
-        services.remove_channel(actor=request.user, channel=channel)
+        channel_services.remove_channel(actor=request.user, channel=channel)
         messages.success(request, f"Channel {channel.name} removed.")
     except ServiceError as exc:
         messages.error(request, exc.detail)

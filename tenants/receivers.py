@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
-from tenants.services import void_admin_tokens_of_former_admin
+from tenants.services.tokens import void_admin_tokens_of_former_admin
 
 User = get_user_model()
 STANDING_FIELDS = {"is_staff", "is_superuser", "is_active"}

@@ -13,8 +13,9 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import InvalidInput, ServiceError
 from core.filters import OUT_OF_RANGE, to_utc
-from tenants import permissions, services
+from tenants import permissions
 from tenants.models import QuotaGrant
+from tenants.services import renewals as renewal_services
 
 
 def _parse_end(raw: str) -> datetime | None:
@@ -44,7 +45,7 @@ def grant_extend(request, pk):
     if request.method == "POST":  # the service says who may, and what is wrong
         try:
             ends_at = _parse_end(request.POST.get("ends_at", ""))
-            renewal = services.submit_grant_renewal(
+            renewal = renewal_services.submit_grant_renewal(
                 actor=request.user,
                 grant=grant,
                 ends_at=ends_at,
@@ -70,7 +71,7 @@ def grant_extend(request, pk):
         except OverflowError:  # a grant ending near year 9999: no end to suggest
             suggested_end = None
         if may_extend and suggested_end is not None:
-            decision = services.renewal_decision(grant, suggested_end, timezone.now())
+            decision = renewal_services.renewal_decision(grant, suggested_end, timezone.now())
     return render(
         request,
         "tenants/grant_extend.html",

@@ -1,15 +1,15 @@
 from core.tasks import portal_task
-from tenants import services
+from tenants.services import grants as grant_services
 
 
 @portal_task(name="tenants.tasks.expire_grants")
 def expire_grants() -> int:
-    return services.expire_grants()
+    return grant_services.expire_grants()
 
 
 @portal_task(name="tenants.tasks.warn_expiring_grants")
 def warn_expiring_grants() -> int:
-    return services.warn_expiring_grants()
+    return grant_services.warn_expiring_grants()
 
 
 # The notification layer's tasks live with it; importing them here registers them.

@@ -19,9 +19,12 @@ from core import sealing
 from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
 from scheduler.catalog.advice import sharing_advice
-from tenants import asking, consequences, display, permissions, selectors, services
+from tenants import asking, consequences, display, permissions, selectors
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 
 
 def _tenant(request, slug: str) -> Tenant:
@@ -71,7 +74,7 @@ def request_create(request, slug):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            created = services.submit_capacity_request(
+            created = request_services.submit_capacity_request(
                 actor=request.user,
                 tenant=tenant,
                 items={data["resource_class"].slug: data["amount"]},
@@ -124,7 +127,7 @@ def ask_hint(tenant: Tenant, data) -> dict | None:
     }
     names = display.class_names()
     try:
-        decision, free = services.preview_capacity_request(
+        decision, free = request_services.preview_capacity_request(
             tenant=tenant, items={rc.slug: d["amount"]}, ends_at=d["ends_at"]
         )
     except ServiceError as exc:
@@ -198,7 +201,7 @@ def request_cancel(request, pk):
     if request.method == "GET":
         return _request_cancel_confirm(request, capacity_request)
     try:
-        services.cancel_capacity_request(
+        request_services.cancel_capacity_request(
             actor=request.user, request=capacity_request, comment=request.POST.get("comment", "")
         )
         messages.success(request, f"Request #{pk} cancelled.")
@@ -247,7 +250,7 @@ def member_add(request, slug):
     refusal = None
     if form.is_valid():
         try:
-            services.add_member(actor=request.user, tenant=tenant, **form.cleaned_data)
+            tenant_services.add_member(actor=request.user, tenant=tenant, **form.cleaned_data)
             messages.success(request, f"{form.cleaned_data['username']} added.")
             return redirect("team_detail", slug=slug)
         except ServiceError as exc:
@@ -294,7 +297,7 @@ def member_role(request, slug, pk):
     try:
         if not form.is_valid():
             raise InvalidInput("choose owner, member or viewer")
-        services.change_member_role(
+        tenant_services.change_member_role(
             actor=request.user, membership=membership, role=form.cleaned_data["role"]
         )
         messages.success(
@@ -315,7 +318,7 @@ def member_remove(request, slug, pk):
             messages.error(request, "Only the team's owners remove members.")
             return redirect("team_detail", slug=slug)
         try:
-            services.refuse_provider_managed(membership, "remove")
+            tenant_services.refuse_provider_managed(membership, "remove")
         except ServiceError as exc:
             messages.error(request, exc.detail)
             return redirect("team_detail", slug=slug)
@@ -333,7 +336,7 @@ def member_remove(request, slug, pk):
             back_label=f"Keep {username}",
         )
     try:
-        services.remove_member(actor=request.user, membership=membership)
+        tenant_services.remove_member(actor=request.user, membership=membership)
         messages.success(request, f"{membership.user.get_username()} removed.")
     except ServiceError as exc:
         messages.error(request, exc.detail)
@@ -370,7 +373,7 @@ def tokens(request):
         d = form.cleaned_data
         owner = get_user_model().objects.get(pk=int(d["owner"].split(":")[1]))
         try:
-            token, secret = services.issue_token(
+            token, secret = token_services.issue_token(
                 actor=request.user,
                 user=owner,
                 name=d["name"],
@@ -417,7 +420,7 @@ def token_revoke(request, pk):
             back_label="Keep the token",
         )
     try:
-        services.revoke_token(actor=request.user, token=token)
+        token_services.revoke_token(actor=request.user, token=token)
         messages.success(request, f"Token {token.prefix}… revoked.")
     except ServiceError as exc:
         messages.error(request, exc.detail)

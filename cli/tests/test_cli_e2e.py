@@ -18,7 +18,9 @@ from django.utils import timezone
 from cli.main import cli
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import watching
-from tenants import services
+from tenants.services.grants import grant_quota
+from tenants.services.tenants import add_member
+from tenants.services.tokens import issue_token
 from tests.scheduler.cluster_helpers import h100_h200_team
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
@@ -59,12 +61,12 @@ def portal(kube, kube_admin, tenant_namespaces, world, live_server, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True  # the create task runs at once, in the web thread
     tenant, _mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "cli", "CLI")
     member = world.member
-    services.add_member(actor=world.admin, tenant=tenant, username=member.username, role="member")
+    add_member(actor=world.admin, tenant=tenant, username=member.username, role="member")
     ns = tenant_namespaces[-1]
-    _, member_token = services.issue_token(
+    _, member_token = issue_token(
         actor=member, user=member, name="ci", scopes=["read", "request", "submit"]
     )
-    _, admin_token = services.issue_token(
+    _, admin_token = issue_token(
         actor=world.admin, user=world.admin, name="ops", scopes=["read", "approve"]
     )
     worker = ClusterWorker(kube, kube_admin, ns)
@@ -131,7 +133,7 @@ def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_que
     tenant, token, _, url, h200 = portal
     # 8 granted: the critical job does not fit beside the low one, so Kueue preempts the low
     # one (lower priority in the same queue) and requeues it.
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=8)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=8)
     reconcile_tenant(kube, tenant.pk)
     common = ["--tenant", tenant.slug, "--image", "registry.k8s.io/pause:3.10"]
 
@@ -160,7 +162,7 @@ def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
     from scheduler.workloads.models import Workload
 
     mig = ResourceClass.objects.get(slug="h100-80gb-mig-3g.40gb")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     reconcile_tenant(kube, tenant.pk)
 
     code, _, err = run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenants import services
+from tenants.services import tokens as token_services
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -21,7 +21,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("the token is not valid text") from None
-        token = services.authenticate_token(raw)
+        token = token_services.authenticate_token(raw)
         if token is None:
             raise exceptions.AuthenticationFailed("the token is unknown, expired or revoked")
         return token.user, token

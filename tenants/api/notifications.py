@@ -11,10 +11,10 @@ from rest_framework.response import Response
 
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalReadOnlyViewSet
-from tenants import services
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken, NotificationChannel, NotificationDelivery
 from tenants.notifications import EVENTS
+from tenants.services import channels as channel_services
 
 
 class NotificationChannelSerializer(serializers.ModelSerializer):
@@ -107,7 +107,7 @@ class NotificationChannelViewSet(
         data.is_valid(raise_exception=True)
         v = data.validated_data
         slug = v.get("tenant")
-        channel, secret = services.create_channel(
+        channel, secret = channel_services.create_channel(
             actor=request.user,
             tenant=visible_tenant(request.user, slug) if slug else None,
             kind=v["kind"],
@@ -126,20 +126,20 @@ class NotificationChannelViewSet(
         """Rename it, point it elsewhere or pick its events; a webhook keeps its secret."""
         data = NotificationChannelUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        channel = services.change_channel(
+        channel = channel_services.change_channel(
             actor=request.user, channel=self.get_object(), **data.validated_data
         )
         return Response(NotificationChannelSerializer(channel).data)
 
     def destroy(self, request, *args, **kwargs):
-        services.remove_channel(actor=request.user, channel=self.get_object())
+        channel_services.remove_channel(actor=request.user, channel=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={202: NotificationDeliverySerializer})
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
         """Send a test message to this channel (see it in the delivery log)."""
-        delivery = services.send_test_message(actor=request.user, channel=self.get_object())
+        delivery = channel_services.send_test_message(actor=request.user, channel=self.get_object())
         return Response(
             NotificationDeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED
         )

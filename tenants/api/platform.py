@@ -12,8 +12,8 @@ from core.api.viewsets import PortalGenericViewSet
 from core.errors import NotFound
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants import services
 from tenants.models import ApiToken, AutoApprovalRule
+from tenants.services import pools as pool_services
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -90,7 +90,7 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _PlatformOnl
     def partial_update(self, request, resource_class=None):
         data = PoolUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        pool = services.set_pool(
+        pool = pool_services.set_pool(
             actor=request.user,
             resource_class=_resource_class(resource_class),
             **data.validated_data,
@@ -114,7 +114,7 @@ class AutoApprovalRuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, 
         """Set the envelope of a resource class (created when it has none yet)."""
         data = AutoApprovalRuleUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        rule = services.set_auto_approval_rule(
+        rule = pool_services.set_auto_approval_rule(
             actor=request.user,
             resource_class=_resource_class(resource_class),
             **data.validated_data,

@@ -11,17 +11,14 @@ from rest_framework.response import Response
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
 from core.errors import InvalidInput, NotFound
-from tenants import services
 from tenants.api import serializers as s
 from tenants.filtersets import AuditEventFilter
-from tenants.models import (
-    ApiToken,
-    AuditEvent,
-    CapacityRequest,
-    Membership,
-    QuotaGrant,
-    Tenant,
-)
+from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.services import approvals as approval_services
+from tenants.services import renewals as renewal_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 
 Scope = ApiToken.Scope
 
@@ -54,7 +51,7 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
     def create(self, request, *args, **kwargs):
         data = s.TenantCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        tenant = services.create_tenant(actor=request.user, **data.validated_data)
+        tenant = tenant_services.create_tenant(actor=request.user, **data.validated_data)
         return Response(s.TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.TenantUpdateSerializer, responses=s.TenantSerializer)
@@ -65,13 +62,13 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
             raise InvalidInput(
                 f"give one of {', '.join(sorted(s.TenantUpdateSerializer().fields))}"
             )
-        tenant = services.update_tenant(
+        tenant = tenant_services.update_tenant(
             actor=request.user, tenant=self.get_object(), **data.validated_data
         )
         return Response(s.TenantSerializer(tenant).data)
 
     def _status(self, request, action_name: str):
-        tenant = services.change_tenant_status(
+        tenant = tenant_services.change_tenant_status(
             actor=request.user, tenant=self.get_object(), action=action_name
         )
         return Response(s.TenantSerializer(tenant).data)
@@ -133,7 +130,7 @@ class MembershipViewSet(
         data = s.MembershipCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         tenant = visible_tenant(request.user, data.validated_data["tenant"])
-        membership = services.add_member(
+        membership = tenant_services.add_member(
             actor=request.user,
             tenant=tenant,
             username=data.validated_data["username"],
@@ -145,7 +142,7 @@ class MembershipViewSet(
     def partial_update(self, request, *args, **kwargs):
         data = s.MembershipUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        membership = services.change_member_role(
+        membership = tenant_services.change_member_role(
             actor=request.user, membership=self.get_object(), role=data.validated_data["role"]
         )
         return Response(s.MembershipSerializer(membership).data)
@@ -154,7 +151,7 @@ class MembershipViewSet(
         return self.partial_update(request, *args, **kwargs)
 
     def destroy(self, request, *args, **kwargs):
-        services.remove_member(actor=request.user, membership=self.get_object())
+        tenant_services.remove_member(actor=request.user, membership=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -198,7 +195,7 @@ class CapacityRequestViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         data = s.CapacityRequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        req = services.submit_capacity_request(
+        req = request_services.submit_capacity_request(
             actor=request.user,
             tenant=visible_tenant(request.user, v["tenant"]),
             items=v["items"],
@@ -220,17 +217,17 @@ class CapacityRequestViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
     @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        return self._decide(request, services.approve_capacity_request)
+        return self._decide(request, approval_services.approve_capacity_request)
 
     @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
-        return self._decide(request, services.reject_capacity_request)
+        return self._decide(request, request_services.reject_capacity_request)
 
     @extend_schema(request=s.CommentSerializer, responses=s.CapacityRequestSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        return self._decide(request, services.cancel_capacity_request)
+        return self._decide(request, request_services.cancel_capacity_request)
 
 
 class QuotaGrantFilter(filters.FilterSet):
@@ -268,7 +265,7 @@ class QuotaGrantViewSet(PortalReadOnlyViewSet):
         once inside the policy envelope, otherwise queued for the platform team."""
         data = s.GrantExtendSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        renewal = services.submit_grant_renewal(
+        renewal = renewal_services.submit_grant_renewal(
             actor=request.user, grant=self.get_object(), **data.validated_data
         )
         renewal = CapacityRequest.objects.select_related("tenant", "requester", "decided_by").get(
@@ -299,9 +296,9 @@ class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         data = s.ApiTokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        token, raw = services.issue_token(
+        token, raw = token_services.issue_token(
             actor=request.user,
-            user=services.token_holder(actor=request.user, username=v.get("username")),
+            user=token_services.token_holder(actor=request.user, username=v.get("username")),
             name=v["name"],
             scopes=v["scopes"],
             expires_at=v.get("expires_at"),
@@ -317,7 +314,7 @@ class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
         if isinstance(request.auth, ApiToken) and request.auth.pk != token.pk:
             raise NotFound("a token may revoke only itself; use the browser for others")
         return Response(
-            s.ApiTokenSerializer(services.revoke_token(actor=request.user, token=token)).data
+            s.ApiTokenSerializer(token_services.revoke_token(actor=request.user, token=token)).data
         )
 
 

@@ -13,11 +13,7 @@ from django.utils import timezone
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
 from scheduler.catalog.models import Pool, ResourceClass
 from tenants import audit
-from tenants.models import (
-    CapacityRequest,
-    QuotaGrant,
-    Tenant,
-)
+from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.permissions import require_platform_admin
 from tenants.services.audit_fields import REQUEST_FIELDS

@@ -14,10 +14,7 @@ from django.utils import timezone
 
 from core.errors import CapacityExceeded, InvalidInput, QuotaExceeded
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants.models import (
-    QuotaGrant,
-    Tenant,
-)
+from tenants.models import QuotaGrant, Tenant
 
 
 def resolve_items(items: Mapping) -> list[tuple[ResourceClass, int]]:

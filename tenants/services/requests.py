@@ -13,12 +13,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from tenants import audit, policy
-from tenants.models import (
-    AutoApprovalRule,
-    CapacityRequest,
-    QuotaGrant,
-    Tenant,
-)
+from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
 from tenants.selectors import auto_approved_units
 from tenants.services.approvals import notify_decided

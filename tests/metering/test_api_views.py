@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from metering import selectors
 from metering.models import AllocationInterval
 from scheduler.cluster.models import Cluster
-from tenants import services as tenant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -39,10 +39,10 @@ def usage(world):
         started_at=start,
         last_seen_at=now - timedelta(minutes=1),
     )
-    _, raw = tenant_services.issue_token(
+    _, raw = token_services.issue_token(
         actor=world.member, user=world.member, name="read", scopes=["read"]
     )
-    _, outsider_raw = tenant_services.issue_token(
+    _, outsider_raw = token_services.issue_token(
         actor=world.outsider, user=world.outsider, name="o", scopes=["read"]
     )
     return {"interval": iv, "raw": raw, "outsider": outsider_raw}

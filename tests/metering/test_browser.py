@@ -11,7 +11,7 @@ from django.utils import timezone
 from metering import rollups, selectors
 from metering.models import AllocationInterval, UsageSample
 from scheduler.cluster.models import Cluster, Node
-from tenants import services as tenant_services
+from tenants.services import grants as grant_services
 from tests.portal.test_browser import SHOTS, browser, csp_refusals, sign_in  # noqa: F401 (fixture)
 from tests.tenants.factories import PlatformAdminFactory
 
@@ -33,7 +33,7 @@ def usage_world(world):
         ready=True,
         last_seen_at=now,
     )
-    tenant_services.grant_quota(
+    grant_services.grant_quota(
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4
     )
     start = max(

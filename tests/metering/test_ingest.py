@@ -10,7 +10,7 @@ import time_machine
 from metering import ingest, rollups
 from metering.models import AllocationInterval, UsageRollup, UsageSample
 from scheduler.cluster.models import Cluster, Node
-from tenants import services as tenant_services
+from tenants.services import grants as grant_services
 from tests.metering.helpers import pod, tenant_namespace
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def cluster(world):
     reading = Reading(namespaces=[tenant_namespace("meter-team-a", "team-a")])
     # The quota is granted an hour before the first reading, whatever day the suite runs.
     with time_machine.travel(T0 - timedelta(hours=1), tick=False):
-        tenant_services.grant_quota(
+        grant_services.grant_quota(
             actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3
         )
     return reading

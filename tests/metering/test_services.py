@@ -166,9 +166,9 @@ def test_over_budget_tenants_are_refused_new_workloads_when_enforced(world, sett
     with pytest.raises(services.OverBudget) as exc:
         services.check_budget(world.tenant)
     assert exc.value.status == 409 and exc.value.code == "over_budget"
-    from tenants import services as tenant_services
+    from tenants.services import grants as grant_services
 
-    tenant_services.grant_quota(
+    grant_services.grant_quota(
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=2
     )
     with pytest.raises(services.OverBudget):

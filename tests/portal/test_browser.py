@@ -16,8 +16,9 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from tenants import services
 from tenants.models import CapacityRequest, Membership
+from tenants.services.grants import grant_quota
+from tenants.services.tenants import create_tenant
 from tests.scheduler.cluster_helpers import restricted_pod, wait_for
 from tests.tenants.factories import MembershipFactory, PlatformAdminFactory, UserFactory
 
@@ -55,7 +56,7 @@ def portal_world(kube, tenant_namespaces, settings):
     admin.save()
     inventory_sync.sync_inventory(kube)  # the seed fleet's pools, from the cluster
     ensure_resource_classes(["H100-80GB"])
-    tenant = services.create_tenant(actor=admin, slug="vision", name="Vision team")
+    tenant = create_tenant(actor=admin, slug="vision", name="Vision team")
     tenant_namespaces.append(tenant_namespace(tenant))
     member = UserFactory(username="mia")
     member.set_password("pw")
@@ -157,7 +158,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     admin, member, tenant = portal_world
     # The team runs a pod on two 1g.10gb slices of the A100: the map colours them as the team's.
     rc = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
-    services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=2)
+    grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=2)
     ns = tenant_namespace(tenant)
     wait_for(
         "quota",

@@ -16,8 +16,9 @@ from playwright.sync_api import Page, expect
 from metering import rollups
 from metering.models import UsageSample
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import ApiToken, CapacityRequest, Membership
+from tenants.services import approvals as approval_services
+from tenants.services import requests as request_services
 from tests.portal.test_browser import SHOTS, browser, csp_refusals, sign_in  # noqa: F401 (fixture)
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import (
@@ -108,14 +109,14 @@ def test_cancelling_a_workload_asks_first_and_says_what_stops(live_server, brows
 
 
 def test_giving_capacity_back_says_what_the_running_pods_hold(live_server, browser, people):  # noqa: F811
-    request = services.submit_capacity_request(
+    request = request_services.submit_capacity_request(
         actor=people.member,
         tenant=people.tenant,
         items={people.rc.slug: 2},
         ends_at=None,
         justification="training",
     )
-    services.approve_capacity_request(actor=people.admin, request=request, comment="ok")
+    approval_services.approve_capacity_request(actor=people.admin, request=request, comment="ok")
     running_workload(people, units=2)
     page = browser.new_page(viewport=DESKTOP)
     sign_in(page, live_server.url, "member")
@@ -303,7 +304,7 @@ CONSOLE_PAGES = [
 
 
 def test_axe_finds_nothing_on_the_self_service_and_console_pages(live_server, browser, people):  # noqa: F811
-    request = services.submit_capacity_request(
+    request = request_services.submit_capacity_request(
         actor=people.member,
         tenant=people.tenant,
         items={people.rc.slug: 5},
@@ -538,7 +539,7 @@ def test_ask_for_more_from_a_quota_row_and_see_my_asks(live_server, browser, peo
     QuotaGrantFactory(tenant=people.tenant, resource_class=people.rc, amount=4)
     running_workload(people, units=1)
     decided = pending(people, people.tenant, why="decided")
-    services.reject_capacity_request(actor=people.admin, request=decided, comment="not now")
+    request_services.reject_capacity_request(actor=people.admin, request=decided, comment="not now")
     page = browser.new_page(viewport=PHONE)
     sign_in(page, live_server.url, "member")
     asks = page.locator("section[aria-labelledby='my-asks-h']")

@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tenants import services
 from tenants.models import AutoApprovalRule, CapacityRequest, Membership
+from tenants.services import approvals as approval_services
+from tenants.services import requests as request_services
 from tests.scheduler.factories import NodeFactory, PodAllocationFactory
 from tests.tenants.factories import MembershipFactory, TenantFactory, UserFactory
 
@@ -21,7 +22,7 @@ def login(client, user):
 
 
 def ask(world, amount=2, actor=None):
-    return services.submit_capacity_request(
+    return request_services.submit_capacity_request(
         actor=actor or world.member,
         tenant=world.tenant,
         items={world.rc.slug: amount},
@@ -166,7 +167,9 @@ def test_live_hint_says_free_units_and_policy(client, world):
 
 def test_request_page_timeline_and_cancel(client, world):
     request = ask(world)
-    services.approve_capacity_request(actor=world.admin, request=request, comment="go ahead")
+    approval_services.approve_capacity_request(
+        actor=world.admin, request=request, comment="go ahead"
+    )
     login(client, world.member)
     body = client.get(reverse("tenants:request_detail", args=[request.pk])).content.decode()
     assert "Submitted" in body and "Approved" in body and "go ahead" in body
@@ -347,7 +350,7 @@ def test_a_decided_ask_is_told_on_the_home_page_once(client, world):
     request = ask(world, amount=9)  # above the envelope: it waits for the platform team
     login(client, world.member)
     assert 'id="newly-decided"' not in client.get(reverse("home")).content.decode()
-    services.reject_capacity_request(actor=world.admin, request=request, comment="not now")
+    request_services.reject_capacity_request(actor=world.admin, request=request, comment="not now")
     page = client.get(reverse("home")).content.decode()
     assert f"Your ask #{request.pk}</a> for {world.tenant.name} was rejected" in page
     assert "not now" in page

@@ -17,10 +17,11 @@ from django.urls import reverse
 from cli.main import cli
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import services as workloads
-from tenants import services
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS
 from tenants.selectors import quota_lines
+from tenants.services import grants as grant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import session
 from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
@@ -62,10 +63,12 @@ def numbers(world, monkeypatch) -> Numbers:
         "a100-80gb-mig-1g.10gb", "mig", "1g.10gb", "nvidia.com/mig-1g.10gb", ".1429", 10
     )
     admin, member, tenant = world.admin, world.member, world.tenant
-    services.grant_quota(actor=admin, tenant=tenant, resource_class=mig_3g, amount=4)
-    services.grant_quota(actor=admin, tenant=tenant, resource_class=whole, amount=2)
-    gone = services.grant_quota(actor=admin, tenant=tenant, resource_class=mig_1g, amount=3)
-    services.grant_quota(actor=admin, tenant=world.other_tenant, resource_class=whole, amount=1)
+    grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=mig_3g, amount=4)
+    grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=whole, amount=2)
+    gone = grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=mig_1g, amount=3)
+    grant_services.grant_quota(
+        actor=admin, tenant=world.other_tenant, resource_class=whole, amount=1
+    )
 
     def submit(name, kind, resources, replicas=1):
         workloads.submit_workload(
@@ -82,7 +85,7 @@ def numbers(world, monkeypatch) -> Numbers:
     submit("train", "job", {mig_3g.slug: 1})
     submit("serve", "deployment", {mig_3g.slug: 1}, replicas=2)
     submit("small", "deployment", {mig_1g.slug: 1}, replicas=2)
-    services.revoke_grant(actor=admin, grant=gone, comment="in use, no longer granted")
+    grant_services.revoke_grant(actor=admin, grant=gone, comment="in use, no longer granted")
     return Numbers(world, tenant, world.other_tenant, mig_1g, mig_3g, whole)
 
 
@@ -224,7 +227,7 @@ def cli_text_rows(out: str, slug: str) -> list[tuple]:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_cli_shows_the_read_model_against_a_live_portal(numbers, live_server):
-    _, raw = services.issue_token(
+    _, raw = token_services.issue_token(
         actor=numbers.world.member, user=numbers.world.member, name="cli", scopes=["read"]
     )
     want = slug_and_numbers(expected(numbers.tenant))

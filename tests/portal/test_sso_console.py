@@ -4,7 +4,7 @@ person's groups; platform admins only; any query answers a page, never an error.
 import pytest
 from django.urls import reverse
 
-from tenants import services
+from tenants.services import provider_groups as provider_group_services
 from tests.tenants.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,9 @@ def test_the_mapping_in_force_and_a_dry_run_of_a_persons_groups(client, world, s
     assert "<code>coffee-club</code>" in outcome  # means nothing here
     # the same mapping applies at sign-in, and the page lists what it did
     kim = UserFactory(username="kim")
-    services.apply_provider_groups(user=kim, claims={"groups": ["vision-leads", "gpu-nope-member"]})
+    provider_group_services.apply_provider_groups(
+        user=kim, claims={"groups": ["vision-leads", "gpu-nope-member"]}
+    )
     recent = client.get(URL).content.decode().split('id="recent-h"')[1]
     assert "added to team-a as owner" in recent and "No such team: nope" in recent
 

@@ -104,9 +104,9 @@ def test_logs_panel_says_why_there_are_none(client, granted, kube):
 
 
 def test_tokens_for_me_and_my_teams_robot(client, world):
-    from tenants import services
+    from tenants.services import tenants as tenant_services
 
-    robot_tenant = services.create_tenant(actor=world.admin, slug="robots", name="R")
+    robot_tenant = tenant_services.create_tenant(actor=world.admin, slug="robots", name="R")
     from tenants.models import Membership
 
     Membership.objects.create(tenant=robot_tenant, user=world.owner, role="owner")

@@ -88,7 +88,7 @@ def test_a_wrong_setting_entry_is_left_out_of_the_mapping(settings):
 @pytest.mark.django_db
 def test_flavors_and_workloads_select_the_overridden_product(settings, world):
     from scheduler.workloads import services as workloads
-    from tenants import services
+    from tenants.services import grants as grant_services
 
     settings.GPU_PRODUCT_LABELS = {"A100-80GB": "NVIDIA-A100-PCIE-80GB"}
     settings.GPU_NODE_TOLERATIONS = [GPU_TOLERATION]
@@ -98,7 +98,9 @@ def test_flavors_and_workloads_select_the_overridden_product(settings, world):
     assert flavors["a100-80gb"].product_label == "NVIDIA-A100-PCIE-80GB"
     assert flavors["a100-80gb"].tolerations == (GPU_TOLERATION,)
 
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1)
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1
+    )
     w = workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,

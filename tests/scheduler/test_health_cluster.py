@@ -21,8 +21,9 @@ from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcil
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.health import checks, taints
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
-from tenants import services as tenant_services
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
+from tenants.services import grants as grant_services
+from tenants.services import tenants as tenant_services
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=False)]
@@ -94,7 +95,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
         name="Health team",
         allowed_priority_classes=["gpu-high", "gpu-low"],
     )
-    tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=b200, amount=3)
+    grant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=b200, amount=3)
     # the platform team's and the team's chat channels (sent after commit by the notify worker)
     for owner in (None, tenant):
         NotificationChannel.objects.create(

@@ -18,7 +18,9 @@ from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
-from tenants import services
+from tenants.services.grants import expire_grants, grant_quota
+from tenants.services.pools import set_pool
+from tenants.services.tenants import add_member, create_tenant
 from tests.scheduler.cluster_helpers import (
     as_user,
     restricted_pod,
@@ -44,18 +46,16 @@ def h100_mig(world):
 
 
 def team(world, kube, tenant_namespaces, rc, units, *, prefix="kq", classes=("gpu-low",)):
-    tenant = services.create_tenant(
+    tenant = create_tenant(
         actor=world.admin,
         slug=unique_slug(prefix),
         name=prefix,
         allowed_priority_classes=list(classes),
     )
     tenant_namespaces.append(tenant_namespace(tenant))
-    services.add_member(
-        actor=world.admin, tenant=tenant, username=world.member.username, role="member"
-    )
+    add_member(actor=world.admin, tenant=tenant, username=world.member.username, role="member")
     if units:
-        services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
+        grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
     reconcile_cluster_objects(kube)
     reconcile_tenant(kube, tenant.pk)
     tenant.refresh_from_db()
@@ -203,7 +203,7 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
 ):
     # a cohort of its own: queues other tests leave behind (or still deleting) would lend too
     settings.PORTAL_INSTANCE = unique_slug("cohort")
-    services.set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4)
+    set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4)
     lender = team(world, kube, tenant_namespaces, h100_mig, 4, prefix="lend")
     borrower = team(world, kube, tenant_namespaces, h100_mig, 0, prefix="borrow")
 
@@ -274,7 +274,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     kube, tenant_namespaces, world, h100_mig
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="exp")
-    services.grant_quota(
+    grant_quota(
         actor=world.admin,
         tenant=tenant,
         resource_class=h100_mig,
@@ -292,7 +292,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     assert nominal() == "3"
     running = submit(kube, world, tenant, h100_mig, units=3, name="big")
     wait_state(kube, running, "running")
-    services.expire_grants(now=timezone.now() + timedelta(hours=2))
+    expire_grants(now=timezone.now() + timedelta(hours=2))
     reconcile_tenant(kube, tenant.pk)
     assert nominal() == "1"
     # Kueue leaves admitted work running above a lowered quota (it never evicts for that);

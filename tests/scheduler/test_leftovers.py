@@ -8,7 +8,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.leftovers import delete_leftovers
 from scheduler.workloads.models import Workload
-from tenants import services
+from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -18,7 +18,7 @@ def test_the_job_of_a_workload_cancelled_without_its_delete_message_is_deleted(
     kube, tenant_namespaces, world
 ):
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "left", "Leftovers")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     reconcile_tenant(kube, tenant.pk)
     tenant.refresh_from_db()
 

@@ -13,8 +13,8 @@ from scheduler.cluster.reconcile.runs import (
     reconcile_tenant,
 )
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from tenants import services
 from tenants.models import Membership
+from tenants.services.tenants import create_tenant
 from tests.scheduler.cluster_helpers import (
     as_user,
     restricted_pod,
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 def team(kube, tenant_namespaces, world):
     """A reconciled tenant (gpu-high and gpu-low allowed) with an owner, a member and a viewer."""
     slug = unique_slug("guard")
-    tenant = services.create_tenant(actor=world.admin, slug=slug, name="Guardrails")
+    tenant = create_tenant(actor=world.admin, slug=slug, name="Guardrails")
     people = {}
     for role in (Membership.Role.OWNER, Membership.Role.MEMBER, Membership.Role.VIEWER):
         people[role] = MembershipFactory(

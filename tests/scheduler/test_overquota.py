@@ -9,9 +9,11 @@ from django.core import mail
 
 from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import AuditEvent
 from tenants.notifications import deliver_due
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import tenants as tenant_services
 from tests.scheduler.factories import WorkloadFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,11 +27,11 @@ def over(world, settings):
     settings.OVER_QUOTA_GRACE_S = 600
     world.owner.email = "owner@example.com"
     world.owner.save()
-    services.update_tenant(
+    tenant_services.update_tenant(
         actor=world.admin, tenant=world.tenant, allowed_priority_classes=["gpu-high", "gpu-low"]
     )
     with time_machine.travel(T0 - timedelta(hours=1), tick=False):
-        services.grant_quota(
+        grant_services.grant_quota(
             actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1
         )
         run = {}
@@ -80,7 +82,7 @@ def test_back_under_the_grant_resets_the_clock_and_borrowing_counts_as_allowed(o
     world, run = over
     with time_machine.travel(T0, tick=False):
         overquota.stop_work_over_quota()
-    services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
+    pool_services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):
         assert overquota.stop_work_over_quota() == []  # 1 granted + 2 borrowable: fits
     assert not Workload.objects.filter(state="cancelled").exists()

@@ -15,8 +15,11 @@ from scheduler.cluster.reconcile.runs import (
     reconcile_tenant,
 )
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from tenants import services
 from tenants.models import CapacityRequest, Membership
+from tenants.services.approvals import approve_capacity_request
+from tenants.services.grants import expire_grants, revoke_grant
+from tenants.services.requests import submit_capacity_request
+from tenants.services.tenants import change_tenant_status, create_tenant, remove_member
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 from tests.tenants.factories import (
     MembershipFactory,
@@ -32,7 +35,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 def setup(kube, tenant_namespaces, world):
     """A fresh tenant with an owner and a member, and a whole-GPU class with a pool."""
     slug = unique_slug()
-    tenant = services.create_tenant(actor=world.admin, slug=slug, name="Réseau Team ✓")
+    tenant = create_tenant(actor=world.admin, slug=slug, name="Réseau Team ✓")
     owner = UserFactory(username=f"{slug}-owner")
     MembershipFactory(tenant=tenant, user=owner, role=Membership.Role.OWNER)
     MembershipFactory(
@@ -54,14 +57,14 @@ def setup(kube, tenant_namespaces, world):
 
 
 def approve(world, tenant, rc, amount, actor):
-    request = services.submit_capacity_request(
+    request = submit_capacity_request(
         actor=actor,
         tenant=tenant,
         items={rc.slug: amount},
         ends_at=timezone.now() + timedelta(days=1),
         justification="cluster test",
     )
-    return services.approve_capacity_request(actor=world.admin, request=request)
+    return approve_capacity_request(actor=world.admin, request=request)
 
 
 def quota_hard(kube, ns, name="gpu-portal-quota"):
@@ -132,11 +135,11 @@ def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
     reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "3"
 
-    services.revoke_grant(actor=world.admin, grant=first.grants.get(), comment="done")
+    revoke_grant(actor=world.admin, grant=first.grants.get(), comment="done")
     reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "2"
 
-    services.expire_grants(now=timezone.now() + timedelta(days=2))
+    expire_grants(now=timezone.now() + timedelta(days=2))
     run = reconcile_tenant(kube, tenant.pk)
     assert quota_hard(kube, ns)["requests.nvidia.com/gpu"] == "0"
     # the backstop quota and the team's Kueue queue both go down
@@ -186,7 +189,7 @@ def test_membership_change_prunes_a_binding_nobody_is_in(kube, setup, world):
         kube.get("RoleBinding", "gpu-portal-team-viewers", ns)["subjects"][0]["name"]
         == viewer.user.username
     )
-    services.remove_member(actor=owner, membership=viewer)
+    remove_member(actor=owner, membership=viewer)
     run = reconcile_tenant(kube, tenant.pk)
     assert kube.get("RoleBinding", "gpu-portal-team-viewers", ns) is None
     assert f"RoleBinding/{ns}/gpu-portal-team-viewers: deleted" in run.changes
@@ -195,7 +198,7 @@ def test_membership_change_prunes_a_binding_nobody_is_in(kube, setup, world):
 def test_archiving_deletes_the_namespace(kube, setup, world):
     tenant, gpu, ns, owner = setup
     reconcile_tenant(kube, tenant.pk)
-    services.change_tenant_status(actor=world.admin, tenant=tenant, action="archive")
+    change_tenant_status(actor=world.admin, tenant=tenant, action="archive")
     run = reconcile_tenant(kube, tenant.pk)
     assert run.changes == [
         f"Namespace/{ns}: deleted (tenant archived)",

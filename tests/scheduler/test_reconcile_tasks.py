@@ -8,8 +8,10 @@ from django.utils import timezone
 from localcluster import build, cluster
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant, tenant_namespace
-from tenants import services
 from tenants.models import CapacityRequest
+from tenants.services.approvals import approve_capacity_request
+from tenants.services.requests import submit_capacity_request
+from tenants.services.tenants import add_member, create_tenant
 from tests.scheduler.cluster_helpers import celery_worker, unique_slug, wait_for
 from tests.tenants.factories import (
     PlatformAdminFactory,
@@ -45,21 +47,21 @@ def test_approval_during_an_api_server_outage_converges_when_it_is_back(
         gpu_fraction=1,
     )
     PoolFactory(resource_class=rc, capacity=8)
-    tenant = services.create_tenant(actor=admin, slug=unique_slug("outage"), name="Outage")
+    tenant = create_tenant(actor=admin, slug=unique_slug("outage"), name="Outage")
     ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     wait_for("first reconcile", lambda: kube.get("Namespace", ns), timeout=60)
 
     cluster.stop(_apiserver())
     try:
-        request = services.submit_capacity_request(
+        request = submit_capacity_request(
             actor=admin,
             tenant=tenant,
             items={rc.slug: 3},
             ends_at=timezone.now() + timedelta(days=1),
             justification="outage test",
         )
-        services.approve_capacity_request(actor=admin, request=request)  # queues a reconcile
+        approve_capacity_request(actor=admin, request=request)  # queues a reconcile
         wait_for(
             "a failed, recorded attempt",
             lambda: ReconcileRun.objects.filter(
@@ -94,11 +96,11 @@ def test_approval_during_an_api_server_outage_converges_when_it_is_back(
 
 def test_membership_change_is_reconciled_after_commit(kube, tenant_namespaces, reconcile_worker):
     admin = PlatformAdminFactory()
-    tenant = services.create_tenant(actor=admin, slug=unique_slug("members"), name="Members")
+    tenant = create_tenant(actor=admin, slug=unique_slug("members"), name="Members")
     ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     user = UserFactory()
-    services.add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
+    add_member(actor=admin, tenant=tenant, username=user.username, role="viewer")
     wait_for(
         "viewer binding",
         lambda: (

@@ -15,8 +15,8 @@ from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Node
 from scheduler.mig import planner, plans, rollout
 from scheduler.mig.models import Plan
-from tenants import services as tenant_services
 from tenants.models import AuditEvent
+from tenants.services import approvals as approval_services
 from tests.scheduler.cluster_helpers import celery_worker, wait_for
 from tests.tenants.factories import (
     CapacityRequestFactory,
@@ -76,7 +76,7 @@ def _approve(admin, items: dict[str, int]) -> None:
             resource_class_id=Pool.objects.get(resource_class__slug=slug).resource_class_id,
             amount=amount,
         )
-    tenant_services.approve_capacity_request(actor=admin, request=request, comment="re-layout")
+    approval_services.approve_capacity_request(actor=admin, request=request, comment="re-layout")
 
 
 def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:

@@ -14,7 +14,7 @@ from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import SecretKeyRef, env_values
 from scheduler.workloads.selectors import env_shown
 from scheduler.workloads.specs import spec_for
-from tenants import services
+from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC
 
 S3 = {"secret": "s3-creds", "key": "secret-key"}
@@ -189,7 +189,7 @@ def test_viewers_see_names_only_and_writers_see_plain_values_and_references():
 @pytest.fixture
 def granted(world, settings):
     settings.WORKLOAD_IMAGE_ALLOWLIST = ["*"]
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
+    grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
     return world
 
 

@@ -6,7 +6,7 @@ from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import render_workload
 from scheduler.workloads.specs import spec_for
-from tenants import services
+from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
 def test_a_job_with_a_secret_key_ref_passes_a_server_side_dry_run(kube, tenant_namespaces, world):
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "env", "Env")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=1)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=1)
     reconcile_tenant(kube, tenant.pk)
     workload = workloads.submit_workload(
         actor=world.admin,

@@ -13,8 +13,8 @@ from scheduler.workloads import input as workload_input
 from scheduler.workloads import services as workloads
 from scheduler.workloads.pod_template import SHM_MOUNT_PATH, ClaimMount, render_pod_template
 from scheduler.workloads.specs import spec_for
-from tenants import services
 from tenants.models import AuditEvent
+from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -268,7 +268,7 @@ def test_what_a_namespace_can_never_hold_is_refused(settings):
 
 @pytest.fixture
 def granted(world):
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
+    grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
     return world
 
 

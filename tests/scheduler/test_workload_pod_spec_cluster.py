@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
-from tenants import services
+from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -22,7 +22,7 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 @pytest.fixture
 def team(kube, tenant_namespaces, world):
     tenant, _mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "pod", "Pod spec")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=1)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=1)
     reconcile_tenant(kube, tenant.pk)
     ns = tenant_namespaces[-1]
     wait_for(

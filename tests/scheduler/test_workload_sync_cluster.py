@@ -13,7 +13,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
-from tenants import services
+from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -26,7 +26,7 @@ WATCHES = {("watch", kind): 1 for kind in KINDS}
 def team(kube, tenant_namespaces, world):
     """A fresh tenant with two H100 MIG slices granted: two jobs run, the rest wait in Kueue."""
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "ws", "Watched")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",

@@ -12,8 +12,10 @@ from scheduler.workloads.manifests import Observation, observe, render_job
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.pod_template import WorkloadSpec
 from tenants import selectors as tenant_selectors
-from tenants import services
 from tenants.models import AuditEvent
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import tenants as tenant_services
 from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
 SPEC = WorkloadSpec(
@@ -296,7 +298,9 @@ def test_pending_says_why_the_scheduler_waits():
 
 @pytest.fixture
 def granted(world):
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3)
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3
+    )
     return world
 
 
@@ -345,7 +349,7 @@ def test_what_fits_the_grant_is_admitted_to_wait_and_only_what_never_fits_is_ref
 @pytest.mark.django_db
 def test_the_pools_borrowing_limit_lets_a_team_ask_beyond_its_grant(granted):
     world = granted
-    services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
+    pool_services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     submit(world, name="a", resources={world.rc.slug: 5})  # 3 granted + 2 borrowable
     with pytest.raises(QuotaExceeded, match="the grant is 3 and 2 may be borrowed; ask for 1"):
         submit(world, name="b", resources={world.rc.slug: 6})
@@ -410,7 +414,7 @@ def test_suspended_tenants_run_nothing_and_outsiders_see_nothing(granted):
     world = granted
     with pytest.raises(NotFound):
         submit(world, actor=world.outsider)
-    services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
+    tenant_services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
     with pytest.raises(InvalidTransition, match="suspended"):
         submit(world)
 
@@ -418,7 +422,7 @@ def test_suspended_tenants_run_nothing_and_outsiders_see_nothing(granted):
 @pytest.mark.django_db
 def test_gpu_critical_is_capped_by_the_critical_quota(granted):
     world = granted
-    services.update_tenant(
+    tenant_services.update_tenant(
         actor=world.admin,
         tenant=world.tenant,
         allowed_priority_classes=["gpu-critical", "gpu-low"],
@@ -464,7 +468,7 @@ def test_cancel_queues_the_cluster_delete_on_commit_and_a_refused_cancel_queues_
 @pytest.mark.django_db
 def test_grants_that_end_do_not_count(granted):
     world = granted
-    services.grant_quota(
+    grant_services.grant_quota(
         actor=world.admin,
         tenant=world.tenant,
         resource_class=world.rc,
@@ -472,7 +476,7 @@ def test_grants_that_end_do_not_count(granted):
         ends_at=timezone.now() + timedelta(hours=1),
     )
     submit(world, name="a", resources={world.rc.slug: 5})
-    services.expire_grants(now=timezone.now() + timedelta(hours=2))
+    grant_services.expire_grants(now=timezone.now() + timedelta(hours=2))
     with pytest.raises(QuotaExceeded, match="needs 5, the grant is 3"):
         submit(world, name="b", resources={world.rc.slug: 5})
 
@@ -510,8 +514,10 @@ def test_the_critical_allowance_is_per_gpu_resource_as_the_cluster_enforces_it(g
         slug="a100-80gb", kind="whole", profile="", resource_name="nvidia.com/gpu"
     )
     PoolFactory(resource_class=whole, capacity=4)
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=whole, amount=2)
-    services.update_tenant(
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=whole, amount=2
+    )
+    tenant_services.update_tenant(
         actor=world.admin,
         tenant=world.tenant,
         allowed_priority_classes=["gpu-critical", "gpu-low"],

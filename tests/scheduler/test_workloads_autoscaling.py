@@ -10,8 +10,8 @@ from scheduler.workloads import specs
 from scheduler.workloads.manifests import render_deployment, render_hpa
 from scheduler.workloads.pod_template import AutoscalingSpec
 from tenants import selectors as tenant_selectors
-from tenants import services
 from tenants.models import AuditEvent
+from tenants.services import grants as grant_services
 from tests.portal.api.conftest import session
 from tests.scheduler.test_workloads import SPEC, submit
 
@@ -109,7 +109,9 @@ def test_spec_for_takes_the_metric_names_from_settings(granted, settings):
 
 @pytest.fixture
 def granted(world):
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4)
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4
+    )
     return world
 
 

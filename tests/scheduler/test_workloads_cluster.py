@@ -8,8 +8,8 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads import watching
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import AuditEvent
+from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 def team(kube, tenant_namespaces, world):
     """A fresh tenant, reconciled, with MIG slices of the H100 and whole H200s granted."""
     tenant, mig, h200 = h100_h200_team(world, kube, tenant_namespaces, "wl", "Workloads")
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
-    services.grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
     reconcile_tenant(kube, tenant.pk)
     wait_for(
         "quota status",

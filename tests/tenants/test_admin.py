@@ -6,8 +6,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tenants import services
 from tenants.models import AuditEvent, CapacityRequest, NotificationDelivery, QuotaGrant
+from tenants.services import approvals as approval_services
+from tenants.services import channels as channel_services
+from tenants.services import requests as request_services
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +23,7 @@ def admin_client(client, world):
 
 
 def submit(world, amount):
-    return services.submit_capacity_request(
+    return request_services.submit_capacity_request(
         actor=world.member,
         tenant=world.tenant,
         items={world.rc.slug: amount},
@@ -49,7 +51,7 @@ def test_approval_queue_lists_and_approves_several_at_once(admin_client, world):
 def test_admin_action_reports_refusals_without_a_500(admin_client, world):
     big = submit(world, 8)
     other = submit(world, 8)
-    services.approve_capacity_request(actor=world.admin, request=big)
+    approval_services.approve_capacity_request(actor=world.admin, request=big)
     url = reverse("admin:tenants_capacityrequest_changelist")
     response = admin_client.post(
         url, {"action": "approve", "_selected_action": [big.pk, other.pk]}, follow=True
@@ -71,7 +73,7 @@ def test_reject_and_revoke_actions(admin_client, world):
     request.refresh_from_db()
     assert request.state == "rejected"
     granted = submit(world, 1)
-    services.approve_capacity_request(actor=world.admin, request=granted)
+    approval_services.approve_capacity_request(actor=world.admin, request=granted)
     grant = granted.grants.get()
     admin_client.post(
         reverse("admin:tenants_quotagrant_changelist"),
@@ -253,11 +255,11 @@ def test_a_service_refusal_in_the_admin_is_a_message_not_a_500(client, world):
 def test_notification_channels_and_deliveries_are_shown_read_only_without_credentials(
     admin_client, world
 ):
-    slack, _ = services.create_channel(
+    slack, _ = channel_services.create_channel(
         actor=world.admin, tenant=world.tenant, kind="slack", name="ml-chat",
         target="https://hooks.slack.com/services/T0/B0/secret-path",
     )  # fmt: skip
-    hook, secret = services.create_channel(
+    hook, secret = channel_services.create_channel(
         actor=world.admin, tenant=None, kind="webhook", name="ops", target="https://ops.example/in"
     )
     delivery = NotificationDelivery.objects.create(

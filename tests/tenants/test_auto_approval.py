@@ -10,8 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.errors import QuotaExceeded
-from tenants import services
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant
+from tenants.services import approvals as approval_services
+from tenants.services import grants as grant_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
 from tests.race import race
 from tests.tenants.factories import (
     MembershipFactory,
@@ -23,7 +26,7 @@ from tests.tenants.factories import (
 
 
 def ask(world, amount=1, actor=None, tenant=None, hours=12):
-    return services.submit_capacity_request(
+    return request_services.submit_capacity_request(
         actor=actor or world.member,
         tenant=tenant or world.tenant,
         items={world.rc.slug: amount},
@@ -57,22 +60,24 @@ def test_two_asks_of_one_where_the_envelope_is_one_only_the_first_is_auto_approv
 @pytest.mark.django_db
 def test_the_envelope_frees_up_when_an_auto_approved_grant_ends(world, envelope_of_one):
     first = ask(world)
-    services.cancel_capacity_request(actor=world.member, request=first)
+    request_services.cancel_capacity_request(actor=world.member, request=first)
 
     assert ask(world).state == CapacityRequest.State.APPROVED
 
 
 @pytest.mark.django_db
 def test_grants_a_platform_admin_gave_do_not_use_up_the_envelope(world, envelope_of_one):
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3)
-    approved_by_hand = services.submit_capacity_request(
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=3
+    )
+    approved_by_hand = request_services.submit_capacity_request(
         actor=world.member,
         tenant=world.tenant,
         items={world.rc.slug: 2},
         ends_at=timezone.now() + timedelta(hours=12),
         justification="bigger run",
     )
-    services.approve_capacity_request(actor=world.admin, request=approved_by_hand)
+    approval_services.approve_capacity_request(actor=world.admin, request=approved_by_hand)
 
     assert ask(world).state == CapacityRequest.State.APPROVED
 
@@ -87,7 +92,7 @@ def test_each_team_has_its_own_envelope(world, envelope_of_one):
 @pytest.mark.django_db
 def test_the_preview_counts_what_the_team_holds_already(world, envelope_of_one):
     ask(world)
-    decision, _ = services.preview_capacity_request(
+    decision, _ = request_services.preview_capacity_request(
         tenant=world.tenant,
         items={world.rc.slug: 1},
         ends_at=timezone.now() + timedelta(hours=12),
@@ -107,7 +112,7 @@ def test_concurrent_asks_inside_the_envelope_are_auto_approved_once():
 
         results = race(
             [
-                lambda m=membership, ends=ends: services.submit_capacity_request(
+                lambda m=membership, ends=ends: request_services.submit_capacity_request(
                     actor=m.user,
                     tenant=m.tenant,
                     items={rc.slug: 1},
@@ -132,7 +137,7 @@ def test_concurrent_asks_inside_the_envelope_are_auto_approved_once():
 def test_a_tenant_without_its_own_ceiling_has_the_platform_default(world):
     assert world.tenant.gpu_ceiling is None
     assert world.tenant.effective_gpu_ceiling == Decimal("2")
-    services.grant_quota(  # 4 × 0.4286 = 1.71 GPU-equivalents
+    grant_services.grant_quota(  # 4 × 0.4286 = 1.71 GPU-equivalents
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4
     )
 
@@ -144,7 +149,7 @@ def test_a_tenant_without_its_own_ceiling_has_the_platform_default(world):
         "platform team to set a ceiling for team-a"
     )
     with pytest.raises(QuotaExceeded):
-        services.grant_quota(
+        grant_services.grant_quota(
             actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1
         )
 
@@ -152,7 +157,7 @@ def test_a_tenant_without_its_own_ceiling_has_the_platform_default(world):
 @pytest.mark.django_db
 @override_settings(TENANT_DEFAULT_GPU_CEILING=Decimal("2"))
 def test_a_tenant_ceiling_of_its_own_replaces_the_default(world):
-    services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal("4"))
+    tenant_services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal("4"))
     world.tenant.refresh_from_db()
     assert world.tenant.effective_gpu_ceiling == Decimal("4")
 
@@ -173,7 +178,9 @@ def test_the_default_ceiling_applies_out_of_the_box(world, settings):
 @pytest.mark.django_db
 @override_settings(TENANT_DEFAULT_GPU_CEILING=Decimal("8"))
 def test_the_console_shows_each_tenants_ceiling_and_which_is_the_default(client, world):
-    services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal("12.5"))
+    tenant_services.update_tenant(
+        actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal("12.5")
+    )
     client.force_login(world.admin)
 
     body = client.get(reverse("console:tenants")).content.decode()

@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from core.errors import CapacityExceeded, InvalidTransition
-from tenants import services
 from tenants.models import AuditEvent, CapacityRequest, QuotaGrant
+from tenants.services import approvals as approval_services
 from tests.race import race
 from tests.tenants.factories import (
     CapacityRequestFactory,
@@ -40,7 +40,11 @@ def test_twenty_approvals_racing_for_the_last_five_units_grant_exactly_five():
 
     results = race(
         [
-            (lambda r=r: services.approve_capacity_request(actor=admin, request=r, comment="race"))
+            (
+                lambda r=r: approval_services.approve_capacity_request(
+                    actor=admin, request=r, comment="race"
+                )
+            )
             for r in requests
         ]
     )
@@ -64,7 +68,10 @@ def test_the_same_request_approved_by_two_admins_at_once_is_approved_once():
     request = CapacityRequestItemFactory(resource_class=rc, amount=2).request
 
     results = race(
-        [(lambda a=a: services.approve_capacity_request(actor=a, request=request)) for a in admins]
+        [
+            (lambda a=a: approval_services.approve_capacity_request(actor=a, request=request))
+            for a in admins
+        ]
     )
 
     assert sum(isinstance(r, CapacityRequest) for r in results) == 1

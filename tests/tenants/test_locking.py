@@ -14,8 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import InvalidTransition
-from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
+from tenants.services import approvals as approval_services
+from tenants.services import grants as grant_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
 from tenants.services.locks import LOCK_ORDER, lock_rows
 from tests.race import race
 from tests.tenants.factories import (
@@ -80,10 +83,10 @@ def test_cancel_racing_expiry_never_deadlocks_and_ends_each_grant_once(grants):
 
         cancel, expired = race(
             [
-                lambda r=request: services.cancel_capacity_request(
+                lambda r=request: request_services.cancel_capacity_request(
                     actor=r.requester, request=r, comment="done early"
                 ),
-                services.expire_grants,
+                grant_services.expire_grants,
             ]
         )
 
@@ -126,10 +129,10 @@ def test_reject_racing_expiry_never_deadlocks_and_the_expiry_wins():
 
         rejected, expired = race(
             [
-                lambda r=request: services.reject_capacity_request(
+                lambda r=request: request_services.reject_capacity_request(
                     actor=admin, request=r, comment="too late"
                 ),
-                services.expire_grants,
+                grant_services.expire_grants,
             ]
         )
 
@@ -159,11 +162,13 @@ def test_archive_cancel_and_expiry_racing_on_one_tenant_never_deadlock():
 
         results = race(
             [
-                lambda t=tenant: services.change_tenant_status(
+                lambda t=tenant: tenant_services.change_tenant_status(
                     actor=admin, tenant=t, action="archive"
                 ),
-                lambda r=request: services.cancel_capacity_request(actor=r.requester, request=r),
-                services.expire_grants,
+                lambda r=request: request_services.cancel_capacity_request(
+                    actor=r.requester, request=r
+                ),
+                grant_services.expire_grants,
             ]
         )
 
@@ -264,34 +269,38 @@ def test_every_service_locks_in_the_documented_order(world, name, expected):
         amount=2,
     ).request
     if name != "approve":
-        services.approve_capacity_request(actor=world.admin, request=request)
+        approval_services.approve_capacity_request(actor=world.admin, request=request)
     if name == "auto-approve":
         AutoApprovalRule.objects.create(resource_class=rc, max_amount=5, max_duration_hours=48)
     calls = {
-        "approve": lambda: services.approve_capacity_request(actor=world.admin, request=request),
-        "grant": lambda: services.grant_quota(
+        "approve": lambda: approval_services.approve_capacity_request(
+            actor=world.admin, request=request
+        ),
+        "grant": lambda: grant_services.grant_quota(
             actor=world.admin, tenant=world.tenant, resource_class=rc, amount=1
         ),
-        "cancel": lambda: services.cancel_capacity_request(actor=world.member, request=request),
-        "revoke": lambda: services.revoke_grant(
+        "cancel": lambda: request_services.cancel_capacity_request(
+            actor=world.member, request=request
+        ),
+        "revoke": lambda: grant_services.revoke_grant(
             actor=world.admin, grant=request.grants.get(), comment="capacity needed elsewhere"
         ),
-        "submit": lambda: services.submit_capacity_request(
+        "submit": lambda: request_services.submit_capacity_request(
             actor=world.member,
             tenant=world.tenant,
             items={rc.slug: 1},
             ends_at=timezone.now() + timedelta(hours=12),
             justification="one more",
         ),
-        "auto-approve": lambda: services.submit_capacity_request(
+        "auto-approve": lambda: request_services.submit_capacity_request(
             actor=world.member,
             tenant=world.tenant,
             items={rc.slug: 1},
             ends_at=timezone.now() + timedelta(hours=12),
             justification="one more",
         ),
-        "expire": lambda: services.expire_grants(now=request.ends_at + timedelta(seconds=1)),
-        "archive": lambda: services.change_tenant_status(
+        "expire": lambda: grant_services.expire_grants(now=request.ends_at + timedelta(seconds=1)),
+        "archive": lambda: tenant_services.change_tenant_status(
             actor=world.admin, tenant=world.tenant, action="archive"
         ),
     }
@@ -315,15 +324,15 @@ def test_revoke_and_cancel_wait_for_the_tenant_lock_that_workload_admission_hold
     rc = ResourceClassFactory(slug="a100-80gb")
     PoolFactory(resource_class=rc, capacity=100)
     request = CapacityRequestItemFactory(resource_class=rc, amount=1).request
-    services.approve_capacity_request(actor=admin, request=request)
+    approval_services.approve_capacity_request(actor=admin, request=request)
     grant = request.grants.get()
 
     def call(lock_timeout):
         with connection.cursor() as cursor:
             cursor.execute(f"SET lock_timeout = '{lock_timeout}'")
         if name == "revoke":
-            return services.revoke_grant(actor=admin, grant=grant, comment="needed elsewhere")
-        return services.cancel_capacity_request(actor=request.requester, request=request)
+            return grant_services.revoke_grant(actor=admin, grant=grant, comment="needed elsewhere")
+        return request_services.cancel_capacity_request(actor=request.requester, request=request)
 
     with transaction.atomic():
         # What `submit_workload` takes for the whole of its admission.
@@ -353,7 +362,7 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner():
     )
 
     def demote(actor, membership):
-        return lambda: services.change_member_role(
+        return lambda: tenant_services.change_member_role(
             actor=actor, membership=membership, role="member"
         )
 
@@ -378,7 +387,7 @@ def test_the_same_person_added_twice_at_once_is_added_once_and_the_other_told_wh
     UserFactory(username="newcomer")
     results = race(
         [
-            lambda actor=actor: services.add_member(
+            lambda actor=actor: tenant_services.add_member(
                 actor=actor, tenant=tenant, username="newcomer", role="member"
             )
             for actor in owners

@@ -19,9 +19,13 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import change_state
-from tenants import services
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tenants.notifications import deliver_due, notify, signing
+from tenants.services import approvals as approval_services
+from tenants.services import channels as channel_services
+from tenants.services import grants as grant_services
+from tenants.services import requests as request_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 from tests.scheduler.cluster_helpers import celery_worker
 from tests.tenants.receiver import start_receiver
@@ -64,7 +68,7 @@ def _wait(what, check, timeout=20.0):
 
 
 def _ask(world, amount=1):
-    return services.submit_capacity_request(
+    return request_services.submit_capacity_request(
         actor=world.member,
         tenant=world.tenant,
         items={world.rc.slug: amount},
@@ -82,18 +86,18 @@ def test_an_ask_and_its_decision_reach_the_people_and_channels_through_a_worker(
     world.admin.save()
     world.member.email = "member@example.com"
     world.member.save()
-    team_hook, secret = services.create_channel(
+    team_hook, secret = channel_services.create_channel(
         actor=world.owner,
         tenant=world.tenant,
         kind="webhook",
         name="team hook",
         target=f"{receiver.url}/team",
     )
-    services.create_channel(
+    channel_services.create_channel(
         actor=world.admin, tenant=None, kind="slack", name="ops", target=f"{receiver.url}/slack"
     )
     # Another team's channel hears nothing of team-a.
-    services.create_channel(
+    channel_services.create_channel(
         actor=world.outsider,
         tenant=world.other_tenant,
         kind="webhook",
@@ -105,7 +109,7 @@ def test_an_ask_and_its_decision_reach_the_people_and_channels_through_a_worker(
     with celery_worker(["notify"], concurrency=2):
         request = _ask(world)  # no envelope: it waits for a platform admin
         calls = receiver.wait_for(3)
-        services.approve_capacity_request(actor=world.admin, request=request, comment="go")
+        approval_services.approve_capacity_request(actor=world.admin, request=request, comment="go")
         calls = receiver.wait_for(4)
         _wait("the e-mails", lambda: len(mail.outbox) == 2)
         _wait(
@@ -146,10 +150,10 @@ def test_an_ask_and_its_decision_reach_the_people_and_channels_through_a_worker(
 def test_a_refusing_receiver_fails_at_once_and_a_dead_one_after_the_last_try(
     world, receiver, fast_retries
 ):
-    refusing, _ = services.create_channel(
+    refusing, _ = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="slack", name="r", target=f"{receiver.url}/r"
     )
-    dead, _ = services.create_channel(
+    dead, _ = channel_services.create_channel(
         actor=world.owner,
         tenant=world.tenant,
         kind="webhook",
@@ -175,7 +179,7 @@ def test_a_refusing_receiver_fails_at_once_and_a_dead_one_after_the_last_try(
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_receiver_never_slows_the_request_that_caused_it(world, receiver, fast_retries):
     receiver.delay_s = 3.0
-    services.create_channel(
+    channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="webhook", name="slow", target=receiver.url
     )
     body = {
@@ -198,7 +202,7 @@ def test_a_slow_receiver_never_slows_the_request_that_caused_it(world, receiver,
 
 @pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_change_sends_nothing(world, fast_retries):
-    services.create_channel(
+    channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="email", name="m", target="team@example.com"
     )
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -210,15 +214,17 @@ def test_a_rolled_back_change_sends_nothing(world, fast_retries):
 
 @pytest.mark.django_db
 def test_workload_failures_and_gpu_health_reach_the_right_channels(world, fast_retries):
-    team, _ = services.create_channel(
+    team, _ = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="email", name="t", target="team@example.com"
     )
-    platform, _ = services.create_channel(
+    platform, _ = channel_services.create_channel(
         actor=world.admin, tenant=None, kind="email", name="p", target="ops@example.com"
     )
     world.member.email = "member@example.com"
     world.member.save()
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1)
+    grant_services.grant_quota(
+        actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=1
+    )
     workload = workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
@@ -251,15 +257,15 @@ def test_workload_failures_and_gpu_health_reach_the_right_channels(world, fast_r
 @pytest.mark.django_db
 def test_who_manages_channels_and_what_a_channel_accepts(world, settings):
     with pytest.raises(Forbidden):
-        services.create_channel(
+        channel_services.create_channel(
             actor=world.member, tenant=world.tenant, kind="email", name="m", target="a@b.example"
         )
     with pytest.raises(NotFound):
-        services.create_channel(
+        channel_services.create_channel(
             actor=world.outsider, tenant=world.tenant, kind="email", name="m", target="a@b.example"
         )
     with pytest.raises(Forbidden):
-        services.create_channel(
+        channel_services.create_channel(
             actor=world.owner, tenant=None, kind="email", name="m", target="a@b.example"
         )
     settings.NOTIFY_WEBHOOK_ALLOW_HTTP = False
@@ -274,11 +280,11 @@ def test_who_manages_channels_and_what_a_channel_accepts(world, settings):
         ("pager", "https://x.example", "unknown kind"),
     ]:
         with pytest.raises(InvalidInput, match=message):
-            services.create_channel(
+            channel_services.create_channel(
                 actor=world.owner, tenant=world.tenant, kind=kind, name="x", target=target
             )
     with pytest.raises(InvalidInput, match="unknown events"):
-        services.create_channel(
+        channel_services.create_channel(
             actor=world.owner,
             tenant=world.tenant,
             kind="email",
@@ -344,7 +350,7 @@ def test_the_channel_api_shows_the_secret_once_and_stores_it_encrypted(world, se
     assert log.status_code == 200 and log.data["count"] == 1
     assert session(world.outsider).get("/api/v1/notification-deliveries/").data["count"] == 0
     assert owner.delete(f"/api/v1/notification-channels/{row.pk}/").status_code == 204
-    _, read_raw = services.issue_token(
+    _, read_raw = token_services.issue_token(
         actor=world.owner, user=world.owner, name="r", scopes=["read", "request"]
     )
     refused = bearer(read_raw).post(
@@ -500,8 +506,8 @@ def test_a_channel_with_control_characters_or_too_long_is_a_400_and_adds_nothing
 ):
     kind = "email" if "@" in target else "webhook"
     with pytest.raises(InvalidInput, match=message):
-        services.create_channel(actor=world.owner, tenant=world.tenant, kind=kind, name=name,
-                                target=target)  # fmt: skip
+        channel_services.create_channel(actor=world.owner, tenant=world.tenant, kind=kind,
+                                        name=name, target=target)  # fmt: skip
     page = Client()
     page.force_login(world.owner)
     url = f"/teams/{world.tenant.slug}/notifications/"
@@ -529,7 +535,7 @@ def test_a_name_that_resolves_inside_is_refused_without_telling_the_team_the_add
 
     monkeypatch.setattr(socket_module, "getaddrinfo", getaddrinfo)
     settings.NOTIFY_WEBHOOK_ALLOW_PRIVATE = False
-    channel, _ = services.create_channel(
+    channel, _ = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="webhook", name="in",
         target="https://db.corp.example/hook",
     )  # fmt: skip
@@ -553,11 +559,11 @@ def test_people_who_left_get_no_mail(world):
 
 @pytest.mark.django_db
 def test_a_removed_channel_keeps_its_log_fails_what_waited_and_is_gone_from_lists(world):
-    chat, _ = services.create_channel(
+    chat, _ = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="slack", name="chat",
         target="https://hooks.slack.com/services/T/B/k",
     )  # fmt: skip
-    hook, _ = services.create_channel(
+    hook, _ = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
         target="https://hooks.example/in",
     )  # fmt: skip
@@ -595,7 +601,7 @@ def test_a_removed_channel_keeps_its_log_fails_what_waited_and_is_gone_from_list
 
 @pytest.mark.django_db
 def test_a_channel_is_renamed_repointed_and_given_events_and_a_webhook_keeps_its_secret(world):
-    hook, secret = services.create_channel(
+    hook, secret = channel_services.create_channel(
         actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
         target="https://hooks.example/in",
     )  # fmt: skip

@@ -4,7 +4,6 @@ at sign-in on PostgreSQL (provider memberships follow the claim; local ones stay
 import pytest
 
 from core.permissions import is_platform_admin
-from tenants import services
 from tenants.group_mapping import (
     Change,
     MappingError,
@@ -13,6 +12,9 @@ from tenants.group_mapping import (
     parse_mapping,
 )
 from tenants.models import AuditEvent, Membership
+from tenants.services import provider_groups as provider_group_services
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 from tests.tenants.factories import UserFactory
 
 PATTERN = r"gpu-(?P<tenant>[a-z0-9-]+)-(?P<role>owner|member|viewer)"
@@ -77,7 +79,7 @@ def test_each_sign_in_makes_provider_memberships_match_the_claim(world, sso_grou
     kim = UserFactory(username="kim")
     Membership.objects.create(tenant=world.other_tenant, user=kim, role="viewer")  # local
 
-    said = services.apply_provider_groups(
+    said = provider_group_services.apply_provider_groups(
         user=kim, claims={"groups": ["gpu-team-a-member", "vision-leads", "gpu-nowhere-owner"]}
     )
     held = {m.tenant.slug: (m.role, m.source) for m in kim.memberships.select_related("tenant")}
@@ -89,25 +91,27 @@ def test_each_sign_in_makes_provider_memberships_match_the_claim(world, sso_grou
     assert added.actor_repr == "system" and added.after["source"] == "provider"
 
     # Promoted at the provider: promoted here at the next sign-in.
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
     assert kim.memberships.get(tenant=world.tenant).role == "owner"
     # No longer asserted: removed; the local membership stays.
-    services.apply_provider_groups(user=kim, claims={"groups": []})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": []})
     assert list(kim.memberships.values_list("tenant__slug", "source")) == [("team-b", "local")]
     assert AuditEvent.objects.filter(verb="membership.removed", before__user="kim").count() == 1
     # A missing claim is no groups: providers leave an empty one out (Dex does).
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
-    services.apply_provider_groups(user=kim, claims={"sub": "x"})
+    provider_group_services.apply_provider_groups(
+        user=kim, claims={"groups": ["gpu-team-a-member"]}
+    )
+    provider_group_services.apply_provider_groups(user=kim, claims={"sub": "x"})
     assert not kim.memberships.filter(tenant=world.tenant).exists()
 
 
 @pytest.mark.django_db
 def test_platform_admin_from_the_provider_is_given_and_taken_back(world, sso_groups):
     kim = UserFactory(username="kim")
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-platform"]})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": ["gpu-platform"]})
     kim.refresh_from_db()
     assert is_platform_admin(kim)
-    services.apply_provider_groups(user=kim, claims={"groups": []})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": []})
     kim.refresh_from_db()
     assert not is_platform_admin(kim) and not kim.is_staff
     verbs = list(
@@ -117,12 +121,14 @@ def test_platform_admin_from_the_provider_is_given_and_taken_back(world, sso_gro
     )
     assert sorted(verbs) == ["sso.platform_admin_granted", "sso.platform_admin_revoked"]
     # An admin made in the portal is not unmade by the provider's silence.
-    services.apply_provider_groups(user=world.admin, claims={"groups": []})
+    provider_group_services.apply_provider_groups(user=world.admin, claims={"groups": []})
     world.admin.refresh_from_db()
     assert is_platform_admin(world.admin)
     # ... nor when the provider said so once and then stops: the portal made it first.
-    services.apply_provider_groups(user=world.admin, claims={"groups": ["gpu-platform"]})
-    services.apply_provider_groups(user=world.admin, claims={"groups": []})
+    provider_group_services.apply_provider_groups(
+        user=world.admin, claims={"groups": ["gpu-platform"]}
+    )
+    provider_group_services.apply_provider_groups(user=world.admin, claims={"groups": []})
     world.admin.refresh_from_db()
     assert is_platform_admin(world.admin) and world.admin.is_staff
 
@@ -131,11 +137,21 @@ def test_platform_admin_from_the_provider_is_given_and_taken_back(world, sso_gro
 def test_off_or_misconfigured_mapping_changes_nothing(world, settings, sso_groups):
     kim = UserFactory(username="kim")
     settings.OIDC_GROUP_MAP = {"g": "no-role-here"}
-    assert services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]}) == []
+    assert (
+        provider_group_services.apply_provider_groups(
+            user=kim, claims={"groups": ["gpu-team-a-owner"]}
+        )
+        == []
+    )
     assert AuditEvent.objects.filter(verb="sso.groups_mapping_error").count() == 1
     settings.OIDC_GROUPS_CLAIM = ""
     settings.OIDC_GROUP_MAP = {}
-    assert services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]}) == []
+    assert (
+        provider_group_services.apply_provider_groups(
+            user=kim, claims={"groups": ["gpu-team-a-owner"]}
+        )
+        == []
+    )
     assert not kim.memberships.exists()
 
 
@@ -143,7 +159,9 @@ def test_off_or_misconfigured_mapping_changes_nothing(world, settings, sso_group
 def given(world, sso_groups):
     """kim's membership of team-a, from the provider's group gpu-team-a-member."""
     kim = UserFactory(username="kim")
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-member"]})
+    provider_group_services.apply_provider_groups(
+        user=kim, claims={"groups": ["gpu-team-a-member"]}
+    )
     return kim.memberships.get(tenant=world.tenant)
 
 
@@ -160,10 +178,10 @@ def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_p
 
     # The service, for the owner: refused (409), nothing changed, nothing audited.
     with pytest.raises(InvalidTransition, match="change their groups there") as refused:
-        services.change_member_role(actor=world.owner, membership=given, role="owner")
+        tenant_services.change_member_role(actor=world.owner, membership=given, role="owner")
     assert refused.value.status == 409
     with pytest.raises(InvalidTransition, match="cannot remove kim in team-a"):
-        services.remove_member(actor=world.owner, membership=given)
+        tenant_services.remove_member(actor=world.owner, membership=given)
     given.refresh_from_db()
     assert (given.role, given.source) == ("member", "provider")
     assert not AuditEvent.objects.filter(verb__in=["membership.changed", "membership.removed"])
@@ -182,14 +200,16 @@ def test_a_membership_the_provider_gives_is_changed_at_the_provider_not_in_the_p
     assert given.role == "member"
 
     # The API, for a platform admin's automation: 409 with the same words.
-    _, raw = services.issue_token(actor=world.admin, user=world.admin, name="bot", scopes=["admin"])
+    _, raw = token_services.issue_token(
+        actor=world.admin, user=world.admin, name="bot", scopes=["admin"]
+    )
     answer = bearer(raw).patch(f"/api/v1/members/{given.pk}/", {"role": "viewer"}, format="json")
     assert answer.status_code == 409 and "identity provider" in answer.json()["detail"]
     assert bearer(raw).delete(f"/api/v1/members/{given.pk}/").status_code == 409
 
     # With group mapping off the provider no longer manages it: the portal's from the change on.
     settings.OIDC_GROUPS_CLAIM = ""
-    changed = services.change_member_role(actor=world.owner, membership=given, role="viewer")
+    changed = tenant_services.change_member_role(actor=world.owner, membership=given, role="viewer")
     assert (changed.role, changed.source) == ("viewer", "local")
 
 
@@ -209,12 +229,14 @@ def test_a_malformed_mapping_changes_nothing_binds_nothing_and_leaves_membership
     assert provider_groups_by_tenant() == {"team-b": [("vision-leads", "owner")]}
 
     settings.OIDC_GROUP_MAP = ["vision-leads"]  # a list where an object belongs
-    assert services.apply_provider_groups(user=kim, claims={"groups": []}) == []  # no 500
+    assert (
+        provider_group_services.apply_provider_groups(user=kim, claims={"groups": []}) == []
+    )  # no 500
     error = AuditEvent.objects.get(verb="sso.groups_mapping_error")
     assert "must be a JSON object" in error.after["error"]
     assert provider_groups_by_tenant() == {}  # no group bound while sign-in applies nothing
     assert not given.follows_provider  # sign-in would not undo a change now: owners may
-    changed = services.change_member_role(actor=world.owner, membership=given, role="viewer")
+    changed = tenant_services.change_member_role(actor=world.owner, membership=given, role="viewer")
     assert (changed.role, changed.source) == ("viewer", "local")
     client.force_login(world.admin)
     console = client.get("/console/sso/")
@@ -247,8 +269,12 @@ def test_the_platform_is_told_when_the_provider_takes_a_teams_last_owner(world, 
     solo = TenantFactory(slug="solo")
     kim = UserFactory(username="kim")
     with transaction.atomic():
-        services.apply_provider_groups(user=kim, claims={"groups": ["gpu-solo-owner"]})
-        services.apply_provider_groups(user=kim, claims={"groups": ["gpu-solo-member"]})
+        provider_group_services.apply_provider_groups(
+            user=kim, claims={"groups": ["gpu-solo-owner"]}
+        )
+        provider_group_services.apply_provider_groups(
+            user=kim, claims={"groups": ["gpu-solo-member"]}
+        )
     lost = AuditEvent.objects.get(verb="tenant.owner_lost")
     assert lost.tenant == solo and lost.after["last_owner"] == "kim"
     told = NotificationDelivery.objects.filter(event="tenant.no_owner", tenant=solo)
@@ -258,6 +284,6 @@ def test_the_platform_is_told_when_the_provider_takes_a_teams_last_owner(world, 
     }
     assert "Make someone its owner" in told.first().text
     # a team with another owner left is not a case to tell
-    services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
-    services.apply_provider_groups(user=kim, claims={"groups": []})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": ["gpu-team-a-owner"]})
+    provider_group_services.apply_provider_groups(user=kim, claims={"groups": []})
     assert AuditEvent.objects.filter(verb="tenant.owner_lost").count() == 1

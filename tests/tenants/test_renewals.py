@@ -10,10 +10,16 @@ from django.test import Client
 from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound, QuotaExceeded
-from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.notifications import deliver_due
 from tenants.selectors import auto_approved_units
+from tenants.services import approvals as approval_services
+from tenants.services import capacity as capacity_services
+from tenants.services import grants as grant_services
+from tenants.services import renewals as renewal_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer
 from tests.race import race
 from tests.tenants.factories import (
@@ -50,9 +56,9 @@ def test_inside_the_envelope_a_renewal_extends_the_same_grant_at_once(world):
     grant = _grant(world)
     old_end = grant.ends_at
     QuotaGrant.objects.filter(pk=grant.pk).update(expiry_warned_at=timezone.now())
-    free_before = services.free_capacity(world.rc)
+    free_before = capacity_services.free_capacity(world.rc)
 
-    renewal = services.submit_grant_renewal(
+    renewal = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=old_end + timedelta(hours=48)
     )
 
@@ -62,7 +68,7 @@ def test_inside_the_envelope_a_renewal_extends_the_same_grant_at_once(world):
     assert grant.ends_at == old_end + timedelta(hours=48)
     assert grant.expiry_warned_at is None  # warned again before the new end
     assert QuotaGrant.objects.filter(tenant=world.tenant).count() == 1  # no second grant
-    assert services.free_capacity(world.rc) == free_before  # nothing counted twice
+    assert capacity_services.free_capacity(world.rc) == free_before  # nothing counted twice
     verbs = list(
         AuditEvent.objects.filter(tenant=world.tenant).order_by("id").values_list("verb", flat=True)
     )
@@ -77,7 +83,7 @@ def test_inside_the_envelope_a_renewal_extends_the_same_grant_at_once(world):
 def test_outside_the_envelope_it_waits_and_approval_extends_the_grant(world):
     AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=24)
     grant = _grant(world)
-    renewal = services.submit_grant_renewal(
+    renewal = renewal_services.submit_grant_renewal(
         actor=world.owner,
         grant=grant,
         ends_at=grant.ends_at + timedelta(days=10),
@@ -89,13 +95,15 @@ def test_outside_the_envelope_it_waits_and_approval_extends_the_grant(world):
     grant.refresh_from_db()
     assert grant.ends_at == old_end  # nothing moves until a platform admin says so
 
-    services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
+    approval_services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
     grant.refresh_from_db()
     assert grant.ends_at == old_end + timedelta(days=10)
     assert _holding(world.rc) == 2
 
     # Given back: the grant ends where it ended before.
-    services.cancel_capacity_request(actor=world.owner, request=renewal, comment="done early")
+    request_services.cancel_capacity_request(
+        actor=world.owner, request=renewal, comment="done early"
+    )
     grant.refresh_from_db()
     assert grant.ends_at == old_end and grant.state == QuotaGrant.State.ACTIVE
     assert AuditEvent.objects.filter(verb="quota_grant.extension_withdrawn").count() == 1
@@ -106,29 +114,31 @@ def test_who_may_extend_and_what_cannot_be_extended(world):
     grant = _grant(world)
     later = grant.ends_at + timedelta(days=1)
     with pytest.raises(Forbidden):
-        services.submit_grant_renewal(actor=world.viewer, grant=grant, ends_at=later)
+        renewal_services.submit_grant_renewal(actor=world.viewer, grant=grant, ends_at=later)
     with pytest.raises(NotFound):
-        services.submit_grant_renewal(actor=world.outsider, grant=grant, ends_at=later)
+        renewal_services.submit_grant_renewal(actor=world.outsider, grant=grant, ends_at=later)
     with pytest.raises(InvalidInput, match="after the grant's end"):
-        services.submit_grant_renewal(actor=world.member, grant=grant, ends_at=grant.ends_at)
+        renewal_services.submit_grant_renewal(
+            actor=world.member, grant=grant, ends_at=grant.ends_at
+        )
     open_ended = QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, ends_at=None)
     with pytest.raises(InvalidInput, match="open-ended"):
-        services.submit_grant_renewal(actor=world.member, grant=open_ended, ends_at=later)
+        renewal_services.submit_grant_renewal(actor=world.member, grant=open_ended, ends_at=later)
     ended = _grant(world)
-    services.revoke_grant(actor=world.admin, grant=ended, comment="gone")
+    grant_services.revoke_grant(actor=world.admin, grant=ended, comment="gone")
     with pytest.raises(InvalidTransition, match="ended"):
-        services.submit_grant_renewal(actor=world.member, grant=ended, ends_at=later)
+        renewal_services.submit_grant_renewal(actor=world.member, grant=ended, ends_at=later)
 
 
 @pytest.mark.django_db
 def test_a_renewal_approved_after_its_grant_ended_is_refused(world):
     grant = _grant(world)
-    renewal = services.submit_grant_renewal(
+    renewal = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(days=5)
     )
-    services.revoke_grant(actor=world.admin, grant=grant, comment="taken back")
+    grant_services.revoke_grant(actor=world.admin, grant=grant, comment="taken back")
     with pytest.raises(InvalidTransition, match="ask for capacity anew"):
-        services.approve_capacity_request(actor=world.admin, request=renewal)
+        approval_services.approve_capacity_request(actor=world.admin, request=renewal)
 
 
 @pytest.mark.django_db
@@ -136,9 +146,11 @@ def test_the_grant_and_its_renewal_expire_together_at_the_new_end(world):
     AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
     grant = _grant(world)
     new_end = grant.ends_at + timedelta(hours=24)
-    renewal = services.submit_grant_renewal(actor=world.member, grant=grant, ends_at=new_end)
-    assert services.expire_grants(now=new_end - timedelta(minutes=1)) == 0
-    assert services.expire_grants(now=new_end) == 1
+    renewal = renewal_services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=new_end
+    )
+    assert grant_services.expire_grants(now=new_end - timedelta(minutes=1)) == 0
+    assert grant_services.expire_grants(now=new_end) == 1
     grant.refresh_from_db()
     renewal.refresh_from_db()
     assert grant.state == QuotaGrant.State.EXPIRED
@@ -155,7 +167,7 @@ def test_the_expiry_mail_links_to_the_grants_extend_page(
     world.owner.save()
     grant = _grant(world, days=1)
     with django_capture_on_commit_callbacks(execute=True):
-        services.warn_expiring_grants()
+        grant_services.warn_expiring_grants()
     deliver_due()
     assert f"https://portal.example.com/grants/{grant.pk}/extend/" in mail.outbox[0].body
 
@@ -163,13 +175,13 @@ def test_the_expiry_mail_links_to_the_grants_extend_page(
 @pytest.mark.django_db
 def test_the_api_extends_a_grant_with_a_request_scoped_token(world):
     grant = _grant(world)
-    _, raw = services.issue_token(
+    _, raw = token_services.issue_token(
         actor=world.member, user=world.member, name="ci", scopes=["read", "request"]
     )
-    _, read_raw = services.issue_token(
+    _, read_raw = token_services.issue_token(
         actor=world.member, user=world.member, name="ro", scopes=["read"]
     )
-    _, outsider_raw = services.issue_token(
+    _, outsider_raw = token_services.issue_token(
         actor=world.outsider, user=world.outsider, name="x", scopes=["read", "request"]
     )
     url = f"/api/v1/grants/{grant.pk}/extend/"
@@ -269,9 +281,14 @@ def test_a_renewal_and_new_asks_racing_for_the_last_units_never_overcommit():
         ).request
         for _ in range(6)
     ]
-    calls = [(lambda r=r: services.approve_capacity_request(actor=admin, request=r)) for r in asks]
+    calls = [
+        (lambda r=r: approval_services.approve_capacity_request(actor=admin, request=r))
+        for r in asks
+    ]
     # The renewal approved twice at once, too: once only.
-    calls += [(lambda: services.approve_capacity_request(actor=admin, request=renewal))] * 2
+    calls += [
+        (lambda: approval_services.approve_capacity_request(actor=admin, request=renewal))
+    ] * 2
 
     results = race(calls)
 
@@ -291,20 +308,20 @@ def test_renewals_one_after_another_cannot_keep_a_grant_without_a_person_decidin
     AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
     grant = _grant(world)
     first_end = grant.ends_at
-    first = services.submit_grant_renewal(
+    first = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=first_end + timedelta(hours=48)
     )
     assert first.auto_approved  # 48 h given without a person: inside the 72 h
     grant.refresh_from_db()
-    second = services.submit_grant_renewal(
+    second = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=48)
     )
     # 96 h since the end a person approved: beyond the envelope, so a platform admin decides
     assert second.state == CapacityRequest.State.SUBMITTED and not second.auto_approved
     assert any("longer than the 72 h" in r for r in second.policy_reasons)
-    services.approve_capacity_request(actor=world.admin, request=second, comment="ok")
+    approval_services.approve_capacity_request(actor=world.admin, request=second, comment="ok")
     grant.refresh_from_db()
-    third = services.submit_grant_renewal(
+    third = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=24)
     )
     assert third.auto_approved  # counted again from the end the admin approved
@@ -314,13 +331,13 @@ def test_renewals_one_after_another_cannot_keep_a_grant_without_a_person_decidin
 def test_units_kept_by_an_automatic_renewal_count_against_the_envelope(world):
     AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=72)
     grant = _grant(world, amount=4)  # decided by a person: not automatic
-    renewal = services.submit_grant_renewal(
+    renewal = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=24)
     )
     assert renewal.auto_approved
     assert auto_approved_units(world.tenant) == {world.rc.slug: 4}
     now = timezone.now()
-    ask = services.submit_capacity_request(
+    ask = request_services.submit_capacity_request(
         actor=world.member, tenant=world.tenant, items={world.rc.slug: 4},
         starts_at=now, ends_at=now + timedelta(hours=24), justification="more",
     )  # fmt: skip
@@ -366,7 +383,7 @@ def test_the_expiry_job_never_ends_a_grant_a_renewal_moved_while_it_waited():
 
     def expiry_job():
         holding.wait(10)
-        return services.expire_grants(now=now)
+        return grant_services.expire_grants(now=now)
 
     assert race([approval_moving_the_end, expiry_job]) == ["moved", 0]
     grant.refresh_from_db()
@@ -381,9 +398,9 @@ def test_a_team_above_a_lowered_ceiling_cannot_extend_its_grants(world):
         resource_class=world.rc, max_amount=4, max_duration_hours=72
     )
     grant = _grant(world, amount=4)
-    services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal(1))
+    tenant_services.update_tenant(actor=world.admin, tenant=world.tenant, gpu_ceiling=Decimal(1))
     with pytest.raises(QuotaExceeded, match="above its ceiling") as refused:
-        services.submit_grant_renewal(
+        renewal_services.submit_grant_renewal(
             actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=12)
         )
     assert "ask the platform team to raise team-a's ceiling" in str(refused.value)
@@ -392,11 +409,11 @@ def test_a_team_above_a_lowered_ceiling_cannot_extend_its_grants(world):
     assert grant.ends_at == old_end
     assert not CapacityRequest.objects.filter(extends=grant).exists()  # nothing half-written
     rule.delete()  # the platform team decides: its approval meets the same rule
-    renewal = services.submit_grant_renewal(
+    renewal = renewal_services.submit_grant_renewal(
         actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(hours=12)
     )
     with pytest.raises(QuotaExceeded, match="above its ceiling"):
-        services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
+        approval_services.approve_capacity_request(actor=world.admin, request=renewal, comment="ok")
     renewal.refresh_from_db()
     grant.refresh_from_db()
     assert renewal.state == CapacityRequest.State.SUBMITTED and grant.ends_at == old_end

@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from core.errors import InvalidInput
-from tenants import services
 from tenants.models import AuditEvent, Tenant
+from tenants.services import tenants as tenant_services
 from tests.tenants.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def test_the_service_refuses_a_slug_whose_robot_username_is_taken(world):
     person = UserFactory(username="robot-vision")
     with pytest.raises(InvalidInput) as refused:
-        services.create_tenant(actor=world.admin, slug="vision", name="Vision")
+        tenant_services.create_tenant(actor=world.admin, slug="vision", name="Vision")
     assert refused.value.field == "slug"
     assert "robot-vision" in refused.value.detail and "another slug" in refused.value.detail
     assert not Tenant.objects.filter(slug="vision").exists()
@@ -24,7 +24,7 @@ def test_the_service_refuses_a_slug_whose_robot_username_is_taken(world):
     person.refresh_from_db()
     assert person.is_active  # the person keeps their account, untouched
     # another slug works
-    assert services.create_tenant(actor=world.admin, slug="vision-2", name="V").robot
+    assert tenant_services.create_tenant(actor=world.admin, slug="vision-2", name="V").robot
 
 
 def test_the_admin_shows_the_refusal_on_the_page(client, world):
@@ -56,7 +56,7 @@ def test_two_creates_of_one_slug_racing_give_one_tenant_and_one_clear_refusal(wo
     from tests.race import race
 
     def create():
-        return services.create_tenant(actor=world.admin, slug="racer", name="Racer")
+        return tenant_services.create_tenant(actor=world.admin, slug="racer", name="Racer")
 
     results = race([create, create, create])
     created = [r for r in results if isinstance(r, Tenant)]

@@ -16,9 +16,14 @@ from core.errors import (
     NotFound,
     QuotaExceeded,
 )
-from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, Membership, QuotaGrant
 from tenants.notifications import deliver_due
+from tenants.services import approvals as approval_services
+from tenants.services import capacity as capacity_services
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +36,7 @@ def week():
 def ask(world, actor=None, amount=2, **kw):
     kw.setdefault("ends_at", week())
     kw.setdefault("justification", "train the model")
-    return services.submit_capacity_request(
+    return request_services.submit_capacity_request(
         actor=actor or world.member,
         tenant=kw.pop("tenant", world.tenant),
         items=kw.pop("items", {world.rc.slug: amount}),
@@ -139,7 +144,7 @@ def test_who_may_not_ask(world, who):
 
 
 def test_suspended_tenant_cannot_ask(world):
-    services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
+    tenant_services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
     with pytest.raises(InvalidInput, match="suspended"):
         ask(world)
 
@@ -172,7 +177,7 @@ def test_policy_auto_approves_inside_the_envelope(world):
 def test_approve_creates_grants_and_one_event(world):
     request = ask(world, amount=3)
     n = AuditEvent.objects.count()
-    services.approve_capacity_request(actor=world.admin, request=request, comment="ok")
+    approval_services.approve_capacity_request(actor=world.admin, request=request, comment="ok")
     request.refresh_from_db()
     assert request.state == CapacityRequest.State.APPROVED
     assert request.decided_by == world.admin and request.decision_comment == "ok"
@@ -190,17 +195,17 @@ def test_only_platform_admins_approve_and_reject(world):
     request = ask(world)
     for actor in (world.owner, world.member):
         with pytest.raises(Forbidden):
-            services.approve_capacity_request(actor=actor, request=request)
+            approval_services.approve_capacity_request(actor=actor, request=request)
         with pytest.raises(Forbidden):
-            services.reject_capacity_request(actor=actor, request=request, comment="no")
+            request_services.reject_capacity_request(actor=actor, request=request, comment="no")
 
 
 def test_approving_twice_is_an_invalid_transition(world):
     request = ask(world)
-    services.approve_capacity_request(actor=world.admin, request=request)
+    approval_services.approve_capacity_request(actor=world.admin, request=request)
     before = Snapshot()
     with pytest.raises(InvalidTransition, match="it is approved"):
-        services.approve_capacity_request(actor=world.admin, request=request)
+        approval_services.approve_capacity_request(actor=world.admin, request=request)
     assert before.unchanged()
 
 
@@ -209,15 +214,15 @@ def test_capacity_is_checked_again_at_approval(world):
     QuotaGrantFactory(tenant=world.other_tenant, resource_class=world.rc, amount=5)
     before = Snapshot()
     with pytest.raises(CapacityExceeded, match="only 5 of 10"):
-        services.approve_capacity_request(actor=world.admin, request=request)
+        approval_services.approve_capacity_request(actor=world.admin, request=request)
     assert before.unchanged()
 
 
 def test_reject_needs_a_reason(world):
     request = ask(world)
     with pytest.raises(InvalidInput, match="say why"):
-        services.reject_capacity_request(actor=world.admin, request=request, comment="")
-    services.reject_capacity_request(actor=world.admin, request=request, comment="too big")
+        request_services.reject_capacity_request(actor=world.admin, request=request, comment="")
+    request_services.reject_capacity_request(actor=world.admin, request=request, comment="too big")
     request.refresh_from_db()
     assert request.state == CapacityRequest.State.REJECTED
 
@@ -225,27 +230,27 @@ def test_reject_needs_a_reason(world):
 def test_cancel_by_requester_owner_but_not_another_member(world):
     request = ask(world, actor=world.owner)
     with pytest.raises(Forbidden, match="need the role owner"):
-        services.cancel_capacity_request(actor=world.member, request=request)
+        request_services.cancel_capacity_request(actor=world.member, request=request)
     mine = ask(world, actor=world.member)
-    services.cancel_capacity_request(actor=world.member, request=mine)
-    services.cancel_capacity_request(actor=world.owner, request=request)
+    request_services.cancel_capacity_request(actor=world.member, request=mine)
+    request_services.cancel_capacity_request(actor=world.owner, request=request)
     assert set(CapacityRequest.objects.values_list("state", flat=True)) == {"cancelled"}
 
 
 def test_cancelling_an_approved_request_gives_capacity_back(world):
     request = ask(world, amount=10)
-    services.approve_capacity_request(actor=world.admin, request=request)
-    assert services.free_capacity(world.rc) == 0
-    services.cancel_capacity_request(actor=world.member, request=request)
-    assert services.free_capacity(world.rc) == 10
+    approval_services.approve_capacity_request(actor=world.admin, request=request)
+    assert capacity_services.free_capacity(world.rc) == 0
+    request_services.cancel_capacity_request(actor=world.member, request=request)
+    assert capacity_services.free_capacity(world.rc) == 10
     assert request.grants.get().state == QuotaGrant.State.REVOKED
 
 
 def test_provision_is_idempotent(world):
     request = ask(world)
-    services.approve_capacity_request(actor=world.admin, request=request)
-    services.mark_request_provisioned(request=request)
-    services.mark_request_provisioned(request=request)
+    approval_services.approve_capacity_request(actor=world.admin, request=request)
+    request_services.mark_request_provisioned(request=request)
+    request_services.mark_request_provisioned(request=request)
     assert AuditEvent.objects.filter(verb="capacity_request.provisioned").count() == 1
 
 
@@ -254,10 +259,10 @@ def test_provision_is_idempotent(world):
 
 def test_expiry_ends_grants_and_requests_once(world):
     request = ask(world, ends_at=timezone.now() + timedelta(hours=1))
-    services.approve_capacity_request(actor=world.admin, request=request)
+    approval_services.approve_capacity_request(actor=world.admin, request=request)
     later = timezone.now() + timedelta(hours=2)
-    assert services.expire_grants(now=later) == 1
-    assert services.expire_grants(now=later) == 0  # idempotent
+    assert grant_services.expire_grants(now=later) == 1
+    assert grant_services.expire_grants(now=later) == 0  # idempotent
     request.refresh_from_db()
     assert request.state == CapacityRequest.State.EXPIRED
     assert request.grants.get().state == QuotaGrant.State.EXPIRED
@@ -267,7 +272,7 @@ def test_expiry_ends_grants_and_requests_once(world):
 
 def test_open_ended_grants_never_expire(world):
     QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, ends_at=None)
-    assert services.expire_grants(now=timezone.now() + timedelta(days=3650)) == 0
+    assert grant_services.expire_grants(now=timezone.now() + timedelta(days=3650)) == 0
 
 
 def test_owners_are_warned_once_before_the_end(world, settings, django_capture_on_commit_callbacks):
@@ -281,8 +286,8 @@ def test_owners_are_warned_once_before_the_end(world, settings, django_capture_o
         tenant=world.tenant, resource_class=world.rc, ends_at=timezone.now() + timedelta(days=30)
     )
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.warn_expiring_grants() == 1
-        assert services.warn_expiring_grants() == 0
+        assert grant_services.warn_expiring_grants() == 1
+        assert grant_services.warn_expiring_grants() == 0
     deliver_due()  # what the worker does with the queued delivery (tests/tenants/test_notify*)
     assert len(mail.outbox) == 1
     assert mail.outbox[0].to == ["owner@example.com"]
@@ -295,7 +300,7 @@ def test_owners_are_warned_once_before_the_end(world, settings, django_capture_o
 
 
 def test_create_tenant_makes_a_robot_and_one_event(world):
-    tenant = services.create_tenant(actor=world.admin, slug="vision", name="Vision")
+    tenant = tenant_services.create_tenant(actor=world.admin, slug="vision", name="Vision")
     assert tenant.robot.username == "robot-vision"
     assert tenant.memberships.get(user=tenant.robot).role == Membership.Role.MEMBER
     assert AuditEvent.objects.filter(tenant=tenant).count() == 1
@@ -304,22 +309,24 @@ def test_create_tenant_makes_a_robot_and_one_event(world):
 @pytest.mark.parametrize("slug", ["Vision", "-x", "a_b", "x" * 41, "", "ünï"])
 def test_tenant_slug_must_be_a_dns_label(world, slug):
     with pytest.raises(InvalidInput, match="slug"):
-        services.create_tenant(actor=world.admin, slug=slug, name="X")
+        tenant_services.create_tenant(actor=world.admin, slug=slug, name="X")
 
 
 def test_only_admins_create_tenants_and_duplicates_are_refused(world):
     with pytest.raises(Forbidden):
-        services.create_tenant(actor=world.owner, slug="x", name="X")
+        tenant_services.create_tenant(actor=world.owner, slug="x", name="X")
     with pytest.raises(InvalidInput, match="exists already"):
-        services.create_tenant(actor=world.admin, slug="team-a", name="X")
+        tenant_services.create_tenant(actor=world.admin, slug="team-a", name="X")
 
 
 def test_archive_ends_grants(world):
     QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, amount=3)
-    services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="archive")
+    tenant_services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="archive")
     assert not QuotaGrant.objects.holding().filter(tenant=world.tenant).exists()
     with pytest.raises(InvalidTransition):
-        services.change_tenant_status(actor=world.admin, tenant=world.tenant, action="suspend")
+        tenant_services.change_tenant_status(
+            actor=world.admin, tenant=world.tenant, action="suspend"
+        )
 
 
 def test_members_are_managed_by_owners_only(world):
@@ -327,20 +334,20 @@ def test_members_are_managed_by_owners_only(world):
 
     UserFactory(username="newbie")
     with pytest.raises(Forbidden):
-        services.add_member(
+        tenant_services.add_member(
             actor=world.member, tenant=world.tenant, username="newbie", role="viewer"
         )
-    m = services.add_member(
+    m = tenant_services.add_member(
         actor=world.owner, tenant=world.tenant, username="newbie", role="viewer"
     )
     with pytest.raises(InvalidInput, match="already in"):
-        services.add_member(
+        tenant_services.add_member(
             actor=world.owner, tenant=world.tenant, username="newbie", role="viewer"
         )
     with pytest.raises(InvalidInput, match="unknown role"):
-        services.change_member_role(actor=world.owner, membership=m, role="god")
-    services.change_member_role(actor=world.owner, membership=m, role="member")
-    services.remove_member(actor=world.owner, membership=m)
+        tenant_services.change_member_role(actor=world.owner, membership=m, role="god")
+    tenant_services.change_member_role(actor=world.owner, membership=m, role="member")
+    tenant_services.remove_member(actor=world.owner, membership=m)
     verbs = list(AuditEvent.objects.order_by("id").values_list("verb", flat=True))
     assert verbs == ["membership.added", "membership.changed", "membership.removed"]
 
@@ -348,16 +355,16 @@ def test_members_are_managed_by_owners_only(world):
 def test_the_last_owner_cannot_leave(world):
     owner = Membership.objects.get(user=world.owner)
     with pytest.raises(InvalidInput, match="last owner"):
-        services.remove_member(actor=world.owner, membership=owner)
+        tenant_services.remove_member(actor=world.owner, membership=owner)
     with pytest.raises(InvalidInput, match="last owner"):
-        services.change_member_role(actor=world.owner, membership=owner, role="member")
+        tenant_services.change_member_role(actor=world.owner, membership=owner, role="member")
 
 
 def test_pool_and_policy_changes_are_audited(world):
-    services.set_pool(
+    pool_services.set_pool(
         actor=world.admin, resource_class=world.rc, capacity=12, overcommit_ratio=Decimal("1.25")
     )
-    services.set_auto_approval_rule(
+    pool_services.set_auto_approval_rule(
         actor=world.admin, resource_class=world.rc, max_amount=1, max_duration_hours=24
     )
     assert list(AuditEvent.objects.order_by("id").values_list("verb", flat=True)) == [
@@ -365,15 +372,17 @@ def test_pool_and_policy_changes_are_audited(world):
         "policy.changed",
     ]
     with pytest.raises(Forbidden):
-        services.set_pool(actor=world.owner, resource_class=world.rc, capacity=99)
+        pool_services.set_pool(actor=world.owner, resource_class=world.rc, capacity=99)
 
 
 def test_direct_grant_is_capacity_checked(world):
     rc = ResourceClassFactory(slug="h200-141gb", kind="whole", profile="")
     PoolFactory(resource_class=rc, capacity=2)
-    services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=rc, amount=2)
+    grant_services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=rc, amount=2)
     with pytest.raises(CapacityExceeded):
-        services.grant_quota(actor=world.admin, tenant=world.tenant, resource_class=rc, amount=1)
+        grant_services.grant_quota(
+            actor=world.admin, tenant=world.tenant, resource_class=rc, amount=1
+        )
 
 
 # --- the audit log itself -------------------------------------------------------------------

@@ -9,8 +9,8 @@ import time_machine
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
-from tenants import services
 from tenants.models import ApiToken
+from tenants.services import tokens as token_services
 from tenants.services.tokens import _cache_key, hash_token
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def bounded(settings):
 @pytest.fixture
 def issued(world, bounded):
     with time_machine.travel(NOW, tick=False):
-        token, raw = services.issue_token(
+        token, raw = token_services.issue_token(
             actor=world.member, user=world.member, name="ci", scopes=["read"]
         )
     return token, raw
@@ -39,15 +39,15 @@ def _at(seconds: float) -> datetime:
 
 def test_a_cached_token_costs_no_query(issued, django_assert_num_queries):
     _, raw = issued
-    assert services.authenticate_token(raw, now=_at(1)) is not None  # reads and caches it
+    assert token_services.authenticate_token(raw, now=_at(1)) is not None  # reads and caches it
     with django_assert_num_queries(0):
-        token = services.authenticate_token(raw, now=_at(2))
+        token = token_services.authenticate_token(raw, now=_at(2))
     assert token is not None and token.user.username == "member"
 
 
 def test_the_cache_keeps_neither_the_secret_nor_the_password_hash(issued, world):
     token, raw = issued
-    services.authenticate_token(raw, now=_at(1))
+    token_services.authenticate_token(raw, now=_at(1))
     entry = cache.get(_cache_key(hash_token(raw)))
     assert entry is not None
     stored = pickle.dumps(entry)
@@ -62,73 +62,81 @@ def test_a_revocation_through_the_portal_takes_effect_at_once(
     issued, world, django_capture_on_commit_callbacks
 ):
     token, raw = issued
-    assert services.authenticate_token(raw, now=_at(1)) is not None
+    assert token_services.authenticate_token(raw, now=_at(1)) is not None
     with django_capture_on_commit_callbacks(execute=True):
-        services.revoke_token(actor=world.member, token=token)
-    assert services.authenticate_token(raw, now=_at(2)) is None
+        token_services.revoke_token(actor=world.member, token=token)
+    assert token_services.authenticate_token(raw, now=_at(2)) is None
 
 
 def test_a_user_deactivated_behind_the_portals_back_loses_the_token_within_the_bound(issued):
     token, raw = issued
-    assert services.authenticate_token(raw, now=_at(0)) is not None
+    assert token_services.authenticate_token(raw, now=_at(0)) is not None
     get_user_model().objects.filter(pk=token.user_id).update(is_active=False)
     # the stated bound: until API_TOKEN_CACHE_SECONDS after the row was read, not one second more
-    assert services.authenticate_token(raw, now=_at(BOUND - 0.001)) is not None
-    assert services.authenticate_token(raw, now=_at(BOUND)) is None
+    assert token_services.authenticate_token(raw, now=_at(BOUND - 0.001)) is not None
+    assert token_services.authenticate_token(raw, now=_at(BOUND)) is None
 
 
 def test_a_revocation_that_missed_the_cache_takes_effect_within_the_bound(issued):
     token, raw = issued
-    assert services.authenticate_token(raw, now=_at(0)) is not None
+    assert token_services.authenticate_token(raw, now=_at(0)) is not None
     # e.g. a call that read the row just before the revocation committed, and cached it after
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=_at(1))
-    assert services.authenticate_token(raw, now=_at(BOUND)) is None
+    assert token_services.authenticate_token(raw, now=_at(BOUND)) is None
 
 
 def test_recording_a_use_does_not_renew_the_entry(issued, settings):
     settings.API_TOKEN_CACHE_SECONDS = 120  # longer than the minute between recorded uses
     token, raw = issued
-    assert services.authenticate_token(raw, now=_at(0)) is not None
+    assert token_services.authenticate_token(raw, now=_at(0)) is not None
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=_at(1))
-    assert services.authenticate_token(raw, now=_at(61)) is not None  # records a use, re-stores
+    assert (
+        token_services.authenticate_token(raw, now=_at(61)) is not None
+    )  # records a use, re-stores
     token.refresh_from_db()
     assert token.last_used_at == _at(61)
-    assert services.authenticate_token(raw, now=_at(119)) is not None
-    assert services.authenticate_token(raw, now=_at(120)) is None  # 120 s after the first read
+    assert token_services.authenticate_token(raw, now=_at(119)) is not None
+    assert (
+        token_services.authenticate_token(raw, now=_at(120)) is None
+    )  # 120 s after the first read
 
 
 def test_expiry_is_checked_on_every_call_not_when_cached(issued):
     token, raw = issued
     ApiToken.objects.filter(pk=token.pk).update(expires_at=_at(5))
-    assert services.authenticate_token(raw, now=_at(1)) is not None
-    assert services.authenticate_token(raw, now=_at(5)) is None
+    assert token_services.authenticate_token(raw, now=_at(1)) is not None
+    assert token_services.authenticate_token(raw, now=_at(5)) is None
 
 
 def test_a_clock_set_back_does_not_stretch_the_bound(issued):
     token, raw = issued
-    assert services.authenticate_token(raw, now=_at(5)) is not None
+    assert token_services.authenticate_token(raw, now=_at(5)) is not None
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=_at(6))
-    assert services.authenticate_token(raw, now=_at(4)) is None  # read "in the future": re-read
+    assert (
+        token_services.authenticate_token(raw, now=_at(4)) is None
+    )  # read "in the future": re-read
 
 
 def test_last_use_is_still_recorded_at_most_once_a_minute(issued, settings):
     settings.API_TOKEN_CACHE_SECONDS = 120  # longer than the minute, to see both paths
     token, raw = issued
-    services.authenticate_token(raw, now=_at(0))
-    services.authenticate_token(raw, now=_at(30))  # from the cache: no write
+    token_services.authenticate_token(raw, now=_at(0))
+    token_services.authenticate_token(raw, now=_at(30))  # from the cache: no write
     token.refresh_from_db()
     assert token.last_used_at == _at(0)
-    services.authenticate_token(raw, now=_at(61))
+    token_services.authenticate_token(raw, now=_at(61))
     token.refresh_from_db()
     assert token.last_used_at == _at(61)
 
 
 def test_no_cache_at_all_with_a_bound_of_zero(world, settings, django_assert_num_queries):
     settings.API_TOKEN_CACHE_SECONDS = 0
-    _, raw = services.issue_token(actor=world.member, user=world.member, name="z", scopes=["read"])
-    services.authenticate_token(raw)
+    _, raw = token_services.issue_token(
+        actor=world.member, user=world.member, name="z", scopes=["read"]
+    )
+    token_services.authenticate_token(raw)
     with django_assert_num_queries(1):
-        assert services.authenticate_token(raw) is not None
+        assert token_services.authenticate_token(raw) is not None
     assert cache.get(_cache_key(hash_token(raw))) is None
 
 
@@ -142,6 +150,6 @@ def test_a_cache_that_does_not_answer_does_not_undo_a_revocation(
 
     monkeypatch.setattr(cache, "delete", down)  # the outage, not the database: that stays real
     with django_capture_on_commit_callbacks(execute=True):
-        services.revoke_token(actor=world.member, token=token)
+        token_services.revoke_token(actor=world.member, token=token)
     token.refresh_from_db()
     assert token.revoked_at is not None

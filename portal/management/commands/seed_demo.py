@@ -14,8 +14,11 @@ from django.utils import timezone
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.workloads.services import submit_workload
-from tenants import services
 from tenants.models import CapacityRequest, Membership, Tenant
+from tenants.services import grants as grant_services
+from tenants.services import pools as pool_services
+from tenants.services import requests as request_services
+from tenants.services import tenants as tenant_services
 
 DEMO_PASSWORD = "gpu-portal-demo"  # noqa: S105 - demo data for a local machine only
 
@@ -96,7 +99,7 @@ class Command(BaseCommand):
         )
         classes = {rc.slug: rc for rc in ResourceClass.objects.all()}
         for slug, capacity in SEED_POOLS.items():
-            services.set_pool(
+            pool_services.set_pool(
                 actor=admin,
                 resource_class=classes[slug],
                 capacity=capacity,
@@ -104,7 +107,7 @@ class Command(BaseCommand):
                 borrowing_limit=SEED_BORROWING.get(slug),
             )
         for slug, (amount, hours) in SEED_POLICY.items():
-            services.set_auto_approval_rule(
+            pool_services.set_auto_approval_rule(
                 actor=admin,
                 resource_class=classes[slug],
                 max_amount=amount,
@@ -112,7 +115,7 @@ class Command(BaseCommand):
             )
         tenants = {}
         for slug, name, cc, ceiling in TENANTS:
-            tenants[slug] = services.create_tenant(
+            tenants[slug] = tenant_services.create_tenant(
                 actor=admin,
                 slug=slug,
                 name=name,
@@ -127,7 +130,7 @@ class Command(BaseCommand):
             )
             Membership.objects.create(tenant=tenants[tenant], user=users[username], role=role)
         for tenant, slug, amount in GRANTS:
-            services.grant_quota(
+            grant_services.grant_quota(
                 actor=admin,
                 tenant=tenants[tenant],
                 resource_class=classes[slug],
@@ -139,7 +142,7 @@ class Command(BaseCommand):
 
     def _requests(self, admin, users, tenants, classes):
         now = timezone.now()
-        ask = services.submit_capacity_request
+        ask = request_services.submit_capacity_request
         # Waiting for a platform admin (outside the auto-approval envelope).
         ask(
             actor=users["tom"],
@@ -156,7 +159,7 @@ class Command(BaseCommand):
             ends_at=now + timedelta(hours=12),
             justification="Notebook experiments",
         )
-        services.mark_request_provisioned(request=quick)
+        request_services.mark_request_provisioned(request=quick)
         # Rejected, cancelled and expired ones, for the timeline and the filters.
         rejected = ask(
             actor=users["carol"],
@@ -165,7 +168,7 @@ class Command(BaseCommand):
             ends_at=now + timedelta(days=90),
             justification="Benchmark MIG slices against RTX 4090",
         )
-        services.reject_capacity_request(
+        request_services.reject_capacity_request(
             actor=admin, request=rejected, comment="Use the RTX 4090s you hold for this benchmark"
         )
         cancelled = ask(
@@ -175,7 +178,7 @@ class Command(BaseCommand):
             ends_at=now + timedelta(days=14),
             justification="Load test of the new ranking model",
         )
-        services.cancel_capacity_request(
+        request_services.cancel_capacity_request(
             actor=users["ines"], request=cancelled, comment="Postponed"
         )
         expired = ask(
@@ -185,7 +188,7 @@ class Command(BaseCommand):
             ends_at=now + timedelta(hours=2),
             justification="Demo for the board",
         )
-        services.expire_grants(now=now + timedelta(hours=3))
+        grant_services.expire_grants(now=now + timedelta(hours=3))
         expired.refresh_from_db()
         assert expired.state == CapacityRequest.State.EXPIRED
 

@@ -53,7 +53,7 @@ from scheduler.cluster.render.queue_guard import render_queue_guard
 from scheduler.cluster.render.specs import TenantSpec
 from scheduler.cluster.render.tenant import render_tenant
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
-from tenants.services import mark_request_provisioned
+from tenants.services.requests import mark_request_provisioned
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from core.errors import ServiceError
-from tenants import services
+from tenants.services import tokens as token_services
 
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -45,7 +45,7 @@ class Command(BaseCommand):
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         try:
             # The command runs with the platform's authority (whoever can run manage.py).
-            token, raw = services.issue_token(
+            token, raw = token_services.issue_token(
                 actor=None, user=user, name=options["name"], scopes=scopes, expires_at=expires_at
             )
         except ServiceError as exc:

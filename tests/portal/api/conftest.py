@@ -9,8 +9,10 @@ from rest_framework.test import APIClient
 
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant
+from tenants.services import grants as grant_services
+from tenants.services import requests as request_services
+from tenants.services import tokens as token_services
 
 
 @dataclass
@@ -39,10 +41,10 @@ def session(user) -> APIClient:
 
 @pytest.fixture
 def api(world) -> ApiWorld:
-    grant = services.grant_quota(
+    grant = grant_services.grant_quota(
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4
     )
-    request = services.submit_capacity_request(
+    request = request_services.submit_capacity_request(
         actor=world.member,
         tenant=world.tenant,
         items={world.rc.slug: 1},
@@ -64,18 +66,18 @@ def api(world) -> ApiWorld:
         "read": ["read"],
         "all": ["read", "request", "submit"],
     }.items():
-        tokens[label], raw[label] = services.issue_token(
+        tokens[label], raw[label] = token_services.issue_token(
             actor=world.member, user=world.member, name=label, scopes=scopes
         )
-    expired, raw["expired"] = services.issue_token(
+    expired, raw["expired"] = token_services.issue_token(
         actor=world.member, user=world.member, name="old", scopes=["read", "submit"]
     )
     ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(hours=1))
-    revoked, raw["revoked"] = services.issue_token(
+    revoked, raw["revoked"] = token_services.issue_token(
         actor=world.member, user=world.member, name="gone", scopes=["read", "submit"]
     )
-    services.revoke_token(actor=world.member, token=revoked)
-    _, raw["outsider"] = services.issue_token(
+    token_services.revoke_token(actor=world.member, token=revoked)
+    _, raw["outsider"] = token_services.issue_token(
         actor=world.outsider, user=world.outsider, name="other", scopes=["read", "submit"]
     )
     return ApiWorld(

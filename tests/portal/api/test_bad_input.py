@@ -5,8 +5,8 @@ import pytest
 
 from core.models import IdempotencyRecord
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.models import CapacityRequest, Tenant
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 from tests.tenants.factories import UserFactory
 
@@ -177,7 +177,7 @@ def test_a_page_outside_the_api_keeps_djangos_answer(client, db, settings):
 
 def test_a_tenant_whose_robot_username_is_taken_is_a_400_via_the_api(api, world):
     UserFactory(username="robot-vision")
-    _, raw = services.issue_token(
+    _, raw = token_services.issue_token(
         actor=world.admin, user=world.admin, name="adm", scopes=["read", "approve"]
     )
     response = bearer(raw).post(

@@ -8,9 +8,10 @@ from django.test.utils import CaptureQueriesContext
 from core.models import IdempotencyRecord
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
-from tenants import services
 from tenants.api.throttling import PerTokenThrottle
 from tenants.models import AuditEvent
+from tenants.services import grants as grant_services
+from tenants.services import requests as request_services
 from tests.portal.api.conftest import bearer, session
 from tests.tenants.factories import MembershipFactory, TenantFactory
 
@@ -106,7 +107,9 @@ def _more_of_everything(world, n):
     for i in range(n):
         tenant = TenantFactory(slug=f"extra-{i}")
         MembershipFactory(tenant=tenant, user=world.admin, role="owner")
-        services.grant_quota(actor=world.admin, tenant=tenant, resource_class=world.rc, amount=1)
+        grant_services.grant_quota(
+            actor=world.admin, tenant=tenant, resource_class=world.rc, amount=1
+        )
         workloads.submit_workload(
             actor=world.admin,
             tenant=tenant,
@@ -116,7 +119,7 @@ def _more_of_everything(world, n):
             resources={world.rc.slug: 1},
             priority="gpu-low",
         )
-        services.submit_capacity_request(
+        request_services.submit_capacity_request(
             actor=world.admin,
             tenant=tenant,
             items={world.rc.slug: 1},

@@ -31,8 +31,8 @@ from django.test import Client
 from schemathesis import checks
 from schemathesis.config import SchemathesisConfig
 
-from tenants import services
 from tenants.api.throttling import PerTokenThrottle
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +158,7 @@ def credentials(api, monkeypatch, settings):
     would only cost time."""
     monkeypatch.setattr(PerTokenThrottle, "allow_request", lambda self, request, view: True)
     world = api.world
-    _, raw = services.issue_token(
+    _, raw = token_services.issue_token(
         actor=world.admin,
         user=world.admin,
         name="fuzz",

@@ -8,8 +8,9 @@ from django.contrib.auth.models import Group
 
 from core.errors import Forbidden, InvalidInput
 from scheduler.catalog.models import Pool
-from tenants import services
 from tenants.models import AuditEvent, AutoApprovalRule, Membership, Tenant
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 from tests.tenants.factories import ResourceClassFactory, UserFactory
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def admin_raw(world):
-    _, raw = services.issue_token(
+    _, raw = token_services.issue_token(
         actor=world.admin, user=world.admin, name="onboarding-bot", scopes=["admin"]
     )
     return raw
@@ -83,7 +84,7 @@ def test_a_script_onboards_a_team_end_to_end(world, admin_raw):
 
 
 def test_a_token_without_admin_cannot_manage_members_pools_or_policy(api, world):
-    _, owner_raw = services.issue_token(
+    _, owner_raw = token_services.issue_token(
         actor=world.owner, user=world.owner, name="owner-all", scopes=["read", "request", "submit"]
     )
     client = bearer(owner_raw)
@@ -101,14 +102,14 @@ def test_a_token_without_admin_cannot_manage_members_pools_or_policy(api, world)
 
 def test_only_platform_admins_hold_and_mint_the_admin_scope(world):
     with pytest.raises(InvalidInput, match="admin scope"):
-        services.issue_token(actor=world.owner, user=world.owner, name="x", scopes=["admin"])
+        token_services.issue_token(actor=world.owner, user=world.owner, name="x", scopes=["admin"])
     robot = (
         world.tenant.robot
-        or services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
+        or tenant_services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
     )
     # Not even a platform admin can give it to a tenant's CI robot.
     with pytest.raises(InvalidInput, match="admin scope"):
-        services.issue_token(actor=world.admin, user=robot, name="x", scopes=["admin"])
+        token_services.issue_token(actor=world.admin, user=robot, name="x", scopes=["admin"])
     # Through the API: an owner asking for it is refused with a 4xx, not a 500.
     response = session(world.owner).post(
         "/api/v1/tokens/", {"name": "x", "scopes": ["admin"]}, format="json"
@@ -121,9 +122,9 @@ def test_only_platform_admins_hold_and_mint_the_admin_scope(world):
     # A second platform admin may be given one by a platform admin; a member may not give one.
     other_admin = UserFactory(username="ops2", is_staff=True)
     other_admin.groups.add(Group.objects.get_or_create(name="platform-admins")[0])
-    services.issue_token(actor=world.admin, user=other_admin, name="y", scopes=["admin"])
+    token_services.issue_token(actor=world.admin, user=other_admin, name="y", scopes=["admin"])
     with pytest.raises(Forbidden):
-        services.issue_token(actor=world.member, user=other_admin, name="z", scopes=["admin"])
+        token_services.issue_token(actor=world.member, user=other_admin, name="z", scopes=["admin"])
 
 
 def test_the_admin_scope_lapses_when_its_user_stops_being_a_platform_admin(
@@ -160,7 +161,9 @@ def test_an_admin_token_is_revoked_whichever_way_its_user_is_demoted(world, how)
     person = UserFactory(username="ops", is_staff=True)
     admins, _ = Group.objects.get_or_create(name=django_settings.PLATFORM_ADMIN_GROUP)
     person.groups.add(admins)
-    token, raw = services.issue_token(actor=person, user=person, name="ops-bot", scopes=["admin"])
+    token, raw = token_services.issue_token(
+        actor=person, user=person, name="ops-bot", scopes=["admin"]
+    )
     client = bearer(raw)
     assert client.put("/api/v1/pools/a100-80gb-mig-3g.40gb/", {"capacity": 3}).status_code == 200
     if how == "group":

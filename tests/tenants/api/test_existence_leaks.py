@@ -3,8 +3,8 @@ or message tells a caller that another team's user, robot or tenant exists."""
 
 import pytest
 
-from tenants import services
 from tenants.models import ApiToken
+from tenants.services import tenants as tenant_services
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def _ask_token_for(client, username: str):
 
 
 def test_a_token_for_someone_else_answers_the_same_whether_they_exist_or_not(world):
-    robot_c = services.create_tenant(actor=world.admin, slug="team-c", name="C").robot
+    robot_c = tenant_services.create_tenant(actor=world.admin, slug="team-c", name="C").robot
     client = session(world.owner)  # owner of team-a only
     missing = _answer(_ask_token_for(client, "nobody-at-all"), "nobody-at-all")
     assert missing[0] == 403, missing
@@ -34,8 +34,8 @@ def test_a_token_for_someone_else_answers_the_same_whether_they_exist_or_not(wor
 
 
 def test_a_member_asking_for_their_own_teams_robot_is_told_which_role_it_takes(world):
-    robot = services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
-    services.add_member(
+    robot = tenant_services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
+    tenant_services.add_member(
         actor=world.admin, tenant=robot.robot_of, username=world.member.username, role="member"
     )
     response = _ask_token_for(session(world.member), robot.username)

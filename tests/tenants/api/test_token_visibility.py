@@ -1,6 +1,6 @@
 """One rule for who sees which API tokens, the same on the tokens page and in the API (list,
 detail, revoke): your own, and those of the CI robot of every tenant you own; platform admins
-see all. It is exactly what `services.revoke_token` lets you revoke, so what you see you may
+see all. It is exactly what `token_services.revoke_token` lets you revoke, so what you see you may
 revoke, and what you may not revoke you never see."""
 
 from dataclasses import dataclass
@@ -11,8 +11,9 @@ from django.test import Client
 from django.urls import reverse
 
 from core.errors import Forbidden, NotFound
-from tenants import services
 from tenants.models import ApiToken, Membership
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -32,25 +33,25 @@ class TokenWorld:
 def tw(world) -> TokenWorld:
     """team-r: owner owns it, member and viewer are in it; its robot has a token. team-s:
     outsider owns it; its robot has a token. Everyone has a token of their own."""
-    robot_tenant = services.create_tenant(actor=world.admin, slug="team-r", name="R")
+    robot_tenant = tenant_services.create_tenant(actor=world.admin, slug="team-r", name="R")
     for user, role in ((world.owner, "owner"), (world.member, "member"), (world.viewer, "viewer")):
-        services.add_member(
+        tenant_services.add_member(
             actor=world.admin, tenant=robot_tenant, username=user.username, role=role
         )
-    other_robot_tenant = services.create_tenant(actor=world.admin, slug="team-s", name="S")
-    services.add_member(
+    other_robot_tenant = tenant_services.create_tenant(actor=world.admin, slug="team-s", name="S")
+    tenant_services.add_member(
         actor=world.admin, tenant=other_robot_tenant, username="outsider", role="owner"
     )
     tokens, raw = {}, {}
     for who in PEOPLE:
         user = getattr(world, who)
-        tokens[who], raw[who] = services.issue_token(
+        tokens[who], raw[who] = token_services.issue_token(
             actor=user, user=user, name=f"{who}-own", scopes=["read"]
         )
-    tokens["robot-r"], _ = services.issue_token(
+    tokens["robot-r"], _ = token_services.issue_token(
         actor=world.owner, user=robot_tenant.robot, name="ci-r", scopes=["submit"]
     )
-    tokens["robot-s"], _ = services.issue_token(
+    tokens["robot-s"], _ = token_services.issue_token(
         actor=world.outsider, user=other_robot_tenant.robot, name="ci-s", scopes=["submit"]
     )
     return TokenWorld(world=world, tokens=tokens, raw=raw, robot_tenant=robot_tenant)
@@ -89,7 +90,7 @@ def revoke_permitted(user, token: ApiToken) -> bool:
     """What the revoke service allows, tried and rolled back."""
     try:
         with transaction.atomic():
-            services.revoke_token(actor=user, token=token)
+            token_services.revoke_token(actor=user, token=token)
             transaction.set_rollback(True)
     except (Forbidden, NotFound):
         return False
@@ -162,10 +163,10 @@ def test_the_robots_tokens_follow_ownership(tw):
     """Promote the member and demote the owner: the robot's tokens move with the role."""
     world, robot_token = tw.world, tw.tokens["robot-r"]
     memberships = Membership.objects.filter(tenant=tw.robot_tenant)
-    services.change_member_role(
+    tenant_services.change_member_role(
         actor=world.admin, membership=memberships.get(user=world.member), role="owner"
     )
-    services.change_member_role(
+    tenant_services.change_member_role(
         actor=world.admin, membership=memberships.get(user=world.owner), role="member"
     )
     assert robot_token.pk in api_list(session(world.member))

@@ -9,8 +9,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput
-from tenants import services
 from tenants.models import ApiToken, AuditEvent
+from tenants.services import tenants as tenant_services
+from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,9 @@ def test_a_token_is_shown_once_and_stored_as_a_hash(world):
 
 
 def test_tokens_cannot_mint_tokens_but_may_revoke_themselves(world):
-    _, raw = services.issue_token(actor=world.member, user=world.member, name="x", scopes=["read"])
+    _, raw = token_services.issue_token(
+        actor=world.member, user=world.member, name="x", scopes=["read"]
+    )
     client = bearer(raw)
     assert client.post("/api/v1/tokens/", {"name": "y", "scopes": ["read"]}).status_code == 403
     token = ApiToken.objects.get(name="x")
@@ -45,21 +48,25 @@ def test_tokens_cannot_mint_tokens_but_may_revoke_themselves(world):
 
 def test_approve_scope_is_for_platform_admins_only(world):
     with pytest.raises(InvalidInput, match="approve"):
-        services.issue_token(actor=world.member, user=world.member, name="x", scopes=["approve"])
-    token, _ = services.issue_token(
+        token_services.issue_token(
+            actor=world.member, user=world.member, name="x", scopes=["approve"]
+        )
+    token, _ = token_services.issue_token(
         actor=world.admin, user=world.admin, name="x", scopes=["approve", "read"]
     )
     assert token.scopes == ["approve", "read"]
 
 
 def test_owners_issue_tokens_for_their_robot_and_nobody_else(world):
-    robot = services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
+    robot = tenant_services.create_tenant(actor=world.admin, slug="team-r", name="R").robot
     with pytest.raises(Forbidden):
-        services.issue_token(actor=world.member, user=world.owner, name="x", scopes=["read"])
-    services.add_member(
+        token_services.issue_token(actor=world.member, user=world.owner, name="x", scopes=["read"])
+    tenant_services.add_member(
         actor=world.admin, tenant=robot.robot_of, username=world.owner.username, role="owner"
     )
-    token, _ = services.issue_token(actor=world.owner, user=robot, name="ci", scopes=["submit"])
+    token, _ = token_services.issue_token(
+        actor=world.owner, user=robot, name="ci", scopes=["submit"]
+    )
     assert token.user == robot
     response = session(world.owner).post(
         "/api/v1/tokens/",
@@ -70,7 +77,7 @@ def test_owners_issue_tokens_for_their_robot_and_nobody_else(world):
 
 
 def test_an_approve_token_can_approve_and_a_submit_token_cannot(api, world):
-    _, admin_raw = services.issue_token(
+    _, admin_raw = token_services.issue_token(
         actor=world.admin, user=world.admin, name="a", scopes=["read", "approve"]
     )
     url = f"/api/v1/capacity-requests/{api.request.pk}/approve/"
@@ -95,7 +102,7 @@ def test_issue_token_command(world):
         stderr=err,
     )
     raw = out.getvalue().strip()
-    token = services.authenticate_token(raw)
+    token = token_services.authenticate_token(raw)
     assert token is not None and token.scopes == ["read", "submit"]
     assert abs(token.expires_at - timezone.now() - timedelta(days=30)) < timedelta(minutes=1)
     assert "shown only now" in err.getvalue()
