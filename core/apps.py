@@ -6,3 +6,6 @@ class CoreConfig(AppConfig):
 
     name = "core"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from core import hooks  # noqa: F401 - registers the check that every hook is filled

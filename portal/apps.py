@@ -6,4 +6,7 @@ class PortalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from portal import checks  # noqa: F401 - registers the deployment checks
+        # Imported here because models are ready only now (Django's rule, not a cycle dodge).
+        from portal import checks, wiring  # noqa: F401 - checks registers the deployment checks
+
+        wiring.fill_hooks()  # every hook of tenants/hooks.py, filled in one place

@@ -7,8 +7,4 @@ class SchedulerConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here because models are ready only now (Django's rule, not a cycle dodge).
-        from scheduler.cluster import receivers, settings_checks  # noqa: F401  (they register)
-        from scheduler.workloads.selectors import usage_by_tenant
-        from tenants.selectors import register_usage_counter
-
-        register_usage_counter(usage_by_tenant)
+        from scheduler.cluster import settings_checks  # noqa: F401  (registers the checks)

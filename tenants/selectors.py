@@ -4,15 +4,14 @@ pages, the API and the CLI show the same quota lines, pools and tokens."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Q, Sum
 from django.utils import timezone
 
 from scheduler.catalog.models import Pool, ResourceClass
+from tenants import hooks
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
 
@@ -32,26 +31,6 @@ def effective_quotas(
     return out
 
 
-# --- what a tenant holds against its grants ----------------------------------------------------
-# Workloads (a higher layer) know what a tenant's pods hold; the scheduler app registers its
-# counter at start-up (SchedulerConfig.ready), so governance reads it without importing upwards.
-
-UsageCounter = Callable[[list[int]], Mapping[int, Mapping[str, int]]]
-_usage_counter: UsageCounter | None = None
-
-
-def register_usage_counter(counter: UsageCounter) -> None:
-    global _usage_counter
-    _usage_counter = counter
-
-
-def usage_by_tenant(tenant_ids: list[int]) -> Mapping[int, Mapping[str, int]]:
-    """tenant id -> {resource class slug -> units its workloads hold}."""
-    if _usage_counter is None:
-        raise ImproperlyConfigured("no usage counter registered: is the scheduler app installed?")
-    return _usage_counter(tenant_ids)
-
-
 @dataclass(frozen=True)
 class QuotaLine:
     resource_class: ResourceClass
@@ -68,7 +47,7 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
     uses (a class in use but no longer granted shows with 0 granted), ordered by slug. Three
     queries for any number of tenants: the one read model of quota lines."""
     granted = effective_quotas(tenant_ids)
-    used = usage_by_tenant(tenant_ids)
+    used = hooks.workload_usage(tenant_ids)  # what pods hold: the workloads' answer
     wanted_pks = {pk for lines in granted.values() for pk in lines}
     wanted_slugs = {slug for lines in used.values() for slug in lines}
     classes = list(

@@ -1,8 +1,8 @@
 """Workloads: what a team asks to run, admitted in the portal.
 
 - `submit_workload` checks everything the cluster cannot see (the per-model split of a tenant's
-  grants, the image allow-list, priority classes, the admission checks other apps register, such
-  as budgets) under a lock of the tenant row, writes the workload and its audit event, and on
+  grants, the image allow-list, priority classes, the `workload_admission` hook: metering's
+  budget) under a lock of the tenant row, writes the workload and its audit event, and on
   commit queues its creation in a worker.
 - `cancel_workload` moves the workload to cancelled in one transaction and queues the deletion
   of its cluster object only when that transaction commits.
@@ -21,7 +21,7 @@ from django.db import transaction
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.workloads import admission, tasks
+from scheduler.workloads import tasks
 from scheduler.workloads.input import (
     MAX_BACKOFF_LIMIT,
     MAX_REPLICAS,
@@ -39,7 +39,7 @@ from scheduler.workloads.input import (
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.sync import change_state
-from tenants import audit
+from tenants import audit, hooks
 from tenants.models import Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
@@ -242,7 +242,7 @@ def submit_workload(
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
-        admission.run_checks(tenant)  # e.g. metering's budget: refuse over budget
+        hooks.workload_admission(tenant)  # metering's budget check (portal/wiring.py)
         if priority not in (tenant.allowed_priority_classes or []):
             allowed = sorted(tenant.allowed_priority_classes or [])
             raise InvalidInput(

@@ -7,14 +7,15 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
+from tenants import hooks
 from tenants.models import Tenant
-from tenants.signals import desired_state_changed
 
 
 def notify_desired_state_changed(tenant: Tenant) -> None:
     """After commit, tell the reconciler (a hint: the periodic reconcile heals a lost one)."""
     tenant_id = tenant.pk
-    transaction.on_commit(lambda: desired_state_changed.send(Tenant, tenant_id=tenant_id))
+    # the cluster layer queues the tenant's reconcile (portal/wiring.py)
+    transaction.on_commit(lambda: hooks.desired_state_changed(tenant_id))
 
 
 def portal_url(name: str, *args) -> str:

@@ -9,10 +9,9 @@ from django.db import transaction
 
 from core.errors import InvalidInput
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants import audit
+from tenants import audit, hooks
 from tenants.models import AutoApprovalRule
 from tenants.permissions import require_platform_admin
-from tenants.signals import fleet_policy_changed
 
 POOL_FIELDS = ["capacity", "overcommit_ratio", "source", "borrowing_limit", "lend_idle"]
 
@@ -58,7 +57,8 @@ def set_pool(
             pool.borrowing_limit,
             pool.lend_idle,
         ):
-            transaction.on_commit(lambda: fleet_policy_changed.send(Pool))
+            # every tenant's queues follow a pool's lending: reconcile all (portal/wiring.py)
+            transaction.on_commit(hooks.fleet_policy_changed)
         audit.record(
             actor=actor,
             verb="pool.changed",

@@ -4,7 +4,7 @@ Desired state is rendered by `scheduler.cluster.render`; import each name from t
 holds it:
 
 - `specs`: TenantSpecs and the cluster's FlavorSpecs and PriorityClassSpecs from the database,
-  `tenant_namespace`, and the queue holds other apps register (`register_queue_hold`).
+  `tenant_namespace`, and which LocalQueues are held (the `queue_holds` hook).
 - `converge`: desired vs live (`plan_converge`, pure), apply and prune (`converge`), drift, and
   what this instance owns (`managed_selector`).
 - `runs`: the entry points a task calls (`reconcile_tenant`, `reconcile_cluster_objects`,

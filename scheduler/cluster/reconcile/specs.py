@@ -2,8 +2,8 @@
 `scheduler.cluster.render` turns into manifests, built for many tenants in a fixed number of
 queries.
 
-Other apps (metering's budget) register queue holds here (`register_queue_hold`): a tenant they
-name gets a held LocalQueue in its spec, so work submitted with kubectl waits too.
+A tenant the `queue_holds` hook names (metering: over budget) gets a held LocalQueue in its
+spec, so work submitted with kubectl waits too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from scheduler.cluster.render.specs import (
     QueueLine,
     TenantSpec,
 )
-from tenants import group_mapping
+from tenants import group_mapping, hooks
 from tenants.models import Membership, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import effective_quotas
@@ -106,7 +106,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
     pools = {p.resource_class_id: p for p in Pool.objects.all()}
     resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
     quotas = effective_quotas(ids)
-    held = queue_holds(ids)
+    held = hooks.queue_holds(ids)  # metering's over-budget teams (portal/wiring.py)
     members: dict[int, list[Member]] = defaultdict(list)
     robots = {t.robot_id for t in tenants if t.robot_id}
     for m in Membership.objects.filter(tenant_id__in=ids).select_related("user"):
@@ -168,23 +168,6 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
 def cohort_name() -> str:
     """One cohort per portal instance: its teams lend to and borrow from each other only."""
     return f"gpu-portal-{settings.PORTAL_INSTANCE}"
-
-
-# Other apps (metering's budget) register `tenant ids -> ids whose new work must wait`; the
-# LocalQueue of those tenants is held, so work submitted with kubectl waits too.
-_queue_hold_checks: list = []
-
-
-def register_queue_hold(check) -> None:
-    if check not in _queue_hold_checks:
-        _queue_hold_checks.append(check)
-
-
-def queue_holds(tenant_ids: list[int]) -> set[int]:
-    held: set[int] = set()
-    for check in _queue_hold_checks:
-        held |= set(check(tenant_ids))
-    return held
 
 
 def tenant_namespace(tenant: Tenant) -> str:

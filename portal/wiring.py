@@ -1,0 +1,17 @@
+"""Fills every hook of tenants/hooks.py, once, at start-up (PortalConfig.ready): the one place a
+reader finds which higher layer answers which lower layer's question."""
+
+from __future__ import annotations
+
+from metering.services import check_budget, over_budget_tenants
+from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
+from scheduler.workloads.selectors import usage_by_tenant
+from tenants import hooks
+
+
+def fill_hooks() -> None:
+    hooks.workload_usage.fill(usage_by_tenant)
+    hooks.workload_admission.fill(check_budget)  # budgets are metering's
+    hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
+    hooks.desired_state_changed.fill(enqueue_reconcile)
+    hooks.fleet_policy_changed.fill(enqueue_reconcile_all)

@@ -1,0 +1,36 @@
+"""Every hook of the portal: where governance, the cluster or the workloads need an answer only
+a higher layer has (core/hooks.py says how a hook works). Each is filled in portal/wiring.py;
+`manage.py check` fails while one is not."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.hooks import Hook
+from tenants.models import Tenant
+
+# Governance shows granted / in use / free, but only workloads know what pods hold.
+workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
+    "workload_usage", "tenant id -> {resource class slug -> units its workloads hold}"
+)
+
+# The submit path refuses what a higher layer forbids (metering: a team over budget). Called
+# under the tenant's row lock, inside the submit's transaction; raises a ServiceError to refuse.
+workload_admission: Hook[[Tenant], None] = Hook(
+    "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
+)
+
+# The reconciler holds the Kueue LocalQueue of these tenants, so kubectl submits wait too.
+queue_holds: Hook[[list[int]], set[int]] = Hook(
+    "queue_holds", "of these tenant ids, those whose new work must wait in the cluster"
+)
+
+# After commit, when what a tenant should have on the cluster may have changed (grants,
+# memberships, status); and when a policy shaping every tenant's objects changed (a pool's
+# borrowing or lending). The cluster layer queues the reconcile.
+desired_state_changed: Hook[[int], None] = Hook(
+    "desired_state_changed", "a tenant's cluster objects may have to change: reconcile it"
+)
+fleet_policy_changed: Hook[[], None] = Hook(
+    "fleet_policy_changed", "every tenant's cluster objects may have to change: reconcile all"
+)

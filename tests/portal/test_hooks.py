@@ -1,0 +1,50 @@
+"""Hooks (core/hooks.py): every hook the portal declares is filled at start-up by
+portal/wiring.py, `manage.py check` fails while one is not, and an unfilled hook refuses to be
+called rather than answering nothing."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from core import hooks as core_hooks
+from metering.services import check_budget, over_budget_tenants
+from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
+from scheduler.workloads.selectors import usage_by_tenant
+from tenants import hooks
+
+
+def test_every_declared_hook_is_filled_by_the_wiring():
+    filled = {hook.name: hook.filled_by for hook in core_hooks.declared_hooks()}
+    assert filled == {
+        "workload_usage": f"{usage_by_tenant.__module__}.usage_by_tenant",
+        "workload_admission": f"{check_budget.__module__}.check_budget",
+        "queue_holds": f"{over_budget_tenants.__module__}.over_budget_tenants",
+        "desired_state_changed": f"{enqueue_reconcile.__module__}.enqueue_reconcile",
+        "fleet_policy_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
+    }
+    assert core_hooks.check_hooks_filled() == []
+
+
+def test_a_hook_left_unfilled_fails_manage_py_check(monkeypatch):
+    monkeypatch.setattr(hooks.queue_holds, "_impl", None)  # undone after the test
+    with pytest.raises(SystemCheckError) as refused:
+        call_command("check")
+    assert "core.E001" in str(refused.value)
+    assert "hook queue_holds is not filled" in str(refused.value)
+    assert "portal/wiring.py" in str(refused.value)
+
+
+def test_an_unfilled_hook_refuses_to_be_called_and_a_filled_one_answers():
+    hook: core_hooks.Hook[[int], int] = core_hooks.Hook("double", "twice n", declare=False)
+    with pytest.raises(ImproperlyConfigured, match="hook double is not filled .*portal/wiring"):
+        hook(2)
+    assert [e.id for e in core_hooks.unfilled_errors([hook])] == ["core.E001"]
+
+    def twice(n: int) -> int:
+        return 2 * n
+
+    hook.fill(twice)
+    assert hook(21) == 42
+    assert core_hooks.unfilled_errors([hook]) == []
+    assert hook not in core_hooks.declared_hooks()  # a test's hook stays out of the check
