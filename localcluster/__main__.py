@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from . import build, cluster
+from . import build, cluster, fleet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +43,6 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "status":
             return cluster.status()
         elif args.command == "fleet":
-            from . import fleet
-
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
     except build.BuildError as exc:

@@ -9,6 +9,7 @@ annotations), and the fleet's nodes are brought up to date (fleet.ensure_nodes).
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import os
@@ -16,26 +17,37 @@ import secrets
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from kubernetes import client
 
-from . import build
+from scheduler.catalog import facts
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCAL_DIR = REPO_ROOT / ".local"
-STATE_DIR = LOCAL_DIR / "cluster"
-KUBECONFIG = LOCAL_DIR / "kubeconfig"
-PKI = STATE_DIR / "pki"
-LOGS = STATE_DIR / "logs"
-RUN = STATE_DIR / "run"
-PACKAGE_DIR = Path(__file__).resolve().parent
+from . import build, fleet, kueue
+from .base import (  # noqa: F401 (cluster.X is how callers and tests name these)
+    KUBECONFIG,
+    LOCAL_DIR,
+    LOGS,
+    PACKAGE_DIR,
+    PKI,
+    REPO_ROOT,
+    RUN,
+    STATE_DIR,
+    ClusterError,
+    api_client,
+    api_port,
+    etcd_ports,
+    http_ok,
+    kueue_ports,
+    log,
+    openssl,
+    server_url,
+)
 
 SERVICE_CIDR = "10.96.0.0/16"
 CONTROLLERS = ",".join(
@@ -63,41 +75,7 @@ CONTROLLERS = ",".join(
 )
 
 
-class ClusterError(RuntimeError):
-    pass
-
-
-def api_port() -> int:
-    return int(os.environ.get("LOCALCLUSTER_PORT", "6443"))
-
-
-def etcd_ports() -> tuple[int, int]:
-    # Derived from the API port so two checkouts with different LOCALCLUSTER_PORT never clash.
-    return api_port() + 1, api_port() + 2
-
-
-def kueue_ports() -> tuple[int, int, int]:
-    """Kueue's webhook, health probe and metrics ports, after etcd's (same reason)."""
-    return api_port() + 3, api_port() + 4, api_port() + 5
-
-
-def server_url() -> str:
-    return f"https://127.0.0.1:{api_port()}"
-
-
-def _log(msg: str) -> None:
-    print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
-
-
 # --- PKI and kubeconfig ----------------------------------------------------------------------
-
-
-def _openssl(*args: str) -> None:
-    res = subprocess.run(
-        ["openssl", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
-    )
-    if res.returncode != 0:
-        raise ClusterError(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
 
 
 def ensure_pki() -> None:
@@ -108,7 +86,7 @@ def ensure_pki() -> None:
         raise ClusterError("openssl is needed to create the cluster's certificates")
     PKI.mkdir(parents=True, exist_ok=True)
     os.chmod(PKI, 0o700)
-    _openssl(
+    openssl(
         "req",
         "-x509",
         "-newkey",
@@ -130,7 +108,7 @@ def ensure_pki() -> None:
         "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
     )
     (PKI / "apiserver.ext").write_text(sans)
-    _openssl(
+    openssl(
         "req",
         "-newkey",
         "rsa:2048",
@@ -142,7 +120,7 @@ def ensure_pki() -> None:
         "-subj",
         "/CN=kube-apiserver",
     )
-    _openssl(
+    openssl(
         "x509",
         "-req",
         "-in",
@@ -159,8 +137,8 @@ def ensure_pki() -> None:
         "-out",
         str(PKI / "apiserver.crt"),
     )
-    _openssl("genrsa", "-out", str(PKI / "sa.key"), "2048")
-    _openssl("rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub"))
+    openssl("genrsa", "-out", str(PKI / "sa.key"), "2048")
+    openssl("rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub"))
     token = secrets.token_hex(24)
     # Static token file: one cluster-admin user (system:masters bypasses RBAC).
     (PKI / "tokens.csv").write_text(
@@ -173,8 +151,6 @@ def admin_token() -> str:
 
 
 def write_kubeconfig() -> None:
-    import base64
-
     ca = base64.b64encode((PKI / "ca.crt").read_bytes()).decode()
     cfg = {
         "apiVersion": "v1",
@@ -212,8 +188,6 @@ class Component:
 
 
 def component_specs(bins: dict[str, Path]) -> list[Component]:
-    from . import kueue
-
     client_port, peer_port = etcd_ports()
     kc = str(KUBECONFIG)
     return [
@@ -323,8 +297,6 @@ def scheduler_config() -> dict:
     clusters configure it, so that whole GPUs stay together on a node for the pods that ask
     several at once; the default (`LeastAllocated`) spreads pods and strands them. Every GPU
     resource name the catalog knows (whole, time-sliced replicas, MIG profiles) counts."""
-    from scheduler.catalog import facts
-
     names = {"nvidia.com/gpu", "nvidia.com/gpu.shared"}
     for model in facts.load_catalog().values():
         names.update(p.resource_name for p in model.profiles.values())
@@ -497,26 +469,12 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _http_ok(url: str, token: str | None = None, timeout: float = 2) -> bool:
-    ctx = None
-    if url.startswith("https"):
-        ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
-    req = urllib.request.Request(url)  # noqa: S310 (http/https URLs built above)
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:  # noqa: S310
-            return resp.status == 200
-    except (OSError, ValueError):
-        return False
-
-
 def etcd_healthy() -> bool:
-    return _http_ok(f"http://127.0.0.1:{etcd_ports()[0]}/health")
+    return http_ok(f"http://127.0.0.1:{etcd_ports()[0]}/health")
 
 
 def apiserver_ready() -> bool:
-    return (PKI / "ca.crt").is_file() and _http_ok(f"{server_url()}/readyz", admin_token())
+    return (PKI / "ca.crt").is_file() and http_ok(f"{server_url()}/readyz", admin_token())
 
 
 def _wait(
@@ -567,8 +525,6 @@ def _free_ports(comp: Component) -> None:
 
 
 def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: float) -> None:
-    from . import kueue
-
     ensure_pki()
     write_kubeconfig()
     specs = component_specs(bins)
@@ -578,7 +534,7 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         if running_pid(comp) is not None:
             if not _stale(comp):
                 continue
-            _log(f"restarting {comp.name}: its code or configuration changed since it started")
+            log(f"restarting {comp.name}: its code or configuration changed since it started")
             stop(comp)
         _free_ports(comp)
         if comp.name == "kueue":
@@ -590,8 +546,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
                 kueue.prepare(api)
             finally:
                 api.close()
-            _log(f"applied Kueue's CRDs and webhooks in {time.monotonic() - prep:.1f} s")
-        _log(f"starting {comp.name}")
+            log(f"applied Kueue's CRDs and webhooks in {time.monotonic() - prep:.1f} s")
+        log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
             _wait("etcd", etcd_healthy, comp, 60, proc)
@@ -601,8 +557,6 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
             kueue_proc = proc  # waited for below: its start overlaps the fleet's
     if not apiserver_ready():
         _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
-    from . import fleet
-
     api = api_client()
     try:
         names = fleet.ensure_nodes(api, large)
@@ -612,23 +566,17 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     kueue_comp = next(c for c in specs if c.name == "kueue")
     _wait("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
     _wait("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
-    _log(
+    log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"
     )
-
-
-def api_client():
-    from kubernetes import config
-
-    return config.new_client_from_config(config_file=str(KUBECONFIG))
 
 
 def down() -> None:
     bins = build.binaries()
     for comp in reversed(component_specs(bins)):
         if stop(comp):
-            _log(f"stopped {comp.name}")
+            log(f"stopped {comp.name}")
 
 
 def reset() -> None:
@@ -636,14 +584,12 @@ def reset() -> None:
     if STATE_DIR.exists():
         shutil.rmtree(STATE_DIR)
     KUBECONFIG.unlink(missing_ok=True)
-    _log(f"removed {STATE_DIR} and {KUBECONFIG}")
+    log(f"removed {STATE_DIR} and {KUBECONFIG}")
 
 
 def status() -> int:
     """Print what runs; exit code 0 when everything runs and the API server and Kueue are
     ready."""
-    from . import kueue
-
     ok = True
     for comp in component_specs(build.binaries()):
         pid = running_pid(comp)
@@ -666,8 +612,6 @@ def status() -> int:
         f"({build.cache_root() / 'bin'})"
     )
     if ready:
-        from kubernetes import client
-
         api = api_client()
         try:
             nodes = client.CoreV1Api(api).list_node().items

@@ -19,14 +19,22 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import ApiException
 
-from . import build, cluster
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+from . import build
+from .base import (
+    KUBECONFIG,
+    PKI,
+    STATE_DIR,
+    ClusterError,
+    api_client,
+    http_ok,
+    kueue_ports,
+    openssl,
+)
 
 # Set by the portal on every tenant namespace. Kueue manages Jobs, Pods and Deployments only
 # there (managedJobsNamespaceSelector), and the webhooks for those kinds select the same
@@ -56,8 +64,8 @@ DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was ap
 MUTATING = "kueue-mutating-webhook-configuration"
 VALIDATING = "kueue-validating-webhook-configuration"
 
-CERT_DIR = cluster.PKI / "kueue"  # tls.crt/tls.key: webhook server and metrics server
-STATE = cluster.STATE_DIR / "kueue"
+CERT_DIR = PKI / "kueue"  # tls.crt/tls.key: webhook server and metrics server
+STATE = STATE_DIR / "kueue"
 CONFIG = STATE / "config.yaml"
 
 
@@ -73,7 +81,7 @@ def argv(binary: Path) -> list[str]:
     return [
         str(binary),
         f"--config={CONFIG}",
-        f"--kubeconfig={cluster.KUBECONFIG}",
+        f"--kubeconfig={KUBECONFIG}",
         f"--feature-gates={FEATURE_GATES}",
         "--zap-encoder=console",
     ]
@@ -85,7 +93,7 @@ def env() -> dict[str, str]:
 
 
 def config() -> dict:
-    webhook, health, metrics = cluster.kueue_ports()
+    webhook, health, metrics = kueue_ports()
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -108,7 +116,7 @@ def config() -> dict:
 
 def ensure_cert() -> None:
     """A serving cert for 127.0.0.1 (IP SAN) signed by the cluster CA (once per CA)."""
-    cert, ca = CERT_DIR / "tls.crt", cluster.PKI / "ca.crt"
+    cert, ca = CERT_DIR / "tls.crt", PKI / "ca.crt"
     if cert.is_file() and cert.stat().st_mtime >= ca.stat().st_mtime:
         return
     CERT_DIR.mkdir(parents=True, exist_ok=True)
@@ -118,13 +126,13 @@ def ensure_cert() -> None:
         "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
     )
     key, csr, crt = CERT_DIR / "tls.key", CERT_DIR / "tls.csr", CERT_DIR / "tls.crt.tmp"
-    cluster._openssl(
+    openssl(
         "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
         "-subj", "/CN=kueue-localcluster",
     )  # fmt: skip
-    cluster._openssl(
+    openssl(
         "x509", "-req", "-in", str(csr), "-CA", str(ca),
-        "-CAkey", str(cluster.PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
+        "-CAkey", str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
         "-extfile", str(ext), "-out", str(crt),
     )  # fmt: skip
     crt.replace(cert)  # last: its presence means the pair is complete
@@ -138,11 +146,11 @@ def write_config() -> None:
 
 
 def _ca_bundle() -> str:
-    return base64.b64encode((cluster.PKI / "ca.crt").read_bytes()).decode()
+    return base64.b64encode((PKI / "ca.crt").read_bytes()).decode()
 
 
 def _client_config(path: str) -> dict:
-    return {"url": f"https://127.0.0.1:{cluster.kueue_ports()[0]}{path}", "caBundle": _ca_bundle()}
+    return {"url": f"https://127.0.0.1:{kueue_ports()[0]}{path}", "caBundle": _ca_bundle()}
 
 
 def _load(path: Path) -> list[dict]:
@@ -184,7 +192,7 @@ def crds(skip_digests: set[str] | frozenset[str] = frozenset()) -> list[dict]:
     skip_digests (already applied) are left out unparsed."""
     files, conversions = crd_files(), _conversions()
     if unknown := set(conversions) - set(files):
-        raise cluster.ClusterError(f"Kueue conversion patches for unknown CRDs: {unknown}")
+        raise ClusterError(f"Kueue conversion patches for unknown CRDs: {unknown}")
     docs = []
     for name, path in files.items():
         conv = conversions.get(name)
@@ -194,7 +202,7 @@ def crds(skip_digests: set[str] | frozenset[str] = frozenset()) -> list[dict]:
             continue
         (doc,) = [d for d in _load(path) if d.get("kind") == "CustomResourceDefinition"]
         if doc["metadata"]["name"] != name:
-            raise cluster.ClusterError(f"{path} holds {doc['metadata']['name']}, not {name}")
+            raise ClusterError(f"{path} holds {doc['metadata']['name']}, not {name}")
         if conv:
             doc["spec"]["conversion"] = conv
         doc["metadata"].setdefault("annotations", {})[DIGEST_ANNOTATION] = digest
@@ -247,7 +255,7 @@ def webhook_configurations() -> list[dict]:
             hook["clientConfig"] = _client_config(hook["clientConfig"]["service"]["path"])
             kept.append(hook)
         if workload_kinds != WORKLOAD_RESOURCES:
-            raise cluster.ClusterError(
+            raise ClusterError(
                 f"Kueue's {doc['kind']} has webhooks for {sorted(workload_kinds)}, "
                 f"expected {sorted(WORKLOAD_RESOURCES)}: the manifest changed"
             )
@@ -277,8 +285,6 @@ def _apply(api: ApiClient, path: str, body: dict) -> None:
 
 def served_resources(api: ApiClient) -> set[str]:
     """Resource names served under kueue.x-k8s.io/v1beta2 (empty before the CRDs exist)."""
-    from kubernetes.client.rest import ApiException
-
     try:
         resp = api.call_api(
             f"/apis/{KUEUE_GROUP}/v1beta2",
@@ -296,8 +302,6 @@ def served_resources(api: ApiClient) -> set[str]:
 
 def prepare(api: ApiClient, timeout: float = 30) -> None:
     """CRDs, cert, config and webhook configurations: all Kueue needs before it starts."""
-    from kubernetes.client.rest import ApiException
-
     ensure_cert()
     write_config()
     # Applying all 11 CRDs takes 1.5 s; only those whose source changed are applied again.
@@ -309,7 +313,7 @@ def prepare(api: ApiClient, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not want <= served_resources(api):
         if time.monotonic() > deadline:
-            raise cluster.ClusterError(
+            raise ClusterError(
                 f"Kueue's CRDs not served after {timeout:.0f} s: missing "
                 f"{sorted(want - served_resources(api))}"
             )
@@ -334,7 +338,7 @@ def prepare(api: ApiClient, timeout: float = 30) -> None:
 
 
 def ready() -> bool:
-    return cluster._http_ok(f"http://127.0.0.1:{cluster.kueue_ports()[1]}/readyz")
+    return http_ok(f"http://127.0.0.1:{kueue_ports()[1]}/readyz")
 
 
 STORED_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "workloads")
@@ -343,9 +347,7 @@ STORED_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "workloads")
 def storage_ready() -> bool:
     """A LIST of Kueue's kinds answers: for a moment after the API server starts, custom
     resources that discovery already lists answer 429 "storage is (re)initializing"."""
-    from kubernetes.client.rest import ApiException
-
-    api = cluster.api_client()
+    api = api_client()
     try:
         for plural in STORED_KINDS:
             api.call_api(

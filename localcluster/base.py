@@ -1,0 +1,80 @@
+"""What every part of the local cluster stands on: where its state lives, its ports, its error,
+the log line, openssl, an HTTP probe and the admin's API client.
+
+`cluster` (the processes) and `kueue` (Kueue's CRDs, cert and webhooks) both need these; with
+them here, `cluster` imports `kueue` and `kueue` imports only this module, so there is no loop.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from kubernetes import config
+from kubernetes.client import ApiClient
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_DIR = REPO_ROOT / ".local"
+STATE_DIR = LOCAL_DIR / "cluster"
+KUBECONFIG = LOCAL_DIR / "kubeconfig"
+PKI = STATE_DIR / "pki"
+LOGS = STATE_DIR / "logs"
+RUN = STATE_DIR / "run"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def api_port() -> int:
+    return int(os.environ.get("LOCALCLUSTER_PORT", "6443"))
+
+
+def etcd_ports() -> tuple[int, int]:
+    # Derived from the API port so two checkouts with different LOCALCLUSTER_PORT never clash.
+    return api_port() + 1, api_port() + 2
+
+
+def kueue_ports() -> tuple[int, int, int]:
+    """Kueue's webhook, health probe and metrics ports, after etcd's (same reason)."""
+    return api_port() + 3, api_port() + 4, api_port() + 5
+
+
+def server_url() -> str:
+    return f"https://127.0.0.1:{api_port()}"
+
+
+def log(msg: str) -> None:
+    print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
+
+
+def openssl(*args: str) -> None:
+    res = subprocess.run(
+        ["openssl", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+    )
+    if res.returncode != 0:
+        raise ClusterError(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
+
+
+def http_ok(url: str, token: str | None = None, timeout: float = 2) -> bool:
+    ctx = None
+    if url.startswith("https"):
+        ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
+    req = urllib.request.Request(url)  # noqa: S310 (http/https URLs built by the callers)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:  # noqa: S310
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def api_client() -> ApiClient:
+    """A client of the local API server as its admin (the kubeconfig `up` writes)."""
+    return config.new_client_from_config(config_file=str(KUBECONFIG))
