@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from bench import profile
 from localcluster import cluster
+from portal.celery import app
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.kube import KubeGateway
@@ -407,8 +408,6 @@ def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float
 
 
 def _purge_broker() -> None:
-    from portal.celery import app
-
     with app.connection_for_write(BROKER) as conn:
         for queue in ("reconcile", "default", "metering", "notify"):
             conn.default_channel.queue_purge(queue)

@@ -14,6 +14,7 @@ import uuid
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 
 from localcluster import cluster
@@ -95,8 +96,6 @@ def run() -> int:
         rc = ResourceClass.objects.get(slug=SLUG)
         Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
         admin = get_user_model().objects.create_superuser("qbench-admin", "", None)
-        from django.contrib.auth.models import Group
-
         group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
         admin.groups.add(group)
         for slug, units in (("measured", 1), ("backlog", 1)):

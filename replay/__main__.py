@@ -16,6 +16,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import django
+from django.conf import settings
+from django.db import connection
+
+from localcluster import cluster, portal_account
+from replay import packing, trace
+from replay.trace import DEFAULT_TRACE_DIR, NODE_FILE, POD_FILE, TraceError
+from replay.workload import POLICIES, select_window
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,8 +44,6 @@ def _positive(kind):
 
 
 def parser() -> argparse.ArgumentParser:
-    from replay.trace import DEFAULT_TRACE_DIR, NODE_FILE, POD_FILE
-
     p = argparse.ArgumentParser(prog="python -m replay", description=__doc__)
     p.add_argument(
         "--trace",
@@ -72,8 +79,6 @@ def machine() -> str:
 
 
 def run_packing(args, say) -> str:
-    from replay import packing, trace
-
     pods = trace.read_pods(args.trace / args.pods_file)
     nodes = trace.read_nodes(args.trace / trace.NODE_FILE)
     say(f"part 2: {len(nodes)} nodes re-imagined as {args.packing_model}, ρ = {args.rho}, "
@@ -90,15 +95,11 @@ def run_packing(args, say) -> str:
 
 
 def run_overtime(args, say) -> tuple[str, list]:
-    import django
-
     django.setup()
-    from django.conf import settings
-    from django.db import connection
-
-    from localcluster import cluster, portal_account
-    from replay import overtime, report, trace
-    from replay.workload import POLICIES, select_window
+    # The one place replay loads what needs Django set up: part 1's models and services, and
+    # the Celery app. Part 2 (packing) is pure Python and runs without them.
+    from portal.celery import app
+    from replay import overtime, report
 
     policies = [c for c in args.policies if c.strip()]
     unknown = [c for c in policies if c not in POLICIES]
@@ -134,8 +135,6 @@ def run_overtime(args, say) -> tuple[str, list]:
             progress=say,
         )
     finally:
-        from portal.celery import app
-
         app.control.purge()  # the submits' messages for a worker that is not there
         connection.creation.destroy_test_db(old_name, verbosity=0)
     title = (
@@ -149,7 +148,6 @@ def run_overtime(args, say) -> tuple[str, list]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from replay.trace import TraceError
 
     def say(msg: str) -> None:
         print(f"[replay] {msg}", flush=True)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import override_settings
 from kubernetes import client, watch
@@ -46,6 +48,7 @@ from replay.workload import (
 )
 from scheduler.catalog import facts
 from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant
@@ -459,11 +462,6 @@ def run_all(
     admin_kubeconfig: str,
     progress: Callable[[str], None] = print,
 ) -> list[PolicyRun]:
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    from scheduler.catalog.services import ensure_resource_classes
-
     gl.model_info(cfg.model)  # a clear error for a model the local fleet cannot play
     kube = KubeGateway.from_kubeconfig(kubeconfig)
     admin = KubeGateway.from_kubeconfig(admin_kubeconfig)

@@ -88,9 +88,10 @@ def overtime_table(runs: list[PolicyRun]) -> str:
 
 def allocation_chart(runs: list[PolicyRun], path: Path, title: str) -> Path:
     """Allocation by slices over trace time, one line per policy (the mean of its repeats)."""
+    # Here, not at the top: matplotlib is slow to import, and only the chart needs it.
     import matplotlib
 
-    matplotlib.use("Agg")  # no display: write the file only
+    matplotlib.use("Agg")  # no display: write the file only (before pyplot is imported)
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
