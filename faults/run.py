@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -32,6 +33,16 @@ from tenants.services.tokens import issue_token
 from tests.metering.standins.dcgm_standin import DcgmStandin
 from tests.metering.standins.prometheus_server import PrometheusServer
 from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
+
+
+def _fresh(check: Callable[[], bool]) -> Callable[[], bool]:
+    """`check`, each time on a fresh database connection (the database may have restarted)."""
+
+    def fresh_check() -> bool:
+        close_old_connections()
+        return check()
+
+    return fresh_check
 
 
 @dataclass
@@ -176,7 +187,7 @@ class Run:
         try:
             stack.wait_until(
                 "an ingest after recovery",
-                lambda: close_old_connections() or checks.ingest_caught_up(recovered),
+                _fresh(lambda: checks.ingest_caught_up(recovered)),
                 timeout=3 * float(settings.CELERY_BEAT_SCHEDULE["ingest-allocations"]["schedule"])
                 + 15,
             )
@@ -268,10 +279,7 @@ class Run:
         try:
             stack.wait_until(
                 "the rollout resumed and applied",
-                lambda: (
-                    close_old_connections()
-                    or Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED
-                ),
+                _fresh(lambda: Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED),
                 limit,
                 2,
             )

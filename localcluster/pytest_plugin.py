@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def kube_cluster() -> KubeCluster:
+def kube_cluster() -> Iterator[KubeCluster]:
     problem = None
     try:
         cluster.up()
@@ -78,7 +79,7 @@ def _namespace_name(node_name: str) -> str:
 
 
 @pytest.fixture
-def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> str:
+def kube_namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     core = kube_cluster.core
     name = _namespace_name(request.node.name)
     core.create_namespace({"metadata": {"name": name, "labels": {"gpu-portal.local/test": "true"}}})

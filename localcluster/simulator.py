@@ -155,7 +155,7 @@ class Simulator:
                 events.append(
                     ("DevicePluginConfigApplied", f"device-plugin.config={want} applied", "Normal")
                 )
-        if applied:
+        if applied and model:  # applied: _try found the model
             resources, gfd = gl.node_gpu_state(model, count, eff_mig, eff_dp)
             self._write_status(node, resources)
             # The config labels are the portal's requests: never overwrite them.

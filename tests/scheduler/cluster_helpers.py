@@ -1,6 +1,7 @@
 """Helpers for tests against the local cluster."""
 
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 
@@ -100,7 +101,7 @@ def portal_kubeconfig(kube_cluster) -> str:
 
 
 @pytest.fixture
-def kube(kube_cluster, portal_kubeconfig, settings) -> KubeGateway:
+def kube(kube_cluster, portal_kubeconfig, settings) -> Iterator[KubeGateway]:
     """A fresh, counted gateway to the local cluster as the portal's own ServiceAccount (the
     chart's least-privilege RBAC, not an admin); the process-wide one acts as it too."""
     settings.KUBECONFIG = portal_kubeconfig
