@@ -7,6 +7,6 @@ class PortalConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here because models are ready only now (Django's rule, not a cycle dodge).
-        from portal import checks, wiring  # noqa: F401 - checks registers the deployment checks
+        from portal import system_checks, wiring  # noqa: F401 - system_checks registers checks
 
         wiring.fill_hooks()  # every hook of tenants/hooks.py, filled in one place

@@ -1,4 +1,4 @@
-"""Deployment checks of the portal's own settings (`manage.py check --deploy`)."""
+"""Django system checks of the portal's own settings, run by `manage.py check --deploy`."""
 
 from django.conf import settings
 from django.core.checks import Tags, Warning, register
