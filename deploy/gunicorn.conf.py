@@ -96,7 +96,7 @@ class JsonAccessLogger(Logger):
 logger_class = JsonAccessLogger
 
 
-# --- Prometheus metrics from every worker (portal/metrics.py) ----------------------------------
+# --- Prometheus metrics from every worker (portal/metrics/) ------------------------------------
 # With PROMETHEUS_MULTIPROC_DIR set (the image sets /tmp/prometheus), each worker writes its
 # samples to files there and /metrics adds them up across workers.
 def when_ready(server):
@@ -111,6 +111,6 @@ def when_ready(server):
 def on_starting(server):
     """Start from an empty directory: files of an earlier run (a restarted container keeps its
     emptyDir) would add a dead process's counts to this one's."""
-    from portal.metrics import clear_multiprocess_dir  # imports no models: Django is not set up
+    from portal.metrics.registry import clear_multiprocess_dir  # no models: Django is not set up
 
     clear_multiprocess_dir()

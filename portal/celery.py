@@ -12,7 +12,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # Task runs, failures and durations, and each worker's metrics port (Celery's signals).
-import portal.metrics  # noqa: E402, F401
+import portal.metrics.celery_signals  # noqa: E402, F401
 
 
 # The request id travels from the web request that queued a task to the task's log lines and

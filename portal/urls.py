@@ -3,7 +3,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import metrics, views
+from portal import views
+from portal.metrics import views as metrics_views
 
 # Django's own 400s (a body over the upload limit, an unknown Host) are JSON under /api/.
 handler400 = "core.api.exceptions.bad_request"
@@ -18,7 +19,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
-    path("metrics", metrics.metrics, name="metrics"),  # Prometheus; see portal/metrics.py
+    path("metrics", metrics_views.metrics, name="metrics"),  # Prometheus; see portal/metrics/
     path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
     path("", include("tenants.urls")),
     path("", include("metering.urls")),

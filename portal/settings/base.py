@@ -37,7 +37,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "portal.metrics.RequestMetricsMiddleware",  # first: times everything below
+    "portal.metrics.middleware.RequestMetricsMiddleware",  # first: times everything below
     "portal.middleware.RequestIdMiddleware",
     # Probes and /metrics answer whatever the Host (the pod's IP): before anything checks it.
     "portal.middleware.HostFreeProbesMiddleware",
@@ -444,7 +444,7 @@ SYNC_WORKLOADS_FULL_EVERY_S = env.float("SYNC_WORKLOADS_FULL_EVERY_S", default=3
 # its end, so below 3 s a quiet collection's cursor ages until it expires.
 SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
 
-# --- The portal's own Prometheus metrics (portal/metrics.py, /metrics) ------------------------
+# --- The portal's own Prometheus metrics (portal/metrics/, /metrics) --------------------------
 # /metrics answers a request bearing this token (Authorization: Bearer ...), or one from these
 # addresses that came through no proxy; nobody else.
 METRICS_TOKEN = env("METRICS_TOKEN", default="")

@@ -17,8 +17,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.pytest_plugin import wait_for
-from portal import metrics
 from portal.celery import app
+from portal.metrics import celery_signals, collector, views
 from scheduler.cluster.models import TenantSyncState
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tests.metering.standins.prometheus_server import PrometheusServer
@@ -45,7 +45,7 @@ def samples(text_or_families) -> dict[tuple, float]:
 
 def test_lag_is_zero_in_sync_and_counts_from_the_start_of_a_failing_streak():
     created = NOW - timedelta(days=30)
-    lag = metrics.reconcile_lag_seconds
+    lag = collector.reconcile_lag_seconds
     assert (
         lag(
             status="in_sync",
@@ -115,13 +115,13 @@ def test_metrics_answer_the_token_or_an_allowed_address_without_a_proxy(
     settings.METRICS_TOKEN = "s3cret-token"
     settings.METRICS_ALLOWED_CIDRS = ["127.0.0.0/8", "::1/128"]
     request = RequestFactory().get("/metrics", REMOTE_ADDR=remote, **headers)
-    assert metrics.metrics_access_allowed(request) is allowed
+    assert views.metrics_access_allowed(request) is allowed
 
 
 def test_without_a_token_a_bearer_header_opens_nothing(settings):
     settings.METRICS_TOKEN = ""
     request = RequestFactory().get("/metrics", REMOTE_ADDR="10.0.0.7", HTTP_AUTHORIZATION="Bearer ")
-    assert metrics.metrics_access_allowed(request) is False
+    assert views.metrics_access_allowed(request) is False
 
 
 # --- the state gauges against the database and Redis -------------------------------------------
@@ -167,7 +167,7 @@ def test_the_collector_reads_reconcile_state_approvals_and_grants(settings):
             tenant=steady, ends_at=NOW + timedelta(days=1), state=QuotaGrant.State.REVOKED
         )
 
-        got = samples(metrics.PortalStateCollector().collect())
+        got = samples(collector.PortalStateCollector().collect())
 
     def gauge(name, **labels):
         return got[(name, tuple(sorted(labels.items())))]
@@ -197,7 +197,7 @@ def test_queue_depths_count_every_priority_list_of_each_queue(settings):
         broker.rpush(f"{prefix}reconcile", "a", "b", "c")
         broker.rpush(f"{prefix}reconcile\x06\x166", "d")
         broker.rpush(f"{prefix}notify", "e")
-        got = samples(metrics.PortalStateCollector().collect())
+        got = samples(collector.PortalStateCollector().collect())
     finally:
         broker.delete(f"{prefix}reconcile", f"{prefix}reconcile\x06\x166", f"{prefix}notify")
         broker.close()
@@ -306,7 +306,7 @@ def test_a_failing_task_counts_a_run_and_a_failure_on_the_workers_port(settings)
     name = fails_on_purpose.name
     # Bound before the worker starts, on a port the OS chose (no other process can take it
     # in between): the worker's worker_init finds it serving and keeps it.
-    server = metrics.start_worker_metrics_server(0)
+    server = celery_signals.start_worker_metrics_server(0)
     port = settings.WORKER_METRICS_PORT = server.server_port
 
     def value(sample):
@@ -329,7 +329,7 @@ def test_a_failing_task_counts_a_run_and_a_failure_on_the_workers_port(settings)
             served = samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
     finally:
         # A real worker stops it on worker_shutdown; the test harness's worker sends none.
-        metrics.stop_worker_metrics_server()
+        celery_signals.stop_worker_metrics_server()
     labels = (("task", name),)
     assert served[("gpu_portal_task_failures_total", labels)] == failures + 1
     assert served[("gpu_portal_task_runs_total", labels)] == runs + 1
