@@ -3,15 +3,11 @@ environment (docs/configuration.md lists them all)."""
 
 from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 from urllib.parse import urlsplit
 
-import environ
-
-BASE_DIR = Path(__file__).resolve().parent.parent.parent
-
-env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+from .celery_settings import *  # noqa: F403 - the Celery settings (broker, routes, beat)
+from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
+from .environment import BASE_DIR, env
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")
 DEBUG = env.bool("DEBUG", default=False)
@@ -180,55 +176,6 @@ CONTENT_SECURITY_POLICY = {
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)  # seconds per SMTP wait: never hang
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
-
-# --- Celery ------------------------------------------------------------------------------
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
-CELERY_RESULT_BACKEND = None
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
-CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
-# Longer than the hard limit, so a slow task is not redelivered while it still runs.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2 + 60}
-CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {
-    "scheduler.tasks.*": {"queue": "reconcile"},
-    "metering.tasks.*": {"queue": "metering"},
-    "tenants.tasks.warn_expiring_grants": {"queue": "notify"},
-    "tenants.tasks.deliver_notification": {"queue": "notify"},
-    "tenants.tasks.deliver_due_notifications": {"queue": "notify"},
-}
-# One beat at a time (portal/beat.py): how long a dead beat's lock outlives it.
-BEAT_LOCK_TTL_S = env.float("BEAT_LOCK_TTL_S", default=30.0)
-CELERY_BEAT_SCHEDULER = "portal.beat:SingletonScheduler"
-CELERY_BEAT_SCHEDULE = {
-    "expire-grants": {
-        "task": "tenants.tasks.expire_grants",
-        "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
-        "options": {"expires": 55},
-    },
-    "deliver-notifications": {  # what a lost message or a lost retry left pending
-        "task": "tenants.tasks.deliver_due_notifications",
-        "schedule": env.float("DELIVER_NOTIFICATIONS_EVERY_S", default=60.0),
-        "options": {"expires": 55},
-    },
-    "reconcile-all": {
-        "task": "scheduler.tasks.reconcile_all",
-        "schedule": env.float("RECONCILE_ALL_EVERY_S", default=60.0),
-        "options": {"expires": 55},
-    },
-    "sync-inventory": {
-        "task": "scheduler.tasks.sync_inventory",
-        "schedule": env.float("SYNC_INVENTORY_EVERY_S", default=30.0),
-        "options": {"expires": 25},
-    },
-    "warn-expiring-grants": {
-        "task": "tenants.tasks.warn_expiring_grants",
-        "schedule": 3600.0,
-        "options": {"expires": 3000},
-    },
-}
 
 # --- Portal -------------------------------------------------------------------------------
 PLATFORM_ADMIN_GROUP = "platform-admins"
