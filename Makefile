@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots replay
+.PHONY: run test test-fast setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots replay
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -62,6 +62,17 @@ pytest:
 
 test: cluster
 	@$(MAKE) --no-print-directory lint layers typecheck migrations-check deploy-check chart pytest
+
+# The pure tests (no database, no Redis, no cluster: conftest.py marks them `pure`), lint and
+# layers, in under a minute. The database and Redis point nowhere, so a test that needs them
+# fails here instead of passing as pure. test_schema_fuzz loads the schema (throttles: Redis)
+# when it is collected; none of its tests is pure.
+test-fast: lint layers
+	@echo "==> pytest -m pure"
+	@DATABASE_URL=postgres://nobody:nothing@127.0.0.1:1/nowhere \
+	  TEST_CACHE_URL=redis://127.0.0.1:1/0 TEST_CELERY_BROKER_URL=redis://127.0.0.1:1/0 \
+	  $(PY) -m pytest --ds=portal.settings.test -q -m pure \
+	  --ignore=tests/portal/api/test_schema_fuzz.py
 
 bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench

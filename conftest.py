@@ -13,10 +13,51 @@ def _fast_tests(settings):
     settings.RECONCILE_ON_COMMIT = False
 
 
+# Tests that need no database, no Redis and no cluster are marked `pure`, here, from what they
+# ask for: `make test-fast` runs them alone (-m pure), with no database and no Redis to reach.
+# A test that reaches the database unasked fails (pytest-django blocks it), so the mark cannot
+# quietly lie about the database.
+IMPURE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+        "client",  # the middleware: sessions, the cache (Redis), sign-in lockouts
+        "async_client",
+        "admin_client",
+        "kube_cluster",
+        "helm",  # tests/deploy: the Helm binary, built (or waited for) by localcluster.build
+    }
+)
+IMPURE_MARKERS = ("django_db", "cluster", "celery", "redis")
+
+
+def is_pure(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return IMPURE_FIXTURES.isdisjoint(fixtures) and not any(
+        item.get_closest_marker(name) for name in IMPURE_MARKERS
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_pure(item):
+            item.add_marker(pytest.mark.pure)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _close_stray_connections(django_db_setup, django_db_blocker):
+def _close_stray_connections(request):
     """Threads of live servers and in-process Celery workers may leave a connection open to the
-    test database; end them before it is dropped, so teardown never fails on 'in use'."""
+    test database; end them before it is dropped, so teardown never fails on 'in use'. A run of
+    pure tests only sets up no database."""
+    if all(item.get_closest_marker("pure") for item in request.session.items):
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    django_db_blocker = request.getfixturevalue("django_db_blocker")
     yield
     from django.db import connection
 

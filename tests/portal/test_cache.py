@@ -1,7 +1,10 @@
 """The portal's Redis cache (portal/cache.py) against the tests' real Redis: one client per
 connection pool, shared by every call, and a working cache through it."""
 
+import pytest
 from django.core.cache import cache
+
+pytestmark = pytest.mark.redis
 
 
 def test_every_call_shares_one_client_per_pool_and_the_cache_works():
