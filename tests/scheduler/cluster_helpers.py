@@ -136,17 +136,17 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     Grants, reconciling the namespace and waiting for its quota are the caller's."""
     from scheduler.cluster.reconcile.runs import reconcile_cluster_objects
     from scheduler.cluster.reconcile.specs import tenant_namespace
-    from tenants import services
+    from tenants.services import tenants as tenant_services
     from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
-    tenant = services.create_tenant(
+    tenant = tenant_services.create_tenant(
         actor=world.admin,
         slug=unique_slug(prefix),
         name=name,
         allowed_priority_classes=["gpu-critical", "gpu-low"],
     )
     # a ceiling of its own: the platform's default (8 GPU-equivalents) is below what tests grant
-    services.update_tenant(
+    tenant_services.update_tenant(
         actor=world.admin, tenant=tenant, critical_gpu_quota=1, gpu_ceiling=Decimal(64)
     )
     mig = ResourceClassFactory(
