@@ -16,7 +16,8 @@ from scheduler.catalog.product_labels import product_label
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from tenants import services as tenant_services
+from tenants.services.grants import grant_quota
+from tenants.services.tenants import create_tenant
 from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=False)]
@@ -28,11 +29,9 @@ MIG_1G = "a100-80gb-mig-1g.10gb"
 def _tenant_with_pod(
     kube, kube_admin, world, tenant_namespaces, *, slug_prefix, rc_slug, units, model
 ):
-    tenant = tenant_services.create_tenant(
-        actor=world.admin, slug=unique_slug(slug_prefix), name=slug_prefix
-    )
+    tenant = create_tenant(actor=world.admin, slug=unique_slug(slug_prefix), name=slug_prefix)
     rc = ResourceClass.objects.get(slug=rc_slug)
-    tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=units)
     ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     reconcile_tenant(kube, tenant.pk)

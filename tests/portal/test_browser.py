@@ -15,6 +15,7 @@ from portal.celery import app
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
+from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants.models import CapacityRequest, Membership
 from tenants.services.grants import grant_quota
@@ -136,6 +137,14 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
             == "2"
         ),
         timeout=60,
+    )
+    # The worker applies the quota before it records the run: the page shows the record.
+    wait_for(
+        "the reconcile recorded in sync",
+        lambda: TenantSyncState.objects.filter(
+            tenant=tenant, status=TenantSyncState.Status.IN_SYNC
+        ).exists(),
+        timeout=30,
     )
     page.goto(f"{live_server.url}/teams/vision/")
     expect(page.locator(".badge.sync-in_sync")).to_have_text("in sync")

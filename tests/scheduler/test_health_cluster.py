@@ -19,7 +19,7 @@ from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from scheduler.health import checks, taints
+from scheduler.health import sweep, taints
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tenants.services import grants as grant_services
@@ -146,7 +146,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     # Healthy GPUs first: the node reads healthy, nothing is tainted.
     dcgm.gpu_health[(sick_node, "3")] = {XID: 0, TEMP: 60}
     _wait_scraped(prometheus_server.url, f'{TEMP}{{Hostname="{sick_node}"}}', bool, "the GPU")
-    calm = checks.check_health(kube)
+    calm = sweep.check_health(kube)
     assert calm.unknown == "" and not calm.opened and not calm.tainted
     assert NodeHealth.objects.get(node_name=sick_node).state == NodeHealth.State.HEALTHY
 
@@ -158,7 +158,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
         bool,
         "XID 79",
     )
-    check = checks.check_health(kube)
+    check = sweep.check_health(kube)
     assert check.tainted == [sick_node], check
     assert _taints(kube, sick_node) == [
         {"key": taints.TAINT_KEY, "value": settings.PORTAL_INSTANCE, "effect": "NoSchedule"}
@@ -193,7 +193,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
 
     # A human removes the taint with kubectl: the next check puts it back (level-triggered).
     kube_admin.merge_patch("Node", sick_node, {"spec": {"taints": None}})
-    again = checks.check_health(kube)
+    again = sweep.check_health(kube)
     assert again.tainted == [sick_node] and not again.opened
     assert len(_taints(kube, sick_node)) == 1
 
@@ -210,7 +210,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
 
     # Prometheus goes away: health unknown, the taint and the event stay.
     prometheus_server.stop()
-    blind = checks.check_health(kube)
+    blind = sweep.check_health(kube)
     assert blind.unknown.startswith("Prometheus unreachable")
     assert not blind.tainted and not blind.untainted and not blind.closed
     assert NodeHealth.objects.get(node_name=sick_node).state == NodeHealth.State.UNKNOWN
@@ -249,7 +249,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
             bool,
             f"{value} C",
         )
-        return checks.check_health(kube, now=at)
+        return sweep.check_health(kube, now=at)
 
     hot = reading(88, t0)  # over the 85 C warning, under the 95 C taint
     assert len(hot.opened) == 1 and not hot.tainted and not hot.evicted
@@ -267,7 +267,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
     # Below 80 for the rule's clear spell: the warning closes by itself.
     cool = reading(70, t0 + timedelta(minutes=10))
     assert not cool.closed  # the clear spell starts now
-    done = checks.check_health(kube, now=t0 + timedelta(minutes=30))
+    done = sweep.check_health(kube, now=t0 + timedelta(minutes=30))
     assert len(done.closed) == 1
     warning.refresh_from_db()
     assert warning.close_reason == "cleared"

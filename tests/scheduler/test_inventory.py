@@ -9,9 +9,13 @@ from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
-from scheduler.cluster.models import Cluster, Node
+from scheduler.cluster.models import Cluster, Node, PodAllocation
+from scheduler.cluster.reconcile.runs import reconcile_tenant
+from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants.models import AuditEvent
-from tests.scheduler.cluster_helpers import wait_for
+from tenants.services.grants import grant_quota
+from tenants.services.tenants import create_tenant
+from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
 
 
 def node(labels, allocatable, unschedulable=False, ready="True"):
@@ -189,16 +193,11 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_namespaces, world):
-    from scheduler.cluster.models import PodAllocation
-    from scheduler.cluster.reconcile.runs import reconcile_tenant
-    from scheduler.cluster.reconcile.specs import tenant_namespace
-    from tenants import services as tenant_services
-    from tests.scheduler.cluster_helpers import restricted_pod, unique_slug
 
-    tenant = tenant_services.create_tenant(actor=world.admin, slug=unique_slug("alloc"), name="A")
+    tenant = create_tenant(actor=world.admin, slug=unique_slug("alloc"), name="A")
     inventory_sync.sync_inventory(kube)
     rc = ResourceClass.objects.get(slug="rtx4090-24gb")
-    tenant_services.grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
+    grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
     ns = tenant_namespace(tenant)
     tenant_namespaces.append(ns)
     reconcile_tenant(kube, tenant.pk)
