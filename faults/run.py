@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import close_old_connections
 
-from faults import checks, stack
+from faults import invariants, stack
 from faults.load import Load
 from faults.options import ALL, SHORT
 from faults.stack import say
@@ -164,8 +164,8 @@ class Run:
         while time.monotonic() - t0 < timeout:
             close_old_connections()
             try:
-                behind = checks.grants_behind(self.kube)
-                problems = checks.workload_problems(self.kube, self.load)
+                behind = invariants.grants_behind(self.kube)
+                problems = invariants.workload_problems(self.kube, self.load)
                 workloads = problems["lost"] + problems["duplicated"]
             except Exception as exc:  # noqa: BLE001 - the cluster or database may be coming back
                 behind, workloads = [f"cannot check yet: {exc}"], []
@@ -181,19 +181,19 @@ class Run:
         took, row.grants, row.workloads = self._converge(timeout=margin)
         row.recovery_s = None if took is None else time.monotonic() - recovered_at
         close_old_connections()
-        row.audit = checks.audit_missing(self.load)
+        row.audit = invariants.audit_missing(self.load)
         # metering: an ingest after recovery fills the outage's minutes
         recovered = datetime.now(UTC)
         try:
             stack.wait_until(
                 "an ingest after recovery",
-                _fresh(lambda: checks.ingest_caught_up(recovered)),
+                _fresh(lambda: invariants.ingest_caught_up(recovered)),
                 timeout=3 * float(settings.CELERY_BEAT_SCHEDULE["ingest-allocations"]["schedule"])
                 + 15,
             )
         except TimeoutError as exc:
             row.metering.append(str(exc))
-        row.metering += checks.metering_gaps(started, recovered)
+        row.metering += invariants.metering_gaps(started, recovered)
         tally = self.load.tallies[name]
         row.server_errors = list(tally.server_errors)
         row.answers = ", ".join(f"{k}×{v}" for k, v in sorted(tally.statuses.items()))

@@ -3,12 +3,12 @@
 from core.tasks import portal_task
 from scheduler.cluster import kube
 from scheduler.cluster.models import Cluster
-from scheduler.health import checks, taints
+from scheduler.health import sweep, taints
 
 
 @portal_task(name="scheduler.tasks.check_gpu_health")
 def check_gpu_health() -> dict:
-    result = checks.check_health(kube.gateway())
+    result = sweep.check_health(kube.gateway())
     return {
         "unknown": result.unknown,
         "opened": len(result.opened),
