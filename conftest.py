@@ -48,12 +48,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.pure)
 
 
+@pytest.fixture(scope="session")
+def pure_run(request) -> bool:
+    """Only pure tests were selected (`make test-fast`): no database or Redis to set up or clean.
+    A pure test in a full run gets the same clean slate as every other."""
+    return all(item.get_closest_marker("pure") for item in request.session.items)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _close_stray_connections(request):
+def _close_stray_connections(request, pure_run):
     """Threads of live servers and in-process Celery workers may leave a connection open to the
     test database; end them before it is dropped, so teardown never fails on 'in use'. A run of
     pure tests only sets up no database."""
-    if all(item.get_closest_marker("pure") for item in request.session.items):
+    if pure_run:
         yield
         return
     request.getfixturevalue("django_db_setup")
