@@ -144,7 +144,13 @@ class KubeGateway:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None) -> KubeGateway:
         cfg = client.Configuration()
-        config.load_kube_config(config_file=path or settings.KUBECONFIG, client_configuration=cfg)
+        path = path or settings.KUBECONFIG
+        try:
+            config.load_kube_config(config_file=path, client_configuration=cfg)
+        except (config.ConfigException, OSError) as exc:
+            raise PermanentClusterError(
+                f"cannot read the kubeconfig {path} ({exc}); set KUBECONFIG to a kubeconfig file"
+            ) from exc
         return cls._with(cfg)
 
     @classmethod

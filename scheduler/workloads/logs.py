@@ -4,7 +4,7 @@ have no containers and so no logs)."""
 from __future__ import annotations
 
 from core.errors import ClusterError, ServiceError
-from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.kube import KubeGateway, gateway
 from scheduler.workloads.models import Workload
 from scheduler.workloads.sync import workload_pods
 from tenants.permissions import READ_ROLES, require_role
@@ -16,13 +16,16 @@ class LogsUnavailable(ServiceError):
 
 
 def workload_logs(
-    kube: KubeGateway, *, actor, workload: Workload, tail_lines: int = 500
+    kube: KubeGateway | None = None, *, actor, workload: Workload, tail_lines: int = 500
 ) -> tuple[str, str]:
-    """(pod name, log) of the newest pod, where the cluster serves logs."""
+    """(pod name, log) of the newest pod, where the cluster serves logs. Without a gateway, the
+    configured cluster's, reached only once the workload is there: a portal with no cluster
+    configured answers 409 with the reason, never a 500."""
     require_role(actor, workload.tenant, READ_ROLES, "read logs")
     if workload.cluster_created_at is None:
         raise LogsUnavailable(f"workload {workload.name} is not on the cluster yet")
     try:
+        kube = kube or gateway()
         pods = workload_pods(kube, workload)
     except ClusterError as exc:
         raise LogsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc

@@ -11,7 +11,6 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
-from scheduler.cluster import kube
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import presenting
 from scheduler.workloads import services as workloads
@@ -123,7 +122,7 @@ def workload_logs(request, pk):
     context = {"w": workload}
     try:
         context["pod"], context["log"] = pod_logs.workload_logs(
-            kube.gateway(), actor=request.user, workload=workload
+            actor=request.user, workload=workload
         )
     except (ServiceError, ClusterError) as exc:
         detail = getattr(exc, "detail", None) or str(exc)

@@ -23,7 +23,6 @@ from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import ResourceClass
-from scheduler.cluster import kube
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
@@ -229,6 +228,6 @@ class WorkloadViewSet(
         except ValueError:
             tail = 500
         pod, text = pod_logs.workload_logs(
-            kube.gateway(), actor=request.user, workload=self.get_object(), tail_lines=tail
+            actor=request.user, workload=self.get_object(), tail_lines=tail
         )
         return Response({"pod": pod, "log": text})

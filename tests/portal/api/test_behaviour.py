@@ -4,8 +4,10 @@ import pytest
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from core.models import IdempotencyRecord
+from scheduler.cluster import kube
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
 from tenants.api.throttling import PerTokenThrottle
@@ -206,6 +208,20 @@ def test_logs_before_the_cluster_has_it_are_a_409_not_a_500(api):
     response = bearer(api.raw["read"]).get(f"/api/v1/workloads/{api.workload.pk}/logs/")
     assert response.status_code == 409
     assert response.data["code"] == "logs_unavailable"
+
+
+def test_logs_with_no_readable_kubeconfig_are_a_409_that_says_so(api, settings, tmp_path):
+    """A portal whose KUBECONFIG names no readable file answers why, never a 500."""
+    Workload.objects.filter(pk=api.workload.pk).update(cluster_created_at=timezone.now())
+    settings.KUBECONFIG = str(tmp_path / "missing-kubeconfig")
+    kube.reset_gateway()
+    try:
+        response = bearer(api.raw["read"]).get(f"/api/v1/workloads/{api.workload.pk}/logs/")
+    finally:
+        kube.reset_gateway()  # the next test gets the configured cluster's gateway again
+    assert response.status_code == 409
+    assert response.data["code"] == "logs_unavailable"
+    assert "cannot read the kubeconfig" in response.data["detail"]
 
 
 def test_tenant_shows_namespace_quota_in_use_and_free(api, world, settings):
