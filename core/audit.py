@@ -1,14 +1,19 @@
-"""Audit rows, written by services inside their own transaction (never by signals)."""
+"""Audit rows, written by services inside their own transaction (never by signals).
+
+It lives at the ground floor so that every room can audit its own writes, the catalog (below
+governance) included. The row's model is governance's `tenants.AuditEvent`, looked up through
+the app registry rather than imported, so this module depends on no room above it.
+"""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from typing import Any
 
+from django.apps import apps
 from django.db import models
 
 from core.request_context import get_request_id
-from tenants.models import AuditEvent, Tenant
 
 SYSTEM_ACTOR = "system"
 
@@ -57,13 +62,15 @@ def record(
     actor,
     verb: str,
     obj: models.Model | None,
-    tenant: Tenant | None,
+    tenant: models.Model | None,
     before: dict | None = None,
     after: dict | None = None,
     object_type: str | None = None,
-) -> AuditEvent:
+):
     actor_user = actor if getattr(actor, "is_authenticated", False) else None
-    return AuditEvent.objects.create(
+    # Typed loosely: the tenant is governance's model, which this floor does not import.
+    audit_event: Any = apps.get_model("tenants", "AuditEvent")
+    return audit_event.objects.create(
         actor=actor_user,
         actor_repr=actor_label(actor_user),
         tenant=tenant,

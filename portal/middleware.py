@@ -2,8 +2,8 @@ import re
 
 from django.urls import get_script_prefix, resolve, reverse
 
+from core import audit
 from core.request_context import new_request_id, set_request_id
-from tenants import audit
 
 # Accept a caller's id (a load balancer's or a CI job's) only when it looks like one.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")

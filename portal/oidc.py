@@ -14,8 +14,8 @@ from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.db import IntegrityError, transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
+from core import audit
 from portal.models import OIDCIdentity
-from tenants import audit
 from tenants.models import Tenant
 from tenants.services import provider_groups as provider_group_services
 

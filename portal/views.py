@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
+from scheduler.cluster import kube
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
@@ -188,8 +189,6 @@ def _redis() -> None:
 
 
 def _cluster() -> None:
-    from scheduler.cluster import kube
-
     kube.gateway().server_version()
 
 

@@ -1,9 +1,11 @@
-"""Fills every hook of tenants/hooks.py, once, at start-up (PortalConfig.ready): the one place a
-reader finds which higher layer answers which lower layer's question."""
+"""Fills every hook (tenants/hooks.py, scheduler/catalog/hooks.py), once, at start-up
+(PortalConfig.ready): the one place a reader finds which higher layer answers which lower
+layer's question."""
 
 from __future__ import annotations
 
 from metering.services import check_budget, over_budget_tenants
+from scheduler.catalog import hooks as catalog_hooks
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks
@@ -14,4 +16,4 @@ def fill_hooks() -> None:
     hooks.workload_admission.fill(check_budget)  # budgets are metering's
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
     hooks.desired_state_changed.fill(enqueue_reconcile)
-    hooks.fleet_policy_changed.fill(enqueue_reconcile_all)
+    catalog_hooks.fleet_policy_changed.fill(enqueue_reconcile_all)

@@ -47,6 +47,7 @@ from replay.workload import (
     unit_gpus,
 )
 from scheduler.catalog import facts
+from scheduler.catalog import services as catalog
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
@@ -57,7 +58,6 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
 from tenants.services import tenants as tenant_services
 
 NODE_PREFIX = "replay-"
@@ -292,7 +292,7 @@ def run_policy(
     }
     wanted = split_supply(demand, supply, largest_asks(window, policy, model))
     for pool in Pool.objects.filter(resource_class__slug__startswith=model.slug):
-        pool_services.set_pool(
+        catalog.set_pool(
             actor=admin_user,
             resource_class=pool.resource_class,
             borrowing_limit=pool.capacity if policy.borrowing else 0,

@@ -1,115 +1,14 @@
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
-from core.permissions import is_platform_admin
-from scheduler.catalog.models import Pool, ResourceClass
+from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
+
+# The catalog's admin is its own room's; importing it registers it (Django looks only here).
+from scheduler.catalog import admin as catalog_admin  # noqa: F401
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 from scheduler.cluster.tasks import reconcile_tenant
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.services import cancel_workload
-from tenants import classes
-from tenants.services import pools as pool_services
-
-
-class PoolInline(ReadOnlyMixin, admin.StackedInline):
-    """Shown only: a pool is changed on its own admin page, through `set_pool`."""
-
-    model = Pool
-    can_delete = False
-    fields = readonly_fields = (
-        "capacity",
-        "overcommit_ratio",
-        "borrowing_limit",
-        "lend_idle",
-        "source",
-        "updated_at",
-    )
-
-
-@admin.register(ResourceClass)
-class ResourceClassAdmin(ServiceAdmin):
-    """Price and on/off are the platform team's to change (through `update_resource_class`: one
-    audit event each); everything else is the catalog's, which creates the classes for the GPU
-    models the inventory finds. So: no adding and no deleting here."""
-
-    list_display = [
-        "slug",
-        "gpu_model",
-        "kind",
-        "profile",
-        "resource_name",
-        "gpu_fraction",
-        "price_per_hour",
-        "active",
-    ]
-    list_filter = ["kind", "gpu_model", "active"]
-    list_editable = list(classes.EDITABLE_FIELDS)
-    search_fields = ["slug", "gpu_model", "profile"]
-    inlines = [PoolInline]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [
-            f.name
-            for f in ResourceClass._meta.fields
-            if f.editable and f.name not in classes.EDITABLE_FIELDS
-        ]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        # Only those the service lets through get a form (others see the class read-only).
-        return super().has_change_permission(request, obj) and is_platform_admin(request.user)
-
-    def save_model(self, request, obj, form, change):
-        edits = {f: getattr(obj, f) for f in classes.EDITABLE_FIELDS if f in form.changed_data}
-        if edits:
-            saved = classes.update_resource_class(actor=request.user, resource_class=obj, **edits)
-            for f in classes.EDITABLE_FIELDS:
-                setattr(obj, f, getattr(saved, f))
-
-
-@admin.register(Pool)
-class PoolAdmin(ServiceAdmin):
-    list_display = [
-        "resource_class",
-        "capacity",
-        "overcommit_ratio",
-        "borrowing_limit",
-        "lend_idle",
-        "source",
-        "updated_at",
-    ]
-    list_filter = ["source", "lend_idle"]
-    list_editable = ["overcommit_ratio", "borrowing_limit", "lend_idle"]
-    readonly_fields = ["source", "updated_at"]
-
-    def get_readonly_fields(self, request, obj=None):
-        # set_pool keys on the class: re-pointing a pool would change another class's pool.
-        return [*self.readonly_fields, "resource_class"] if obj else self.readonly_fields
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return super().has_change_permission(request, obj) and is_platform_admin(request.user)
-
-    def has_add_permission(self, request):
-        return super().has_add_permission(request) and is_platform_admin(request.user)
-
-    def save_model(self, request, obj, form, change):
-        pool_services.set_pool(
-            actor=request.user,
-            resource_class=obj.resource_class,
-            capacity=obj.capacity if "capacity" in form.changed_data else None,
-            overcommit_ratio=obj.overcommit_ratio,
-            borrowing_limit=obj.borrowing_limit,
-            lend_idle=obj.lend_idle,
-        )
 
 
 @admin.register(Cluster)

@@ -24,7 +24,7 @@ from tenants.models import (
 )
 from tenants.services import approvals as approval_services
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
+from tenants.services import policy_rules
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
 from tenants.services import tokens as token_services
@@ -237,7 +237,7 @@ class AutoApprovalRuleAdmin(ServiceAdmin):
     list_display = ["resource_class", "max_amount", "max_duration_hours"]
 
     def save_model(self, request, obj, form, change):
-        pool_services.set_auto_approval_rule(
+        policy_rules.set_auto_approval_rule(
             actor=request.user,
             resource_class=obj.resource_class,
             max_amount=obj.max_amount,

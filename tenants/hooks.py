@@ -1,5 +1,5 @@
-"""Every hook of the portal: where governance, the cluster or the workloads need an answer only
-a higher layer has (core/hooks.py says how a hook works). Each is filled in portal/wiring.py;
+"""Governance's hooks: where governance, the cluster or the workloads need an answer only a
+higher layer has (core/hooks.py says how a hook works). Each is filled in portal/wiring.py;
 `manage.py check` fails while one is not."""
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ queue_holds: Hook[[list[int]], set[int]] = Hook(
 )
 
 # After commit, when what a tenant should have on the cluster may have changed (grants,
-# memberships, status); and when a policy shaping every tenant's objects changed (a pool's
-# borrowing or lending). The cluster layer queues the reconcile.
+# memberships, status). The cluster layer queues the reconcile. (A pool's lending, which shapes
+# every tenant's queues, is the catalog's: scheduler/catalog/hooks.py.)
 desired_state_changed: Hook[[int], None] = Hook(
     "desired_state_changed", "a tenant's cluster objects may have to change: reconcile it"
-)
-fleet_policy_changed: Hook[[], None] = Hook(
-    "fleet_policy_changed", "every tenant's cluster objects may have to change: reconcile all"
 )

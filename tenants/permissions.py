@@ -39,11 +39,6 @@ def require_role(user, tenant: Tenant, roles: frozenset[str], doing: str) -> Non
         raise Forbidden(f"to {doing} in {tenant.slug} you need the role {needed}; you are {role}")
 
 
-def require_platform_admin(user, doing: str) -> None:
-    if not is_platform_admin(user):
-        raise Forbidden(f"only platform admins may {doing}")
-
-
 def _has(user, tenant: Tenant, roles: frozenset[str]) -> bool:
     return is_platform_admin(user) or role_in(user, tenant) in roles
 

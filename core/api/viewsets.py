@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from rest_framework import viewsets
 
+from core.api.scopes import TokenScope
 from core.errors import InvalidInput
+from core.permissions import is_platform_admin
 
 
 class PortalViewSetMixin:
@@ -34,3 +36,19 @@ class PortalReadOnlyViewSet(PortalViewSetMixin, viewsets.ReadOnlyModelViewSet):
 
 class PortalGenericViewSet(PortalViewSetMixin, viewsets.GenericViewSet):
     pass
+
+
+class PlatformViewSet(PortalGenericViewSet):
+    """The platform team's objects, keyed by resource class (pools, the approval policy):
+    readable by platform admins only (others see an empty list and 404s); every write needs the
+    `admin` scope from a token, and a platform admin behind it, which the service checks."""
+
+    lookup_field = "resource_class__slug"
+    lookup_url_kwarg = "resource_class"
+    lookup_value_regex = r"[a-z0-9.-]+"
+    write_scope = TokenScope.ADMIN
+    http_method_names = ["get", "put", "patch", "head", "options"]
+
+    def get_queryset(self):
+        queryset = self.queryset.select_related("resource_class")  # type: ignore[union-attr]
+        return queryset if is_platform_admin(self.request.user) else queryset.none()

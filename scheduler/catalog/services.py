@@ -1,13 +1,24 @@
-"""Writes of the catalog: the resource classes (and their empty pools) a GPU model offers."""
+"""Writes of the catalog: the resource classes (and their empty pools) a GPU model offers, and
+the platform team's edits of them: a class's price and on/off, a pool's capacity, overcommit
+and cohort policy. Each edit is one audit event, with what it was and what it became."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from scheduler.catalog import facts
+from core import audit
+from core.errors import InvalidInput
+from core.permissions import require_platform_admin
+from scheduler.catalog import facts, hooks
 from scheduler.catalog.models import Pool, ResourceClass
+
+# What the platform team edits by hand; the rest of a class is the catalog's.
+EDITABLE_FIELDS = ("price_per_hour", "active")
+PRICE_FIELD = ResourceClass._meta.get_field("price_per_hour")
+POOL_FIELDS = ["capacity", "overcommit_ratio", "source", "borrowing_limit", "lend_idle"]
 
 
 def catalog_resource_classes(
@@ -66,3 +77,99 @@ def ensure_resource_classes(model_keys: list[str]) -> list[ResourceClass]:
             Pool.objects.get_or_create(resource_class=rc)
             out.append(rc)
     return out
+
+
+def update_resource_class(
+    *,
+    actor,
+    resource_class: ResourceClass,
+    price_per_hour: Decimal | str | int | None = None,
+    active: bool | None = None,
+) -> ResourceClass:
+    """Set a class's price per unit-hour and/or whether teams may ask for it. None leaves a
+    field as it is; a call that changes nothing writes nothing (and no event)."""
+    require_platform_admin(actor, "change resource classes")
+    changes: dict[str, object] = {}
+    if price_per_hour is not None:
+        try:
+            price = PRICE_FIELD.clean(Decimal(str(price_per_hour)), None)
+        except (InvalidOperation, ValidationError) as exc:
+            detail = "; ".join(getattr(exc, "messages", [])) or "price must be a number"
+            raise InvalidInput(f"price: {detail}", field="price_per_hour") from None
+        changes["price_per_hour"] = price
+    if active is not None:
+        if not isinstance(active, bool):
+            raise InvalidInput("active must be true or false", field="active")
+        changes["active"] = active
+    with transaction.atomic():
+        rc = ResourceClass.objects.select_for_update().get(pk=resource_class.pk)
+        changed = [f for f, v in changes.items() if getattr(rc, f) != v]
+        if changed:
+            before = audit.snapshot(rc, changed)
+            for f in changed:
+                setattr(rc, f, changes[f])
+            rc.save(update_fields=changed)
+            rc.refresh_from_db(fields=changed)  # the stored (rounded) values, for the event
+            audit.record(
+                actor=actor,
+                verb="resource_class.updated",
+                obj=rc,
+                tenant=None,
+                before=before,
+                after=audit.snapshot(rc, changed),
+            )
+    return rc
+
+
+def set_pool(
+    *,
+    actor,
+    resource_class: ResourceClass,
+    capacity: int | None = None,
+    overcommit_ratio: Decimal | None = None,
+    borrowing_limit: int | None = None,
+    lend_idle: bool | None = None,
+) -> Pool:
+    """Change a pool's capacity, overcommit or cohort policy (borrowing, lending): one audit
+    event; the reconciler then writes the new limits into every team's ClusterQueue."""
+    require_platform_admin(actor, "change pools")
+    if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
+        raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
+    if overcommit_ratio is not None and overcommit_ratio < 0:
+        raise InvalidInput("overcommit ratio must be ≥ 0", field="overcommit_ratio")
+    if borrowing_limit is not None and (
+        isinstance(borrowing_limit, bool)
+        or not isinstance(borrowing_limit, int)
+        or borrowing_limit < 0
+    ):
+        raise InvalidInput("borrowing limit must be a whole number ≥ 0", field="borrowing_limit")
+    if lend_idle is not None and not isinstance(lend_idle, bool):
+        raise InvalidInput("lend_idle must be true or false", field="lend_idle")
+    with transaction.atomic():
+        pool, _ = Pool.objects.select_for_update().get_or_create(resource_class=resource_class)
+        before = audit.snapshot(pool, POOL_FIELDS)
+        if capacity is not None:
+            pool.capacity = capacity
+            pool.source = Pool.Source.MANUAL
+        if overcommit_ratio is not None:
+            pool.overcommit_ratio = overcommit_ratio
+        if borrowing_limit is not None:
+            pool.borrowing_limit = borrowing_limit
+        if lend_idle is not None:
+            pool.lend_idle = lend_idle
+        pool.save()
+        if (before["borrowing_limit"], before["lend_idle"]) != (
+            pool.borrowing_limit,
+            pool.lend_idle,
+        ):
+            # every tenant's queues follow a pool's lending: reconcile all (portal/wiring.py)
+            transaction.on_commit(hooks.fleet_policy_changed)
+        audit.record(
+            actor=actor,
+            verb="pool.changed",
+            obj=pool,
+            tenant=None,
+            before=before,
+            after=audit.snapshot(pool, POOL_FIELDS),
+        )
+    return pool

@@ -9,7 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core import audit
 from core.errors import InvalidTransition
+from core.permissions import require_platform_admin
 from scheduler.catalog.models import Pool
 from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.catalog.services import ensure_resource_classes
@@ -17,9 +19,7 @@ from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation
 from scheduler.cluster.render.labels import TENANT_LABEL
-from tenants import audit
 from tenants.models import Tenant
-from tenants.permissions import require_platform_admin
 
 
 @dataclass

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from core import audit
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
 from scheduler.health.models import HealthEvent, HealthImpact
 from scheduler.health.pods import gpu_pods, tenants_by_namespace, workload_of
 from scheduler.health.results import HealthCheck
 from scheduler.workloads.models import WorkloadEvent
-from tenants import audit
 from tenants.notifications import notify
 
 

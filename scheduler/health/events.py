@@ -10,15 +10,15 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import InvalidTransition, NotFound
+from core.permissions import require_platform_admin
 from scheduler.cluster.models import Cluster
 from scheduler.health import policy
 from scheduler.health.models import HealthEvent, HealthImpact, NodeHealth
 from scheduler.health.pods import workload_of
 from scheduler.health.rules import plain
-from tenants import audit
 from tenants.notifications import notify
-from tenants.permissions import require_platform_admin
 
 
 def apply_steps(cluster, found, rules, pods_by_node, tenants_by_ns, now, result) -> None:

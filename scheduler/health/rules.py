@@ -8,11 +8,11 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from core import audit
 from core.errors import InvalidInput
+from core.permissions import require_platform_admin
 from scheduler.health import policy
 from scheduler.health.models import HealthRule
-from tenants import audit
-from tenants.permissions import require_platform_admin
 
 
 def ensure_default_rules() -> int:

@@ -9,6 +9,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.utils import timezone
 
+from core import audit
 from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
@@ -16,7 +17,6 @@ from scheduler.health import policy
 from scheduler.health.drains import drain
 from scheduler.health.models import HealthEvent, NodeHealth
 from scheduler.health.results import HealthCheck
-from tenants import audit
 
 TAINT_KEY = inventory.HEALTH_TAINT_KEY
 TAINT_EFFECT = "NoSchedule"

@@ -11,16 +11,16 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
+from core import audit
 from core.errors import InvalidInput
+from core.permissions import require_platform_admin
 from scheduler.catalog import facts
 from scheduler.cluster.models import Node, PodAllocation
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts
 from scheduler.mig import planner as pl
 from scheduler.mig.models import MigConfig, Plan
-from tenants import audit
 from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant
-from tenants.permissions import require_platform_admin
 
 
 def known_mig_configs() -> dict[str, list[dict]]:

@@ -17,14 +17,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
+from core.permissions import require_platform_admin
 from scheduler.catalog import facts
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.mig import plans
 from scheduler.mig.models import MigConfig, Plan
-from tenants import audit
-from tenants.permissions import require_platform_admin
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"

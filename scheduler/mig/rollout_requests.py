@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from core import audit
 from core.errors import InvalidInput, InvalidTransition
+from core.permissions import require_platform_admin
 from scheduler.mig import tasks
 from scheduler.mig.models import Plan
-from tenants import audit
-from tenants.permissions import require_platform_admin
 
 
 def request_plan_apply(*, actor, plan: Plan, nodes: list[str] | None = None) -> Plan:

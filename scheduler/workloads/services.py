@@ -18,6 +18,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from core import audit
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
 from scheduler.catalog.models import Pool, ResourceClass
@@ -39,7 +40,7 @@ from scheduler.workloads.input import (
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.sync import change_state
-from tenants import audit, hooks
+from tenants import hooks
 from tenants.models import Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
 from tenants.models.tenants import dns_label

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads.manifests import (
@@ -28,7 +29,6 @@ from scheduler.workloads.manifests import (
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.specs import spec_for
-from tenants import audit
 from tenants.notifications import notify
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import permissions
 
+from core import audit
 from core.permissions import is_platform_admin
-from tenants import audit
 from tenants.models import ApiToken
 
 SAFE_METHODS = permissions.SAFE_METHODS

@@ -9,7 +9,6 @@ router.register("capacity-requests", views.CapacityRequestViewSet, basename="cap
 router.register("grants", views.QuotaGrantViewSet, basename="quotagrant")
 router.register("tokens", views.ApiTokenViewSet, basename="apitoken")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
-router.register("pools", platform.PoolViewSet, basename="pool")
 router.register(
     "notification-channels",
     notifications.NotificationChannelViewSet,

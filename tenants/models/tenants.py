@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.errors import InvalidTransition
 from core.names import namespace_name
 from core.querysets import TenantScopedQuerySet
+from tenants.group_mapping import mapping_in_force  # pure: no models, so no cycle
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
@@ -145,6 +146,4 @@ class Membership(models.Model):
         """The identity provider's groups decide it (at every sign-in, while group mapping is
         on and well formed): changed or removed in the portal, it would come back at the next
         sign-in."""
-        from tenants.group_mapping import mapping_in_force  # pure; imports no models
-
         return self.source == self.Source.PROVIDER and mapping_in_force() is not None

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.api.scopes import TokenScope
 from core.permissions import is_platform_admin
 from tenants.models.tenants import Membership, Tenant
 
@@ -38,14 +39,7 @@ class ApiTokenQuerySet(models.QuerySet):
 class ApiToken(models.Model):
     """A bearer token: shown once, stored as a sha256 hash, with a visible prefix."""
 
-    class Scope(models.TextChoices):
-        READ = "read", "Read"
-        REQUEST = "request", "Ask for capacity"
-        SUBMIT = "submit", "Submit and cancel workloads"
-        APPROVE = "approve", "Approve (platform admins)"
-        # Platform automation: tenants, memberships, pools and policy. Only a platform admin's
-        # token may carry it, minted by a platform admin; it covers every other scope too.
-        ADMIN = "admin", "Administer the platform (platform admins)"
+    Scope = TokenScope  # the words are the ground floor's (core/api/scopes.py)
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"

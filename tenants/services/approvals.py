@@ -10,12 +10,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
+from core.permissions import require_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants import audit
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
-from tenants.permissions import require_platform_admin
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
     check_capacity,

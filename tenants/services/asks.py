@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from core import audit
 from scheduler.catalog.models import Pool, ResourceClass
-from tenants import audit, policy
+from tenants import policy
 from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.services.approvals import approve_locked

@@ -11,13 +11,14 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
+from core import audit
 from core.errors import InvalidInput, InvalidTransition
-from tenants import audit
+from core.permissions import require_platform_admin
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS, signing
 from tenants.notifications.dispatch import enqueue
 from tenants.notifications.sending import is_public
-from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
+from tenants.permissions import OWNER_ROLES, require_role
 
 Kind = NotificationChannel.Kind
 CHANNEL_FIELDS = ["kind", "name", "target", "events", "active"]

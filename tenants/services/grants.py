@@ -9,12 +9,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import InvalidTransition
+from core.permissions import require_platform_admin
 from scheduler.catalog.models import ResourceClass
-from tenants import audit
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
-from tenants.permissions import require_platform_admin
 from tenants.services.audit_fields import GRANT_FIELDS
 from tenants.services.capacity import check_capacity, check_ceiling, check_dates, resolve_items
 from tenants.services.follow_up import notify_desired_state_changed, portal_url

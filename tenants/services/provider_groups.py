@@ -10,8 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from core import audit
 from core.permissions import is_platform_admin
-from tenants import audit
 from tenants.group_mapping import (
     Desired,
     MappingError,

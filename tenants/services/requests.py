@@ -11,10 +11,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import audit
 from core.errors import InvalidInput
-from tenants import audit, policy
+from core.permissions import require_platform_admin
+from tenants import policy
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
-from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_platform_admin, require_role
+from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
 from tenants.services.approvals import notify_decided
 from tenants.services.asks import file_ask

@@ -10,12 +10,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import InvalidInput, InvalidTransition
-from tenants import audit
+from core.permissions import require_platform_admin
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
-from tenants.permissions import OWNER_ROLES, require_platform_admin, require_role
+from tenants.permissions import OWNER_ROLES, require_role
 from tenants.services.audit_fields import TENANT_FIELDS
 from tenants.services.follow_up import notify_desired_state_changed
 from tenants.services.locks import lock_rows

@@ -15,9 +15,9 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
 from core.permissions import is_platform_admin
-from tenants import audit
 from tenants.models import ApiToken, Tenant
 from tenants.permissions import OWNER_ROLES, require_role, role_in
 

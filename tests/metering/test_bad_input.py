@@ -11,11 +11,11 @@ import time_machine
 from django.test import Client
 from django.utils import timezone
 
+from core import audit
 from metering import exports, selectors
 from metering.models import AllocationInterval
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Cluster
-from tenants import audit
 from tests.portal.api.conftest import session
 
 pytestmark = pytest.mark.django_db

@@ -9,6 +9,7 @@ from django.core.management.base import SystemCheckError
 
 from core import hooks as core_hooks
 from metering.services import check_budget, over_budget_tenants
+from scheduler.catalog import hooks as catalog_hooks
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks
@@ -24,6 +25,13 @@ def test_every_declared_hook_is_filled_by_the_wiring():
         "fleet_policy_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
     }
     assert core_hooks.check_hooks_filled() == []
+
+
+def test_each_room_declares_its_own_hooks():
+    """The catalog sits below governance: its question is its own, not governance's."""
+    assert {h.name for h in core_hooks.declared_hooks()} >= {"fleet_policy_changed"}
+    assert catalog_hooks.fleet_policy_changed in core_hooks.declared_hooks()
+    assert not hasattr(hooks, "fleet_policy_changed")
 
 
 def test_a_hook_left_unfilled_fails_manage_py_check(monkeypatch):

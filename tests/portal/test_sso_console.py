@@ -81,7 +81,7 @@ def test_any_groups_typed_answer_a_page(client, world, sso_groups, query):
 
 
 def test_refused_sign_ins_show_who_and_why(client, world, sso_groups):
-    from tenants import audit
+    from core import audit
 
     audit.record(
         actor=None, verb="sso.sign_in_refused", obj=None, tenant=None, object_type="auth.User",

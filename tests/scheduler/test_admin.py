@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler.catalog.services import update_resource_class
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 
 pytestmark = pytest.mark.django_db
@@ -121,7 +122,6 @@ def test_staff_who_are_not_platform_admins_cannot_change_classes_or_pools(
 ):
     from core.errors import Forbidden
     from scheduler.catalog.models import Pool, ResourceClass
-    from tenants.classes import update_resource_class
     from tenants.models import AuditEvent
 
     client.force_login(staff_without_the_group)
@@ -152,7 +152,6 @@ def test_staff_who_are_not_platform_admins_cannot_change_classes_or_pools(
 
 def test_update_resource_class_validates_and_records_only_changes(world):
     from core.errors import InvalidInput
-    from tenants.classes import update_resource_class
     from tenants.models import AuditEvent
 
     for bad in ("-1", "abc", "1.23456"):

@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import ClusterError
+from scheduler.catalog.services import set_pool
 from scheduler.cluster import queues
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.converge import managed_selector
@@ -19,7 +20,6 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.services.grants import expire_grants, grant_quota
-from tenants.services.pools import set_pool
 from tenants.services.tenants import add_member, create_tenant
 from tests.scheduler.cluster_helpers import (
     as_user,

@@ -7,12 +7,12 @@ import pytest
 import time_machine
 from django.core import mail
 
+from scheduler.catalog import services as catalog
 from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent
 from tenants.notifications import deliver_due
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
 from tenants.services import tenants as tenant_services
 from tests.scheduler.factories import WorkloadFactory
 
@@ -82,7 +82,7 @@ def test_back_under_the_grant_resets_the_clock_and_borrowing_counts_as_allowed(o
     world, run = over
     with time_machine.travel(T0, tick=False):
         overquota.stop_work_over_quota()
-    pool_services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
+    catalog.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):
         assert overquota.stop_work_over_quota() == []  # 1 granted + 2 borrowable: fits
     assert not Workload.objects.filter(state="cancelled").exists()

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
+from scheduler.catalog import services as catalog
 from scheduler.workloads import manifests
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import Observation, observe, render_job
@@ -14,7 +15,6 @@ from scheduler.workloads.pod_template import WorkloadSpec
 from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
 from tenants.services import tenants as tenant_services
 from tests.tenants.factories import PoolFactory, ResourceClassFactory
 
@@ -349,7 +349,7 @@ def test_what_fits_the_grant_is_admitted_to_wait_and_only_what_never_fits_is_ref
 @pytest.mark.django_db
 def test_the_pools_borrowing_limit_lets_a_team_ask_beyond_its_grant(granted):
     world = granted
-    pool_services.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
+    catalog.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     submit(world, name="a", resources={world.rc.slug: 5})  # 3 granted + 2 borrowable
     with pytest.raises(QuotaExceeded, match="the grant is 3 and 2 may be borrowed; ask for 1"):
         submit(world, name="b", resources={world.rc.slug: 6})

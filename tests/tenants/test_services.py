@@ -16,12 +16,13 @@ from core.errors import (
     NotFound,
     QuotaExceeded,
 )
+from scheduler.catalog import services as catalog
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, Membership, QuotaGrant
 from tenants.notifications import deliver_due
 from tenants.services import approvals as approval_services
 from tenants.services import capacity as capacity_services
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
+from tenants.services import policy_rules
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
@@ -361,10 +362,10 @@ def test_the_last_owner_cannot_leave(world):
 
 
 def test_pool_and_policy_changes_are_audited(world):
-    pool_services.set_pool(
+    catalog.set_pool(
         actor=world.admin, resource_class=world.rc, capacity=12, overcommit_ratio=Decimal("1.25")
     )
-    pool_services.set_auto_approval_rule(
+    policy_rules.set_auto_approval_rule(
         actor=world.admin, resource_class=world.rc, max_amount=1, max_duration_hours=24
     )
     assert list(AuditEvent.objects.order_by("id").values_list("verb", flat=True)) == [
@@ -372,7 +373,7 @@ def test_pool_and_policy_changes_are_audited(world):
         "policy.changed",
     ]
     with pytest.raises(Forbidden):
-        pool_services.set_pool(actor=world.owner, resource_class=world.rc, capacity=99)
+        catalog.set_pool(actor=world.owner, resource_class=world.rc, capacity=99)
 
 
 def test_direct_grant_is_capacity_checked(world):

@@ -11,12 +11,13 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.catalog import services as catalog
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.workloads.services import submit_workload
 from tenants.models import CapacityRequest, Membership, Tenant
 from tenants.services import grants as grant_services
-from tenants.services import pools as pool_services
+from tenants.services import policy_rules
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
 
@@ -99,7 +100,7 @@ class Command(BaseCommand):
         )
         classes = {rc.slug: rc for rc in ResourceClass.objects.all()}
         for slug, capacity in SEED_POOLS.items():
-            pool_services.set_pool(
+            catalog.set_pool(
                 actor=admin,
                 resource_class=classes[slug],
                 capacity=capacity,
@@ -107,7 +108,7 @@ class Command(BaseCommand):
                 borrowing_limit=SEED_BORROWING.get(slug),
             )
         for slug, (amount, hours) in SEED_POLICY.items():
-            pool_services.set_auto_approval_rule(
+            policy_rules.set_auto_approval_rule(
                 actor=admin,
                 resource_class=classes[slug],
                 max_amount=amount,

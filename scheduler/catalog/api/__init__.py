@@ -1,0 +1,1 @@
+"""The catalog by API: pools, for platform automation."""

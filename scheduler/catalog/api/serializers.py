@@ -1,0 +1,35 @@
+"""A pool as the API shows it, and what a platform admin may change of it."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from scheduler.catalog.models import Pool
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    resource_class = serializers.CharField(source="resource_class.slug", read_only=True)
+    grantable = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Pool
+        fields = [
+            "resource_class",
+            "capacity",
+            "overcommit_ratio",
+            "grantable",
+            "source",
+            "borrowing_limit",
+            "lend_idle",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class PoolUpdateSerializer(serializers.Serializer):
+    capacity = serializers.IntegerField(min_value=0, required=False)
+    overcommit_ratio = serializers.DecimalField(
+        max_digits=5, decimal_places=2, min_value=0, required=False
+    )
+    borrowing_limit = serializers.IntegerField(min_value=0, required=False)
+    lend_idle = serializers.BooleanField(required=False)
