@@ -211,7 +211,7 @@ def over_budget_tenants(tenant_ids: list[int], *, now: datetime | None = None) -
 
 def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
     """Admission: with BUDGET_ENFORCE on, refuse a tenant whose cost this month has reached its
-    budget. Registered as an admission check of workloads (MeteringConfig.ready)."""
+    budget. It answers the `workload_admission` hook (portal/wiring.py)."""
     if not settings.BUDGET_ENFORCE:
         return
     state = selectors.budget_state(tenant, now)

@@ -1,10 +1,10 @@
 """Beat's tasks through Redis and a real Celery worker."""
 
-import time
 from datetime import timedelta
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
 from django.utils import timezone
 
 from localcluster.pytest_plugin import wait_for
@@ -34,10 +34,21 @@ def test_expire_grants_runs_on_a_worker_and_is_safe_twice(celery_worker):
     grant = QuotaGrantFactory(
         starts_at=timezone.now() - timedelta(days=2), ends_at=timezone.now() - timedelta(minutes=1)
     )
-    tasks.expire_grants.delay()
-    tasks.expire_grants.delay()  # a duplicate message changes nothing more
-    wait_for("the grant to expire", lambda: QuotaGrant.objects.get(pk=grant.pk).state == "expired")
-    time.sleep(0.5)
+    handled = []
+
+    def count_runs(sender=None, **kwargs):  # the worker's threads run in this process
+        if sender is not None and sender.name == tasks.expire_grants.name:
+            handled.append(kwargs.get("task_id"))
+
+    task_postrun.connect(count_runs, weak=False)
+    try:
+        tasks.expire_grants.delay()
+        tasks.expire_grants.delay()  # a duplicate message changes nothing more
+        # Both messages handled, not a guess at how long the second takes.
+        wait_for("both messages to be handled", lambda: len(handled) >= 2)
+    finally:
+        task_postrun.disconnect(count_runs)
+    assert QuotaGrant.objects.get(pk=grant.pk).state == "expired"
     assert AuditEvent.objects.filter(verb="quota_grant.expired").count() == 1
 
 
