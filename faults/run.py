@@ -22,7 +22,7 @@ from faults import invariants, stack
 from faults.load import Load
 from faults.options import ALL, SHORT
 from faults.stack import say
-from localcluster import build, cluster
+from localcluster import build, cluster, components
 from localcluster.fleet import node_manifest
 from scheduler.cluster import tasks
 from scheduler.cluster.kube import KubeGateway
@@ -321,7 +321,7 @@ class Run:
         self._redis(keep=False)
 
     def _cluster_component(self, name: str) -> None:
-        component = next(c for c in cluster.component_specs(build.binaries()) if c.name == name)
+        component = next(c for c in components.component_specs(build.binaries()) if c.name == name)
         cluster.stop(component)
         time.sleep(15)
         cluster.up()

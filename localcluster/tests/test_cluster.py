@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localcluster import build, cluster, fleet, simulator
+from localcluster import build, components, fleet, simulator
 from localcluster import gpu_layout as gl
 from localcluster.pytest_plugin import wait_for
 from scheduler.catalog import facts
@@ -221,7 +221,7 @@ def test_up_brings_an_old_node_up_to_date_and_then_changes_nothing(kube_cluster)
 
 
 def test_the_simulator_restarts_when_any_file_it_reads_changes():
-    sources = set(cluster.simulator_sources())
+    sources = set(components.simulator_sources())
     read = {gl.MIG_CONFIG_FILE, gl.DEVICE_PLUGIN_CONFIG_FILE, gl.FLEET_FILE, facts.CATALOG_PATH}
     assert read <= sources
     assert {Path(simulator.__file__), Path(gl.__file__), Path(facts.__file__)} <= sources

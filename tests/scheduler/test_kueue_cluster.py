@@ -305,13 +305,13 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
 def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
     kube, tenant_namespaces, world, h100_mig, settings
 ):
-    from localcluster import build, cluster
+    from localcluster import build, cluster, components
 
     # a cohort of its own: other tests' queues (or ones still being deleted) may borrow the
     # team's idle unit while Kueue is down, and its job would wait for them to finish
     settings.PORTAL_INSTANCE = unique_slug("down")
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="down")
-    kueue = next(c for c in cluster.component_specs(build.binaries()) if c.name == "kueue")
+    kueue = next(c for c in components.component_specs(build.binaries()) if c.name == "kueue")
     cluster.stop(kueue)
     try:
         w = workloads.submit_workload(

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from localcluster import build, cluster
+from localcluster import build, cluster, components
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant, tenant_namespace
 from tenants.models import CapacityRequest
@@ -31,7 +31,9 @@ def reconcile_worker(kube, settings):
 
 
 def _apiserver():
-    return next(c for c in cluster.component_specs(build.binaries()) if c.name == "kube-apiserver")
+    return next(
+        c for c in components.component_specs(build.binaries()) if c.name == "kube-apiserver"
+    )
 
 
 def test_approval_during_an_api_server_outage_converges_when_it_is_back(
