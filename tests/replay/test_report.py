@@ -1,7 +1,9 @@
 """The replay's table: one row per policy, the mean of its repeats and their range."""
 
+import json
+
 from replay import metrics, report
-from replay.overtime import PolicyRun
+from replay.overtime import PolicyRun, observations
 from replay.workload import POLICIES
 
 
@@ -45,3 +47,28 @@ def test_the_chart_draws_the_mean_of_the_repeats(tmp_path):
     runs = [run("a", 0.6, alloc_slices=0.4), run("a", 0.6, alloc_slices=0.8)]
     path = report.allocation_chart(runs, tmp_path / "a.png", "test")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_observations_carry_every_job_as_the_cluster_served_it_and_are_json():
+    r = run("b", 0.7)
+    r.run_id, r.compression = "b2", 60.0
+    job = metrics.JobRecord("pod-1", 1, 7.0, 1000, submitted=2.5)
+    job.runs, job.finished = [(3.0, 4.0), (6.0, 9.5)], 9.5
+    job.preemptions = 1
+    r.jobs = [job]
+    back = json.loads(json.dumps(observations([r])))
+    (one,) = back["runs"]
+    assert (one["run_id"], one["policy"], one["compression"]) == ("b2", "b", 60.0)
+    assert one["alloc_milli"] == 0.7 and one["started"] == 7 and one["not_started"] == 3
+    assert one["jobs"] == [
+        {
+            "name": "pod-1",
+            "team": 1,
+            "slices": 7.0,
+            "milli": 1000,
+            "submitted": 2.5,
+            "runs": [[3.0, 4.0], [6.0, 9.5]],
+            "finished": 9.5,
+            "preemptions": 1,
+        }
+    ]
