@@ -10,11 +10,15 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIRequestFactory
 
+from core.errors import NotFound
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.api.views import WorkloadViewSet
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_values_readable
+from tenants.api.views import visible_tenant
+from tenants.models import Tenant
+from tenants.permissions import role_in
 from tests.portal.api.conftest import bearer
 from tests.tenants.factories import QuotaGrantFactory
 
@@ -59,14 +63,14 @@ def test_a_status_call_with_a_token_not_yet_cached_reads_it_once(api, django_ass
         assert client.get(f"/api/v1/workloads/{api.workload.pk}/").status_code == 200
 
 
-def test_a_submit_is_thirteen_queries_once_the_token_is_cached(api, django_assert_num_queries):
+def test_a_submit_is_twelve_queries_once_the_token_is_cached(api, django_assert_num_queries):
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
-    # tenant (visible to the caller), role, resource class; then in one transaction (two
-    # savepoint statements here, BEGIN and COMMIT in production): tenant lock, name taken?,
-    # grants, pool, the workload (insert, its k8s name), its event, the audit row. No read back
-    # of the workload, and no count of what the team's pods hold (Kueue's to weigh).
-    with django_assert_num_queries(13):
+    # the tenant (visible to the caller) with the caller's role, resource class; then in one
+    # transaction (two savepoint statements here, BEGIN and COMMIT in production): tenant lock,
+    # name taken?, grants, pool, the workload (insert, its k8s name), its event, the audit row.
+    # No read back of the workload, and no count of what the team's pods hold (Kueue's to weigh).
+    with django_assert_num_queries(12):
         response = client.post("/api/v1/workloads/", _submit_body(api, "ci-1"), format="json")
     assert response.status_code == 201, response.content
     body = response.json()
@@ -179,10 +183,23 @@ def test_a_submit_with_an_idempotency_key_looks_for_its_record_once(api, django_
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
     body = _submit_body(api, "ci-3")
-    # the submit's 13, and around them: savepoint, advisory lock, the record looked for,
+    # the submit's 12, and around them: savepoint, advisory lock, the record looked for,
     # the record written, release
-    with django_assert_num_queries(13 + 5):
+    with django_assert_num_queries(12 + 5):
         first = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert first.status_code == 201
     again = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+
+
+def test_the_visible_tenant_remembers_the_callers_role_as_role_in_reads_it(
+    api, django_assert_num_queries
+):
+    world = api.world
+    for user in (world.owner, world.member, world.viewer, world.admin):
+        tenant = visible_tenant(user, world.tenant.slug)
+        with django_assert_num_queries(0):
+            remembered = role_in(user, tenant)
+        assert remembered == role_in(user, Tenant.objects.get(pk=tenant.pk))
+    with pytest.raises(NotFound):
+        visible_tenant(world.outsider, world.tenant.slug)
