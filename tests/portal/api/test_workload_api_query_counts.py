@@ -63,14 +63,15 @@ def test_a_status_call_with_a_token_not_yet_cached_reads_it_once(api, django_ass
         assert client.get(f"/api/v1/workloads/{api.workload.pk}/").status_code == 200
 
 
-def test_a_submit_is_twelve_queries_once_the_token_is_cached(api, django_assert_num_queries):
+def test_a_submit_is_nine_queries_once_the_token_is_cached(api, django_assert_num_queries):
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
-    # the tenant (visible to the caller) with the caller's role, resource class; then in one
-    # transaction (two savepoint statements here, BEGIN and COMMIT in production): tenant lock,
-    # name taken?, grants, pool, the workload (insert, its k8s name), its event, the audit row.
-    # No read back of the workload, and no count of what the team's pods hold (Kueue's to weigh).
-    with django_assert_num_queries(12):
+    # Before the lock: the tenant (visible to the caller) with the caller's role; the resource
+    # class with its pool. Then one transaction (two savepoint statements here, BEGIN and
+    # COMMIT in production): the tenant lock; name taken?, grants and the next id in one
+    # statement; the workload (with its k8s name), its event, the audit row. No read back of
+    # the workload, and no count of what the team's pods hold (Kueue's to weigh).
+    with django_assert_num_queries(9):
         response = client.post("/api/v1/workloads/", _submit_body(api, "ci-1"), format="json")
     assert response.status_code == 201, response.content
     body = response.json()
@@ -183,9 +184,9 @@ def test_a_submit_with_an_idempotency_key_looks_for_its_record_once(api, django_
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
     body = _submit_body(api, "ci-3")
-    # the submit's 12, and around them: savepoint, advisory lock, the record looked for,
+    # the submit's 9, and around them: savepoint, advisory lock, the record looked for,
     # the record written, release
-    with django_assert_num_queries(12 + 5):
+    with django_assert_num_queries(9 + 5):
         first = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert first.status_code == 201
     again = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
