@@ -204,3 +204,31 @@ def test_the_visible_tenant_remembers_the_callers_role_as_role_in_reads_it(
         assert remembered == role_in(user, Tenant.objects.get(pk=tenant.pk))
     with pytest.raises(NotFound):
         visible_tenant(world.outsider, world.tenant.slug)
+
+
+class _DrfBuilt(s.WorkloadCreateSerializer):
+    fields = serializers.Serializer.fields  # DRF's own: every instance deep-copies its fields
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"kind": "cronjob", "resources": {"x": 0}},
+        {"name": "n" * 41, "replicas": 0, "env": {"A": {"secret": "s", "key": "k"}}},
+        {"autoscaling": {"max_replicas": 2}, "volumes": [{"claim": "c"}], "cpu": 8},
+        {"autoscaling": {"max_replicas": 3, "target_gpu_util": 70}, "command": "no list"},
+        {"volumes": [{"claim": "d", "mount_path": "/d", "read_only": True}], "labels": [1]},
+    ],
+)
+def test_the_create_serializers_shared_fields_validate_as_drfs_own(changes):
+    """The submit's fields are built once and shared by every call: each call still validates
+    (values and errors) exactly as DRF's freshly built fields do, whatever came before it."""
+    body = {
+        "tenant": "team-a", "name": "ci-1", "kind": "job", "image": "busybox:1.36",
+        "resources": {"rc": 1}, "priority": "gpu-low", **changes,
+    }  # fmt: skip
+    shared, fresh = s.WorkloadCreateSerializer(data=body), _DrfBuilt(data=body)
+    assert shared.fields is s.WorkloadCreateSerializer().fields
+    assert shared.is_valid() == fresh.is_valid()
+    assert (shared.errors, shared.validated_data) == (fresh.errors, fresh.validated_data)
