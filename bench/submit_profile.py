@@ -3,7 +3,7 @@ submits through Django's full request path (middleware, token authentication, th
 each in its own committed transaction as in production, and optionally cProfile's top functions.
 
     DJANGO_SETTINGS_MODULE=portal.settings.test .venv/bin/python -m bench.submit_profile \
-        [--calls 300] [--profile]
+        [--calls 300] [--profile [--dump FILE]]
 
 It runs in a throwaway database (gpu_portal_bench_submit) with the API bench's seed (50 tenants,
 a robot member of all with a submit token) and needs neither the local cluster nor a worker: the
@@ -28,6 +28,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300, help="submits to time")
     parser.add_argument("--profile", action="store_true", help="cProfile the timed loop")
     parser.add_argument("--top", type=int, default=30, help="functions to print with --profile")
+    parser.add_argument("--dump", help="with --profile: also write the stats to this file")
     args = parser.parse_args()
     os.environ["TEST_CELERY_BROKER_URL"] = "redis://127.0.0.1:6379/12"  # the API bench's broker
     os.environ.setdefault("API_THROTTLE_RATE", "1000000/min")
@@ -91,6 +92,8 @@ def main() -> int:
             + (" (under cProfile)" if profiler else "")
         )
         if profiler:
+            if args.dump:
+                profiler.dump_stats(args.dump)
             stats = pstats.Stats(profiler, stream=sys.stdout)
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
