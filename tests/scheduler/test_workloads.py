@@ -604,3 +604,18 @@ def test_under_the_tenants_lock_a_submit_reads_once_and_writes_its_three_rows(gr
     ], statements
     # the role, the classes; savepoint, lock, read, three inserts, release
     assert len(statements) == 9, statements
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submits_racing_for_one_name_admit_one_and_refuse_the_others_as_taken(granted):
+    """The name check reads in a statement after the tenant lock's: a submit that waited for
+    the lock sees the workload its holder committed, and answers "already runs", never the
+    database's unique constraint (a 500)."""
+    from tests.race import race
+
+    results = race([lambda: submit(granted, name="same") for _ in range(6)])
+    admitted = [r for r in results if isinstance(r, Workload)]
+    refused = [r for r in results if not isinstance(r, Workload)]
+    assert len(admitted) == 1, results
+    assert all(isinstance(r, InvalidInput) and "already runs" in str(r) for r in refused), refused
+    assert Workload.objects.filter(tenant=granted.tenant, name="same").count() == 1
