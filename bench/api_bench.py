@@ -7,9 +7,9 @@ creating the same Job directly on the API server, in the same run.
 The server is the one the Helm chart runs: `gunicorn -c deploy/gunicorn.conf.py` with the web
 container's environment from the chart's values (`web.workers`, `web.threads`, `web.env`).
 
-Goals (issues 5 and 19): p99 < 250 ms for submit and status at 50 paced and 50 saturated
-clients with zero errors; CPU per call ≤ 2 × the floor for status and ≤ 4 × for submit;
-submit-to-Running ≤ direct + 1 s at p50.
+Goals (issues 5 and 19, and submit under load): p99 < 250 ms for submit and status at 50 paced
+and 50 saturated clients with zero errors; CPU per call ≤ 2 × the floor for status and ≤ 3 × for
+submit; submit-to-Running ≤ direct + 1 s at p50.
 
 `--profile DIR` samples the workers with py-spy during each run (collapsed stacks in DIR and
 their top frames printed).
@@ -584,7 +584,7 @@ def run(
     ]  # fmt: skip
     # CPU against the floor where the server's work per call dominates: in the paced runs its
     # fixed cost (idle threads, heartbeats) over fewer calls draws both figures towards 1.
-    for call, most in (("status", 2.0), ("submit", 4.0)):
+    for call, most in (("status", 2.0), ("submit", 3.0)):
         ratio = load[call, "saturated"]["cpu_ms"] / load["floor", "saturated"]["cpu_ms"]
         checks.append((f"{call} CPU / floor, saturated", ratio, f"≤ {most:.0f}", ratio <= most))
     checks += [

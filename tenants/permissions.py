@@ -14,9 +14,22 @@ WRITE_ROLES = frozenset({Role.OWNER, Role.MEMBER})
 OWNER_ROLES = frozenset({Role.OWNER})
 
 
+# Where `remember_role` keeps a caller's role on a tenant read for this request: (user id, role).
+_REMEMBERED_ROLE = "_caller_role"
+
+
+def remember_role(tenant: Tenant, user, role: str | None) -> None:
+    """Keep `user`'s role in `tenant` (None: not a member), read with the tenant in the same
+    query, so that `role_in` for this user and this tenant object does not read it again."""
+    setattr(tenant, _REMEMBERED_ROLE, (user.pk, role))
+
+
 def role_in(user, tenant: Tenant) -> str | None:
     if not getattr(user, "is_authenticated", False):
         return None
+    remembered = getattr(tenant, _REMEMBERED_ROLE, None)
+    if remembered is not None and remembered[0] == user.pk:
+        return remembered[1]
     # Use a prefetched list when the caller has one; one query otherwise.
     cache = getattr(tenant, "_prefetched_objects_cache", {}).get("memberships")
     if cache is not None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from core import audit
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
@@ -45,7 +46,7 @@ from tenants.models import Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
 from tenants.permissions import WRITE_ROLES, require_role
-from tenants.selectors import effective_quotas
+from tenants.selectors import effective_quota_sql, effective_quota_units
 
 # What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
 POD_SPEC_FIELDS = [
@@ -62,12 +63,18 @@ POD_SPEC_FIELDS = [
 
 
 def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
+    """The asked classes with their units, each class read with its pool (`rc.pool`; none:
+    nothing may be borrowed) in one query, before the tenant's lock: a pool's borrowing limit is
+    the fleet's policy, which the tenant's lock does not serialise."""
     if not isinstance(resources, dict) or not resources:
         raise InvalidInput(
             "ask for at least one resource class, e.g. {'a100-80gb-mig-3g.40gb': 1}",
             field="resources",
         )
-    known = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(resources))}
+    known = {
+        rc.slug: rc
+        for rc in ResourceClass.objects.filter(slug__in=list(resources)).select_related("pool")
+    }
     out = []
     for slug, units in resources.items():
         rc = known.get(slug)
@@ -96,23 +103,21 @@ def _check_fits(
     asked: list[tuple[ResourceClass, int]],
     pods: int,
     priority: str,
+    granted_by_class: dict[int, int],
     *,
     autoscaled: bool = False,
 ) -> None:
     """Refuse only what can never run: more than the team's grant plus what its pool lets it
     borrow. What fits that but not the free grant is admitted and waits in the team's Kueue
-    queue until the capacity is there (its own work finishing, or idle units of other teams)."""
-    # The grant alone (one query): what the team's pods hold is Kueue's to weigh, not this.
-    granted_by_class = effective_quotas([tenant.pk]).get(tenant.pk, {})
-    pools = {
-        p.resource_class_id: p
-        for p in Pool.objects.filter(resource_class__in=[rc for rc, _ in asked])
-    }
+    queue until the capacity is there (its own work finishing, or idle units of other teams).
+    `granted_by_class`: the grant alone (read under the lock); what the team's pods hold is
+    Kueue's to weigh, not this. The pools came with the classes (`_resolve_resources`)."""
     short = []
     for rc, units in asked:
         need = units * pods
         granted = granted_by_class.get(rc.pk, 0)
-        borrow = pools[rc.pk].borrowing_limit if rc.pk in pools else 0
+        pool: Pool | None = getattr(rc, "pool", None)
+        borrow = pool.borrowing_limit if pool is not None else 0
         if need > granted + borrow:
             short.append((rc.slug, need, granted, borrow))
     if short:
@@ -162,6 +167,29 @@ def _check_critical(
             + "; ".join(over),
             field="priority",
         )
+
+
+# Under the tenant's lock, one statement: is the name taken by a live workload of the tenant,
+# the tenant's grants of the asked classes (`tenants.selectors.effective_quota_sql`), and the
+# new workload's id (so that its k8s name goes into the insert). The same filters as
+# `Workload.objects.live()` (tests compare them); only table names go in, values are parameters.
+_ADMISSION_SQL = (
+    'SELECT EXISTS (SELECT 1 FROM "{workloads}" w WHERE w.tenant_id = %s AND w.name = %s '
+    "AND w.state = ANY(%s)), ({grants}), nextval(pg_get_serial_sequence('\"{workloads}\"', 'id'))"
+)
+
+
+def _admission_reads(
+    tenant: Tenant, name: str, asked: list[tuple[ResourceClass, int]]
+) -> tuple[bool, dict[int, int], int]:
+    """(name taken?, resource class id -> units granted, the next workload id)."""
+    grants_sql, grants_params = effective_quota_sql(tenant.pk, [rc.pk for rc, _ in asked])
+    sql = _ADMISSION_SQL.format(workloads=Workload._meta.db_table, grants=grants_sql)
+    live = [state.value for state in Workload.LIVE_STATES]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [tenant.pk, name, live, *grants_params])
+        taken, grants, next_id = cursor.fetchone()
+    return bool(taken), effective_quota_units(grants), int(next_id)
 
 
 def _enqueue_create(workload_id: int) -> None:
@@ -237,9 +265,41 @@ def submit_workload(
     if scaling is not None:
         pods = scaling["max_replicas"]
     check_fits_namespace(pod_asks, pods)  # pure: no need to hold the tenant's lock for it
+    # The row and its audit picture are built before the lock: under it, only what must be
+    # serialised (the tenant's state, the name, the grants, the insert) and the writes.
+    workload = Workload(
+        tenant=tenant,
+        name=name,
+        kind=kind,
+        image=image,
+        command=command,
+        args=args,
+        env=env,
+        labels=labels,
+        resources={rc.slug: units for rc, units in asked},
+        gpu_model=asked[0][0].gpu_model,
+        priority_class=priority,
+        replicas=replicas,
+        backoff_limit=backoff_limit,
+        max_replicas=scaling["max_replicas"] if scaling else None,
+        target_gpu_util=scaling["target_gpu_util"] if scaling else None,
+        target_latency_ms=scaling["target_latency_ms"] if scaling else None,
+        **pod_asks,
+        volumes=volumes,
+        env_from_secrets=env_from_secrets,
+        image_pull_secrets=image_pull_secrets,
+        submitted_by=actor,
+    )
+    audited = {
+        **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
+        "resources": workload.resources,
+        "replicas": replicas,
+        "autoscaling": workload.autoscaling,
+        **audit.snapshot(workload, POD_SPEC_FIELDS),
+    }
     with transaction.atomic():
         # The tenant row serialises admissions of one tenant: two submits cannot both take
-        # the last free unit.
+        # the last free unit, nor the same name.
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
@@ -252,52 +312,24 @@ def submit_workload(
                 field="priority",
                 code="priority_not_allowed",
             )
-        if Workload.objects.live().filter(tenant=tenant, name=name).exists():
+        # A statement of its own, after the lock's: it reads what the submit that held the
+        # lock before this one committed (READ COMMITTED takes a snapshot per statement).
+        name_taken, granted_by_class, workload.pk = _admission_reads(tenant, name, asked)
+        if name_taken:
             raise InvalidInput(
                 f"{tenant.slug} already runs a workload named {name!r}", field="name"
             )
-        _check_fits(tenant, asked, pods, priority, autoscaled=scaling is not None)
-        workload = Workload.objects.create(
-            tenant=tenant,
-            name=name,
-            kind=kind,
-            image=image,
-            command=command,
-            args=args,
-            env=env,
-            labels=labels,
-            resources={rc.slug: units for rc, units in asked},
-            gpu_model=asked[0][0].gpu_model,
-            priority_class=priority,
-            replicas=replicas,
-            backoff_limit=backoff_limit,
-            max_replicas=scaling["max_replicas"] if scaling else None,
-            target_gpu_util=scaling["target_gpu_util"] if scaling else None,
-            target_latency_ms=scaling["target_latency_ms"] if scaling else None,
-            **pod_asks,
-            volumes=volumes,
-            env_from_secrets=env_from_secrets,
-            image_pull_secrets=image_pull_secrets,
-            namespace=tenant.namespace,
-            submitted_by=actor,
-        )
-        workload.k8s_name = f"{name}-{workload.pk}"
-        workload.save(update_fields=["k8s_name"])
+        _check_fits(tenant, asked, pods, priority, granted_by_class, autoscaled=scaling is not None)
+        workload.tenant = tenant
+        workload.namespace = tenant.namespace
+        workload.k8s_name = f"{name}-{workload.pk}"  # its id is known before the insert
+        workload.created_at = timezone.now()  # in the order of the ids, as an insert's default
+        workload.save(force_insert=True)
         WorkloadEvent.objects.create(
             workload=workload, state=workload.state, reason="Submitted", message=f"by {actor}"
         )
         audit.record(
-            actor=actor,
-            verb="workload.submitted",
-            obj=workload,
-            tenant=tenant,
-            after={
-                **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
-                "resources": workload.resources,
-                "replicas": replicas,
-                "autoscaling": workload.autoscaling,
-                **audit.snapshot(workload, POD_SPEC_FIELDS),
-            },
+            actor=actor, verb="workload.submitted", obj=workload, tenant=tenant, after=audited
         )
         workload_id = workload.pk
         transaction.on_commit(lambda: _enqueue_create(workload_id))

@@ -3,6 +3,8 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
@@ -16,7 +18,7 @@ from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
-from tests.tenants.factories import PoolFactory, ResourceClassFactory
+from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
 
 SPEC = WorkloadSpec(
     name="train-7-12",
@@ -528,3 +530,92 @@ def test_the_critical_allowance_is_per_gpu_resource_as_the_cluster_enforces_it(g
     with pytest.raises(QuotaExceeded, match="nvidia.com/mig-3g.40gb: 1 in use") as exc:
         submit(world, name="c", priority="gpu-critical")
     assert exc.value.field == "priority"
+
+
+def test_the_admission_statement_reads_what_the_orm_reads(world):
+    """Under the tenant's lock a submit reads the name, the grants and the next id in one SQL
+    statement: its name-taken is `Workload.objects.live()`'s and its grants are
+    `effective_quotas`', for every state of a workload and every kind of grant."""
+    now = timezone.now()
+    rc, other_rc = world.rc, ResourceClassFactory(slug="h100-80gb")
+    for i, state in enumerate(Workload.State.values):
+        Workload.objects.create(
+            tenant=world.tenant, name=f"w-{state}", kind="job", image="x", resources={},
+            gpu_model="A100-80GB", priority_class="gpu-low", namespace="n", k8s_name=f"k-{i}",
+            state=state, submitted_by=world.member,
+        )  # fmt: skip
+    Workload.objects.create(
+        tenant=world.other_tenant, name="elsewhere", kind="job", image="x", resources={},
+        gpu_model="A100-80GB", priority_class="gpu-low", namespace="n", k8s_name="k-other",
+        submitted_by=world.outsider,
+    )  # fmt: skip
+    for tenant, resource_class, amount, starts, ends, state in [
+        (world.tenant, rc, 2, now - timedelta(days=1), None, "active"),
+        (world.tenant, rc, 3, now - timedelta(days=1), now + timedelta(days=1), "active"),
+        (world.tenant, rc, 5, now - timedelta(days=2), now - timedelta(days=1), "active"),
+        (world.tenant, rc, 7, now + timedelta(days=1), None, "active"),
+        (world.tenant, rc, 11, now - timedelta(days=1), None, "revoked"),
+        (world.tenant, other_rc, 13, now - timedelta(days=1), None, "active"),
+        (world.other_tenant, rc, 17, now - timedelta(days=1), None, "active"),
+    ]:
+        QuotaGrantFactory(
+            tenant=tenant, resource_class=resource_class, amount=amount, starts_at=starts,
+            ends_at=ends, state=state,
+        )  # fmt: skip
+    asked = [(rc, 1), (other_rc, 1)]
+    ids = []
+    for name in [f"w-{state}" for state in Workload.State.values] + ["elsewhere", "new"]:
+        taken, grants, next_id = workloads._admission_reads(world.tenant, name, asked)
+        assert taken == Workload.objects.live().filter(tenant=world.tenant, name=name).exists()
+        assert grants == tenant_selectors.effective_quotas([world.tenant.pk])[world.tenant.pk]
+        ids.append(next_id)
+    assert grants == {rc.pk: 5, other_rc.pk: 13}
+    assert ids == sorted(set(ids)) and ids[0] > Workload.objects.order_by("-pk")[0].pk
+    # only the asked classes are read
+    assert workloads._admission_reads(world.tenant, "new", [(rc, 1)])[1] == {rc.pk: 5}
+
+
+def test_a_submit_writes_its_k8s_name_with_the_row_and_its_id_in_order(granted):
+    made = [submit(granted, name=f"ci-{i}") for i in range(3)]
+    rows = list(Workload.objects.filter(pk__in=[w.pk for w in made]).order_by("pk"))
+    assert [w.pk for w in rows] == [w.pk for w in made]
+    assert [w.k8s_name for w in rows] == [f"ci-{i}-{w.pk}" for i, w in enumerate(rows)]
+    assert [w.created_at for w in rows] == sorted(w.created_at for w in rows)
+
+
+def test_under_the_tenants_lock_a_submit_reads_once_and_writes_its_three_rows(granted):
+    """The critical section of a submit (what queues other submits of the tenant): the lock,
+    one read (name, grants, next id), the workload, its event, the audit row; the role, the
+    resource classes and their pools are read before it."""
+    submit(granted, name="warm")
+    with CaptureQueriesContext(connection) as queries:
+        submit(granted, name="counted")
+    statements = [q["sql"] for q in queries.captured_queries]
+    locked = next(i for i, sql in enumerate(statements) if "FOR UPDATE" in sql)
+    under_lock = [
+        "read" if sql.startswith("SELECT EXISTS") else " ".join(sql.split()[:3])
+        for sql in statements[locked + 1 : -1]  # up to the savepoint's release (the commit)
+    ]
+    assert under_lock == [
+        "read",  # name taken?, grants, next id
+        'INSERT INTO "scheduler_workload"',
+        'INSERT INTO "scheduler_workloadevent"',
+        'INSERT INTO "tenants_auditevent"',
+    ], statements
+    # the role, the classes; savepoint, lock, read, three inserts, release
+    assert len(statements) == 9, statements
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submits_racing_for_one_name_admit_one_and_refuse_the_others_as_taken(granted):
+    """The name check reads in a statement after the tenant lock's: a submit that waited for
+    the lock sees the workload its holder committed, and answers "already runs", never the
+    database's unique constraint (a 500)."""
+    from tests.race import race
+
+    results = race([lambda: submit(granted, name="same") for _ in range(6)])
+    admitted = [r for r in results if isinstance(r, Workload)]
+    refused = [r for r in results if not isinstance(r, Workload)]
+    assert len(admitted) == 1, results
+    assert all(isinstance(r, InvalidInput) and "already runs" in str(r) for r in refused), refused
+    assert Workload.objects.filter(tenant=granted.tenant, name="same").count() == 1

@@ -3,8 +3,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
+from django.utils.functional import cached_property
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
@@ -351,7 +353,29 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         return data
 
 
+_SHARED_FIELDS: dict[type, BindingDict] = {}
+
+
+def shared_fields(cls: type[serializers.Serializer]) -> BindingDict:
+    """The fields of an input-only serializer, built and bound once per process (to a template
+    instance of their own) and shared by every call and thread. DRF builds each serializer's
+    fields anew (a deep copy of every declared field, nested ones too) so that a view may change
+    them per call; nothing here does, and validating keeps nothing on a field (it reads the
+    field's configuration, its parent only for `root.partial`, always False here)."""
+    fields = _SHARED_FIELDS.get(cls)
+    if fields is None:
+        template = cls()
+        fields = BindingDict(template)
+        for name, field in template.get_fields().items():
+            fields[name] = field
+        fields = _SHARED_FIELDS.setdefault(cls, fields)  # a race builds twice, keeps one
+    return fields
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
+    """A submit's fields, validated by DRF before the service checks them (`submit_workload`).
+    Only for input (never partial, never an instance): its fields are built once (`fields`)."""
+
     tenant = serializers.CharField(help_text="tenant slug")
     name = serializers.CharField(max_length=40, help_text="DNS label, unique among live ones")
     kind = serializers.ChoiceField(choices=Workload.Kind.choices)
@@ -395,6 +419,10 @@ class WorkloadCreateSerializer(serializers.Serializer):
         help_text="Secrets of the team's namespace with registry credentials "
         "(kubernetes.io/dockerconfigjson)",
     )
+
+    @cached_property
+    def fields(self) -> BindingDict:
+        return shared_fields(type(self))
 
 
 class LogsSerializer(serializers.Serializer):

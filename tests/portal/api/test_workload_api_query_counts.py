@@ -10,11 +10,15 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIRequestFactory
 
+from core.errors import NotFound
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.api.views import WorkloadViewSet
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_values_readable
+from tenants.api.views import visible_tenant
+from tenants.models import Tenant
+from tenants.permissions import role_in
 from tests.portal.api.conftest import bearer
 from tests.tenants.factories import QuotaGrantFactory
 
@@ -59,14 +63,15 @@ def test_a_status_call_with_a_token_not_yet_cached_reads_it_once(api, django_ass
         assert client.get(f"/api/v1/workloads/{api.workload.pk}/").status_code == 200
 
 
-def test_a_submit_is_thirteen_queries_once_the_token_is_cached(api, django_assert_num_queries):
+def test_a_submit_is_nine_queries_once_the_token_is_cached(api, django_assert_num_queries):
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
-    # tenant (visible to the caller), role, resource class; then in one transaction (two
-    # savepoint statements here, BEGIN and COMMIT in production): tenant lock, name taken?,
-    # grants, pool, the workload (insert, its k8s name), its event, the audit row. No read back
-    # of the workload, and no count of what the team's pods hold (Kueue's to weigh).
-    with django_assert_num_queries(13):
+    # Before the lock: the tenant (visible to the caller) with the caller's role; the resource
+    # class with its pool. Then one transaction (two savepoint statements here, BEGIN and
+    # COMMIT in production): the tenant lock; name taken?, grants and the next id in one
+    # statement; the workload (with its k8s name), its event, the audit row. No read back of
+    # the workload, and no count of what the team's pods hold (Kueue's to weigh).
+    with django_assert_num_queries(9):
         response = client.post("/api/v1/workloads/", _submit_body(api, "ci-1"), format="json")
     assert response.status_code == 201, response.content
     body = response.json()
@@ -179,10 +184,51 @@ def test_a_submit_with_an_idempotency_key_looks_for_its_record_once(api, django_
     client = bearer(api.raw["all"])
     assert client.get("/api/v1/workloads/").status_code == 200  # caches the token
     body = _submit_body(api, "ci-3")
-    # the submit's 13, and around them: savepoint, advisory lock, the record looked for,
+    # the submit's 9, and around them: savepoint, advisory lock, the record looked for,
     # the record written, release
-    with django_assert_num_queries(13 + 5):
+    with django_assert_num_queries(9 + 5):
         first = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert first.status_code == 201
     again = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+
+
+def test_the_visible_tenant_remembers_the_callers_role_as_role_in_reads_it(
+    api, django_assert_num_queries
+):
+    world = api.world
+    for user in (world.owner, world.member, world.viewer, world.admin):
+        tenant = visible_tenant(user, world.tenant.slug)
+        with django_assert_num_queries(0):
+            remembered = role_in(user, tenant)
+        assert remembered == role_in(user, Tenant.objects.get(pk=tenant.pk))
+    with pytest.raises(NotFound):
+        visible_tenant(world.outsider, world.tenant.slug)
+
+
+class _DrfBuilt(s.WorkloadCreateSerializer):
+    fields = serializers.Serializer.fields  # DRF's own: every instance deep-copies its fields
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"kind": "cronjob", "resources": {"x": 0}},
+        {"name": "n" * 41, "replicas": 0, "env": {"A": {"secret": "s", "key": "k"}}},
+        {"autoscaling": {"max_replicas": 2}, "volumes": [{"claim": "c"}], "cpu": 8},
+        {"autoscaling": {"max_replicas": 3, "target_gpu_util": 70}, "command": "no list"},
+        {"volumes": [{"claim": "d", "mount_path": "/d", "read_only": True}], "labels": [1]},
+    ],
+)
+def test_the_create_serializers_shared_fields_validate_as_drfs_own(changes):
+    """The submit's fields are built once and shared by every call: each call still validates
+    (values and errors) exactly as DRF's freshly built fields do, whatever came before it."""
+    body = {
+        "tenant": "team-a", "name": "ci-1", "kind": "job", "image": "busybox:1.36",
+        "resources": {"rc": 1}, "priority": "gpu-low", **changes,
+    }  # fmt: skip
+    shared, fresh = s.WorkloadCreateSerializer(data=body), _DrfBuilt(data=body)
+    assert shared.fields is s.WorkloadCreateSerializer().fields
+    assert shared.is_valid() == fresh.is_valid()
+    assert (shared.errors, shared.validated_data) == (fresh.errors, fresh.validated_data)
