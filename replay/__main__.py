@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--whole-trace", action="store_true",
                    help="every GPU pod of the trace, not the last --window-hours")  # fmt: skip
     g.add_argument("--no-search", action="store_true", help="skip the carrying-fleet search")
+    g.add_argument("--fair-sharing", action="store_true",
+                   help="what-if: Kueue's fair sharing on (the portal leaves it off)")  # fmt: skip
     g.add_argument("--harness", choices=["none", "cluster"], default="none",
                    help="cluster: part 1's latencies at its compression")  # fmt: skip
     g = p.add_argument_group("part 2: static packing (FGD's method)")
@@ -185,7 +187,7 @@ def run_simulate(args, say) -> str:
     started = time.monotonic()
     zero, found = rows.all_rows(
         window, "".join(policies), base, args.teams, harness, args.seed,
-        search=not args.no_search, progress=say,
+        search=not args.no_search, fair_sharing=args.fair_sharing, progress=say,
     )  # fmt: skip
     say(f"simulated in {time.monotonic() - started:.1f} s")
     return report.table(zero, found, base)

@@ -109,10 +109,16 @@ def shortfalls(result: Result) -> list[str]:
 
 
 def run_row(
-    window: Window, policy: Policy, fleet: Fleet, teams: int, harness: Harness, seed: int
+    window: Window,
+    policy: Policy,
+    fleet: Fleet,
+    teams: int,
+    harness: Harness,
+    seed: int,
+    fair_sharing: bool = False,
 ) -> tuple[Setup, Result]:
     setup = set_up(window, policy, fleet, teams)
-    return setup, simulate(window, setup, harness, seed)
+    return setup, simulate(window, setup, harness, seed, fair_sharing=fair_sharing)
 
 
 def carrying_fleet(
@@ -123,6 +129,7 @@ def carrying_fleet(
     harness: Harness,
     seed: int,
     start_nodes: int,
+    fair_sharing: bool = False,
 ) -> tuple[int | None, Result | None, list[tuple[int, bool]]]:
     """The smallest node count that carries the trace: doubling up from `start_nodes` until
     one carries (at most MAX_NODES_FACTOR times it), then bisection below."""
@@ -131,7 +138,7 @@ def carrying_fleet(
 
     def ok(nodes: int) -> bool:
         fleet = Fleet(nodes, base.gpus_per_node, base.model)
-        _, result = run_row(window, policy, fleet, teams, harness, seed)
+        _, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
         results[nodes] = result
         good = not shortfalls(result)
         probes.append((nodes, good))
@@ -160,19 +167,22 @@ def all_rows(
     seed: int,
     *,
     search: bool = True,
+    fair_sharing: bool = False,
     progress: Callable[[str], None] = print,
 ) -> tuple[RowZero, list[Row]]:
+    """Row 0 and the policies' rows; `fair_sharing` as if Kueue's Configuration enabled it
+    (the portal's does not: a what-if)."""
     model = facts.get_model(fleet.model)
     zero = row_zero(window, model)
     start = math.ceil(zero.gpus / fleet.gpus_per_node)
     rows = []
     for key in policies:
         policy = POLICIES[key]
-        setup, result = run_row(window, policy, fleet, teams, harness, seed)
+        setup, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
         row = Row(policy, result, setup)
         if search:
             row.carrying_nodes, row.carrying, row.probes = carrying_fleet(
-                window, policy, fleet, teams, harness, seed, start
+                window, policy, fleet, teams, harness, seed, start, fair_sharing
             )
         progress(
             f"[{key}] {fleet.nodes} nodes: {result.alloc_milli:.1%} by milli; "
