@@ -106,3 +106,20 @@ def test_a_slice_of_the_real_trace_is_deterministic_and_quick():
     assert time.monotonic() - started < 5
     assert results[0].waits == results[1].waits
     assert results[0].alloc_milli == results[1].alloc_milli > 0
+
+
+def test_mig_rows_run_on_the_planners_layouts():
+    # fractional asks: 3 × 0.4 GPU (3g) and 2 × 0.1 GPU (1g) on one node of 2 GPUs
+    w = window(
+        *[(0, 0, HOUR, 1, 400, "LS") for _ in range(3)],
+        *[(0, 0, HOUR, 1, 100, "BE") for _ in range(2)],
+    )
+    setup = set_up(w, POLICIES["b"], Fleet(1, 2), teams=1)
+    shapes = setup.node_shapes[0]
+    assert all(s.mode == "mig" for s in shapes)
+    assert setup.supply.get("b200-180gb-mig-3g.90gb", 0) >= 3
+    engine = build(setup, w, Harness())
+    node = engine.scheduler.nodes[0]
+    assert node.allocatable["nvidia.com/mig-3g.90gb"] == setup.supply["b200-180gb-mig-3g.90gb"]
+    r = simulate(w, setup)
+    assert r.refused == 0 and r.never_started == 0 and max(r.waits) == 0
