@@ -123,6 +123,10 @@ class Engine:
                     self.cycle_due = False
                     self._cycle(now)
                     continue
+                if kind == REQUEUE:
+                    self.kueue.requeue_inadmissible()
+                    admit = True
+                    continue
                 assert event_job is not None
                 job = event_job
                 if kind == ARRIVE:
@@ -135,9 +139,6 @@ class Engine:
                     freed |= self._end(job, now)
                 elif kind == RELEASE:
                     self._release(job, now)
-                elif kind == REQUEUE:
-                    self.kueue.requeue_inadmissible()
-                    admit = True
                 elif kind == START:
                     self._start(job, now)
             if freed:
@@ -184,7 +185,7 @@ class Engine:
                 self._bound(self.by_pod[id(pod)], now)
             self.kueue.submit(job.workload)
         if self.h.requeue_delay_s > 0:
-            self.at(now + self.h.requeue_delay_s, REQUEUE)
+            self.at(now + self.h.requeue_delay_s, REQUEUE, None)
         else:
             self.kueue.requeue_inadmissible()
             self._admit(now)

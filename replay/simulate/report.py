@@ -65,7 +65,8 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
             previous = row.carrying.alloc_milli
         else:
             tried = max((n for n, _ in row.probes), default=0)
-            carry, versus, there, gain = f"none ≤ {tried}", "—", "—", "—"
+            carry = f"none ≤ {tried}" if row.probes else "not searched"
+            versus = there = gain = "—"
         lines.append(
             f"| {row.policy.key}. {row.policy.title} | {_pct(r.alloc_milli)} "
             f"| {_pct(r.alloc_slices)} | {_wait(r, 0.5)} / {_wait(r, 0.95)} "

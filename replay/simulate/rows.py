@@ -184,9 +184,10 @@ def all_rows(
             row.carrying_nodes, row.carrying, row.probes = carrying_fleet(
                 window, policy, fleet, teams, harness, seed, start, fair_sharing
             )
+        probes = ", ".join(f"{n}{'✓' if good else '✗'}" for n, good in row.probes)
         progress(
-            f"[{key}] {fleet.nodes} nodes: {result.alloc_milli:.1%} by milli; "
-            f"carries at {row.carrying_nodes} nodes (probes {row.probes})"
+            f"[{key}] {fleet.nodes} nodes: {result.alloc_milli:.1%} by milli"
+            + (f"; carries at {row.carrying_nodes} nodes (tried {probes})" if search else "")
         )
         rows.append(row)
     return zero, rows

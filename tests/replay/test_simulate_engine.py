@@ -78,6 +78,10 @@ def test_the_harness_delays_are_named_and_zero_by_default():
     setup = set_up(w, POLICIES["a"], Fleet(1, 1), teams=1)
     late = simulate(w, setup, Harness(admission_latency_s=60, release_latency_s=60))
     assert sorted(late.waits) == [60.0, HOUR + 180.0]
+    # Kueue's requeue batching and cycles (every 10 s): admitted at the first cycle (10), runs
+    # from 70 to 3,670, released at 3,730, requeued at 4,330, admitted at the cycle at 4,340
+    batched = simulate(w, setup, Harness(60, 60, requeue_delay_s=600, cycle_s=10))
+    assert sorted(batched.waits) == [70.0, 4340.0 + 60]
 
 
 def test_fair_shares_water_fill():
