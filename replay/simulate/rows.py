@@ -5,9 +5,9 @@ Row 0: each team on dedicated whole GPUs sized to its own peak (every pod on who
 the moment it arrives: no queue, no sharing, no waiting). Computed directly, not simulated:
 with a GPU for every concurrent ask there is nothing to decide.
 
-A fleet *carries* the trace when the 95th percentile of queue wait is at most
-`WAIT_LIMIT_S` (30 trace minutes; a refused job or one that never started waits for ever)
-and every team holds at least `FAIR_FRACTION` of min(its demand, its fair share): demand is
+A fleet *carries* the trace when no job is refused or left unstarted (`DRAIN_LIMIT_S`
+after the window), the 95th percentile of queue wait is at most `WAIT_LIMIT_S` (30 trace
+minutes) and every team holds at least `FAIR_FRACTION` of min(its demand, its fair share): demand is
 what it would hold had every pod run on arrival, the fair share its max-min share of the fleet
 (water-filling the fleet's GPUs over the teams' demands), both in GPU-equivalents averaged over
 the window. The smallest such fleet is found by bisection over whole nodes, which assumes that
@@ -97,6 +97,8 @@ def fair_shares(demand: dict[int, float], capacity: float) -> dict[int, float]:
 def shortfalls(result: Result) -> list[str]:
     """Why a fleet does not carry the trace; empty when it does."""
     why = []
+    if result.refused or result.never_started:  # work the fleet does not carry at all
+        why.append(f"{result.refused} refused, {result.never_started} never started")
     wait = result.wait(WAIT_QUANTILE)
     if wait > WAIT_LIMIT_S:
         why.append(f"p95 wait {wait / 60:.0f} min" if math.isfinite(wait) else "p95 never")
