@@ -2,8 +2,9 @@
 
 Part 1 (over time, on the local cluster) and part 2 (static packing against the FGD paper's
 published figures, pure Python) print one table each and write `replay.md` and
-`allocation.png` to the output folder. The trace is read from where it lies (`--trace`), never
-copied. See docs/replay.md.
+`allocation.png` to the output folder. Part "simulate" (`--part simulate`, not in "all")
+replays at trace time in pure Python: no cluster, no database. The trace is read from where
+it lies (`--trace`), never copied. See docs/replay.md.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
         help=f"folder with {POD_FILE} and {NODE_FILE} (or set REPLAY_TRACE_DIR)",
     )
     p.add_argument("--pods-file", default=POD_FILE, help="pod list inside --trace")
-    p.add_argument("--part", choices=["all", "overtime", "packing"], default="all")
+    p.add_argument("--part", choices=["all", "overtime", "packing", "simulate"], default="all")
     p.add_argument("--out", type=Path, default=REPO / ".local" / "replay", help="output folder")
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
@@ -68,6 +69,14 @@ def parser() -> argparse.ArgumentParser:
                    help="trace hours replayed (the last ones of the trace)")  # fmt: skip
     g.add_argument("--seconds-per-policy", type=_positive(float), default=60.0,
                    help="wall seconds each policy's window is compressed into")  # fmt: skip
+    g = p.add_argument_group("simulate: at trace time, no cluster (also --policies, --nodes, …)")
+    g.add_argument("--whole-trace", action="store_true",
+                   help="every GPU pod of the trace, not the last --window-hours")  # fmt: skip
+    g.add_argument("--no-search", action="store_true", help="skip the carrying-fleet search")
+    g.add_argument("--fair-sharing", action="store_true",
+                   help="what-if: Kueue's fair sharing on (the portal leaves it off)")  # fmt: skip
+    g.add_argument("--harness", choices=["none", "cluster"], default="none",
+                   help="cluster: part 1's latencies at its compression")  # fmt: skip
     g = p.add_argument_group("part 2: static packing (FGD's method)")
     g.add_argument("--rho", type=_positive(float), default=1.3, help="load to sample up to")
     g.add_argument("--seeds", type=_positive(int), default=10)
@@ -150,6 +159,44 @@ def run_overtime(args, say) -> tuple[str, list]:
     return report.overtime_table(runs), runs
 
 
+def run_simulate(args, say) -> str:
+    """Part "simulate": no cluster is started and no database opened. Django's settings are
+    loaded only because the portal's priority classes are defined in `tenants.models`."""
+    django.setup()
+    from replay.simulate import engine, fleet, report, rows
+
+    policies = [c for c in args.policies if c.strip()]
+    if not policies or any(c not in POLICIES for c in policies):
+        raise SystemExit("--policies: use letters of abcde")
+    pods = trace.read_pods(args.trace / args.pods_file)
+    gpu = [p for p in pods if p.num_gpu > 0]
+    length = (
+        max(p.creation for p in gpu) - min(p.creation for p in gpu) + 1
+        if args.whole_trace
+        else round(args.window_hours * 3600)
+    )
+    window = select_window(pods, length=length, teams=args.teams, seed=args.seed)
+    compression = window.length / args.seconds_per_policy
+    harness = (
+        engine.Harness.cluster_like(compression) if args.harness == "cluster" else engine.Harness()
+    )
+    base = fleet.Fleet(args.nodes, args.gpus_per_node, args.model)
+    what = "the whole trace" if args.whole_trace else f"the last {args.window_hours:g} h"
+    effects = [f"{k} {v:g}" for k, v in vars(harness).items() if v] or ["none"]
+    say(
+        f"simulate: {what} ({window.length / 3600:,.0f} trace hours): {len(window.pods)} GPU pods "
+        f"({window.carried_in} running when it opens; {window.skipped_unscheduled} never ran in "
+        f"the trace: left out), {args.teams} teams; harness effects (trace s): {', '.join(effects)}"
+    )
+    started = time.monotonic()
+    zero, found = rows.all_rows(
+        window, "".join(policies), base, args.teams, harness, args.seed,
+        search=not args.no_search, fair_sharing=args.fair_sharing, progress=say,
+    )  # fmt: skip
+    say(f"simulated in {time.monotonic() - started:.1f} s")
+    return report.table(zero, found, base)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
@@ -161,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sections = [f"# Trace replay, {when} on {machine()}\n"]
     try:
+        if args.part == "simulate":  # pure: never reaches part 1's cluster or database
+            table = run_simulate(args, say)
+            print("\n" + table, flush=True)
+            sections.append("## Simulated at trace time (no cluster)\n\n" + table)
         if args.part in ("all", "overtime"):
             table, _ = run_overtime(args, say)
             print("\n" + table, flush=True)

@@ -1,0 +1,18 @@
+"""Part "simulate" of the replay: the trace at trace time, in pure Python, no cluster.
+
+The portal's own code decides wherever the portal decides (grant sizing in `replay.workload`,
+the MIG planner, the ClusterQueues, flavors and priority classes as `scheduler.cluster.render`
+renders them); Kueue and kube-scheduler are modelled from their documented semantics, one module
+each. What the harness adds on the real cluster (latencies, Kueue's one head per queue per
+cycle, requeue batching, whole-second timestamps) is a named parameter of `engine.Harness`,
+all zero for the policy rows.
+
+- `kueue`: ClusterQueues and their cohort, built from the rendered manifests; admission cycle,
+  borrowing and lending, classic preemption, fair-sharing order when configured.
+- `scheduler`: nodes, their GPUs as MIG instances, whole GPUs or time-sliced replicas; binding
+  by MostAllocated.
+- `engine`: the event loop at trace time and what it measures.
+- `fleet`: one policy on one fleet, set up the way part 1 sets it up on the cluster.
+- `rows`: row 0 and a…e, the search for the smallest fleet that carries the trace.
+- `report`: the table.
+"""

@@ -1,0 +1,300 @@
+"""The event loop at trace time: pods arrive, the portal refuses what can never run, Kueue
+admits, the scheduler binds, pods run their trace run time and leave; a preempted pod loses
+its run so far and waits again in its queue (it restarts from zero, as a Job's pod does).
+
+`Harness` names what the cluster replay adds that is not the policy's; all zero is the
+policy's own behaviour (the default here). Deterministic: the only draw (ties inside one
+clock tick) is seeded.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from replay.simulate.kueue import Kueue, Workload
+from replay.simulate.scheduler import Pod, Scheduler
+from replay.workload import ReplayPod
+
+
+@dataclass(frozen=True)
+class Harness:
+    """Effects of the harness, in trace seconds (a wall second at 1,440× is 1,440 of them)."""
+
+    admission_latency_s: float = 0.0  # Kueue admits → the pod runs (quota held meanwhile)
+    release_latency_s: float = 0.0  # the pod ends or is evicted → its quota is free again
+    requeue_delay_s: float = 0.0  # quota freed → set-aside workloads tried again (Kueue: 1 s)
+    cycle_s: float = 0.0  # between Kueue's cycles, one head per queue each; 0: all at once
+    clock_resolution_s: float = 0.0  # creationTimestamp's resolution: FIFO ties drawn by seed
+
+    @classmethod
+    def cluster_like(cls, compression: float) -> Harness:
+        """What UTILISATION.md found on the local cluster, at that compression: 0.2 s each way,
+        Kueue's 1 s requeue of inadmissible workloads, whole-second timestamps, ~10 ms cycles."""
+        return cls(0.2 * compression, 0.2 * compression, compression, 0.01 * compression,
+                   compression)  # fmt: skip
+
+
+@dataclass(eq=False)
+class Job:
+    pod: ReplayPod
+    team: int
+    gpu_eq: float  # GPU-equivalents it holds (compute slices over the GPU's)
+    slices: float
+    workload: Workload
+    kpod: Pod
+    started: float | None = None  # its first start
+    run_start: float | None = None
+    finished: float | None = None
+    token: int = 0  # bumped at each bind and eviction: an end event of an old run is stale
+    end_token: int = -1
+    start_token: int = -1
+    preemptions: int = 0
+    lost_gpu_s: float = 0.0
+    runs: list[tuple[float, float]] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    horizon: float
+    fleet_gpus: int
+    jobs: int
+    refused: int
+    never_started: int
+    preemptions: int
+    alloc_milli: float
+    alloc_slices: float
+    waits: list[float]  # per job not refused; inf: never started
+    lost_gpu_hours: float
+    team_held: dict[int, float]  # GPU-equivalents held, time-averaged over the window
+    team_demand: dict[int, float]  # … had every pod run when it arrived
+    finished_at: float
+
+    def wait(self, q: float) -> float:
+        """The q-quantile of queue wait (trace seconds); refused and never started count as
+        waiting for ever."""
+        waits = sorted(self.waits + [math.inf] * self.refused)
+        if not waits:
+            return 0.0
+        return waits[min(len(waits) - 1, math.ceil(q * len(waits)) - 1)]
+
+
+# event kinds, in the order they are handled at one instant
+END, RELEASE, REQUEUE, START, ARRIVE, CYCLE = range(6)
+
+
+class Engine:
+    def __init__(
+        self,
+        jobs: list[Job],
+        kueue: Kueue,
+        scheduler: Scheduler,
+        refuse: Callable[[Job], bool],
+        harness: Harness,
+    ) -> None:
+        self.jobs, self.kueue, self.scheduler = jobs, kueue, scheduler
+        self.refuse, self.h = refuse, harness
+        self.heap: list[tuple[float, int, int, Job | None]] = []
+        self.seq = 0
+        self.refused: list[Job] = []
+        self.running: dict[int, Job] = {}
+        self.by_workload = {id(j.workload): j for j in jobs}
+        self.by_pod = {id(j.kpod): j for j in jobs}
+        self.cycle_due = False
+
+    def at(self, t: float, kind: int, job: Job | None = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, job))
+
+    def run(self, limit: float) -> float:
+        for job in self.jobs:
+            self.at(job.pod.arrival, ARRIVE, job)
+        now = 0.0
+        while self.heap and self.heap[0][0] <= limit:
+            now = self.heap[0][0]
+            freed = admit = False
+            while self.heap and self.heap[0][0] == now:
+                _, kind, _, event_job = heapq.heappop(self.heap)
+                if kind == CYCLE:
+                    self.cycle_due = False
+                    self._cycle(now)
+                    continue
+                if kind == REQUEUE:
+                    self.kueue.requeue_inadmissible()
+                    admit = True
+                    continue
+                assert event_job is not None
+                job = event_job
+                if kind == ARRIVE:
+                    if self.refuse(job):
+                        self.refused.append(job)
+                    else:
+                        self.kueue.submit(job.workload)
+                        admit = True
+                elif kind == END:
+                    freed |= self._end(job, now)
+                elif kind == RELEASE:
+                    self._release(job, now)
+                elif kind == START:
+                    self._start(job, now)
+            if freed:
+                for pod in self.scheduler.retry():
+                    self._bound(self.by_pod[id(pod)], now)
+            if admit or freed:
+                self._admit(now)
+        return now
+
+    # --- Kueue --------------------------------------------------------------------------------
+
+    def _admit(self, now: float) -> None:
+        if self.h.cycle_s > 0:
+            if not self.cycle_due and self.kueue.pending():
+                self.cycle_due = True
+                self.at(math.floor(now / self.h.cycle_s + 1) * self.h.cycle_s, CYCLE)
+            return
+        while any(q.active for q in self.kueue.queues.values()):
+            self._cycle(now, chain=False)
+
+    def _cycle(self, now: float, chain: bool = True) -> None:
+        decision = self.kueue.cycle(now)
+        for w in decision.admitted:
+            self._admitted(self.by_workload[id(w)], now)
+        for w in decision.preempted:
+            self._evict(self.by_workload[id(w)], now)
+        if chain and any(q.active for q in self.kueue.queues.values()):
+            self.cycle_due = True
+            self.at(now + self.h.cycle_s, CYCLE)
+
+    def _admitted(self, job: Job, now: float) -> None:
+        job.kpod.queued_at = now
+        if self.scheduler.submit(job.kpod):
+            self._bound(job, now)
+
+    def _release(self, job: Job, now: float) -> None:
+        """A finished job's quota back in the cohort; an evicted job's pod off its node (its
+        quota went to its preemptor) and the job in its queue again."""
+        if job.finished is not None:
+            self.kueue.release(job.workload)
+        else:
+            self.scheduler.remove(job.kpod)
+            for pod in self.scheduler.retry():
+                self._bound(self.by_pod[id(pod)], now)
+            self.kueue.submit(job.workload)
+        if self.h.requeue_delay_s > 0:
+            self.at(now + self.h.requeue_delay_s, REQUEUE, None)
+        else:
+            self.kueue.requeue_inadmissible()
+            self._admit(now)
+
+    # --- pods ---------------------------------------------------------------------------------
+
+    def _bound(self, job: Job, now: float) -> None:
+        job.token += 1
+        job.start_token = job.token
+        if self.h.admission_latency_s > 0:
+            self.at(now + self.h.admission_latency_s, START, job)
+        else:
+            self._start(job, now)
+
+    def _start(self, job: Job, now: float) -> None:
+        if job.kpod.node is None or job.start_token != job.token:
+            return  # evicted before it ran
+        job.run_start = now
+        if job.started is None:
+            job.started = now
+        self.running[id(job)] = job
+        self._end_event(job, now)
+
+    def _end_event(self, job: Job, now: float) -> None:
+        self.at(now + job.pod.run, END, job)
+        job.end_token = job.token
+
+    def _end(self, job: Job, now: float) -> bool:
+        if id(job) not in self.running or job.end_token != job.token:
+            return False  # a run that was preempted
+        assert job.run_start is not None
+        del self.running[id(job)]
+        job.runs.append((job.run_start, now))
+        job.finished = now
+        self.scheduler.remove(job.kpod)
+        self._later(now, self.h.release_latency_s, job)
+        return True
+
+    def _evict(self, job: Job, now: float) -> None:
+        """Preempted: its run so far is lost; its pod leaves after the release latency."""
+        job.preemptions += 1
+        job.token += 1
+        if id(job) in self.running:
+            assert job.run_start is not None
+            del self.running[id(job)]
+            job.runs.append((job.run_start, now))
+            job.lost_gpu_s += job.gpu_eq * (now - job.run_start)
+        job.run_start = None
+        if job.kpod.node is None:
+            self.scheduler.remove(job.kpod)  # it never got a node: nothing to wait for
+        self._later(now, self.h.release_latency_s, job)
+
+    def _later(self, now: float, delay: float, job: Job) -> None:
+        self.at(now + delay, RELEASE, job)  # at 0, still after what this instant handles
+
+
+def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int) -> Result:
+    """What the window saw: allocation over [0, horizon] of the pods running, waits, losses."""
+    milli = slices = 0.0
+    held: dict[int, float] = defaultdict(float)
+    demand: dict[int, float] = defaultdict(float)
+    waits, never, preemptions, lost = [], 0, 0, 0.0
+    refused = {id(j) for j in engine.refused}
+    for job in engine.jobs:
+        p = job.pod
+        demand[job.team] += job.gpu_eq * max(0.0, min(p.arrival + p.run, horizon) - p.arrival)
+        preemptions += job.preemptions
+        lost += job.lost_gpu_s
+        runs = list(job.runs)
+        if id(job) in engine.running and job.run_start is not None:
+            runs.append((job.run_start, math.inf))
+        for start, end in runs:
+            overlap = max(0.0, min(end, horizon) - min(start, horizon))
+            milli += p.milli * overlap
+            slices += job.slices * overlap
+            held[job.team] += job.gpu_eq * overlap
+        if id(job) in refused:
+            continue
+        if job.started is None:
+            never += 1
+            waits.append(math.inf)
+        else:
+            waits.append(job.started - p.arrival)
+    span = horizon * fleet_gpus
+    return Result(
+        horizon=horizon,
+        fleet_gpus=fleet_gpus,
+        jobs=len(engine.jobs),
+        refused=len(refused),
+        never_started=never,
+        preemptions=preemptions,
+        alloc_milli=milli / 1000 / span if span else 0.0,
+        alloc_slices=slices / slices_per_gpu / span if span else 0.0,
+        waits=waits,
+        lost_gpu_hours=lost / 3600,
+        team_held={t: v / horizon for t, v in held.items()},
+        team_demand={t: v / horizon for t, v in demand.items()},
+        finished_at=max((j.finished or 0.0) for j in engine.jobs) if engine.jobs else 0.0,
+    )
+
+
+def tie_order(jobs: list[Job], resolution: float, seed: int) -> None:
+    """Queue timestamps at the clock's resolution; jobs in one tick are ordered by a seeded
+    draw (concurrent submitters), otherwise by arrival."""
+    rng = random.Random(seed)
+    for n, job in enumerate(sorted(jobs, key=lambda j: (j.pod.arrival, j.pod.name))):
+        w = job.workload
+        if resolution > 0:
+            w.timestamp = math.floor(job.pod.arrival / resolution) * resolution
+            w.seq = rng.randrange(1 << 30)
+        else:
+            w.timestamp, w.seq = job.pod.arrival, n

@@ -1,0 +1,229 @@
+"""One policy on one fleet, set up as part 1 sets it up on the cluster (`replay/overtime.py`),
+with the portal's pure code where the portal decides:
+
+1. nodes time-sliced for the shared asks (c and later), whole nodes as the device plugin's
+   sharing config is per node;
+2. MIG layouts for the rest from the planner (`scheduler.mig.planner.plan_exact`, what
+   `create_plan` runs), asked for the classes' mean demand worth the MIG nodes
+   (`replay.workload.fleet_demand`);
+3. the grants from the supply (`replay.workload.split_supply`), each pool's borrowing limit its
+   capacity from d on (part 1's `set_pool`), idle units lent;
+4. each team's ClusterQueue, the ResourceFlavors and the WorkloadPriorityClasses rendered by
+   `scheduler.cluster.render`, from the `QueueLine`s the reconciler would build
+   (`scheduler.cluster.reconcile.specs.queue_lines`, restated here: it reads the database);
+5. the Kueue model built from those manifests, the scheduler model from the layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from localcluster.cluster import scheduler_config
+from replay.simulate import kueue as kq
+from replay.simulate.engine import Engine, Harness, Job, Result, measure, tie_order
+from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
+from replay.workload import (
+    Policy,
+    Window,
+    ask,
+    fleet_demand,
+    largest_asks,
+    mean_demand,
+    split_supply,
+    unit_gpus,
+)
+from scheduler.catalog import facts
+from scheduler.cluster.render.kueue import render_cluster_queue
+from scheduler.cluster.render.priorities import render_workload_priority_classes
+from scheduler.cluster.render.specs import PriorityClassSpec, QueueLine, TenantSpec
+from scheduler.mig import planner
+
+INSTANCE = "replay"  # part 1's portal instance: its cohort and namespaces
+COHORT = f"gpu-portal-{INSTANCE}"  # reconcile.specs.cohort_name() for that instance
+DRAIN_LIMIT_S = 7 * 86400  # after the window: time left for the queued work to start
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: int
+    gpus_per_node: int = 8
+    model: str = "B200-180GB"
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass
+class Setup:
+    policy: Policy
+    fleet: Fleet
+    node_shapes: list[list[planner.Shape]]
+    supply: dict[str, int]
+    grants: dict[tuple[int, str], int]
+    granted_gpus: dict[int, float]
+    reconfigured_gpus: int
+    cluster_queues: list[dict]  # as render produced them: the Kueue model reads only these
+    priority_classes: list[dict]
+    namespaces: list[str] = field(default_factory=list)
+
+
+def portal_priority_classes() -> list[PriorityClassSpec]:
+    """The portal's priority classes, as the reconciler hands them to render. Their one
+    definition lives in `tenants.models`, which needs Django's settings (not a database):
+    imported here, at call time."""
+    from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
+
+    return [PriorityClassSpec(pc.name, pc.value, pc.description) for pc in PRIORITY_CLASS_DEFS]
+
+
+def shared_nodes(demand: dict[tuple[int, str], float], shared_slug: str, fleet: Fleet) -> int:
+    """Part 1's rule (`overtime._shared_nodes`): whole nodes for the shared asks' mean demand,
+    at least one when anything asks, never all."""
+    units = sum(n for (_, slug), n in demand.items() if slug == shared_slug)
+    per_node = fleet.gpus_per_node * facts.SHARED_REPLICAS
+    return min(fleet.nodes - 1, max(1, round(units / per_node))) if units > 0 else 0
+
+
+@cache
+def _plan(fleet: Fleet, mig_nodes: int, wanted: tuple[tuple[str, int], ...]) -> tuple:
+    """The planner's shapes for fresh (all whole) GPUs of the MIG nodes; cached: rows c, d, e
+    ask the same layout of the same fleet."""
+    model = facts.get_model(fleet.model)
+    gpus = [
+        planner.GpuState(f"node-{n}", i, model.key, planner.WHOLE)
+        for n in range(mig_nodes)
+        for i in range(fleet.gpus_per_node)
+    ]
+    result = planner.plan_exact(gpus, dict(wanted))
+    shapes = tuple(
+        tuple(result.proposed[(f"node-{n}", i)] for i in range(fleet.gpus_per_node))
+        for n in range(mig_nodes)
+    )
+    return shapes, len(result.changed)
+
+
+def layouts(
+    policy: Policy, demand: dict[tuple[int, str], float], fleet: Fleet
+) -> tuple[list[list[planner.Shape]], int]:
+    """Each node's GPU shapes, and how many GPUs were changed from whole."""
+    model = facts.get_model(fleet.model)
+    shared_slug = facts.class_slug(model, "shared")
+    n_shared = shared_nodes(demand, shared_slug, fleet) if policy.sharing else 0
+    shared = [planner.Shape("shared", (), facts.SHARED_REPLICAS)] * fleet.gpus_per_node
+    mig_nodes = fleet.nodes - n_shared
+    nodes = [[planner.WHOLE] * fleet.gpus_per_node for _ in range(mig_nodes)]
+    changed = 0
+    if policy.mig and model.mig_capable and mig_nodes:
+        unshared = {k: v for k, v in demand.items() if k[1] != shared_slug}
+        wanted = fleet_demand(unshared, model, mig_nodes * fleet.gpus_per_node)
+        shapes, changed = _plan(fleet, mig_nodes, tuple(sorted(wanted.items())))
+        nodes = [list(s) for s in shapes]
+    return nodes + [list(shared) for _ in range(n_shared)], changed + n_shared * len(shared)
+
+
+def queue_lines(
+    team: int, grants: dict[tuple[int, str], int], supply: dict[str, int], model: facts.GpuModel,
+    borrowing: bool,
+) -> tuple[QueueLine, ...]:  # fmt: skip
+    """What `reconcile.specs.queue_lines` builds for the team: a line per class of the model,
+    nominal its grant, borrowing limit its pool's (the capacity from d on, else 0), lent."""
+    lines = {}
+    for slug, capacity in supply.items():
+        name = resource_name(model, slug)
+        lines[(model.key.lower(), name)] = QueueLine(
+            flavor=model.key.lower(),
+            resource_name=name,
+            nominal=grants.get((team, slug), 0),
+            borrowing_limit=capacity if borrowing else 0,
+            lend=True,
+        )
+    return tuple(lines[k] for k in sorted(lines))
+
+
+def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
+    model = facts.get_model(fleet.model)
+    demand = mean_demand(window, policy, model)
+    shapes, changed = layouts(policy, demand, fleet)
+    supply: dict[str, int] = {}
+    for node in shapes:
+        for shape in node:
+            for slug, n in planner.units_of(model, shape).items():
+                supply[slug] = supply.get(slug, 0) + n
+    grants = split_supply(demand, supply, largest_asks(window, policy, model))
+    granted: dict[int, float] = dict.fromkeys(range(teams), 0.0)
+    for (team, slug), units in grants.items():
+        granted[team] += units * unit_gpus(slug, model)
+    names = tuple(sorted({resource_name(model, s) for s in supply}))
+    queues, namespaces = [], []
+    for team in range(teams):
+        spec = TenantSpec(
+            slug=f"{policy.key}-team-{team + 1}",
+            name=f"Replay {policy.key} team {team + 1}",
+            active=True,
+            gpu_quota={},
+            gpu_resource_names=names,
+            allowed_priority_classes=("gpu-high", "gpu-low"),
+            instance=INSTANCE,
+            queue_lines=queue_lines(team, grants, supply, model, policy.borrowing),
+            cohort=COHORT,
+        )
+        namespace = f"{INSTANCE}-{spec.slug}"
+        namespaces.append(namespace)
+        queues.append(render_cluster_queue(spec, namespace))
+    return Setup(
+        policy=policy,
+        fleet=fleet,
+        node_shapes=shapes,
+        supply=supply,
+        grants=grants,
+        granted_gpus=granted,
+        reconfigured_gpus=changed,
+        cluster_queues=queues,
+        priority_classes=render_workload_priority_classes(portal_priority_classes()),
+        namespaces=namespaces,
+    )
+
+
+def build(
+    setup: Setup, window: Window, harness: Harness, seed: int = 0, *, fair_sharing: bool = False
+) -> Engine:
+    """The engine for a setup: Kueue from the rendered manifests, nodes from the layouts."""
+    model = facts.get_model(setup.fleet.model)
+    queues = [kq.cluster_queue(m) for m in setup.cluster_queues]
+    kueue = kq.Kueue(queues, fair_sharing=fair_sharing)
+    values = kq.priorities(setup.priority_classes)
+    nodes = [gpu_node(f"node-{n}", model, shapes) for n, shapes in enumerate(setup.node_shapes)]
+    sched = Scheduler(nodes, scoring_weights(scheduler_config()))
+    jobs = []
+    for pod in window.pods:
+        a = ask(pod, setup.policy, model)
+        name = resource_name(model, a.slug)
+        queue = setup.namespaces[pod.team]
+        jobs.append(
+            Job(
+                pod=pod,
+                team=pod.team,
+                gpu_eq=a.units * a.slices_per_unit / model.compute_slices,
+                slices=a.units * a.slices_per_unit,
+                workload=kq.Workload(pod.name, queue, name, a.units, values[a.priority], 0.0),
+                kpod=Pod(pod.name, name, a.units, values[a.priority], 0.0),
+            )
+        )
+    tie_order(jobs, harness.clock_resolution_s, seed)
+
+    def refuse(job: Job) -> bool:
+        w = job.workload
+        return not kueue.can_ever_fit(kueue.queues[w.queue], w.resource, w.units)
+
+    return Engine(jobs, kueue, sched, refuse, harness)
+
+
+def simulate(
+    window: Window, setup: Setup, harness: Harness | None = None, seed: int = 0, **kw
+) -> Result:
+    engine = build(setup, window, harness or Harness(), seed, **kw)
+    engine.run(window.length + DRAIN_LIMIT_S)
+    model = facts.get_model(setup.fleet.model)
+    return measure(engine, window.length, setup.fleet.gpus, model.compute_slices)

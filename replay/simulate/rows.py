@@ -1,0 +1,195 @@
+"""The rows: row 0 (the fleet the seed's 30–40 % describes) and the policies a…e, each on the
+default fleet and on the smallest fleet that carries the trace.
+
+Row 0: each team on dedicated whole GPUs sized to its own peak (every pod on whole GPUs from
+the moment it arrives: no queue, no sharing, no waiting). Computed directly, not simulated:
+with a GPU for every concurrent ask there is nothing to decide.
+
+A fleet *carries* the trace when no job is refused or left unstarted (`DRAIN_LIMIT_S`
+after the window), the 95th percentile of queue wait is at most `WAIT_LIMIT_S` (30 trace
+minutes) and every team holds at least `FAIR_FRACTION` of min(its demand, its fair share): demand is
+what it would hold had every pod run on arrival, the fair share its max-min share of the fleet
+(water-filling the fleet's GPUs over the teams' demands), both in GPU-equivalents averaged over
+the window. The smallest such fleet is found by bisection over whole nodes, which assumes that
+a larger fleet never carries less (stated, not proven: a probe records each size tried).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from replay.simulate.engine import Harness, Result
+from replay.simulate.fleet import Fleet, Setup, set_up, simulate
+from replay.workload import POLICIES, Policy, Window, ask
+from scheduler.catalog import facts
+
+WAIT_LIMIT_S = 30 * 60
+WAIT_QUANTILE = 0.95
+FAIR_FRACTION = 0.9
+MAX_NODES_FACTOR = 4  # the search gives up above this many times row 0's nodes
+
+
+@dataclass
+class RowZero:
+    gpus: int
+    per_team: dict[int, int]
+    alloc_milli: float
+    alloc_slices: float
+
+
+@dataclass
+class Row:
+    policy: Policy
+    default: Result
+    setup: Setup
+    carrying_nodes: int | None = None
+    carrying: Result | None = None
+    probes: list[tuple[int, bool]] = field(default_factory=list)
+
+
+def row_zero(window: Window, model: facts.GpuModel) -> RowZero:
+    """Dedicated whole GPUs per team, sized to the team's peak of concurrent asks."""
+    a = POLICIES["a"]
+    events: dict[int, list[tuple[float, int]]] = {}
+    milli = slices = 0.0
+    T = window.length
+    for pod in window.pods:
+        units = ask(pod, a, model).units
+        end = min(pod.arrival + pod.run, T)
+        if end <= pod.arrival:
+            continue
+        events.setdefault(pod.team, []).extend([(pod.arrival, units), (end, -units)])
+        milli += pod.milli * (end - pod.arrival)
+        slices += units * (end - pod.arrival)
+    peaks = {}
+    for team, evs in events.items():
+        level = peak = 0
+        for _, delta in sorted(evs, key=lambda e: (e[0], e[1])):  # ends before starts
+            level += delta
+            peak = max(peak, level)
+        peaks[team] = peak
+    gpus = sum(peaks.values())
+    span = gpus * T
+    return RowZero(
+        gpus, peaks, milli / 1000 / span if span else 0.0, slices / span if span else 0.0
+    )
+
+
+def fair_shares(demand: dict[int, float], capacity: float) -> dict[int, float]:
+    """Max-min fair shares of `capacity` over the demands (water-filling)."""
+    shares = dict.fromkeys(demand, 0.0)
+    left, open_ = capacity, sorted(demand, key=lambda t: demand[t])
+    while open_ and left > 1e-12:
+        even = left / len(open_)
+        t = open_[0]
+        if demand[t] <= even:
+            shares[t], left = demand[t], left - demand[t]
+            open_.pop(0)
+        else:
+            for t in open_:
+                shares[t] = even
+            left = 0.0
+    return shares
+
+
+def shortfalls(result: Result) -> list[str]:
+    """Why a fleet does not carry the trace; empty when it does."""
+    why = []
+    if result.refused or result.never_started:  # work the fleet does not carry at all
+        why.append(f"{result.refused} refused, {result.never_started} never started")
+    wait = result.wait(WAIT_QUANTILE)
+    if wait > WAIT_LIMIT_S:
+        why.append(f"p95 wait {wait / 60:.0f} min" if math.isfinite(wait) else "p95 never")
+    fair = fair_shares(result.team_demand, result.fleet_gpus)
+    for team, demand in sorted(result.team_demand.items()):
+        owed = FAIR_FRACTION * min(demand, fair[team])
+        if result.team_held.get(team, 0.0) < owed - 1e-9:
+            why.append(f"team {team + 1} {result.team_held.get(team, 0.0):.1f} < {owed:.1f} GPUs")
+    return why
+
+
+def run_row(
+    window: Window,
+    policy: Policy,
+    fleet: Fleet,
+    teams: int,
+    harness: Harness,
+    seed: int,
+    fair_sharing: bool = False,
+) -> tuple[Setup, Result]:
+    setup = set_up(window, policy, fleet, teams)
+    return setup, simulate(window, setup, harness, seed, fair_sharing=fair_sharing)
+
+
+def carrying_fleet(
+    window: Window,
+    policy: Policy,
+    base: Fleet,
+    teams: int,
+    harness: Harness,
+    seed: int,
+    start_nodes: int,
+    fair_sharing: bool = False,
+) -> tuple[int | None, Result | None, list[tuple[int, bool]]]:
+    """The smallest node count that carries the trace: doubling up from `start_nodes` until
+    one carries (at most MAX_NODES_FACTOR times it), then bisection below."""
+    probes: list[tuple[int, bool]] = []
+    results: dict[int, Result] = {}
+
+    def ok(nodes: int) -> bool:
+        fleet = Fleet(nodes, base.gpus_per_node, base.model)
+        _, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
+        results[nodes] = result
+        good = not shortfalls(result)
+        probes.append((nodes, good))
+        return good
+
+    lo, hi = 0, max(1, start_nodes)  # lo: the largest size known not to carry
+    while not ok(hi):
+        if hi >= MAX_NODES_FACTOR * max(1, start_nodes):
+            return None, None, probes
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, results[hi], probes
+
+
+def all_rows(
+    window: Window,
+    policies: str,
+    fleet: Fleet,
+    teams: int,
+    harness: Harness,
+    seed: int,
+    *,
+    search: bool = True,
+    fair_sharing: bool = False,
+    progress: Callable[[str], None] = print,
+) -> tuple[RowZero, list[Row]]:
+    """Row 0 and the policies' rows; `fair_sharing` as if Kueue's Configuration enabled it
+    (the portal's does not: a what-if)."""
+    model = facts.get_model(fleet.model)
+    zero = row_zero(window, model)
+    start = math.ceil(zero.gpus / fleet.gpus_per_node)
+    rows = []
+    for key in policies:
+        policy = POLICIES[key]
+        setup, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
+        row = Row(policy, result, setup)
+        if search:
+            row.carrying_nodes, row.carrying, row.probes = carrying_fleet(
+                window, policy, fleet, teams, harness, seed, start, fair_sharing
+            )
+        probes = ", ".join(f"{n}{'✓' if good else '✗'}" for n, good in row.probes)
+        progress(
+            f"[{key}] {fleet.nodes} nodes: {result.alloc_milli:.1%} by milli"
+            + (f"; carries at {row.carrying_nodes} nodes (tried {probes})" if search else "")
+        )
+        rows.append(row)
+    return zero, rows

@@ -1,0 +1,134 @@
+"""A model of kube-scheduler placing the admitted pods on GPU nodes.
+
+A node offers what its device plugin advertises: per GPU, one `nvidia.com/gpu` (whole), the
+instances of its MIG layout (`nvidia.com/mig-<profile>`, mixed strategy), or `replicas`
+time-sliced replicas (`nvidia.com/gpu.shared`, the renamed time-slicing config; the sharing
+config is per node). The scheduler sees only these counts per node (the device plugin picks
+the devices), so a pod fits a node when the node has that many of its resource free; a pod
+asking several whole GPUs needs them on one node.
+
+Scoring is `NodeResourcesFit` with `MostAllocated`, the weights read from the local cluster's
+own scheduler configuration (`localcluster.cluster.scheduler_config`): for each scored resource
+the node has (kube-scheduler skips resources a node does not have), the share in use after
+placing the pod, weighted; the highest score wins, ties to the first node by name. Pods wait
+in priority order, then by when they were admitted; an unschedulable pod is retried whenever
+a pod leaves a node. Not modelled: scheduler preemption of lower-priority pods (the replay's
+pods run under Kueue, which preempts first), CPU and memory (the replay's pods ask none).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler.catalog import facts
+from scheduler.mig import planner
+
+
+def resource_name(model: facts.GpuModel, slug: str) -> str:
+    """The Kubernetes resource a unit of a resource class is advertised as."""
+    if slug == facts.class_slug(model, "shared"):
+        return facts.SHARED_GPU_RESOURCE
+    for profile in model.profiles.values():
+        if slug == facts.class_slug(model, "mig", profile.name):
+            return profile.resource_name
+    return facts.WHOLE_GPU_RESOURCE
+
+
+def scoring_weights(config: dict) -> dict[str, float]:
+    """Resource -> weight of `MostAllocated` in a KubeSchedulerConfiguration."""
+    for profile in config.get("profiles", []):
+        for plugin in profile.get("pluginConfig", []):
+            strategy = plugin.get("args", {}).get("scoringStrategy", {})
+            if plugin.get("name") == "NodeResourcesFit" and strategy.get("type") == "MostAllocated":
+                return {r["name"]: float(r.get("weight", 1)) for r in strategy["resources"]}
+    raise ValueError("the scheduler configuration has no MostAllocated NodeResourcesFit")
+
+
+@dataclass(eq=False)
+class Node:
+    name: str
+    allocatable: dict[str, int]
+    used: Counter = field(default_factory=Counter)
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.used[resource]
+
+
+def gpu_node(name: str, model: facts.GpuModel, shapes: list[planner.Shape]) -> Node:
+    """A node whose GPUs have these shapes (planner shapes: whole, MIG, shared replicas)."""
+    allocatable: Counter = Counter()
+    for shape in shapes:
+        for slug, n in planner.units_of(model, shape).items():
+            allocatable[resource_name(model, slug)] += n
+    return Node(name, dict(allocatable))
+
+
+@dataclass(eq=False)
+class Pod:
+    name: str
+    resource: str
+    units: int
+    priority: int
+    queued_at: float
+    node: Node | None = None
+
+    def order(self) -> tuple:
+        return (-self.priority, self.queued_at, self.name)
+
+
+class Scheduler:
+    def __init__(self, nodes: list[Node], weights: dict[str, float]) -> None:
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.weights = weights
+        self.unschedulable: list[Pod] = []
+
+    def score(self, node: Node, pod: Pod) -> float:
+        total = weight_sum = 0.0
+        for resource, weight in self.weights.items():
+            cap = node.allocatable.get(resource, 0)
+            if cap <= 0:
+                continue
+            used = node.used[resource] + (pod.units if resource == pod.resource else 0)
+            total += weight * used / cap
+            weight_sum += weight
+        return total / weight_sum if weight_sum else 0.0
+
+    def place(self, pod: Pod) -> Node | None:
+        """Bind the pod to the best node that fits, or None (it waits)."""
+        best, best_score = None, -1.0
+        for node in self.nodes:
+            if node.free(pod.resource) >= pod.units:
+                s = self.score(node, pod)
+                if s > best_score:
+                    best, best_score = node, s
+        if best is not None:
+            best.used[pod.resource] += pod.units
+            pod.node = best
+        return best
+
+    def submit(self, pod: Pod) -> bool:
+        """A pod Kueue has just admitted: bound now, or set aside until a pod leaves."""
+        if self.place(pod) is not None:
+            return True
+        self.unschedulable.append(pod)
+        return False
+
+    def remove(self, pod: Pod) -> None:
+        if pod.node is not None:
+            pod.node.used[pod.resource] -= pod.units
+            pod.node = None
+        elif pod in self.unschedulable:
+            self.unschedulable.remove(pod)
+
+    def retry(self) -> list[Pod]:
+        """After a pod left a node: the waiting pods, in queue order; those now bound."""
+        bound = []
+        waiting = sorted(self.unschedulable, key=Pod.order)
+        self.unschedulable = []
+        for pod in waiting:
+            if self.place(pod) is not None:
+                bound.append(pod)
+            else:
+                self.unschedulable.append(pod)
+        return bound
