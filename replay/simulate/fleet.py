@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 
-from localcluster.cluster import scheduler_config
+from localcluster.components import scheduler_config
 from replay.simulate import kueue as kq
 from replay.simulate.engine import Engine, Harness, Job, Result, measure, tie_order
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights

@@ -8,7 +8,7 @@ the devices), so a pod fits a node when the node has that many of its resource f
 asking several whole GPUs needs them on one node.
 
 Scoring is `NodeResourcesFit` with `MostAllocated`, the weights read from the local cluster's
-own scheduler configuration (`localcluster.cluster.scheduler_config`): for each scored resource
+own scheduler configuration (`localcluster.components.scheduler_config`): for each scored resource
 the node has (kube-scheduler skips resources a node does not have), the share in use after
 placing the pod, weighted; the highest score wins, ties to the first node by name. Pods wait
 in priority order, then by when they were admitted; an unschedulable pod is retried whenever

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localcluster.cluster import scheduler_config
+from localcluster.components import scheduler_config
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
 from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, Shape
