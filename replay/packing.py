@@ -49,64 +49,19 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from statistics import mean
 
+from replay.fleet import WHOLE_ASK, Ask, DrawnPod, Packed, PackedGpu, Packing, model_map
+from replay.mixed import MIXED_METHODS, pack_mixed
 from replay.trace import FULL_GPU_MILLI, TraceNode, TracePod, mig_compute_slices
 from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, GpuState, PlanResult, Policy, plan_exact, plan_greedy
 
-METHODS = ("planner", "greedy", "online-first-fit")
+MIG_METHODS = ("planner", "greedy", "online-first-fit")
+METHODS = (*MIG_METHODS, *MIXED_METHODS)
 DEFAULT_MODEL = "A100-80GB"
 DEFAULT_POLICY = Policy()
 
-# Published results of the FGD paper's simulator on the `default` trace at ρ = 1.3, mean of 10
-# seeds: policy -> (A_req %, unallocated GPUs). Source: hkust-adsl/kubernetes-scheduler-simulator,
-# experiments/analysis/expected_results (as quoted in shared/design/REPLAY.md). FGD shares GPUs
-# fractionally with no MIG rounding, so these rows have no A_slice.
-FGD_ANCHORS: dict[str, tuple[float, int]] = {
-    "random": (87.47, 778),
-    "dot-product": (90.85, 568),
-    "GPU clustering": (91.88, 505),
-    "GPU packing": (92.00, 497),
-    "best-fit": (93.08, 430),
-    "FGD": (95.39, 286),
-}
-
-WHOLE_ASK = "whole"  # Ask.profile of a whole-GPU ask
 Layout = tuple[tuple[str, int], ...]  # a MIG GPU's instances: sorted (profile, count)
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What one drawn pod needs: `gpus` whole GPUs (profile `whole`), or one MIG instance."""
-
-    profile: str
-    gpus: int = 1
-
-    @property
-    def whole(self) -> bool:
-        return self.profile == WHOLE_ASK
-
-
-@dataclass(frozen=True)
-class DrawnPod:
-    position: int  # arrival order, 0-based
-    pod: TracePod
-    ask: Ask
-
-
-@dataclass
-class PackedGpu:
-    """One GPU of the fleet after packing: `whole`, or MIG with `layout` (profile -> instances)."""
-
-    node: str
-    index: int
-    mode: str = "whole"
-    layout: Counter[str] = field(default_factory=Counter)
-    pods: list[tuple[int, str]] = field(default_factory=list)  # (position, profile or whole)
-
-    def used(self) -> Counter[str]:
-        return Counter(profile for _, profile in self.pods)
 
 
 @dataclass
@@ -121,15 +76,22 @@ class PackingResult:
     requested_milli: int
     placed: int
     placed_milli: int
-    allocated_slices: int
+    allocated_slices: float  # shared GPUs: each replica's exact share of the slices
     compute_slices: int  # per GPU
     idle_gpus: int  # GPUs with no pod at all
-    reconfigured_gpus: int  # GPUs not left whole
+    mig_gpus: int
+    shared_gpus: int
     seconds: float
     node_limits: bool = True
+    model_map: dict[str, str] = field(default_factory=dict)  # trace model -> catalog model
     fleet: list[PackedGpu] = field(repr=False, default_factory=list)
     placements: dict[int, list[int]] = field(repr=False, default_factory=dict)  # position -> GPUs
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def reconfigured_gpus(self) -> int:
+        """GPUs not left whole (the fleet starts whole)."""
+        return self.mig_gpus + self.shared_gpus
 
     @property
     def failed(self) -> int:
@@ -199,66 +161,7 @@ def draw_pods(
     return drawn
 
 
-def empty_fleet(nodes: Iterable[TraceNode]) -> list[PackedGpu]:
-    """Every GPU of the trace's nodes, whole, in node file order."""
-    return [PackedGpu(n.name, i) for n in nodes for i in range(n.gpus)]
-
-
 # --- placement methods --------------------------------------------------------------------------
-
-
-class _Packing:
-    """A fleet being packed: GPUs in node file order, and the CPU and memory each node has left
-    (checked only with `node_limits`, as the paper's simulator checks them)."""
-
-    def __init__(self, nodes: Sequence[TraceNode], node_limits: bool) -> None:
-        gpu_nodes = [n for n in nodes if n.gpus]
-        self.fleet = empty_fleet(gpu_nodes)
-        self.spans: list[range] = []  # node -> its GPUs' positions in the fleet
-        self.node_of: list[int] = []  # GPU position -> node
-        for node, n in enumerate(gpu_nodes):
-            self.spans.append(range(len(self.node_of), len(self.node_of) + n.gpus))
-            self.node_of += [node] * n.gpus
-        self.cpu = [n.cpu_milli for n in gpu_nodes]
-        self.memory = [n.memory_mib for n in gpu_nodes]
-        self.node_limits = node_limits
-        self.placements: dict[int, list[int]] = {}
-
-    def room(self, node: int, pod: DrawnPod) -> bool:
-        """The node has the pod's CPU and memory left."""
-        return not self.node_limits or (
-            self.cpu[node] >= pod.pod.cpu_milli and self.memory[node] >= pod.pod.memory_mib
-        )
-
-    def empty_whole(self, gid: int) -> bool:
-        return self.fleet[gid].mode == "whole" and not self.fleet[gid].pods
-
-    def place(self, gids: list[int], pod: DrawnPod) -> None:
-        node = self.node_of[gids[0]]
-        self.cpu[node] -= pod.pod.cpu_milli
-        self.memory[node] -= pod.pod.memory_mib
-        for gid in gids:
-            self.fleet[gid].pods.append((pod.position, pod.ask.profile))
-        self.placements[pod.position] = list(gids)
-
-    def place_whole(self, pod: DrawnPod, nodes: Iterable[int]) -> int | None:
-        """On the first of `nodes` with room and enough empty whole GPUs, the pod takes the
-        first ones; returns that node, or None."""
-        for node in nodes:
-            span = self.spans[node]
-            if len(span) < pod.ask.gpus or not self.room(node, pod):
-                continue
-            free = [gid for gid in span if self.empty_whole(gid)]
-            if len(free) >= pod.ask.gpus:
-                self.place(free[: pod.ask.gpus], pod)
-                return node
-        return None
-
-    def packed(self, notes: list[str]) -> Packed:
-        return self.fleet, self.placements, notes
-
-
-Packed = tuple[list[PackedGpu], dict[int, list[int]], list[str]]  # fleet, placements, notes
 
 
 def pack_with_plan(
@@ -272,7 +175,7 @@ def pack_with_plan(
     """Multi-GPU pods first on one node each, then one plan for every other GPU and the rest of
     the demand, then single-GPU pods in arrival order, each on the first unit of its ask the
     plan offers on a node with room."""
-    packing = _Packing(nodes, node_limits)
+    packing = Packing(nodes, node_limits)
     fleet = packing.fleet
     notes: list[str] = []
     for pod in drawn:
@@ -329,7 +232,7 @@ def pack_online_first_fit(
     node_limits: bool = True,
 ) -> Packed:
     """Each pod in arrival order on the first GPU that can take it now (see the module doc)."""
-    packing = _Packing(nodes, node_limits)
+    packing = Packing(nodes, node_limits)
     fleet = packing.fleet
     layout_of: list[Layout] = [()] * len(fleet)  # a GPU's MIG instances; () while whole
     fits: dict[tuple[Layout, str], bool] = {}
@@ -383,6 +286,23 @@ def pack_online_first_fit(
 # --- running and reporting ----------------------------------------------------------------------
 
 
+def allocated_slices(fleet: Sequence[PackedGpu], model: facts.GpuModel) -> float:
+    """Compute slices held by pods: all of a whole GPU with a pod, each MIG instance's, and
+    on a shared GPU each replica's exact share (milli · slices / 1000: no rounding)."""
+    slices = {p.name: p.compute_slices for p in model.profiles.values()}
+    total = 0.0
+    for gpu in fleet:
+        if not gpu.pods:
+            continue
+        if gpu.mode == "mig":
+            total += sum(slices[profile] for _, profile in gpu.pods)
+        elif gpu.mode == "shared":
+            total += sum(gpu.replicas) * model.compute_slices / FULL_GPU_MILLI
+        else:
+            total += model.compute_slices
+    return total
+
+
 def _measure(
     method: str,
     seed: int,
@@ -395,8 +315,6 @@ def _measure(
     node_limits: bool,
 ) -> PackingResult:
     fleet, placements, notes = packed
-    slices = {p.name: p.compute_slices for p in model.profiles.values()}
-    slices[WHOLE_ASK] = model.compute_slices
     placed = [drawn[position] for position in sorted(placements)]
     return PackingResult(
         method=method,
@@ -409,16 +327,38 @@ def _measure(
         requested_milli=sum(p.pod.gpu_request_milli for p in drawn),
         placed=len(placed),
         placed_milli=sum(p.pod.gpu_request_milli for p in placed),
-        allocated_slices=sum(slices[p.ask.profile] * p.ask.gpus for p in placed),
+        allocated_slices=allocated_slices(fleet, model),
         compute_slices=model.compute_slices,
         idle_gpus=sum(1 for gpu in fleet if not gpu.pods),
-        reconfigured_gpus=sum(1 for gpu in fleet if gpu.mode != "whole"),
+        mig_gpus=sum(1 for gpu in fleet if gpu.mode == "mig"),
+        shared_gpus=sum(1 for gpu in fleet if gpu.mode == "shared"),
         seconds=seconds,
         node_limits=node_limits,
+        model_map=model_map(nodes, model.key),
         fleet=fleet,
         placements=placements,
         notes=notes,
     )
+
+
+def pack(
+    method: str,
+    drawn: list[DrawnPod],
+    nodes: Sequence[TraceNode],
+    model: facts.GpuModel,
+    policy: Policy = DEFAULT_POLICY,
+    node_limits: bool = True,
+) -> Packed:
+    """One method on one draw."""
+    if method == "online-first-fit":
+        return pack_online_first_fit(drawn, nodes, model, node_limits)
+    if method in MIXED_METHODS:
+        catalog = {
+            trace: facts.get_model(key) for trace, key in model_map(nodes, model.key).items()
+        }
+        return pack_mixed(drawn, nodes, catalog, node_limits, online=method == "online-best-fit")
+    planner = plan_exact if method == "planner" else plan_greedy
+    return pack_with_plan(drawn, nodes, model, planner, policy, node_limits)
 
 
 def run_packing(
@@ -453,11 +393,7 @@ def run_packing(
         drawn = draw_pods(gpu_pods, gpus, rho, seed, gpu_model)
         for method in methods:
             started = time.perf_counter()
-            if method == "online-first-fit":
-                packed = pack_online_first_fit(drawn, nodes, gpu_model, node_limits)
-            else:
-                planner = plan_exact if method == "planner" else plan_greedy
-                packed = pack_with_plan(drawn, nodes, gpu_model, planner, policy, node_limits)
+            packed = pack(method, drawn, nodes, gpu_model, policy, node_limits)
             seconds = time.perf_counter() - started
             result = _measure(
                 method, seed, gpu_model, rho, nodes, drawn, packed, seconds, node_limits
@@ -468,59 +404,3 @@ def run_packing(
                 f"A_req {result.a_req:.2%}, A_slice {result.a_slice:.2%} ({result.seconds:.1f} s)"
             )
     return results
-
-
-def _spread(values: list[float], digits: int, scale: float = 1.0) -> str:
-    low, high, avg = min(values) * scale, max(values) * scale, mean(values) * scale
-    if round(low, digits) == round(high, digits):
-        return f"{avg:.{digits}f}"
-    return f"{avg:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
-
-
-def packing_table(results: Sequence[PackingResult]) -> str:
-    """Markdown: measured methods (mean over seeds, min–max in brackets), then the published
-    anchors, with a note saying what the fleet is."""
-    if not results:
-        raise ValueError("no packing results to tabulate")
-    by_method: dict[str, list[PackingResult]] = defaultdict(list)
-    for r in results:
-        by_method[r.method].append(r)
-    lines = [
-        "| method | A_req % | A_slice % | unallocated GPUs | failed pods | s/seed "
-        "| idle GPUs | GPUs reconfigured |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for method, rows in by_method.items():
-        lines.append(
-            f"| {method} (MIG, counterfactual fleet) "
-            f"| {_spread([r.a_req for r in rows], 2, 100)} "
-            f"| {_spread([r.a_slice for r in rows], 2, 100)} "
-            f"| {_spread([r.unallocated_gpus for r in rows], 0)} "
-            f"| {_spread([float(r.failed) for r in rows], 0)} "
-            f"| {_spread([r.seconds for r in rows], 2)} "
-            f"| {_spread([float(r.idle_gpus) for r in rows], 0)} "
-            f"| {_spread([float(r.reconfigured_gpus) for r in rows], 0)} |"
-        )
-    for policy, (a_req, unallocated) in FGD_ANCHORS.items():
-        lines.append(
-            f"| {policy} (published, fractional GPUs) | {a_req:.2f} | – | {unallocated} "
-            "| – | – | – | – |"
-        )
-    first = results[0]
-    seeds = sorted({r.seed for r in results})
-    limits = (
-        "each node's CPU and memory respected" if first.node_limits else "CPU and memory ignored"
-    )
-    lines += [
-        "",
-        f"Measured rows: the trace's fleet ({first.nodes:,} nodes, {first.gpus:,} GPUs) "
-        f"re-imagined as {first.model} MIG GPUs, a counterfactual fleet (the trace has no MIG "
-        f"GPUs); pods drawn until ρ = {first.rho:g}, no departures, {limits}, "
-        f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}, mean (min–max). `planner` and "
-        "`greedy` plan the whole batch at once (offline), the published rows place pods one at "
-        "a time (online) with fractional sharing and no MIG rounding (hkust-adsl/"
-        "kubernetes-scheduler-simulator, experiments/analysis/expected_results; Weng et al., "
-        "ATC'23). Unallocated GPUs = (1 − A_req) · #GPUs, as in the published rows; idle GPUs "
-        "hold no pod at all.",
-    ]
-    return "\n".join(lines)

@@ -6,9 +6,10 @@ from collections import Counter
 
 import pytest
 
+from replay.fleet import SHARED
 from replay.packing import (
-    FGD_ANCHORS,
     METHODS,
+    MIG_METHODS,
     WHOLE_ASK,
     Ask,
     DrawnPod,
@@ -18,9 +19,10 @@ from replay.packing import (
     mig_model,
     pack_online_first_fit,
     pack_with_plan,
-    packing_table,
     run_packing,
 )
+from replay.packing_table import packing_table
+from replay.published import PUBLISHED
 from replay.trace import TraceNode, TracePod
 from scheduler.catalog import facts
 from scheduler.mig.planner import plan_exact
@@ -30,7 +32,12 @@ SLICES = {p.name: p.compute_slices for p in A100.profiles.values()} | {WHOLE_ASK
 
 
 def pod(
-    name: str, gpu_milli: int, num_gpu: int = 1, cpu: int = 1000, memory: int = 1024
+    name: str,
+    gpu_milli: int,
+    num_gpu: int = 1,
+    cpu: int = 1000,
+    memory: int = 1024,
+    gpu_spec: str = "",
 ) -> TracePod:
     return TracePod(
         name=name,
@@ -39,7 +46,7 @@ def pod(
         memory_mib=memory,
         num_gpu=num_gpu,
         gpu_milli=gpu_milli,
-        gpu_spec="",
+        gpu_spec=gpu_spec,
         qos="LS",
         phase="Running",
         creation=0,
@@ -48,8 +55,10 @@ def pod(
     )
 
 
-def node(name: str, gpus: int, cpu: int = 1_000_000, memory: int = 1_000_000) -> TraceNode:
-    return TraceNode(name=name, line=0, cpu_milli=cpu, memory_mib=memory, gpus=gpus, model="G2")
+def node(
+    name: str, gpus: int, cpu: int = 1_000_000, memory: int = 1_000_000, model: str = "G2"
+) -> TraceNode:
+    return TraceNode(name=name, line=0, cpu_milli=cpu, memory_mib=memory, gpus=gpus, model=model)
 
 
 # A little of every ask the real trace has: whole, rounding up to whole, every profile, multi-GPU.
@@ -70,6 +79,13 @@ MIXED_NODES = [node("n8a", 8), node("n4", 4), node("n2", 2), node("n8b", 8), nod
 
 def drawn_in_order(*pods: TracePod) -> list[DrawnPod]:
     return [DrawnPod(i, p, ask_of(p, A100)) for i, p in enumerate(pods)]
+
+
+def drawn_of(result: PackingResult, gpu) -> list[DrawnPod]:
+    """The drawn pods a GPU of a result holds (the draw is the seed's: redrawn here)."""
+    gpu_pods = [p for p in MIXED_PODS if p.num_gpu]
+    drawn = draw_pods(gpu_pods, result.gpus, result.rho, result.seed, A100)
+    return [drawn[position] for position, _ in gpu.pods]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +137,7 @@ def test_pods_placed_once_multi_gpu_on_one_node_and_capacity_kept(mixed_results)
     # Not vacuous: the draws put MIG instances and 8-GPU pods on the fleet.
     assert any(r.reconfigured_gpus for r in mixed_results)
     assert any(len(gids) == 8 for r in mixed_results for gids in r.placements.values())
+    assert any(r.shared_gpus for r in mixed_results)
     for r in mixed_results:
         holders: dict[int, list[int]] = {}
         for gid, gpu in enumerate(r.fleet):
@@ -136,12 +153,19 @@ def test_pods_placed_once_multi_gpu_on_one_node_and_capacity_kept(mixed_results)
             used = gpu.used()
             if gpu.mode == "whole":
                 assert len(gpu.pods) <= 1 and set(used) <= {WHOLE_ASK}
+            elif gpu.mode == "shared":
+                assert r.method not in MIG_METHODS
+                assert set(used) == {SHARED} and len(gpu.replicas) == len(gpu.pods) >= 2
+                milli = sorted(p.pod.gpu_milli for p in drawn_of(r, gpu))
+                assert sorted(gpu.replicas) == milli and sum(milli) <= 1000
             else:
                 assert WHOLE_ASK not in used
                 assert all(used[p] <= gpu.layout[p] for p in used)
                 assert sum(SLICES[p] * n for p, n in gpu.layout.items()) <= 7
                 assert facts.can_pack(A100, gpu.layout)
-        assert r.reconfigured_gpus == sum(1 for g in r.fleet if g.mode == "mig")
+        assert r.mig_gpus == sum(1 for g in r.fleet if g.mode == "mig")
+        assert r.shared_gpus == sum(1 for g in r.fleet if g.mode == "shared")
+        assert r.reconfigured_gpus == r.mig_gpus + r.shared_gpus
         assert r.idle_gpus == sum(1 for g in r.fleet if not g.pods)
 
 
@@ -193,14 +217,20 @@ def test_node_cpu_and_memory_limit_placement():
 
 
 def test_table_shows_measured_and_published_rows(mixed_results):
-    table = packing_table(mixed_results)
+    table = packing_table(mixed_results, "openb_pod_list_default")
     header, rule, *rows = table.split("\n")
     assert header.startswith("| method | A_req % | A_slice % | unallocated GPUs | failed pods |")
-    for method in METHODS:
+    for method in MIG_METHODS:
         assert any(row.startswith(f"| {method} (MIG, counterfactual fleet) |") for row in rows)
-    assert "| FGD (published, fractional GPUs) | 95.39 | – | 286 |" in table
-    assert len([r for r in rows if "(published" in r]) == len(FGD_ANCHORS)
+    for method in ("mixed", "online-best-fit"):
+        assert any(
+            row.startswith(f"| {method} (whole, MIG or shared, counterfactual") for row in rows
+        )
+    assert "| FGD (published, openb_pod_list_default, fractional GPUs) | 95.39 | – | 286 |" in table
+    published = [r for r in rows if "(published" in r]
+    assert len(published) == len(PUBLISHED["openb_pod_list_default"]) == 6
     assert "counterfactual fleet (the trace has no MIG GPUs)" in table
+    assert "G2 → A100-80GB" in table
     assert "3 seeds" in table
 
 
