@@ -18,9 +18,10 @@ Placement is best fit on GPU milli: a fractional pod takes the GPU with the leas
 still fits it; only when no used GPU fits does it open an empty one, on the node with the fewest
 empty GPUs; a whole-GPU ask of k GPUs takes the node with the fewest empty GPUs that has k. Every
 placement respects the node's CPU and memory (`node_limits`) and the pod's `gpu_spec`. Two orders:
-- `mixed` (the mixed planner): the whole batch known at once (offline, like `planner`), pods
-  placed largest first (GPUs asked, then milli; pods pinned to models before free ones), so
-  small asks fill the gaps the large ones leave;
+- `mixed` (the mixed planner): the whole batch known at once (offline, like `planner`); it
+  places the batch in each of a few orders (`OFFLINE_ORDERS`: largest first, so small asks
+  fill the gaps the large ones leave; largest dominant share of GPU, CPU and memory first;
+  arrival order) and keeps the plan that places the most milli;
 - `online-best-fit`: arrival order, one pod at a time, the published best-fit's setting (online,
   fractional sharing): the like-for-like check of this harness against the published row.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from replay.fleet import SHARED, WHOLE_ASK, DrawnPod, Packed, Packing
 from replay.trace import FULL_GPU_MILLI, TraceNode
@@ -148,27 +149,56 @@ class _Shelves:
         self.empty[node] = []
 
 
-def _offline_order(drawn: Sequence[DrawnPod]) -> list[DrawnPod]:
-    """Largest first: GPUs asked, then milli; among equals pods pinned to models first (they
-    have fewer places to go), then arrival order."""
+def _largest_first(drawn: Sequence[DrawnPod], nodes: Sequence[TraceNode]) -> list[DrawnPod]:
+    """GPUs asked, then milli; among equals pods pinned to models first (they have fewer places
+    to go), then arrival order."""
     return sorted(
-        drawn,
-        key=lambda p: (-p.pod.num_gpu, -p.pod.gpu_milli, not p.pod.models, p.position),
+        drawn, key=lambda p: (-p.pod.num_gpu, -p.pod.gpu_milli, not p.pod.models, p.position)
     )
 
 
-def pack_mixed(
-    drawn: list[DrawnPod],
+def _dominant_first(drawn: Sequence[DrawnPod], nodes: Sequence[TraceNode]) -> list[DrawnPod]:
+    """Largest first by the pod's dominant share: the most of GPUs, CPU and memory it asks,
+    each over what the fleet has per GPU, so CPU- and memory-heavy pods go early too."""
+    gpu_nodes = [n for n in nodes if n.gpus]
+    gpus = sum(n.gpus for n in gpu_nodes)
+    cpu = max(1.0, sum(n.cpu_milli for n in gpu_nodes) / gpus)
+    memory = max(1.0, sum(n.memory_mib for n in gpu_nodes) / gpus)
+
+    def share(p: DrawnPod) -> float:
+        return max(
+            p.pod.gpu_request_milli / FULL_GPU_MILLI,
+            p.pod.cpu_milli / cpu,
+            p.pod.memory_mib / memory,
+        )
+
+    return sorted(drawn, key=lambda p: (-share(p), not p.pod.models, p.position))
+
+
+def _arrival(drawn: Sequence[DrawnPod], nodes: Sequence[TraceNode]) -> list[DrawnPod]:
+    return list(drawn)
+
+
+# The orders the mixed planner tries; it keeps the plan that places the most milli. Largest
+# first wins when the batch asks more than the fleet has (small asks fill the gaps, the rest
+# fail); at a load near 1 it can strand GPUs on nodes whose CPU went to large pods, where
+# arrival order does better.
+OFFLINE_ORDERS: dict[str, Callable[[Sequence[DrawnPod], Sequence[TraceNode]], list[DrawnPod]]] = {
+    "largest first": _largest_first,
+    "dominant share first": _dominant_first,
+    "arrival order": _arrival,
+}
+
+
+def _place(
+    order: Sequence[DrawnPod],
+    drawn: Sequence[DrawnPod],
     nodes: Sequence[TraceNode],
-    catalog: dict[str, facts.GpuModel],
-    node_limits: bool = True,
-    online: bool = False,
-) -> Packed:
-    """Place every pod it can (see the module doc), then give each GPU its mode. `catalog`:
-    trace model -> the catalog model its GPUs are re-imagined as (their MIG geometry)."""
+    node_limits: bool,
+) -> Packing:
+    """Best fit of every pod in `order` that finds room (see the module doc)."""
     packing = Packing(nodes, node_limits)
     shelves = _Shelves(packing, drawn)
-    order = drawn if online else _offline_order(drawn)
     for pod in order:
         whole = pod.pod.num_gpu > 1 or pod.pod.gpu_milli >= FULL_GPU_MILLI
         if whole:
@@ -187,8 +217,34 @@ def pack_mixed(
                 gids = shelves.empty[node][:1]
         packing.place(gids, pod, WHOLE_ASK)
         shelves.take(gids, pod.pod.gpu_milli)
+    return packing
+
+
+def _placed_milli(packing: Packing, drawn: Sequence[DrawnPod]) -> int:
+    return sum(drawn[position].pod.gpu_request_milli for position in packing.placements)
+
+
+def pack_mixed(
+    drawn: list[DrawnPod],
+    nodes: Sequence[TraceNode],
+    catalog: dict[str, facts.GpuModel],
+    node_limits: bool = True,
+    online: bool = False,
+) -> Packed:
+    """Place every pod it can, in arrival order (`online`) or, offline, in each of
+    `OFFLINE_ORDERS`, keeping the plan with the most milli placed; then give each GPU its mode.
+    `catalog`: trace model -> the catalog model its GPUs are re-imagined as (MIG geometry)."""
+    if online:
+        packing, notes = _place(drawn, drawn, nodes, node_limits), []
+    else:
+        plans = [
+            (name, _place(order(drawn, nodes), drawn, nodes, node_limits))
+            for name, order in OFFLINE_ORDERS.items()
+        ]
+        name, packing = max(plans, key=lambda plan: _placed_milli(plan[1], drawn))
+        notes = [f"mixed planner: {name} placed the most"]
     _set_modes(packing, drawn, catalog)
-    return packing.packed([])
+    return packing.packed(notes)
 
 
 def _set_modes(packing: Packing, drawn: list[DrawnPod], catalog: dict[str, facts.GpuModel]) -> None:
