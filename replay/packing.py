@@ -49,6 +49,7 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from replay.fleet import WHOLE_ASK, Ask, DrawnPod, Packed, PackedGpu, Packing, model_map
 from replay.mixed import MIXED_METHODS, pack_mixed
@@ -76,7 +77,7 @@ class PackingResult:
     requested_milli: int
     placed: int
     placed_milli: int
-    allocated_slices: float  # shared GPUs: each replica's exact share of the slices
+    allocated_slices: Fraction  # shared GPUs: each replica's exact share, kept exact
     compute_slices: int  # per GPU
     idle_gpus: int  # GPUs with no pod at all
     mig_gpus: int
@@ -103,7 +104,7 @@ class PackingResult:
 
     @property
     def a_slice(self) -> float:
-        return self.allocated_slices / (self.compute_slices * self.gpus)
+        return float(self.allocated_slices / (self.compute_slices * self.gpus))
 
     @property
     def unallocated_gpus(self) -> float:
@@ -286,18 +287,18 @@ def pack_online_first_fit(
 # --- running and reporting ----------------------------------------------------------------------
 
 
-def allocated_slices(fleet: Sequence[PackedGpu], model: facts.GpuModel) -> float:
+def allocated_slices(fleet: Sequence[PackedGpu], model: facts.GpuModel) -> Fraction:
     """Compute slices held by pods: all of a whole GPU with a pod, each MIG instance's, and
     on a shared GPU each replica's exact share (milli · slices / 1000: no rounding)."""
     slices = {p.name: p.compute_slices for p in model.profiles.values()}
-    total = 0.0
+    total = Fraction(0)
     for gpu in fleet:
         if not gpu.pods:
             continue
         if gpu.mode == "mig":
             total += sum(slices[profile] for _, profile in gpu.pods)
         elif gpu.mode == "shared":
-            total += sum(gpu.replicas) * model.compute_slices / FULL_GPU_MILLI
+            total += Fraction(sum(gpu.replicas) * model.compute_slices, FULL_GPU_MILLI)
         else:
             total += model.compute_slices
     return total
