@@ -90,6 +90,7 @@ class Packing:
         self.memory = [n.memory_mib for n in gpu_nodes]
         self.node_limits = node_limits
         self.placements: dict[int, list[int]] = {}
+        self.empty_gpus = [len(span) for span in self.spans]  # node -> GPUs holding no pod
 
     def allows(self, node: int, pod: DrawnPod) -> bool:
         """The pod's `gpu_spec` allows the node's trace model (no spec: any model)."""
@@ -111,8 +112,23 @@ class Packing:
         self.cpu[node] -= pod.pod.cpu_milli
         self.memory[node] -= pod.pod.memory_mib
         for gid in gids:
+            if not self.fleet[gid].pods:
+                self.empty_gpus[node] -= 1
             self.fleet[gid].pods.append((pod.position, label or pod.ask.profile))
         self.placements[pod.position] = list(gids)
+
+    def place_cpu_only(self, pod: DrawnPod) -> int | None:
+        """A pod that asks no GPU (the trace's CPU-only pods) takes the node with room that has
+        the fewest empty GPUs, then the most CPU left: CPU where the GPUs are already taken
+        strands the fewest of them. Returns the node, or None."""
+        fits = [n for n in range(len(self.spans)) if self.room(n, pod)]
+        if not fits:
+            return None
+        node = min(fits, key=lambda n: (self.empty_gpus[n], -self.cpu[n], n))
+        self.cpu[node] -= pod.pod.cpu_milli
+        self.memory[node] -= pod.pod.memory_mib
+        self.placements[pod.position] = []
+        return node
 
     def place_whole(self, pod: DrawnPod, nodes: Iterable[int]) -> int | None:
         """On the first of `nodes` with room and enough empty whole GPUs, the pod takes the

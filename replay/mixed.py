@@ -59,8 +59,10 @@ class _Shelves:
             while len(shelf) <= len(span):
                 shelf.append({})
             shelf[len(span)][node] = None
-        self.least_cpu = min((p.pod.cpu_milli for p in drawn), default=0)
-        self.least_memory = min((p.pod.memory_mib for p in drawn), default=0)
+        self.retired: set[int] = set()
+        gpu_pods = [p for p in drawn if p.pod.num_gpu]
+        self.least_cpu = min((p.pod.cpu_milli for p in gpu_pods), default=0)
+        self.least_memory = min((p.pod.memory_mib for p in gpu_pods), default=0)
 
     def models_for(self, pod: DrawnPod) -> list[str]:
         allowed = pod.pod.models
@@ -133,14 +135,17 @@ class _Shelves:
         for gid in gids:
             self._shelve(gid, self.left[gid] - milli)
             self.left[gid] -= milli
-        self._retire_if_full(node)
+        self.retire_if_full(node)
 
-    def _retire_if_full(self, node: int) -> None:
+    def retire_if_full(self, node: int) -> None:
         packing = self.packing
-        if not packing.node_limits or (
-            packing.cpu[node] >= self.least_cpu and packing.memory[node] >= self.least_memory
+        if (
+            node in self.retired
+            or not packing.node_limits
+            or (packing.cpu[node] >= self.least_cpu and packing.memory[node] >= self.least_memory)
         ):
             return
+        self.retired.add(node)
         del self.nodes[packing.models[node]][len(self.empty[node])][node]
         for gid in packing.spans[node]:
             if 0 < self.left[gid] < FULL_GPU_MILLI:
@@ -196,10 +201,16 @@ def _place(
     nodes: Sequence[TraceNode],
     node_limits: bool,
 ) -> Packing:
-    """Best fit of every pod in `order` that finds room (see the module doc)."""
+    """Best fit of every pod in `order` that finds room (see the module doc); a CPU-only pod
+    takes its place where the order puts it (`Packing.place_cpu_only`)."""
     packing = Packing(nodes, node_limits)
     shelves = _Shelves(packing, drawn)
     for pod in order:
+        if not pod.pod.num_gpu:
+            node = packing.place_cpu_only(pod)
+            if node is not None:
+                shelves.retire_if_full(node)
+            continue
         whole = pod.pod.num_gpu > 1 or pod.pod.gpu_milli >= FULL_GPU_MILLI
         if whole:
             node = shelves.best_node(pod, pod.pod.num_gpu)
@@ -241,7 +252,10 @@ def pack_mixed(
             (name, _place(order(drawn, nodes), drawn, nodes, node_limits))
             for name, order in OFFLINE_ORDERS.items()
         ]
-        name, packing = max(plans, key=lambda plan: _placed_milli(plan[1], drawn))
+        # the most GPU milli placed; among equals, the most pods (CPU-only ones too)
+        name, packing = max(
+            plans, key=lambda plan: (_placed_milli(plan[1], drawn), len(plan[1].placements))
+        )
         notes = [f"mixed planner: {name} placed the most"]
     _set_modes(packing, drawn, catalog)
     return packing.packed(notes)

@@ -86,6 +86,7 @@ class PackingResult:
     node_limits: bool = True
     model_map: dict[str, str] = field(default_factory=dict)  # trace model -> catalog model
     fleet: list[PackedGpu] = field(repr=False, default_factory=list)
+    pods: list[DrawnPod] = field(repr=False, default_factory=list)  # the draw, arrival order
     placements: dict[int, list[int]] = field(repr=False, default_factory=dict)  # position -> GPUs
     notes: list[str] = field(default_factory=list)
 
@@ -97,6 +98,11 @@ class PackingResult:
     @property
     def failed(self) -> int:
         return self.drawn - self.placed
+
+    @property
+    def failed_cpu_only(self) -> int:
+        """Failed pods that ask no GPU (they count in ρ and A_req for nothing)."""
+        return sum(1 for p in self.pods if not p.pod.num_gpu and p.position not in self.placements)
 
     @property
     def a_req(self) -> float:
@@ -145,18 +151,43 @@ def ask_of(pod: TracePod, model: facts.GpuModel) -> Ask:
     return Ask(WHOLE_ASK, pod.num_gpu)
 
 
+TUNE_RHO = 1.3  # the load the published runs are tuned to (`-tune 1.3` in their run scripts)
+
+
 def draw_pods(
-    gpu_pods: Sequence[TracePod], gpus: int, rho: float, seed: int, model: facts.GpuModel
+    pods: Sequence[TracePod], gpus: int, rho: float, seed: int, model: facts.GpuModel
 ) -> list[DrawnPod]:
-    """Draw with replacement until Σ requested milli reaches ρ · 1000 · #GPUs."""
-    if not gpu_pods:
+    """The workload the paper's simulator builds from a pod list (hkust-adsl/kubernetes-
+    scheduler-simulator, pkg/simulator/simulator.go: TunePods, tuneUpPods, tuneDownPods, and the
+    run scripts' `--shuffle-pod`), with `random.Random(seed)` for Go's generator: every pod of
+    the list, CPU-only ones too, then pods drawn from the list with replacement appended until
+    the next would take the GPU request past max(ρ, 1.3) · 1000 · #GPUs (or, when the list
+    alone asks more, pods drawn at random removed until it does not), shuffled into arrival
+    order; then the arrivals while the request stays within ρ · 1000 · #GPUs. So ρ = 1.0 is the
+    first part of a 1.3 workload, as the published column 100 is."""
+    if not any(p.num_gpu for p in pods):
         raise ValueError("the trace has no GPU pods to draw from")
     rng = random.Random(seed)
+    build = max(rho, TUNE_RHO) * FULL_GPU_MILLI * gpus
+    workload = list(pods)
+    total = sum(p.gpu_request_milli for p in workload)
+    if total > build:
+        while total > build:
+            total -= workload.pop(rng.randrange(len(workload))).gpu_request_milli
+    else:
+        while True:
+            pod = pods[rng.randrange(len(pods))]
+            if total + pod.gpu_request_milli > build:
+                break
+            workload.append(pod)
+            total += pod.gpu_request_milli
+    rng.shuffle(workload)
     target = rho * FULL_GPU_MILLI * gpus
     drawn: list[DrawnPod] = []
     total = 0
-    while total < target:
-        pod = gpu_pods[rng.randrange(len(gpu_pods))]
+    for pod in workload:
+        if total + pod.gpu_request_milli > target:
+            break
         drawn.append(DrawnPod(len(drawn), pod, ask_of(pod, model)))
         total += pod.gpu_request_milli
     return drawn
@@ -179,6 +210,9 @@ def pack_with_plan(
     packing = Packing(nodes, node_limits)
     fleet = packing.fleet
     notes: list[str] = []
+    for pod in drawn:
+        if not pod.pod.num_gpu:
+            packing.place_cpu_only(pod)  # offline: the CPU-only pods' load is there first
     for pod in drawn:
         if pod.ask.gpus > 1:
             packing.place_whole(pod, range(len(packing.spans)))
@@ -238,8 +272,8 @@ def pack_online_first_fit(
     layout_of: list[Layout] = [()] * len(fleet)  # a GPU's MIG instances; () while whole
     fits: dict[tuple[Layout, str], bool] = {}
     profiles = sorted({p.ask.profile for p in drawn if not p.ask.whole})
-    least_cpu = min((p.pod.cpu_milli for p in drawn), default=0)
-    least_memory = min((p.pod.memory_mib for p in drawn), default=0)
+    least_cpu = min((p.pod.cpu_milli for p in drawn if p.pod.num_gpu), default=0)
+    least_memory = min((p.pod.memory_mib for p in drawn if p.pod.num_gpu), default=0)
 
     def can_grow(layout: Layout, profile: str) -> bool:
         if (layout, profile) not in fits:
@@ -266,7 +300,9 @@ def pack_online_first_fit(
     for pod in drawn:
         ask = pod.ask.profile
         candidates = (n for n in open_nodes if ask in taken[n])
-        if pod.ask.whole:
+        if not pod.pod.num_gpu:
+            node = packing.place_cpu_only(pod)
+        elif pod.ask.whole:
             node = packing.place_whole(pod, candidates)
         else:
             node = next((n for n in candidates if packing.room(n, pod)), None)
@@ -277,7 +313,7 @@ def pack_online_first_fit(
                 gpu.layout[ask] += 1
                 layout_of[gid] = tuple(sorted(gpu.layout.items()))
                 packing.place([gid], pod)
-        if node is not None:
+        if node is not None and taken[node]:
             taken[node] = asks_taken(node)
             if not taken[node]:
                 open_nodes.remove(node)
@@ -337,6 +373,7 @@ def _measure(
         node_limits=node_limits,
         model_map=model_map(nodes, model.key),
         fleet=fleet,
+        pods=drawn,
         placements=placements,
         notes=notes,
     )
@@ -384,14 +421,13 @@ def run_packing(
         )
     if rho <= 0:
         raise ValueError(f"rho {rho}; expected a load above 0")
-    gpu_pods = [p for p in pods if p.num_gpu]
     gpus = sum(n.gpus for n in nodes)
     if not gpus:
         raise ValueError("the node list has no GPUs")
     say = progress or (lambda _: None)
     results = []
     for seed in seeds:
-        drawn = draw_pods(gpu_pods, gpus, rho, seed, gpu_model)
+        drawn = draw_pods(pods, gpus, rho, seed, gpu_model)
         for method in methods:
             started = time.perf_counter()
             packed = pack(method, drawn, nodes, gpu_model, policy, node_limits)

@@ -42,8 +42,8 @@ def packing_table(results: Sequence[PackingResult], workload: str) -> str:
     for r in results:
         by_method[r.method].append(r)
     lines = [
-        "| method | A_req % | A_slice % | unallocated GPUs | failed pods | s/seed "
-        "| idle GPUs | GPUs MIG / shared |",
+        "| method | A_req % | A_slice % | unallocated GPUs | failed pods (of them CPU-only) "
+        "| s/seed | idle GPUs | GPUs MIG / shared |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for method, rows in by_method.items():
@@ -53,6 +53,7 @@ def packing_table(results: Sequence[PackingResult], workload: str) -> str:
             f"| {_spread([r.a_slice for r in rows], 2, 100)} "
             f"| {_spread([r.unallocated_gpus for r in rows], 0)} "
             f"| {_spread([float(r.failed) for r in rows], 0)} "
+            f"({_spread([float(r.failed_cpu_only) for r in rows], 0)}) "
             f"| {_spread([r.seconds for r in rows], 2)} "
             f"| {_spread([float(r.idle_gpus) for r in rows], 0)} "
             f"| {_spread([float(r.mig_gpus) for r in rows], 0)} / "
@@ -81,11 +82,15 @@ def packing_table(results: Sequence[PackingResult], workload: str) -> str:
         "against; the models re-imagined as MIG-capable catalog models "
         f"({_model_map(first.model_map)}), "
         "a counterfactual fleet (the trace has no MIG GPUs); "
-        f"pods drawn until ρ = {first.rho:g}, no departures, {limits}, "
+        "the workload built as the published runs build theirs (the whole pod list, CPU-only "
+        "pods too, plus draws with replacement, shuffled) and cut where its GPU request "
+        f"reaches ρ = {first.rho:g}, no departures, {limits}, "
         f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}, mean (min–max). MIG rows round "
         "each fractional ask up to a MIG profile; `mixed` and `online-best-fit` share a GPU by "
         "exact milli (replicas sized to the asks) and make a GPU MIG where its pods' profiles "
-        "pack. `planner`, `greedy` and `mixed` see the whole batch at once (offline); "
+        "pack. `planner`, `greedy` and `mixed` see the whole batch at once (offline; the MIG "
+        "planner places the CPU-only pods first, `mixed` keeps whichever of its orders places "
+        "the most GPU milli, which may turn CPU-only pods away: they count in failed pods); "
         "`online-first-fit`, `online-best-fit` and the published rows place pods one at a time "
         "in arrival order (online). Unallocated GPUs = (1 − A_req) · #GPUs, as in the published "
         "rows; idle GPUs hold no pod at all.",

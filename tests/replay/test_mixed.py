@@ -11,7 +11,14 @@ from replay import published
 from replay.__main__ import main
 from replay.fleet import SHARED, DrawnPod
 from replay.mixed import pack_mixed
-from replay.packing import METHODS, MIG_METHODS, ask_of, draw_pods, mig_model, run_packing
+from replay.packing import (
+    METHODS,
+    MIG_METHODS,
+    ask_of,
+    mig_model,
+    pack_online_first_fit,
+    run_packing,
+)
 from replay.packing_table import packing_table
 from replay.trace import TraceNode, TracePod
 
@@ -88,8 +95,7 @@ def test_gpu_spec_pods_never_land_on_another_model():
                 draw.setdefault(position, set()).add(model_of[r.fleet[gid].node])
         positions = sorted(r.placements)
         assert positions == sorted(draw)
-        gpu_pods = [p for p in pods if p.num_gpu]
-        drawn_pods = draw_pods(gpu_pods, r.gpus, r.rho, r.seed, A100)
+        drawn_pods = r.pods
         for position, models in draw.items():
             spec = drawn_pods[position].pod.models
             if spec:
@@ -157,3 +163,14 @@ def test_part_two_refuses_a_malformed_pod_list_with_line_and_column(tmp_path, ca
                  "--out", str(tmp_path)])  # fmt: skip
     assert code == 2
     assert "pods.csv:1:5: header lacks column 'num_gpu'" in capsys.readouterr().err
+
+
+def test_cpu_only_pods_take_cpu_where_the_gpus_are_taken():
+    pods = drawn(pod("w", 1000), pod("cpu", 0, num_gpu=0, cpu=4000), pod("x", 1000, cpu=4000))
+    nodes = [node("a", 1, cpu=8000), node("b", 1, cpu=8000)]
+    for _, placed, _ in (
+        pack_mixed(pods, nodes, {"G2": A100}, online=True),
+        pack_online_first_fit(pods, nodes, A100),
+    ):
+        # the CPU-only pod goes to a, whose GPU w holds; x still finds b's CPU and GPU
+        assert placed == {0: [0], 1: [], 2: [1]}

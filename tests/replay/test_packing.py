@@ -82,10 +82,8 @@ def drawn_in_order(*pods: TracePod) -> list[DrawnPod]:
 
 
 def drawn_of(result: PackingResult, gpu) -> list[DrawnPod]:
-    """The drawn pods a GPU of a result holds (the draw is the seed's: redrawn here)."""
-    gpu_pods = [p for p in MIXED_PODS if p.num_gpu]
-    drawn = draw_pods(gpu_pods, result.gpus, result.rho, result.seed, A100)
-    return [drawn[position] for position, _ in gpu.pods]
+    """The drawn pods a GPU of a result holds."""
+    return [result.pods[position] for position, _ in gpu.pods]
 
 
 @pytest.fixture(scope="module")
@@ -102,14 +100,26 @@ def test_asks_follow_replay_md_mapping():
     assert ask_of(pod("a", 1000, num_gpu=8), A100) == Ask(WHOLE_ASK, 8)
 
 
-def test_draw_stops_at_the_first_pod_that_reaches_rho():
-    gpu_pods = [p for p in MIXED_PODS if p.num_gpu]
-    drawn = draw_pods(gpu_pods, gpus=23, rho=1.3, seed=7, model=A100)
+def test_draw_is_the_simulators_tuned_workload():
+    # The list asks 16.93 GPUs: all of it, CPU-only pods too, then draws up to 1.3 · 23 GPUs.
+    drawn = draw_pods(MIXED_PODS, gpus=23, rho=1.3, seed=7, model=A100)
     totals = [d.pod.gpu_request_milli for d in drawn]
-    target = 1.3 * 1000 * 23
-    assert sum(totals) >= target > sum(totals[:-1])
+    assert {d.pod.name for d in drawn} == {p.name for p in MIXED_PODS}
+    assert len(drawn) > len(MIXED_PODS)
+    assert sum(totals) <= 1.3 * 1000 * 23
     assert [d.position for d in drawn] == list(range(len(drawn)))
-    assert all(d.pod.num_gpu for d in drawn)
+    # ρ = 1.0 is the first part of the same workload, as the published column 100 is.
+    first = draw_pods(MIXED_PODS, gpus=23, rho=1.0, seed=7, model=A100)
+    assert [d.pod for d in first] == [d.pod for d in drawn[: len(first)]]
+    asked = sum(totals[: len(first)])
+    assert asked <= 1000 * 23 < asked + totals[len(first)]
+
+
+def test_draw_tunes_a_list_that_asks_too_much_down():
+    drawn = draw_pods(MIXED_PODS, gpus=5, rho=1.3, seed=3, model=A100)
+    names = [d.pod.name for d in drawn]
+    assert len(names) == len(set(names)) and set(names) < {p.name for p in MIXED_PODS}
+    assert sum(d.pod.gpu_request_milli for d in drawn) <= 1.3 * 1000 * 5
 
 
 def test_same_seed_same_packing_other_seed_other_draw(mixed_results):
@@ -127,7 +137,7 @@ def test_every_method_and_seed_is_reported(mixed_results):
     )
     for r in mixed_results:
         assert r.gpus == 23 and r.nodes == 5
-        assert r.requested_milli >= 1.3 * 1000 * 23
+        assert 16_930 <= r.requested_milli <= 1.3 * 1000 * 23  # the list asks 16.93 GPUs
         assert r.placed + r.failed == r.drawn
         assert 0 < r.a_req <= r.a_slice <= 1  # rounding to profiles only ever adds slices
         assert r.unallocated_gpus == pytest.approx((1 - r.a_req) * 23)
@@ -143,10 +153,12 @@ def test_pods_placed_once_multi_gpu_on_one_node_and_capacity_kept(mixed_results)
         for gid, gpu in enumerate(r.fleet):
             for position, _ in gpu.pods:
                 holders.setdefault(position, []).append(gid)
-        assert holders == r.placements  # a pod is where the result says, nowhere else
+        # a pod is where the result says, nowhere else; CPU-only pods hold no GPU
+        assert holders == {p: g for p, g in r.placements.items() if g}
+        assert all(r.pods[p].pod.num_gpu for p in holders)
         gpus_per_pod = {p: len(g) for p, g in holders.items()}
         assert set(Counter(gpus_per_pod.values())) <= {1, 2, 4, 8}
-        for gids in r.placements.values():
+        for gids in holders.values():
             assert len(gids) == len(set(gids))
             assert len({r.fleet[g].node for g in gids}) == 1, "a multi-GPU pod spans nodes"
         for gpu in r.fleet:
@@ -219,7 +231,7 @@ def test_node_cpu_and_memory_limit_placement():
 def test_table_shows_measured_and_published_rows(mixed_results):
     table = packing_table(mixed_results, "openb_pod_list_default")
     header, rule, *rows = table.split("\n")
-    assert header.startswith("| method | A_req % | A_slice % | unallocated GPUs | failed pods |")
+    assert header.startswith("| method | A_req % | A_slice % | unallocated GPUs | failed pods (")
     for method in MIG_METHODS:
         assert any(row.startswith(f"| {method} (MIG, counterfactual fleet) |") for row in rows)
     for method in ("mixed", "online-best-fit"):
