@@ -91,6 +91,12 @@ class Packing:
         self.node_limits = node_limits
         self.placements: dict[int, list[int]] = {}
         self.empty_gpus = [len(span) for span in self.spans]  # node -> GPUs holding no pod
+        # nodes by how many empty GPUs they have; a shelf in the order nodes came onto it
+        self.by_empty: list[dict[int, None]] = [
+            {} for _ in range(max(self.empty_gpus, default=0) + 1)
+        ]
+        for node, empty in enumerate(self.empty_gpus):
+            self.by_empty[empty][node] = None
 
     def allows(self, node: int, pod: DrawnPod) -> bool:
         """The pod's `gpu_spec` allows the node's trace model (no spec: any model)."""
@@ -113,18 +119,23 @@ class Packing:
         self.memory[node] -= pod.pod.memory_mib
         for gid in gids:
             if not self.fleet[gid].pods:
+                del self.by_empty[self.empty_gpus[node]][node]
                 self.empty_gpus[node] -= 1
+                self.by_empty[self.empty_gpus[node]][node] = None
             self.fleet[gid].pods.append((pod.position, label or pod.ask.profile))
         self.placements[pod.position] = list(gids)
 
     def place_cpu_only(self, pod: DrawnPod) -> int | None:
-        """A pod that asks no GPU (the trace's CPU-only pods) takes the node with room that has
-        the fewest empty GPUs, then the most CPU left: CPU where the GPUs are already taken
-        strands the fewest of them. Returns the node, or None."""
-        fits = [n for n in range(len(self.spans)) if self.room(n, pod)]
-        if not fits:
+        """A pod that asks no GPU (the trace's CPU-only pods) takes, of the nodes with room that
+        have the fewest empty GPUs, the one with the most CPU left (then file order): CPU where
+        the GPUs are already taken strands the fewest of them. Returns the node, or None."""
+        for shelf in self.by_empty:
+            fits = [n for n in shelf if self.room(n, pod)]
+            if fits:
+                node = min(fits, key=lambda n: (-self.cpu[n], n))
+                break
+        else:
             return None
-        node = min(fits, key=lambda n: (self.empty_gpus[n], -self.cpu[n], n))
         self.cpu[node] -= pod.pod.cpu_milli
         self.memory[node] -= pod.pod.memory_mib
         self.placements[pod.position] = []

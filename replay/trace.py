@@ -24,6 +24,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +122,7 @@ class TracePod:
         """A shared-GPU ask: part of one GPU."""
         return self.num_gpu == 1 and self.gpu_milli < FULL_GPU_MILLI
 
-    @property
+    @cached_property  # asked at every placement try: parse gpu_spec once
     def models(self) -> frozenset[str]:
         """The trace models `gpu_spec` allows (`V100M16|V100M32`); empty: any model. Empty
         names are dropped and `nan` is no constraint, as the trace's tooling reads the column."""
