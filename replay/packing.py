@@ -1,13 +1,15 @@
-"""Static packing on a counterfactual MIG fleet, against the FGD paper's published anchor.
+"""Static packing on a counterfactual MIG fleet, against the FGD paper's published rows.
 
 The FGD paper's static experiment (Weng et al., ATC'23), re-imagined on MIG: the trace's fleet
-(every node with its GPU count, 1,213 nodes / 6,212 GPUs on `openb`) is taken as GPUs of ONE
-MIG-capable catalog model (default A100-80GB, 7 compute slices). The trace has no MIG GPUs, so
-this fleet is counterfactual: every figure from here must say so.
+(every node with its GPU count and trace model, 1,213 nodes / 6,212 GPUs on `openb`) with every
+trace model taken as ONE MIG-capable catalog model (default A100-80GB, 7 compute slices;
+`fleet.model_map`). The trace has no MIG GPUs, so this fleet is counterfactual: every figure
+from here must say so. A pod's `gpu_spec` is checked against the node's trace model.
 
-Pods are drawn from the trace's GPU pods with replacement (`random.Random(seed)`) until load
-ρ = Σ requested milli ÷ (1000 · #GPUs) reaches `rho` (the draw that crosses it is kept); arrival
-order is draw order; nothing departs. Each pod is
+The workload is built as the published runs build theirs (`draw_pods`: the whole pod list, CPU-
+only pods too, plus draws with replacement, shuffled) and cut where load ρ = Σ requested milli
+÷ (1000 · #GPUs) would pass `rho`; arrival order is the shuffled order; nothing departs. A
+CPU-only pod needs only CPU and memory (`fleet.Packing.place_cpu_only`). Each GPU pod is
 - a MIG ask when fractional (`num_gpu == 1`, `gpu_milli < 1000`): compute slices
   ⌈7 · milli / 1000⌉ rounded up to the model's smallest profile with at least that many (1g.10gb,
   2g.20gb, 3g.40gb, 4g.40gb on an A100-80GB); an ask that rounds up to the whole GPU (7g, e.g.
@@ -16,7 +18,8 @@ order is draw order; nothing departs. Each pod is
 A pod also needs its `cpu_milli` and `memory_mib` free on the node, as the paper's simulator (a
 kube-scheduler) checks them; `node_limits=False` drops that check.
 
-Methods, each deterministic for a seed:
+MIG-only methods, each deterministic for a seed (the mixed ones, where a GPU may also be shared
+by exact milli, are in `replay.mixed`):
 - `planner`: the portal's MIG planner (`plan_exact`) chooses every GPU's shape for the demand of
   the whole batch at once, then pods are assigned in arrival order. It sees the whole batch
   (offline) while FGD places pods one at a time (online), so its figures are an upper bound
@@ -26,6 +29,7 @@ Methods, each deterministic for a seed:
   single-GPU demand; a pod then takes the first unit of its ask on a node with room. Its
   objective weighs every GPU-equivalent alike, so when the whole-GPU asks alone exceed the
   fleet (as at ρ = 1.3 on `openb`) it keeps every GPU whole and the fractional asks fail.
+  CPU-only pods are placed first (their load is there whatever the plan).
 - `greedy`: the same with `plan_greedy`.
 - `online-first-fit`: no planner. An arriving pod takes the first GPU (node file order) whose
   instances can grow by its profile (`facts.can_pack`) or an empty whole GPU, whichever comes
@@ -36,7 +40,7 @@ Metrics (mean over seeds, with min and max), as REPLAY.md defines them:
 - A_req = Σ requested milli of placed pods ÷ (1000 · #GPUs): the paper's "allocation";
 - A_slice = compute slices allocated to placed pods ÷ (slices · #GPUs); a whole GPU counts all
   its slices, so A_slice − A_req is the internal fragmentation of rounding to profiles;
-- unallocated GPUs = (1 − A_req) · #GPUs, as the published anchors count them (FGD's 286 is
+- unallocated GPUs = (1 − A_req) · #GPUs, as the published rows count them (FGD's 286 is
   (1 − 95.39 %) · 6,212); idle GPUs: GPUs with no pod at all; failed pods: drawn but not
   placed; GPUs reconfigured: GPUs not left whole (the fleet starts whole); seconds per seed.
 Fragmentation F is not computed here.
