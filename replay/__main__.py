@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 
 from localcluster import cluster, portal_account
-from replay import packing, trace
+from replay import packing, packing_table, published, trace
 from replay.trace import DEFAULT_TRACE_DIR, NODE_FILE, POD_FILE, TraceError
 from replay.workload import POLICIES, select_window
 
@@ -80,7 +80,10 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("part 2: static packing (FGD's method)")
     g.add_argument("--rho", type=_positive(float), default=1.3, help="load to sample up to")
     g.add_argument("--seeds", type=_positive(int), default=10)
-    g.add_argument("--packing-model", default="A100-80GB", help="the fleet re-imagined as")
+    g.add_argument("--packing-model", default="A100-80GB",
+                   help="catalog model every trace model is re-imagined as")  # fmt: skip
+    g.add_argument("--methods", default=",".join(packing.METHODS),
+                   help=f"comma-separated, of {', '.join(packing.METHODS)}")  # fmt: skip
     return p
 
 
@@ -91,17 +94,22 @@ def machine() -> str:
 def run_packing(args, say) -> str:
     pods = trace.read_pods(args.trace / args.pods_file)
     nodes = trace.read_nodes(args.trace / trace.NODE_FILE)
-    say(f"part 2: {len(nodes)} nodes re-imagined as {args.packing_model}, ρ = {args.rho}, "
-        f"{args.seeds} seeds")  # fmt: skip
-    results = packing.run_packing(
-        pods,
-        nodes,
-        model=args.packing_model,
-        rho=args.rho,
-        seeds=range(args.seed, args.seed + args.seeds),
-        progress=say,
-    )
-    return packing.packing_table(results)
+    workload = published.workload_of(args.pods_file)
+    say(f"part 2: {workload}, {len(nodes)} nodes re-imagined as {args.packing_model}, "
+        f"ρ = {args.rho}, {args.seeds} seeds")  # fmt: skip
+    try:
+        results = packing.run_packing(
+            pods,
+            nodes,
+            model=args.packing_model,
+            rho=args.rho,
+            seeds=range(args.seed, args.seed + args.seeds),
+            methods=[m.strip() for m in args.methods.split(",") if m.strip()],
+            progress=say,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"replay: {exc}") from None
+    return packing_table.packing_table(results, workload)
 
 
 def run_overtime(args, say) -> tuple[str, list]:

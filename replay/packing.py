@@ -1,13 +1,15 @@
-"""Static packing on a counterfactual MIG fleet, against the FGD paper's published anchor.
+"""Static packing on a counterfactual MIG fleet, against the FGD paper's published rows.
 
 The FGD paper's static experiment (Weng et al., ATC'23), re-imagined on MIG: the trace's fleet
-(every node with its GPU count, 1,213 nodes / 6,212 GPUs on `openb`) is taken as GPUs of ONE
-MIG-capable catalog model (default A100-80GB, 7 compute slices). The trace has no MIG GPUs, so
-this fleet is counterfactual: every figure from here must say so.
+(every node with its GPU count and trace model, 1,213 nodes / 6,212 GPUs on `openb`) with every
+trace model taken as ONE MIG-capable catalog model (default A100-80GB, 7 compute slices;
+`fleet.model_map`). The trace has no MIG GPUs, so this fleet is counterfactual: every figure
+from here must say so. A pod's `gpu_spec` is checked against the node's trace model.
 
-Pods are drawn from the trace's GPU pods with replacement (`random.Random(seed)`) until load
-ρ = Σ requested milli ÷ (1000 · #GPUs) reaches `rho` (the draw that crosses it is kept); arrival
-order is draw order; nothing departs. Each pod is
+The workload is built as the published runs build theirs (`draw_pods`: the whole pod list, CPU-
+only pods too, plus draws with replacement, shuffled) and cut where load ρ = Σ requested milli
+÷ (1000 · #GPUs) would pass `rho`; arrival order is the shuffled order; nothing departs. A
+CPU-only pod needs only CPU and memory (`fleet.Packing.place_cpu_only`). Each GPU pod is
 - a MIG ask when fractional (`num_gpu == 1`, `gpu_milli < 1000`): compute slices
   ⌈7 · milli / 1000⌉ rounded up to the model's smallest profile with at least that many (1g.10gb,
   2g.20gb, 3g.40gb, 4g.40gb on an A100-80GB); an ask that rounds up to the whole GPU (7g, e.g.
@@ -16,7 +18,8 @@ order is draw order; nothing departs. Each pod is
 A pod also needs its `cpu_milli` and `memory_mib` free on the node, as the paper's simulator (a
 kube-scheduler) checks them; `node_limits=False` drops that check.
 
-Methods, each deterministic for a seed:
+MIG-only methods, each deterministic for a seed (the mixed ones, where a GPU may also be shared
+by exact milli, are in `replay.mixed`):
 - `planner`: the portal's MIG planner (`plan_exact`) chooses every GPU's shape for the demand of
   the whole batch at once, then pods are assigned in arrival order. It sees the whole batch
   (offline) while FGD places pods one at a time (online), so its figures are an upper bound
@@ -26,6 +29,7 @@ Methods, each deterministic for a seed:
   single-GPU demand; a pod then takes the first unit of its ask on a node with room. Its
   objective weighs every GPU-equivalent alike, so when the whole-GPU asks alone exceed the
   fleet (as at ρ = 1.3 on `openb`) it keeps every GPU whole and the fractional asks fail.
+  CPU-only pods are placed first (their load is there whatever the plan).
 - `greedy`: the same with `plan_greedy`.
 - `online-first-fit`: no planner. An arriving pod takes the first GPU (node file order) whose
   instances can grow by its profile (`facts.can_pack`) or an empty whole GPU, whichever comes
@@ -36,7 +40,7 @@ Metrics (mean over seeds, with min and max), as REPLAY.md defines them:
 - A_req = Σ requested milli of placed pods ÷ (1000 · #GPUs): the paper's "allocation";
 - A_slice = compute slices allocated to placed pods ÷ (slices · #GPUs); a whole GPU counts all
   its slices, so A_slice − A_req is the internal fragmentation of rounding to profiles;
-- unallocated GPUs = (1 − A_req) · #GPUs, as the published anchors count them (FGD's 286 is
+- unallocated GPUs = (1 − A_req) · #GPUs, as the published rows count them (FGD's 286 is
   (1 − 95.39 %) · 6,212); idle GPUs: GPUs with no pod at all; failed pods: drawn but not
   placed; GPUs reconfigured: GPUs not left whole (the fleet starts whole); seconds per seed.
 Fragmentation F is not computed here.
@@ -49,64 +53,20 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from statistics import mean
+from fractions import Fraction
 
+from replay.fleet import WHOLE_ASK, Ask, DrawnPod, Packed, PackedGpu, Packing, model_map
+from replay.mixed import MIXED_METHODS, pack_mixed
 from replay.trace import FULL_GPU_MILLI, TraceNode, TracePod, mig_compute_slices
 from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, GpuState, PlanResult, Policy, plan_exact, plan_greedy
 
-METHODS = ("planner", "greedy", "online-first-fit")
+MIG_METHODS = ("planner", "greedy", "online-first-fit")
+METHODS = (*MIG_METHODS, *MIXED_METHODS)
 DEFAULT_MODEL = "A100-80GB"
 DEFAULT_POLICY = Policy()
 
-# Published results of the FGD paper's simulator on the `default` trace at ρ = 1.3, mean of 10
-# seeds: policy -> (A_req %, unallocated GPUs). Source: hkust-adsl/kubernetes-scheduler-simulator,
-# experiments/analysis/expected_results (as quoted in shared/design/REPLAY.md). FGD shares GPUs
-# fractionally with no MIG rounding, so these rows have no A_slice.
-FGD_ANCHORS: dict[str, tuple[float, int]] = {
-    "random": (87.47, 778),
-    "dot-product": (90.85, 568),
-    "GPU clustering": (91.88, 505),
-    "GPU packing": (92.00, 497),
-    "best-fit": (93.08, 430),
-    "FGD": (95.39, 286),
-}
-
-WHOLE_ASK = "whole"  # Ask.profile of a whole-GPU ask
 Layout = tuple[tuple[str, int], ...]  # a MIG GPU's instances: sorted (profile, count)
-
-
-@dataclass(frozen=True)
-class Ask:
-    """What one drawn pod needs: `gpus` whole GPUs (profile `whole`), or one MIG instance."""
-
-    profile: str
-    gpus: int = 1
-
-    @property
-    def whole(self) -> bool:
-        return self.profile == WHOLE_ASK
-
-
-@dataclass(frozen=True)
-class DrawnPod:
-    position: int  # arrival order, 0-based
-    pod: TracePod
-    ask: Ask
-
-
-@dataclass
-class PackedGpu:
-    """One GPU of the fleet after packing: `whole`, or MIG with `layout` (profile -> instances)."""
-
-    node: str
-    index: int
-    mode: str = "whole"
-    layout: Counter[str] = field(default_factory=Counter)
-    pods: list[tuple[int, str]] = field(default_factory=list)  # (position, profile or whole)
-
-    def used(self) -> Counter[str]:
-        return Counter(profile for _, profile in self.pods)
 
 
 @dataclass
@@ -121,19 +81,32 @@ class PackingResult:
     requested_milli: int
     placed: int
     placed_milli: int
-    allocated_slices: int
+    allocated_slices: Fraction  # shared GPUs: each replica's exact share, kept exact
     compute_slices: int  # per GPU
     idle_gpus: int  # GPUs with no pod at all
-    reconfigured_gpus: int  # GPUs not left whole
+    mig_gpus: int
+    shared_gpus: int
     seconds: float
     node_limits: bool = True
+    model_map: dict[str, str] = field(default_factory=dict)  # trace model -> catalog model
     fleet: list[PackedGpu] = field(repr=False, default_factory=list)
+    pods: list[DrawnPod] = field(repr=False, default_factory=list)  # the draw, arrival order
     placements: dict[int, list[int]] = field(repr=False, default_factory=dict)  # position -> GPUs
     notes: list[str] = field(default_factory=list)
 
     @property
+    def reconfigured_gpus(self) -> int:
+        """GPUs not left whole (the fleet starts whole)."""
+        return self.mig_gpus + self.shared_gpus
+
+    @property
     def failed(self) -> int:
         return self.drawn - self.placed
+
+    @property
+    def failed_cpu_only(self) -> int:
+        """Failed pods that ask no GPU (they count in ρ and A_req for nothing)."""
+        return sum(1 for p in self.pods if not p.pod.num_gpu and p.position not in self.placements)
 
     @property
     def a_req(self) -> float:
@@ -141,7 +114,7 @@ class PackingResult:
 
     @property
     def a_slice(self) -> float:
-        return self.allocated_slices / (self.compute_slices * self.gpus)
+        return float(self.allocated_slices / (self.compute_slices * self.gpus))
 
     @property
     def unallocated_gpus(self) -> float:
@@ -182,83 +155,49 @@ def ask_of(pod: TracePod, model: facts.GpuModel) -> Ask:
     return Ask(WHOLE_ASK, pod.num_gpu)
 
 
+TUNE_RHO = 1.3  # the load the published runs are tuned to (`-tune 1.3` in their run scripts)
+
+
 def draw_pods(
-    gpu_pods: Sequence[TracePod], gpus: int, rho: float, seed: int, model: facts.GpuModel
+    pods: Sequence[TracePod], gpus: int, rho: float, seed: int, model: facts.GpuModel
 ) -> list[DrawnPod]:
-    """Draw with replacement until Σ requested milli reaches ρ · 1000 · #GPUs."""
-    if not gpu_pods:
+    """The workload the paper's simulator builds from a pod list (hkust-adsl/kubernetes-
+    scheduler-simulator, pkg/simulator/simulator.go: TunePods, tuneUpPods, tuneDownPods, and the
+    run scripts' `--shuffle-pod`), with `random.Random(seed)` for Go's generator: every pod of
+    the list, CPU-only ones too, then pods drawn from the list with replacement appended until
+    the next would take the GPU request past max(ρ, 1.3) · 1000 · #GPUs (or, when the list
+    alone asks more, pods drawn at random removed until it does not), shuffled into arrival
+    order; then the arrivals while the request stays within ρ · 1000 · #GPUs. So ρ = 1.0 is the
+    first part of a 1.3 workload, as the published column 100 is."""
+    if not any(p.num_gpu for p in pods):
         raise ValueError("the trace has no GPU pods to draw from")
     rng = random.Random(seed)
+    build = max(rho, TUNE_RHO) * FULL_GPU_MILLI * gpus
+    workload = list(pods)
+    total = sum(p.gpu_request_milli for p in workload)
+    if total > build:
+        while total > build:
+            total -= workload.pop(rng.randrange(len(workload))).gpu_request_milli
+    else:
+        while True:
+            pod = pods[rng.randrange(len(pods))]
+            if total + pod.gpu_request_milli > build:
+                break
+            workload.append(pod)
+            total += pod.gpu_request_milli
+    rng.shuffle(workload)
     target = rho * FULL_GPU_MILLI * gpus
     drawn: list[DrawnPod] = []
     total = 0
-    while total < target:
-        pod = gpu_pods[rng.randrange(len(gpu_pods))]
+    for pod in workload:
+        if total + pod.gpu_request_milli > target:
+            break
         drawn.append(DrawnPod(len(drawn), pod, ask_of(pod, model)))
         total += pod.gpu_request_milli
     return drawn
 
 
-def empty_fleet(nodes: Iterable[TraceNode]) -> list[PackedGpu]:
-    """Every GPU of the trace's nodes, whole, in node file order."""
-    return [PackedGpu(n.name, i) for n in nodes for i in range(n.gpus)]
-
-
 # --- placement methods --------------------------------------------------------------------------
-
-
-class _Packing:
-    """A fleet being packed: GPUs in node file order, and the CPU and memory each node has left
-    (checked only with `node_limits`, as the paper's simulator checks them)."""
-
-    def __init__(self, nodes: Sequence[TraceNode], node_limits: bool) -> None:
-        gpu_nodes = [n for n in nodes if n.gpus]
-        self.fleet = empty_fleet(gpu_nodes)
-        self.spans: list[range] = []  # node -> its GPUs' positions in the fleet
-        self.node_of: list[int] = []  # GPU position -> node
-        for node, n in enumerate(gpu_nodes):
-            self.spans.append(range(len(self.node_of), len(self.node_of) + n.gpus))
-            self.node_of += [node] * n.gpus
-        self.cpu = [n.cpu_milli for n in gpu_nodes]
-        self.memory = [n.memory_mib for n in gpu_nodes]
-        self.node_limits = node_limits
-        self.placements: dict[int, list[int]] = {}
-
-    def room(self, node: int, pod: DrawnPod) -> bool:
-        """The node has the pod's CPU and memory left."""
-        return not self.node_limits or (
-            self.cpu[node] >= pod.pod.cpu_milli and self.memory[node] >= pod.pod.memory_mib
-        )
-
-    def empty_whole(self, gid: int) -> bool:
-        return self.fleet[gid].mode == "whole" and not self.fleet[gid].pods
-
-    def place(self, gids: list[int], pod: DrawnPod) -> None:
-        node = self.node_of[gids[0]]
-        self.cpu[node] -= pod.pod.cpu_milli
-        self.memory[node] -= pod.pod.memory_mib
-        for gid in gids:
-            self.fleet[gid].pods.append((pod.position, pod.ask.profile))
-        self.placements[pod.position] = list(gids)
-
-    def place_whole(self, pod: DrawnPod, nodes: Iterable[int]) -> int | None:
-        """On the first of `nodes` with room and enough empty whole GPUs, the pod takes the
-        first ones; returns that node, or None."""
-        for node in nodes:
-            span = self.spans[node]
-            if len(span) < pod.ask.gpus or not self.room(node, pod):
-                continue
-            free = [gid for gid in span if self.empty_whole(gid)]
-            if len(free) >= pod.ask.gpus:
-                self.place(free[: pod.ask.gpus], pod)
-                return node
-        return None
-
-    def packed(self, notes: list[str]) -> Packed:
-        return self.fleet, self.placements, notes
-
-
-Packed = tuple[list[PackedGpu], dict[int, list[int]], list[str]]  # fleet, placements, notes
 
 
 def pack_with_plan(
@@ -272,9 +211,12 @@ def pack_with_plan(
     """Multi-GPU pods first on one node each, then one plan for every other GPU and the rest of
     the demand, then single-GPU pods in arrival order, each on the first unit of its ask the
     plan offers on a node with room."""
-    packing = _Packing(nodes, node_limits)
+    packing = Packing(nodes, node_limits)
     fleet = packing.fleet
     notes: list[str] = []
+    for pod in drawn:
+        if not pod.pod.num_gpu:
+            packing.place_cpu_only(pod)  # offline: the CPU-only pods' load is there first
     for pod in drawn:
         if pod.ask.gpus > 1:
             packing.place_whole(pod, range(len(packing.spans)))
@@ -329,13 +271,13 @@ def pack_online_first_fit(
     node_limits: bool = True,
 ) -> Packed:
     """Each pod in arrival order on the first GPU that can take it now (see the module doc)."""
-    packing = _Packing(nodes, node_limits)
+    packing = Packing(nodes, node_limits)
     fleet = packing.fleet
     layout_of: list[Layout] = [()] * len(fleet)  # a GPU's MIG instances; () while whole
     fits: dict[tuple[Layout, str], bool] = {}
     profiles = sorted({p.ask.profile for p in drawn if not p.ask.whole})
-    least_cpu = min((p.pod.cpu_milli for p in drawn), default=0)
-    least_memory = min((p.pod.memory_mib for p in drawn), default=0)
+    least_cpu = min((p.pod.cpu_milli for p in drawn if p.pod.num_gpu), default=0)
+    least_memory = min((p.pod.memory_mib for p in drawn if p.pod.num_gpu), default=0)
 
     def can_grow(layout: Layout, profile: str) -> bool:
         if (layout, profile) not in fits:
@@ -362,7 +304,9 @@ def pack_online_first_fit(
     for pod in drawn:
         ask = pod.ask.profile
         candidates = (n for n in open_nodes if ask in taken[n])
-        if pod.ask.whole:
+        if not pod.pod.num_gpu:
+            node = packing.place_cpu_only(pod)
+        elif pod.ask.whole:
             node = packing.place_whole(pod, candidates)
         else:
             node = next((n for n in candidates if packing.room(n, pod)), None)
@@ -373,7 +317,7 @@ def pack_online_first_fit(
                 gpu.layout[ask] += 1
                 layout_of[gid] = tuple(sorted(gpu.layout.items()))
                 packing.place([gid], pod)
-        if node is not None:
+        if node is not None and taken[node]:
             taken[node] = asks_taken(node)
             if not taken[node]:
                 open_nodes.remove(node)
@@ -381,6 +325,23 @@ def pack_online_first_fit(
 
 
 # --- running and reporting ----------------------------------------------------------------------
+
+
+def allocated_slices(fleet: Sequence[PackedGpu], model: facts.GpuModel) -> Fraction:
+    """Compute slices held by pods: all of a whole GPU with a pod, each MIG instance's, and
+    on a shared GPU each replica's exact share (milli · slices / 1000: no rounding)."""
+    slices = {p.name: p.compute_slices for p in model.profiles.values()}
+    total = Fraction(0)
+    for gpu in fleet:
+        if not gpu.pods:
+            continue
+        if gpu.mode == "mig":
+            total += sum(slices[profile] for _, profile in gpu.pods)
+        elif gpu.mode == "shared":
+            total += Fraction(sum(gpu.replicas) * model.compute_slices, FULL_GPU_MILLI)
+        else:
+            total += model.compute_slices
+    return total
 
 
 def _measure(
@@ -395,8 +356,6 @@ def _measure(
     node_limits: bool,
 ) -> PackingResult:
     fleet, placements, notes = packed
-    slices = {p.name: p.compute_slices for p in model.profiles.values()}
-    slices[WHOLE_ASK] = model.compute_slices
     placed = [drawn[position] for position in sorted(placements)]
     return PackingResult(
         method=method,
@@ -409,16 +368,39 @@ def _measure(
         requested_milli=sum(p.pod.gpu_request_milli for p in drawn),
         placed=len(placed),
         placed_milli=sum(p.pod.gpu_request_milli for p in placed),
-        allocated_slices=sum(slices[p.ask.profile] * p.ask.gpus for p in placed),
+        allocated_slices=allocated_slices(fleet, model),
         compute_slices=model.compute_slices,
         idle_gpus=sum(1 for gpu in fleet if not gpu.pods),
-        reconfigured_gpus=sum(1 for gpu in fleet if gpu.mode != "whole"),
+        mig_gpus=sum(1 for gpu in fleet if gpu.mode == "mig"),
+        shared_gpus=sum(1 for gpu in fleet if gpu.mode == "shared"),
         seconds=seconds,
         node_limits=node_limits,
+        model_map=model_map(nodes, model.key),
         fleet=fleet,
+        pods=drawn,
         placements=placements,
         notes=notes,
     )
+
+
+def pack(
+    method: str,
+    drawn: list[DrawnPod],
+    nodes: Sequence[TraceNode],
+    model: facts.GpuModel,
+    policy: Policy = DEFAULT_POLICY,
+    node_limits: bool = True,
+) -> Packed:
+    """One method on one draw."""
+    if method == "online-first-fit":
+        return pack_online_first_fit(drawn, nodes, model, node_limits)
+    if method in MIXED_METHODS:
+        catalog = {
+            trace: facts.get_model(key) for trace, key in model_map(nodes, model.key).items()
+        }
+        return pack_mixed(drawn, nodes, catalog, node_limits, online=method == "online-best-fit")
+    planner = plan_exact if method == "planner" else plan_greedy
+    return pack_with_plan(drawn, nodes, model, planner, policy, node_limits)
 
 
 def run_packing(
@@ -443,21 +425,16 @@ def run_packing(
         )
     if rho <= 0:
         raise ValueError(f"rho {rho}; expected a load above 0")
-    gpu_pods = [p for p in pods if p.num_gpu]
     gpus = sum(n.gpus for n in nodes)
     if not gpus:
         raise ValueError("the node list has no GPUs")
     say = progress or (lambda _: None)
     results = []
     for seed in seeds:
-        drawn = draw_pods(gpu_pods, gpus, rho, seed, gpu_model)
+        drawn = draw_pods(pods, gpus, rho, seed, gpu_model)
         for method in methods:
             started = time.perf_counter()
-            if method == "online-first-fit":
-                packed = pack_online_first_fit(drawn, nodes, gpu_model, node_limits)
-            else:
-                planner = plan_exact if method == "planner" else plan_greedy
-                packed = pack_with_plan(drawn, nodes, gpu_model, planner, policy, node_limits)
+            packed = pack(method, drawn, nodes, gpu_model, policy, node_limits)
             seconds = time.perf_counter() - started
             result = _measure(
                 method, seed, gpu_model, rho, nodes, drawn, packed, seconds, node_limits
@@ -468,59 +445,3 @@ def run_packing(
                 f"A_req {result.a_req:.2%}, A_slice {result.a_slice:.2%} ({result.seconds:.1f} s)"
             )
     return results
-
-
-def _spread(values: list[float], digits: int, scale: float = 1.0) -> str:
-    low, high, avg = min(values) * scale, max(values) * scale, mean(values) * scale
-    if round(low, digits) == round(high, digits):
-        return f"{avg:.{digits}f}"
-    return f"{avg:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
-
-
-def packing_table(results: Sequence[PackingResult]) -> str:
-    """Markdown: measured methods (mean over seeds, min–max in brackets), then the published
-    anchors, with a note saying what the fleet is."""
-    if not results:
-        raise ValueError("no packing results to tabulate")
-    by_method: dict[str, list[PackingResult]] = defaultdict(list)
-    for r in results:
-        by_method[r.method].append(r)
-    lines = [
-        "| method | A_req % | A_slice % | unallocated GPUs | failed pods | s/seed "
-        "| idle GPUs | GPUs reconfigured |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for method, rows in by_method.items():
-        lines.append(
-            f"| {method} (MIG, counterfactual fleet) "
-            f"| {_spread([r.a_req for r in rows], 2, 100)} "
-            f"| {_spread([r.a_slice for r in rows], 2, 100)} "
-            f"| {_spread([r.unallocated_gpus for r in rows], 0)} "
-            f"| {_spread([float(r.failed) for r in rows], 0)} "
-            f"| {_spread([r.seconds for r in rows], 2)} "
-            f"| {_spread([float(r.idle_gpus) for r in rows], 0)} "
-            f"| {_spread([float(r.reconfigured_gpus) for r in rows], 0)} |"
-        )
-    for policy, (a_req, unallocated) in FGD_ANCHORS.items():
-        lines.append(
-            f"| {policy} (published, fractional GPUs) | {a_req:.2f} | – | {unallocated} "
-            "| – | – | – | – |"
-        )
-    first = results[0]
-    seeds = sorted({r.seed for r in results})
-    limits = (
-        "each node's CPU and memory respected" if first.node_limits else "CPU and memory ignored"
-    )
-    lines += [
-        "",
-        f"Measured rows: the trace's fleet ({first.nodes:,} nodes, {first.gpus:,} GPUs) "
-        f"re-imagined as {first.model} MIG GPUs, a counterfactual fleet (the trace has no MIG "
-        f"GPUs); pods drawn until ρ = {first.rho:g}, no departures, {limits}, "
-        f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}, mean (min–max). `planner` and "
-        "`greedy` plan the whole batch at once (offline), the published rows place pods one at "
-        "a time (online) with fractional sharing and no MIG rounding (hkust-adsl/"
-        "kubernetes-scheduler-simulator, experiments/analysis/expected_results; Weng et al., "
-        "ATC'23). Unallocated GPUs = (1 − A_req) · #GPUs, as in the published rows; idle GPUs "
-        "hold no pod at all.",
-    ]
-    return "\n".join(lines)

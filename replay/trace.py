@@ -7,9 +7,12 @@ line and column 1-based (the column is the field's position in its row), so a pe
 the file at the spot.
 
 Columns are found by header name (any order; extra columns are ignored):
-- pods: `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,
-  deletion_time,scheduled_time` (times in seconds; `scheduled_time` and `deletion_time` may be
-  empty, e.g. for pods still pending when the trace was cut);
+- pods: `name,cpu_milli,memory_mib,num_gpu` always, then `gpu_milli,gpu_spec,qos,pod_phase,
+  creation_time,deletion_time,scheduled_time` where the file has them (times in seconds;
+  `scheduled_time` and `deletion_time` may be empty, e.g. for pods still pending when the trace
+  was cut). The family's pod lists do not all carry every column (the simulator's
+  `openb_pod_list_multigpu*.csv` stop at `gpu_milli`); a missing optional column takes the
+  trace tooling's default (`POD_DEFAULTS`);
 - nodes: `sn,cpu_milli,memory_mib,gpu,model`.
 """
 
@@ -21,6 +24,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +48,21 @@ POD_COLUMNS = (
     "deletion_time",
     "scheduled_time",
 )
+POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu")
+# What a pod list without the column means, as the trace's own tooling reads it
+# (hkust-adsl/kubernetes-scheduler-simulator, data/pod_csv_to_yaml.py and data/README.md):
+# no `gpu_milli` asks whole GPUs; no `gpu_spec` (or `nan`) is no model constraint. The README
+# documents no default for `qos`, `pod_phase` or the times: they read as unknown (empty, None),
+# and a pod without times is not `timed`, so an over-time replay cannot use it.
+POD_DEFAULTS = {
+    "gpu_milli": "whole GPUs: 1000 per GPU asked, 0 without GPUs",
+    "gpu_spec": "any model",
+    "qos": "unknown (empty)",
+    "pod_phase": "unknown (empty)",
+    "creation_time": "unknown (0, and the pod is not timed)",
+    "deletion_time": "unknown (None)",
+    "scheduled_time": "unknown (None)",
+}
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
 FULL_GPU_MILLI = 1000
@@ -91,6 +110,7 @@ class TracePod:
     creation: int
     deletion: int | None
     scheduled: int | None
+    timed: bool = True  # the file had `creation_time`: `creation` is the trace's, not a default
 
     @property
     def gpu_request_milli(self) -> int:
@@ -101,6 +121,13 @@ class TracePod:
     def fractional(self) -> bool:
         """A shared-GPU ask: part of one GPU."""
         return self.num_gpu == 1 and self.gpu_milli < FULL_GPU_MILLI
+
+    @cached_property  # asked at every placement try: parse gpu_spec once
+    def models(self) -> frozenset[str]:
+        """The trace models `gpu_spec` allows (`V100M16|V100M32`); empty: any model. Empty
+        names are dropped and `nan` is no constraint, as the trace's tooling reads the column."""
+        names = {m.strip() for m in self.gpu_spec.split("|")}
+        return frozenset(m for m in names if m and m.lower() != "nan")
 
     @property
     def run_seconds(self) -> int | None:
@@ -129,13 +156,20 @@ class _Row:
         position = self.columns[column]
         return TraceError(self.path, self.line, position + 1, message, field=column)
 
+    def has(self, column: str) -> bool:
+        return column in self.columns
+
     def text(self, column: str, required: bool = False) -> str:
+        if not self.has(column) and not required:
+            return ""
         value = self.cells[self.columns[column]]
         if required and not value.strip():
             raise self.error(column, "is empty; expected a value")
         return value
 
     def integer(self, column: str, optional: bool = False) -> int | None:
+        if optional and not self.has(column):
+            return None
         value = self.cells[self.columns[column]]
         if value == "" and optional:
             return None
@@ -153,7 +187,7 @@ class _Row:
         return number
 
 
-def _read_rows(path: Path | str, required: Sequence[str]) -> list[_Row]:
+def _read_rows(path: Path | str, required: Sequence[str], known: Sequence[str] = ()) -> list[_Row]:
     """Decode, parse and check the shape of a CSV file: header columns, field counts."""
     path = Path(path)
     try:
@@ -189,7 +223,7 @@ def _read_rows(path: Path | str, required: Sequence[str]) -> list[_Row]:
             if not columns:
                 names = [c.strip() for c in cells]
                 for position, name in enumerate(names):
-                    if name in required and name in columns:
+                    if (name in required or name in known) and name in columns:
                         raise TraceError(path, line, position + 1, f"duplicate column {name!r}")
                     columns.setdefault(name, position)
                 missing = [c for c in required if c not in columns]
@@ -231,14 +265,20 @@ def _unique(column: str, what: str) -> Callable[[_Row, str], None]:
 
 
 def read_pods(path: Path | str) -> list[TracePod]:
-    """Every pod of a pod list, GPU and non-GPU alike, in file order."""
-    rows = _read_rows(path, POD_COLUMNS)
+    """Every pod of a pod list, GPU and non-GPU alike, in file order. Columns after
+    `num_gpu` may be absent from the header (`POD_DEFAULTS`); a column that is there is checked
+    cell by cell as ever."""
+    rows = _read_rows(path, POD_REQUIRED, POD_COLUMNS)
     check_unique = _unique("name", "pod name")
     pods = []
     for row in rows:
         name = row.text("name", required=True)
         check_unique(row, name)
-        num_gpu, gpu_milli = row.count("num_gpu"), row.count("gpu_milli")
+        num_gpu = row.count("num_gpu")
+        if row.has("gpu_milli"):
+            gpu_milli = row.count("gpu_milli")
+        else:
+            gpu_milli = FULL_GPU_MILLI if num_gpu else 0
         if num_gpu and not 0 < gpu_milli <= FULL_GPU_MILLI:
             raise row.error("gpu_milli", f"{gpu_milli} with num_gpu {num_gpu}; expected 1..1000")
         if num_gpu > 1 and gpu_milli != FULL_GPU_MILLI:
@@ -246,7 +286,8 @@ def read_pods(path: Path | str) -> list[TracePod]:
             raise row.error("gpu_milli", f"{gpu_milli} with num_gpu {num_gpu}; expected 1000")
         if not num_gpu and gpu_milli:
             raise row.error("gpu_milli", f"{gpu_milli} with num_gpu 0; expected 0")
-        creation = row.count("creation_time")
+        timed = row.has("creation_time")
+        creation = row.count("creation_time") if timed else 0
         scheduled = row.integer("scheduled_time", optional=True)
         deletion = row.integer("deletion_time", optional=True)
         if deletion is not None and deletion < creation:
@@ -275,6 +316,7 @@ def read_pods(path: Path | str) -> list[TracePod]:
                 creation=creation,
                 deletion=deletion,
                 scheduled=scheduled,
+                timed=timed,
             )
         )
     return pods

@@ -112,6 +112,8 @@ def select_window(
     gpu = [p for p in pods if p.num_gpu > 0]
     if not gpu:
         raise ValueError("the trace has no GPU pods")
+    if not all(p.timed for p in gpu):
+        raise ValueError("the pod list has no creation_time: a replay over time needs its times")
     if length <= 0:
         raise ValueError("the window must be at least one second long")
     end = end if end is not None else max(p.creation for p in gpu) + 1

@@ -6,9 +6,10 @@ from collections import Counter
 
 import pytest
 
+from replay.fleet import SHARED
 from replay.packing import (
-    FGD_ANCHORS,
     METHODS,
+    MIG_METHODS,
     WHOLE_ASK,
     Ask,
     DrawnPod,
@@ -18,9 +19,10 @@ from replay.packing import (
     mig_model,
     pack_online_first_fit,
     pack_with_plan,
-    packing_table,
     run_packing,
 )
+from replay.packing_table import packing_table
+from replay.published import PUBLISHED
 from replay.trace import TraceNode, TracePod
 from scheduler.catalog import facts
 from scheduler.mig.planner import plan_exact
@@ -30,7 +32,12 @@ SLICES = {p.name: p.compute_slices for p in A100.profiles.values()} | {WHOLE_ASK
 
 
 def pod(
-    name: str, gpu_milli: int, num_gpu: int = 1, cpu: int = 1000, memory: int = 1024
+    name: str,
+    gpu_milli: int,
+    num_gpu: int = 1,
+    cpu: int = 1000,
+    memory: int = 1024,
+    gpu_spec: str = "",
 ) -> TracePod:
     return TracePod(
         name=name,
@@ -39,7 +46,7 @@ def pod(
         memory_mib=memory,
         num_gpu=num_gpu,
         gpu_milli=gpu_milli,
-        gpu_spec="",
+        gpu_spec=gpu_spec,
         qos="LS",
         phase="Running",
         creation=0,
@@ -48,8 +55,10 @@ def pod(
     )
 
 
-def node(name: str, gpus: int, cpu: int = 1_000_000, memory: int = 1_000_000) -> TraceNode:
-    return TraceNode(name=name, line=0, cpu_milli=cpu, memory_mib=memory, gpus=gpus, model="G2")
+def node(
+    name: str, gpus: int, cpu: int = 1_000_000, memory: int = 1_000_000, model: str = "G2"
+) -> TraceNode:
+    return TraceNode(name=name, line=0, cpu_milli=cpu, memory_mib=memory, gpus=gpus, model=model)
 
 
 # A little of every ask the real trace has: whole, rounding up to whole, every profile, multi-GPU.
@@ -72,6 +81,11 @@ def drawn_in_order(*pods: TracePod) -> list[DrawnPod]:
     return [DrawnPod(i, p, ask_of(p, A100)) for i, p in enumerate(pods)]
 
 
+def drawn_of(result: PackingResult, gpu) -> list[DrawnPod]:
+    """The drawn pods a GPU of a result holds."""
+    return [result.pods[position] for position, _ in gpu.pods]
+
+
 @pytest.fixture(scope="module")
 def mixed_results() -> list[PackingResult]:
     return run_packing(MIXED_PODS, MIXED_NODES, seeds=range(3), progress=None)
@@ -86,14 +100,26 @@ def test_asks_follow_replay_md_mapping():
     assert ask_of(pod("a", 1000, num_gpu=8), A100) == Ask(WHOLE_ASK, 8)
 
 
-def test_draw_stops_at_the_first_pod_that_reaches_rho():
-    gpu_pods = [p for p in MIXED_PODS if p.num_gpu]
-    drawn = draw_pods(gpu_pods, gpus=23, rho=1.3, seed=7, model=A100)
+def test_draw_is_the_simulators_tuned_workload():
+    # The list asks 16.93 GPUs: all of it, CPU-only pods too, then draws up to 1.3 · 23 GPUs.
+    drawn = draw_pods(MIXED_PODS, gpus=23, rho=1.3, seed=7, model=A100)
     totals = [d.pod.gpu_request_milli for d in drawn]
-    target = 1.3 * 1000 * 23
-    assert sum(totals) >= target > sum(totals[:-1])
+    assert {d.pod.name for d in drawn} == {p.name for p in MIXED_PODS}
+    assert len(drawn) > len(MIXED_PODS)
+    assert sum(totals) <= 1.3 * 1000 * 23
     assert [d.position for d in drawn] == list(range(len(drawn)))
-    assert all(d.pod.num_gpu for d in drawn)
+    # ρ = 1.0 is the first part of the same workload, as the published column 100 is.
+    first = draw_pods(MIXED_PODS, gpus=23, rho=1.0, seed=7, model=A100)
+    assert [d.pod for d in first] == [d.pod for d in drawn[: len(first)]]
+    asked = sum(totals[: len(first)])
+    assert asked <= 1000 * 23 < asked + totals[len(first)]
+
+
+def test_draw_tunes_a_list_that_asks_too_much_down():
+    drawn = draw_pods(MIXED_PODS, gpus=5, rho=1.3, seed=3, model=A100)
+    names = [d.pod.name for d in drawn]
+    assert len(names) == len(set(names)) and set(names) < {p.name for p in MIXED_PODS}
+    assert sum(d.pod.gpu_request_milli for d in drawn) <= 1.3 * 1000 * 5
 
 
 def test_same_seed_same_packing_other_seed_other_draw(mixed_results):
@@ -111,7 +137,7 @@ def test_every_method_and_seed_is_reported(mixed_results):
     )
     for r in mixed_results:
         assert r.gpus == 23 and r.nodes == 5
-        assert r.requested_milli >= 1.3 * 1000 * 23
+        assert 16_930 <= r.requested_milli <= 1.3 * 1000 * 23  # the list asks 16.93 GPUs
         assert r.placed + r.failed == r.drawn
         assert 0 < r.a_req <= r.a_slice <= 1  # rounding to profiles only ever adds slices
         assert r.unallocated_gpus == pytest.approx((1 - r.a_req) * 23)
@@ -121,27 +147,37 @@ def test_pods_placed_once_multi_gpu_on_one_node_and_capacity_kept(mixed_results)
     # Not vacuous: the draws put MIG instances and 8-GPU pods on the fleet.
     assert any(r.reconfigured_gpus for r in mixed_results)
     assert any(len(gids) == 8 for r in mixed_results for gids in r.placements.values())
+    assert any(r.shared_gpus for r in mixed_results)
     for r in mixed_results:
         holders: dict[int, list[int]] = {}
         for gid, gpu in enumerate(r.fleet):
             for position, _ in gpu.pods:
                 holders.setdefault(position, []).append(gid)
-        assert holders == r.placements  # a pod is where the result says, nowhere else
+        # a pod is where the result says, nowhere else; CPU-only pods hold no GPU
+        assert holders == {p: g for p, g in r.placements.items() if g}
+        assert all(r.pods[p].pod.num_gpu for p in holders)
         gpus_per_pod = {p: len(g) for p, g in holders.items()}
         assert set(Counter(gpus_per_pod.values())) <= {1, 2, 4, 8}
-        for gids in r.placements.values():
+        for gids in holders.values():
             assert len(gids) == len(set(gids))
             assert len({r.fleet[g].node for g in gids}) == 1, "a multi-GPU pod spans nodes"
         for gpu in r.fleet:
             used = gpu.used()
             if gpu.mode == "whole":
                 assert len(gpu.pods) <= 1 and set(used) <= {WHOLE_ASK}
+            elif gpu.mode == "shared":
+                assert r.method not in MIG_METHODS
+                assert set(used) == {SHARED} and len(gpu.replicas) == len(gpu.pods) >= 2
+                milli = sorted(p.pod.gpu_milli for p in drawn_of(r, gpu))
+                assert sorted(gpu.replicas) == milli and sum(milli) <= 1000
             else:
                 assert WHOLE_ASK not in used
                 assert all(used[p] <= gpu.layout[p] for p in used)
                 assert sum(SLICES[p] * n for p, n in gpu.layout.items()) <= 7
                 assert facts.can_pack(A100, gpu.layout)
-        assert r.reconfigured_gpus == sum(1 for g in r.fleet if g.mode == "mig")
+        assert r.mig_gpus == sum(1 for g in r.fleet if g.mode == "mig")
+        assert r.shared_gpus == sum(1 for g in r.fleet if g.mode == "shared")
+        assert r.reconfigured_gpus == r.mig_gpus + r.shared_gpus
         assert r.idle_gpus == sum(1 for g in r.fleet if not g.pods)
 
 
@@ -193,14 +229,20 @@ def test_node_cpu_and_memory_limit_placement():
 
 
 def test_table_shows_measured_and_published_rows(mixed_results):
-    table = packing_table(mixed_results)
+    table = packing_table(mixed_results, "openb_pod_list_default")
     header, rule, *rows = table.split("\n")
-    assert header.startswith("| method | A_req % | A_slice % | unallocated GPUs | failed pods |")
-    for method in METHODS:
+    assert header.startswith("| method | A_req % | A_slice % | unallocated GPUs | failed pods (")
+    for method in MIG_METHODS:
         assert any(row.startswith(f"| {method} (MIG, counterfactual fleet) |") for row in rows)
-    assert "| FGD (published, fractional GPUs) | 95.39 | – | 286 |" in table
-    assert len([r for r in rows if "(published" in r]) == len(FGD_ANCHORS)
+    for method in ("mixed", "online-best-fit"):
+        assert any(
+            row.startswith(f"| {method} (whole, MIG or shared, counterfactual") for row in rows
+        )
+    assert "| FGD (published, openb_pod_list_default, fractional GPUs) | 95.39 | – | 286 |" in table
+    published = [r for r in rows if "(published" in r]
+    assert len(published) == len(PUBLISHED["openb_pod_list_default"]) == 6
     assert "counterfactual fleet (the trace has no MIG GPUs)" in table
+    assert "G2 → A100-80GB" in table
     assert "3 seeds" in table
 
 

@@ -121,11 +121,45 @@ def test_wrong_number_of_fields(tmp_path):
     assert (long.line, long.column) == (2, 12)
 
 
-def test_missing_header_column(tmp_path):
+def test_missing_required_header_column(tmp_path):
     with pytest.raises(TraceError) as caught:
-        read_pods(write(tmp_path, POD_HEADER.replace(",gpu_milli", ""), GOOD_POD))
-    assert caught.value.line == 1
-    assert "header lacks column 'gpu_milli'" in str(caught.value)
+        read_pods(write(tmp_path, "name,cpu_milli,memory_mib,gpu_milli", "pod-a,1,2,460"))
+    assert (caught.value.line, caught.value.column) == (1, 5)
+    assert "header lacks column 'num_gpu'" in str(caught.value)
+
+
+def test_fewer_columns_take_the_trace_defaults(tmp_path):
+    """The family's multigpu lists stop at gpu_milli; shorter still, gpu_milli is whole GPUs."""
+    short = read_pods(
+        write(tmp_path, "name,cpu_milli,memory_mib,num_gpu,gpu_milli", "a,6000,12288,1,460")
+    )
+    shortest = read_pods(
+        write(tmp_path, "name,cpu_milli,memory_mib,num_gpu", "b,1,2,2", "c,1,2,0", name="s.csv")
+    )
+    (a,) = short
+    b, c = shortest
+    assert (a.gpu_milli, a.gpu_spec, a.models, a.qos, a.phase) == (460, "", frozenset(), "", "")
+    assert (a.creation, a.deletion, a.scheduled, a.timed, a.run_seconds) == (
+        0,
+        None,
+        None,
+        False,
+        None,
+    )
+    assert (b.gpu_milli, b.gpu_request_milli, c.gpu_milli) == (1000, 2000, 0)
+
+
+def test_fewer_columns_still_refuse_a_malformed_row(tmp_path):
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli"
+    with pytest.raises(TraceError, match=r"pods\.csv:3:5 \(gpu_milli\): 'x' is not an integer"):
+        read_pods(write(tmp_path, header, "a,1,2,1,460", "b,1,2,1,x"))
+    with pytest.raises(TraceError, match=r"pods\.csv:2:6: 6 fields; expected 5"):
+        read_pods(write(tmp_path, header, "a,1,2,1,460,LS"))
+
+
+def test_gpu_spec_models(tmp_path):
+    (pod,) = read_pods(write(tmp_path, POD_HEADER, "p,1,2,1,500,V100M16|V100M32|,LS,Running,0,,"))
+    assert pod.models == {"V100M16", "V100M32"}
 
 
 def test_duplicate_header_column(tmp_path):

@@ -127,3 +127,12 @@ def test_percentiles_are_nearest_rank():
     assert metrics.percentile([], 50) is None
     assert metrics.percentile([3, 1, 2, 4], 50) == 2
     assert metrics.percentile(list(range(1, 101)), 95) == 95
+
+
+def test_window_refuses_a_pod_list_without_times():
+    untimed = TracePod(
+        name="u", line=2, cpu_milli=1, memory_mib=1, num_gpu=1, gpu_milli=1000, gpu_spec="",
+        qos="", phase="", creation=0, deletion=None, scheduled=None, timed=False,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="no creation_time"):
+        select_window([untimed], length=3600)
