@@ -32,7 +32,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from replay.fleet import SHARED, WHOLE_ASK, DrawnPod, Packed, Packing
+from replay.packed import SHARED, WHOLE_ASK, DrawnPod, Packed, Packing
 from replay.trace import FULL_GPU_MILLI, TraceNode
 from scheduler.catalog import facts
 

@@ -9,8 +9,8 @@ import pytest
 
 from replay import published
 from replay.__main__ import main
-from replay.fleet import SHARED, DrawnPod
 from replay.mixed import pack_mixed
+from replay.packed import SHARED, DrawnPod
 from replay.packing import (
     METHODS,
     MIG_METHODS,

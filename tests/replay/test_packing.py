@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from replay.fleet import SHARED
+from replay.packed import SHARED
 from replay.packing import (
     METHODS,
     MIG_METHODS,
