@@ -162,7 +162,7 @@ def run_overtime(args, say) -> tuple[str, list]:
     chart = report.allocation_chart(runs, args.out / "allocation.png", title)
     say(f"chart: {chart}")
     observed = args.out / "observations.json"
-    observed.write_text(json.dumps(overtime.observations(runs), indent=1))
+    observed.write_text(json.dumps(report.observations(runs), indent=1))
     say(f"every job as the cluster served it: {observed}")
     return report.overtime_table(runs), runs
 

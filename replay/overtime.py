@@ -103,40 +103,6 @@ class PolicyRun:
     jobs: list[metrics.JobRecord] = field(default_factory=list)  # what the watch saw, per job
 
 
-def observations(runs: list[PolicyRun]) -> dict:
-    """Every job of every run as the cluster served it, in wall seconds from the run's start
-    (submitted, each run [start, end), finished): what a calibration of the simulator's
-    harness latencies reads (docs/replay.md)."""
-    return {
-        "runs": [
-            {
-                "run_id": run.run_id,
-                "policy": run.policy.key,
-                "compression": run.compression,
-                "refused": run.refused,
-                "alloc_slices": run.measured.alloc_slices,
-                "alloc_milli": run.measured.alloc_milli,
-                "started": run.measured.started,
-                "not_started": run.measured.not_started,
-                "jobs": [
-                    {
-                        "name": j.name,
-                        "team": j.team,
-                        "slices": j.slices,
-                        "milli": j.milli,
-                        "submitted": j.submitted,
-                        "runs": j.runs,
-                        "finished": j.finished,
-                        "preemptions": j.preemptions,
-                    }
-                    for j in run.jobs
-                ],
-            }
-            for run in runs
-        ]
-    }
-
-
 # --- the fleet --------------------------------------------------------------------------------
 
 

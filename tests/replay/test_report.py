@@ -3,7 +3,7 @@
 import json
 
 from replay import metrics, report
-from replay.overtime import PolicyRun, observations
+from replay.overtime import PolicyRun
 from replay.workload import POLICIES
 
 
@@ -56,7 +56,7 @@ def test_observations_carry_every_job_as_the_cluster_served_it_and_are_json():
     job.runs, job.finished = [(3.0, 4.0), (6.0, 9.5)], 9.5
     job.preemptions = 1
     r.jobs = [job]
-    back = json.loads(json.dumps(observations([r])))
+    back = json.loads(json.dumps(report.observations([r])))
     (one,) = back["runs"]
     assert (one["run_id"], one["policy"], one["compression"]) == ("b2", "b", 60.0)
     assert one["alloc_milli"] == 0.7 and one["started"] == 7 and one["not_started"] == 3
