@@ -38,7 +38,7 @@ def main() -> int:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
-    from bench import api_bench
+    from bench import api_fixture
     from scheduler.catalog.models import ResourceClass
     from scheduler.catalog.services import ensure_resource_classes
 
@@ -48,20 +48,20 @@ def main() -> int:
     connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench_submit"
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
-        ensure_resource_classes([api_bench.MODEL])
+        ensure_resource_classes([api_fixture.MODEL])
         rc = ResourceClass.objects.get(
-            gpu_model=api_bench.MODEL, resource_name="nvidia.com/mig-3g.40gb"
+            gpu_model=api_fixture.MODEL, resource_name="nvidia.com/mig-3g.40gb"
         )
-        _, token, _ = api_bench._seed(rc)
+        _, token, _ = api_fixture._seed(rc)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
 
         def submit(i: int) -> None:
             body = {
-                "tenant": f"bl{i % api_bench.LOAD_TENANTS:02d}",
+                "tenant": f"bl{i % api_fixture.LOAD_TENANTS:02d}",
                 "name": f"p-{i}",
                 "kind": "job",
-                "image": api_bench.IMAGE,
+                "image": api_fixture.IMAGE,
                 "command": ["python", "train.py"],
                 "resources": {rc.slug: 1},
                 "priority": "gpu-low",
@@ -98,7 +98,7 @@ def main() -> int:
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
     finally:
-        api_bench._purge_broker()
+        api_fixture._purge_broker()
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
