@@ -28,12 +28,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import override_settings
-from kubernetes import client, watch
+from kubernetes import client
 
 from core.errors import ServiceError
 from localcluster import fleet
 from localcluster import gpu_layout as gl
 from replay import metrics
+from replay.pod_watch import PodWatch
 from replay.workload import (
     POLICIES,
     Policy,
@@ -62,7 +63,6 @@ from tenants.services import tenants as tenant_services
 
 NODE_PREFIX = "replay-"
 NODE_LABEL = "gpu-portal.local/replay"
-WORKLOAD_LABEL = "gpu-portal.io/workload"
 IMAGE = "registry.k8s.io/pause:3.10"
 MIN_RUN_S = 0.05  # a KWOK delay of 0 would end the pod at once: the shortest run we ask
 SUBMITTERS = 4  # clients submitting at once
@@ -140,78 +140,6 @@ def delete_fleet(admin: KubeGateway, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while admin.list("Node", label_selector=fleet_selector()) and time.monotonic() < deadline:
         time.sleep(0.2)
-
-
-# --- watching the pods ----------------------------------------------------------------------
-
-
-@dataclass
-class PodSeen:
-    workload: int
-    running: float | None = None
-    ended: float | None = None
-    outcome: str = ""  # succeeded | failed | preempted
-
-
-class PodWatch(threading.Thread):
-    """Every pod of the portal's workloads in namespaces starting with `prefix`: when it was
-    first seen Running, and when and how it ended, stamped on receipt (monotonic seconds from
-    `t0`), not from the API server's whole-second timestamps."""
-
-    def __init__(self, api: client.ApiClient, prefix: str, t0: float):
-        super().__init__(name="replay-pod-watch", daemon=True)
-        self.core = client.CoreV1Api(api)
-        self.prefix, self.t0 = prefix, t0
-        self.pods: dict[str, PodSeen] = {}
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        listed = self.core.list_pod_for_all_namespaces(label_selector=WORKLOAD_LABEL, limit=1)
-        self.resource_version = listed.metadata.resource_version
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            w = watch.Watch()
-            try:
-                for event in w.stream(
-                    self.core.list_pod_for_all_namespaces,
-                    label_selector=WORKLOAD_LABEL,
-                    resource_version=self.resource_version,
-                    timeout_seconds=5,
-                    allow_watch_bookmarks=True,
-                ):
-                    if event["type"] == "BOOKMARK":
-                        self.resource_version = event["raw_object"]["metadata"]["resourceVersion"]
-                    else:
-                        self._seen(event["type"], event["object"])
-                        self.resource_version = event["object"].metadata.resource_version
-                    if self.stopping.is_set():
-                        break
-            finally:
-                w.stop()
-
-    def _seen(self, kind: str, pod: client.V1Pod) -> None:
-        meta = pod.metadata
-        if not meta.namespace.startswith(self.prefix):
-            return
-        now = time.monotonic() - self.t0
-        with self.lock:
-            seen = self.pods.setdefault(meta.uid, PodSeen(int(meta.labels[WORKLOAD_LABEL])))
-            if seen.ended is not None:
-                return
-            phase = pod.status.phase if pod.status else None
-            if phase == "Running" and seen.running is None:
-                seen.running = now
-            if phase in ("Succeeded", "Failed"):
-                seen.running = seen.running if seen.running is not None else now
-                seen.ended, seen.outcome = now, phase.lower()
-            elif seen.running is not None and (kind == "DELETED" or meta.deletion_timestamp):
-                seen.ended, seen.outcome = now, "preempted"  # stopped before its run was over
-
-    def stop(self) -> dict[str, PodSeen]:
-        self.stopping.set()
-        self.join(timeout=15)
-        with self.lock:
-            return dict(self.pods)
 
 
 # --- one policy -------------------------------------------------------------------------------
