@@ -39,26 +39,26 @@ from bench.api_fixture import (
     LOAD_TENANTS,
     MODEL,
     PREFIX,
-    _cleanup,
-    _purge_broker,
-    _seed,
+    clean_up,
+    purge_broker,
+    seed_tenants,
 )
 from bench.api_report import print_report
-from bench.api_running import _to_running
+from bench.api_running import to_running
 from bench.api_server import (
     GUNICORN_CONF,
     VENV_BIN,
     WSGI_APP,
-    _cpu_seconds,
-    _describe,
-    _free_port,
-    _served_ms,
-    _start,
-    _stop,
-    _wait_http,
     chart_web_env,
+    cpu_seconds,
+    describe,
+    free_port,
+    served_ms,
+    start_server,
+    stop_server,
+    wait_http,
 )
-from bench.api_wrk import WRK_FLOOR, WRK_STATUS, WRK_SUBMIT, _wrk
+from bench.api_wrk import WRK_FLOOR, WRK_STATUS, WRK_SUBMIT, run_wrk
 from localcluster import cluster
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
@@ -83,30 +83,30 @@ def run(
     gunicorn = worker = None
     workdir = Path(tempfile.mkdtemp(prefix="api-bench-"))
     try:
-        _cleanup(kube, wait=True)  # what a previous, interrupted run left
+        clean_up(kube, wait=True)  # what a previous, interrupted run left
         ensure_resource_classes([MODEL])
         rc = ResourceClass.objects.get(gpu_model=MODEL, resource_name="nvidia.com/mig-3g.40gb")
-        run_tenant, token, ids = _seed(rc)
+        run_tenant, token, ids = seed_tenants(rc)
         reconcile_cluster_objects(kube)
         reconcile_tenant(kube, run_tenant.pk)
         connection.close()  # the children use the database; this process waits
 
-        port = _free_port()
+        port = free_port()
         base = f"http://127.0.0.1:{port}"
         # Exactly what the chart's web container runs; only the port is the bench's.
-        gunicorn = _start(
+        gunicorn = start_server(
             [str(VENV_BIN / "gunicorn"), "-c", GUNICORN_CONF, WSGI_APP],
             workdir / "gunicorn.log",
             PORT=str(port),
         )
-        _wait_http(f"{base}/api/schema/?format=json")
-        print(f"gunicorn on {base} ({_describe(server)}); wrk: {clients} clients", flush=True)
+        wait_http(f"{base}/api/schema/?format=json")
+        print(f"gunicorn on {base} ({describe(server)}); wrk: {clients} clients", flush=True)
 
         ids_lua = ", ".join(map(str, ids))
         status_script = WRK_STATUS % {"ids": ids_lua, "token": token}
         floor_script = WRK_FLOOR % {"ids": ids_lua, "token": token}
-        _wrk(base, status_script, clients, 2, workdir, "warm")
-        _wrk(base, floor_script, clients, 1, workdir, "warm-floor")
+        run_wrk(base, status_script, clients, 2, workdir, "warm")
+        run_wrk(base, floor_script, clients, 1, workdir, "warm-floor")
         load = {}
         for paced in (True, False):
             mode = "paced" if paced else "saturated"
@@ -124,21 +124,21 @@ def run(
             ):
                 label = f"{call}-{mode}"
                 sampler = profile.start(gunicorn.pid, profile_dir, label) if profile_dir else None
-                cpu = _cpu_seconds(gunicorn.pid)
+                cpu = cpu_seconds(gunicorn.pid)
                 log_from = (workdir / "gunicorn.log").stat().st_size
-                d = _wrk(base, script, clients, seconds, workdir, label, paced=paced)
-                d["cpu_ms"] = (_cpu_seconds(gunicorn.pid) - cpu) * 1000 / max(1, d["requests"])
-                d["server_ms"] = _served_ms(workdir / "gunicorn.log", log_from)
+                d = run_wrk(base, script, clients, seconds, workdir, label, paced=paced)
+                d["cpu_ms"] = (cpu_seconds(gunicorn.pid) - cpu) * 1000 / max(1, d["requests"])
+                d["server_ms"] = served_ms(workdir / "gunicorn.log", log_from)
                 if sampler is not None:
                     profile.stop(sampler)
                 load[call, mode] = d
                 print(f"  {call} {mode}: {d['requests']} calls", flush=True)
-        _purge_broker()  # nothing creates the load's jobs on the cluster
+        purge_broker()  # nothing creates the load's jobs on the cluster
         if any(d["errors"] for d in load.values()):
             tail = (workdir / "gunicorn.log").read_text(errors="replace").splitlines()[-40:]
             print("gunicorn's log, last lines:", *tail, sep="\n  ", flush=True)
 
-        worker = _start(
+        worker = start_server(
             [
                 str(VENV_BIN / "celery"),
                 "-A",
@@ -157,16 +157,16 @@ def run(
             workdir / "worker.log",
         )
         time.sleep(4)  # the worker connects to the broker
-        via_portal, direct = _to_running(kube, base, token, run_tenant, rc, samples)
+        via_portal, direct = to_running(kube, base, token, run_tenant, rc, samples)
         print(f"  submit to Running: {samples} + {samples} samples", flush=True)
     finally:
-        _stop(worker)
-        _stop(gunicorn)
+        stop_server(worker)
+        stop_server(gunicorn)
         try:
-            _purge_broker()
+            purge_broker()
         except Exception as exc:  # noqa: BLE001 (report, go on cleaning)
             print(f"could not purge the bench broker: {exc}")
-        _cleanup(kube)
+        clean_up(kube)
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -1,7 +1,7 @@
 """The API bench's own world on the portal's database, broker and cluster: its instance label and
 namespace prefix, its broker database, the GPU model and image of its workloads, and the load's
-tenants; `_seed` makes the tenants, grants, robot token and workloads the calls use,
-`_purge_broker` empties the bench's queues and `_cleanup` deletes every namespace of the instance.
+tenants; `seed_tenants` makes the tenants, grants, robot token and workloads the calls use,
+`purge_broker` empties the bench's queues and `clean_up` deletes every namespace of the instance.
 Also the ground of `bench/submit_profile.py`.
 """
 
@@ -29,7 +29,7 @@ IMAGE = "registry.k8s.io/pause:3.10"
 LOAD_TENANTS = 50  # one CI pipeline per team: submits are spread over 50 tenants
 
 
-def _seed(rc: ResourceClass):
+def seed_tenants(rc: ResourceClass):
     """50 load tenants with a large grant each, and one tenant on the cluster for the
     submit-to-Running samples; a read-and-submit token of a robot that is a member of all."""
     User = get_user_model()
@@ -72,13 +72,13 @@ def _seed(rc: ResourceClass):
     return run_tenant, token, [w.pk for w in seeded]
 
 
-def _purge_broker() -> None:
+def purge_broker() -> None:
     with app.connection_for_write(BROKER) as conn:
         for queue in ("reconcile", "default", "metering", "notify"):
             conn.default_channel.queue_purge(queue)
 
 
-def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
+def clean_up(kube: KubeGateway, *, wait: bool = False) -> None:
     selector = f"{INSTANCE_LABEL}={INSTANCE}"
     for ns in kube.list("Namespace", label_selector=selector):
         kube.delete("Namespace", ns["metadata"]["name"])

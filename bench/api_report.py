@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 
-from bench.api_server import _describe
+from bench.api_server import describe
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -29,7 +29,7 @@ def print_report(
 ) -> None:
     print()
     print(f"Workload API under load: {clients} clients (wrk), {seconds} s per run, gunicorn "
-          f"({_describe(server)}) + PostgreSQL")  # fmt: skip
+          f"({describe(server)}) + PostgreSQL")  # fmt: skip
     print("paced: each client waits 0.5-1.5 s between calls; saturated: back to back")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
           "(shared with whatever else runs)")  # fmt: skip

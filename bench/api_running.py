@@ -45,7 +45,7 @@ def _until_gone(kube: KubeGateway, namespace: str, selector: str) -> None:
         time.sleep(0.1)
 
 
-def _to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float], list[float]]:
+def to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float], list[float]]:
     """Interleaved samples: through the portal (HTTP submit → worker → Job → pod Running) and
     the same Job created directly on the API server."""
     namespace = tenant_namespace(tenant)

@@ -30,7 +30,7 @@ GUNICORN_CONF = "deploy/gunicorn.conf.py"  # what the chart's web container and 
 WSGI_APP = "portal.wsgi:application"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -70,14 +70,14 @@ def _child_env() -> dict[str, str]:
     }
 
 
-def _describe(server: dict[str, str]) -> str:
+def describe(server: dict[str, str]) -> str:
     return (
         f"-c deploy/gunicorn.conf.py, gthread, {server['WEB_WORKERS']} workers × "
         f"{server['WEB_THREADS']} threads, keep-alive {server['WEB_KEEPALIVE']} s, as the chart"
     )
 
 
-def _start(cmd: list[str], log: Path, **env: str) -> subprocess.Popen:
+def start_server(cmd: list[str], log: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -88,7 +88,7 @@ def _start(cmd: list[str], log: Path, **env: str) -> subprocess.Popen:
     )
 
 
-def _stop(proc: subprocess.Popen | None) -> None:
+def stop_server(proc: subprocess.Popen | None) -> None:
     if proc is None or proc.poll() is not None:
         return
     os.killpg(proc.pid, signal.SIGTERM)
@@ -99,7 +99,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
         proc.wait()
 
 
-def _cpu_seconds(master_pid: int) -> float:
+def cpu_seconds(master_pid: int) -> float:
     """CPU time (user + system) the gunicorn master and its workers have used so far: the
     server's cost per call, whatever else the machine is running. Workers that gunicorn has
     replaced (max_requests) count through the master's reaped-children times."""
@@ -117,7 +117,7 @@ def _cpu_seconds(master_pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _wait_http(url: str, timeout: float = 30.0) -> None:
+def wait_http(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -129,7 +129,7 @@ def _wait_http(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
-def _served_ms(log: Path, offset: int) -> list[float]:
+def served_ms(log: Path, offset: int) -> list[float]:
     """How long gunicorn took over each call logged after `offset` (its access log's
     duration: from reading the request to the answer written). What wrk measures beyond it
     was spent waiting before gunicorn read the request, or in wrk itself."""

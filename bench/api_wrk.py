@@ -1,6 +1,6 @@
 """The API bench's load driver: wrk (a second process) with Lua scripts for the status, floor and
 submit calls, paced (each client pausing as a CI job polling its workload) or saturated (back
-to back); `_wrk` runs one load and parses the figures its `done()` prints as one JSON line into
+to back); `run_wrk` runs one load and parses the figures its `done()` prints as one JSON line into
 requests, latency percentiles, errors and throughput.
 """
 
@@ -85,7 +85,7 @@ end
 """
 
 
-def _wrk(
+def run_wrk(
     base: str,
     script: str,
     clients: int,

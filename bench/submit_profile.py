@@ -52,7 +52,7 @@ def main() -> int:
         rc = ResourceClass.objects.get(
             gpu_model=api_fixture.MODEL, resource_name="nvidia.com/mig-3g.40gb"
         )
-        _, token, _ = api_fixture._seed(rc)
+        _, token, _ = api_fixture.seed_tenants(rc)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
 
@@ -98,7 +98,7 @@ def main() -> int:
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
     finally:
-        api_fixture._purge_broker()
+        api_fixture.purge_broker()
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
