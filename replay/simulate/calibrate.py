@@ -6,10 +6,12 @@ file part 1 wrote, `replay.report.observations`, and needs no cluster).
 2. The fit (`fit_harness`), in trace seconds (wall × compression):
    - admission latency: the median of submit → first Running over the jobs of (1) that ran;
    - release latency: not observed by part 1's pod watch (it sees Succeeded, not the quota's
-     release). Estimated from jobs that waited for quota in a queue that cannot borrow
-     (policies without borrowing): the gap from the last end of a job of the same team before
-     it started to its start is release + Kueue's requeue + admitted → Running; the median
-     gap less the admission latency (≥ 0). Without such jobs it is 0, and said so;
+     release). Estimated from jobs that waited on the cluster (submit → Running over
+     `QUEUED_FACTOR` × the admission latency) in a queue that cannot borrow (policies without
+     borrowing): the gap from the last end of a job of the same team while it waited to its
+     start is release + Kueue's requeue + admitted → Running; the median gap less the
+     admission latency (≥ 0), which takes admitted → Running to be as long as submit →
+     Running (an upper bound: no submit path). Without such jobs it is 0, and said so;
    - clock resolution: 1 wall s (creationTimestamp's), × compression.
    Requeue delay and cycle time stay 0: the release gap absorbs the requeue.
 3. `match`: the fitted simulation against the cluster's range over the repeats, widened by
@@ -29,6 +31,8 @@ from scheduler.catalog import facts
 
 ALLOC_TOLERANCE = 0.03  # ±3 points of allocation: the cluster's own run-to-run range
 STARTED_TOLERANCE = 0.05  # ±5 % of jobs started
+QUEUED_FACTOR = 2.0  # submit → Running over this × the admission latency: it waited in queue
+FEW = 10  # samples below which an estimate is called weak
 MIN_RUN_S = 0.05  # part 1's shortest run (`overtime.MIN_RUN_S`), wall seconds
 
 
@@ -78,6 +82,26 @@ def compression_of(runs: list[dict]) -> float:
     return runs[0]["compression"]
 
 
+def _release_gaps(jobs: list[dict], queued_wall_s: float) -> list[float]:
+    """For each job that waited (submit → Running over `queued_wall_s`): the gap from the last
+    end of another job of its team while it waited to its start (wall s)."""
+    gaps = []
+    for job in jobs:
+        if not job["runs"] or job["runs"][0][0] - job["submitted"] <= queued_wall_s:
+            continue
+        start = job["runs"][0][0]
+        ends = [
+            e
+            for other in jobs
+            if other is not job and other["team"] == job["team"]
+            for _, e in other["runs"]
+            if e is not None and job["submitted"] <= e <= start
+        ]
+        if ends:
+            gaps.append(start - max(ends))
+    return gaps
+
+
 def fit_harness(
     runs: list[dict],
     immediate: dict[str, set[str]],
@@ -109,26 +133,17 @@ def fit_harness(
                     admit.append(job["runs"][0][0] - job["submitted"])
                 else:
                     missing += 1
-        if run["policy"] not in no_borrowing:
-            continue
-        for job in jobs:
-            if job["name"] in now or not job["runs"]:
-                continue
-            start = job["runs"][0][0]
-            ends = [
-                e
-                for other in jobs
-                if other is not job and other["team"] == job["team"]
-                for _, e in other["runs"]
-                if e is not None and job["submitted"] <= e <= start
-            ]
-            if ends:
-                gaps.append(start - max(ends))
     if not admit:
         raise ValueError("no job that the policy starts at once ran on the cluster: nothing to fit")
     if missing:
-        notes.append(f"{missing} jobs the zero-harness simulation starts at once never ran")
+        notes.append(
+            f"{missing} jobs the zero-harness simulation starts at once were not seen Running "
+            "within the cluster's window"
+        )
     admission = statistics.median(admit) * c
+    for run in runs:
+        if run["policy"] in no_borrowing:
+            gaps += _release_gaps(run["jobs"], QUEUED_FACTOR * admission / c)
     gap = statistics.median(gaps) * c if gaps else None
     release = max(0.0, gap - admission) if gap is not None else 0.0
     if gap is None:
@@ -231,6 +246,7 @@ def describe(fit: Fit) -> str:
             f"({h.release_latency_s / fit.compression:.2f}): median gap end → next start in "
             f"the same queue {fit.release_gap_s:,.1f} over {fit.release_samples} waiting jobs, "
             "less the admission latency (includes Kueue's requeue)"
+            + (" — few samples: a weak estimate" if fit.release_samples < FEW else "")
         )
     else:
         lines.append("- release latency 0: not observed")
@@ -252,8 +268,8 @@ def describe(fit: Fit) -> str:
 def table(figures: list[PolicyFigures], fit: Fit) -> str:
     head = (
         "| policy | cluster runs | cluster alloc. by milli | cluster started | sim, zero harness "
-        "(alloc / started) | sim, fitted (alloc / started) | match |\n"
-        "|---|---|---|---|---|---|---|\n"
+        "(alloc / started) | sim, fitted (alloc / started) | match | zero harness would match |\n"
+        "|---|---|---|---|---|---|---|---|\n"
     )
     rows, notes = [], []
     for p in figures:
@@ -271,7 +287,8 @@ def table(figures: list[PolicyFigures], fit: Fit) -> str:
         rows.append(
             f"| {p.key}. {p.title} | {len(p.cluster_alloc)} | {_range(p.cluster_alloc, '.1%')} "
             f"| {_range(p.cluster_started, '.1f')} | {p.zero[0]:.1%} / {p.zero[1]} "
-            f"| {p.fitted[0]:.1%} / {p.fitted[1]} | {verdict} |"
+            f"| {p.fitted[0]:.1%} / {p.fitted[1]} | {verdict} "
+            f"| {'yes' if match(p.cluster_alloc, p.cluster_started, *p.zero[:2]).ok else 'no'} |"
         )
     tail = (
         f"\nMatch: the fitted simulator within the cluster's range widened by "
