@@ -3,8 +3,9 @@
 Part 1 (over time, on the local cluster) and part 2 (static packing against the FGD paper's
 published figures, pure Python) print one table each and write `replay.md` and
 `allocation.png` to the output folder. Part "simulate" (`--part simulate`, not in "all")
-replays at trace time in pure Python: no cluster, no database. The trace is read from where
-it lies (`--trace`), never copied. See docs/replay.md.
+replays at trace time in pure Python: no cluster, no database; part "calibrate" fits its
+harness latencies to part 1's observations.json and reports the match per policy, no cluster
+either. The trace is read from where it lies (`--trace`), never copied. See docs/replay.md.
 """
 
 from __future__ import annotations
