@@ -3,8 +3,9 @@
 Part 1 (over time, on the local cluster) and part 2 (static packing against the FGD paper's
 published figures, pure Python) print one table each and write `replay.md` and
 `allocation.png` to the output folder. Part "simulate" (`--part simulate`, not in "all")
-replays at trace time in pure Python: no cluster, no database. The trace is read from where
-it lies (`--trace`), never copied. See docs/replay.md.
+replays at trace time in pure Python: no cluster, no database; part "calibrate" fits its
+harness latencies to part 1's observations.json and reports the match per policy, no cluster
+either. The trace is read from where it lies (`--trace`), never copied. See docs/replay.md.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"folder with {POD_FILE} and {NODE_FILE} (or set REPLAY_TRACE_DIR)",
     )
     p.add_argument("--pods-file", default=POD_FILE, help="pod list inside --trace")
-    p.add_argument("--part", choices=["all", "overtime", "packing", "simulate"], default="all")
+    p.add_argument(
+        "--part", choices=["all", "overtime", "packing", "simulate", "calibrate"], default="all"
+    )
     p.add_argument("--out", type=Path, default=REPO / ".local" / "replay", help="output folder")
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
@@ -77,6 +80,11 @@ def parser() -> argparse.ArgumentParser:
                    help="what-if: Kueue's fair sharing on (the portal leaves it off)")  # fmt: skip
     g.add_argument("--harness", choices=["none", "cluster"], default="none",
                    help="cluster: part 1's latencies at its compression")  # fmt: skip
+    g = p.add_argument_group("calibrate: the simulator against part 1's observations, no cluster")
+    g.add_argument("--observations", type=Path,
+                   default=REPO / ".local" / "replay-calib" / "observations.json",
+                   help="part 1's observations.json (made with the same --window-hours, "
+                   "--teams, --seed, --nodes)")  # fmt: skip
     g = p.add_argument_group("part 2: static packing (FGD's method)")
     g.add_argument("--rho", type=_positive(float), default=1.3, help="load to sample up to")
     g.add_argument("--seeds", type=_positive(int), default=10)
@@ -205,6 +213,64 @@ def run_simulate(args, say) -> str:
     return report.table(zero, found, base)
 
 
+def run_calibrate(args, say) -> str:
+    """Part "calibrate": reads part 1's observations; like "simulate", no cluster, no database.
+    The window, teams, seed and fleet are this command's flags: they must be part 1's."""
+    django.setup()
+    from replay.simulate import calibrate, fleet
+
+    try:
+        runs = json.loads(args.observations.read_text())["runs"]
+    except OSError as exc:
+        raise SystemExit(f"replay: {exc} (make it with part 1: see docs/replay.md)") from None
+    pods = trace.read_pods(args.trace / args.pods_file)
+    window = select_window(
+        pods, length=round(args.window_hours * 3600), teams=args.teams, seed=args.seed
+    )
+    names = {p.name for p in window.pods}
+    for run in runs:
+        seen = {j["name"] for j in run["jobs"]}
+        if not seen <= names or len(seen) + run["refused"] != len(names):
+            raise SystemExit(
+                f"replay: run {run['run_id']} is not this window ({len(names)} pods): pass part "
+                "1's --window-hours, --teams and --seed"
+            )
+    base = fleet.Fleet(args.nodes, args.gpus_per_node, args.model)
+    keys = list(dict.fromkeys(r["policy"] for r in runs))
+    setups = {k: fleet.set_up(window, POLICIES[k], base, args.teams) for k in keys}
+    zero = {k: calibrate.run_jobs(window, setups[k], calibrate.Harness(), args.seed) for k in keys}
+    fit = calibrate.fit_harness(
+        runs,
+        immediate={k: zero[k][2] for k in keys},
+        no_borrowing={k for k in keys if not POLICIES[k].borrowing},
+        arrivals={p.name: p.arrival for p in window.pods},
+        asked_run={p.name: p.run for p in window.pods},
+    )
+    say(f"calibrate: {len(runs)} cluster runs from {args.observations}")
+    figures = []
+    for k in keys:
+        fitted = calibrate.run_jobs(window, setups[k], fit.harness, args.seed)
+        mine = [r for r in runs if r["policy"] == k]
+        figures.append(
+            calibrate.PolicyFigures(
+                key=k,
+                title=POLICIES[k].title,
+                cluster_alloc=[r["alloc_milli"] for r in mine],
+                cluster_started=[r["started"] for r in mine],
+                cluster_refused=[r["refused"] for r in mine],
+                cluster_preempted=[sum(j["preemptions"] for j in r["jobs"]) for r in mine],
+                zero=_figures(zero[k]),
+                fitted=_figures(fitted),
+            )
+        )
+    return calibrate.describe(fit) + "\n" + calibrate.table(figures, fit)
+
+
+def _figures(simulated) -> tuple[float, int, int, int]:
+    result, started, _ = simulated
+    return result.alloc_milli, started, result.refused, result.preemptions
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
@@ -220,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
             table = run_simulate(args, say)
             print("\n" + table, flush=True)
             sections.append("## Simulated at trace time (no cluster)\n\n" + table)
+        if args.part == "calibrate":  # reads part 1's file; no cluster, no database
+            table = run_calibrate(args, say)
+            print("\n" + table, flush=True)
+            sections.append("## Calibration: the simulator against part 1's cluster\n\n" + table)
         if args.part in ("all", "overtime"):
             table, _ = run_overtime(args, say)
             print("\n" + table, flush=True)
