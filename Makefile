@@ -78,8 +78,10 @@ bench: cluster
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m bench
 
 # Replay the Alibaba 2023 GPU trace through the portal's policies (docs/replay.md); options after
-# ARGS, e.g. make replay ARGS="--part packing --seeds 3". The trace is read where it lies.
-replay: cluster
+# ARGS, e.g. make replay ARGS="--part simulate". The trace is read where it lies. Only part 1
+# (overtime, or all) needs the local cluster, and it brings the cluster up itself: the pure parts
+# (simulate, calibrate, packing) start in seconds on a fresh machine.
+replay: setup
 	@DJANGO_SETTINGS_MODULE=portal.settings.test $(PY) -m replay $(ARGS)
 
 # Every fault of the fault-injection run (tests/faults/ runs the short list in `make test`).
