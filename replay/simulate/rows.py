@@ -10,8 +10,11 @@ after the window), the 95th percentile of queue wait is at most `WAIT_LIMIT_S` (
 minutes) and every team holds at least `FAIR_FRACTION` of min(its demand, its fair share): demand is
 what it would hold had every pod run on arrival, the fair share its max-min share of the fleet
 (water-filling the fleet's GPUs over the teams' demands), both in GPU-equivalents averaged over
-the window. The smallest such fleet is found by bisection over whole nodes, which assumes that
-a larger fleet never carries less (stated, not proven: a probe records each size tried).
+the window. A larger fleet does not always carry more (the grants are re-split at each size),
+so the search (`smallest_carrying`) bisects over whole nodes and then scans downward from what
+the bisection found while any of the last `SCAN_WINDOW` sizes carries, never below the fleet
+whose GPUs equal the window's mean demand: a bounded search, not a proof (a probe records
+each size tried).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ WAIT_LIMIT_S = 30 * 60
 WAIT_QUANTILE = 0.95
 FAIR_FRACTION = 0.9
 MAX_NODES_FACTOR = 4  # the search gives up above this many times row 0's nodes
+SCAN_WINDOW = 3  # below the bisection's answer: stop after this many sizes in a row fail
 
 
 @dataclass
@@ -123,6 +127,45 @@ def run_row(
     return setup, simulate(window, setup, harness, seed, fair_sharing=fair_sharing)
 
 
+def smallest_carrying(
+    ok: Callable[[int], bool],
+    start: int,
+    limit: int,
+    floor: int = 1,
+    window: int = SCAN_WINDOW,
+) -> int | None:
+    """The smallest size `ok` accepts, with `ok` not assumed monotone: doubling up from `start`
+    until one is accepted (None past `limit`), bisection below it, then a downward scan from
+    the bisection's answer that stops after `window` sizes in a row are refused or at `floor`
+    (each size asked once: cached)."""
+    seen: dict[int, bool] = {}
+
+    def test(n: int) -> bool:
+        if n not in seen:
+            seen[n] = ok(n)
+        return seen[n]
+
+    lo, hi = 0, max(1, start)  # lo: a size known not to carry
+    while not test(hi):
+        if hi >= limit:
+            return None
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if test(mid):
+            hi = mid
+        else:
+            lo = mid
+    best, misses, n = hi, 0, hi - 1
+    while n >= max(1, floor) and misses < window:
+        if test(n):
+            best, misses = n, 0
+        else:
+            misses += 1
+        n -= 1
+    return best
+
+
 def carrying_fleet(
     window: Window,
     policy: Policy,
@@ -132,9 +175,10 @@ def carrying_fleet(
     seed: int,
     start_nodes: int,
     fair_sharing: bool = False,
+    floor_nodes: int = 1,
 ) -> tuple[int | None, Result | None, list[tuple[int, bool]]]:
-    """The smallest node count that carries the trace: doubling up from `start_nodes` until
-    one carries (at most MAX_NODES_FACTOR times it), then bisection below."""
+    """The smallest node count that carries the trace (`smallest_carrying`), from
+    `start_nodes` up to MAX_NODES_FACTOR times it, never below `floor_nodes`."""
     probes: list[tuple[int, bool]] = []
     results: dict[int, Result] = {}
 
@@ -146,18 +190,9 @@ def carrying_fleet(
         probes.append((nodes, good))
         return good
 
-    lo, hi = 0, max(1, start_nodes)  # lo: the largest size known not to carry
-    while not ok(hi):
-        if hi >= MAX_NODES_FACTOR * max(1, start_nodes):
-            return None, None, probes
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi, results[hi], probes
+    start = max(1, start_nodes)
+    found = smallest_carrying(ok, start, MAX_NODES_FACTOR * start, floor_nodes)
+    return found, None if found is None else results[found], probes
 
 
 def all_rows(
@@ -183,8 +218,9 @@ def all_rows(
         setup, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
         row = Row(policy, result, setup)
         if search:
+            floor = math.ceil(sum(result.team_demand.values()) / fleet.gpus_per_node)
             row.carrying_nodes, row.carrying, row.probes = carrying_fleet(
-                window, policy, fleet, teams, harness, seed, start, fair_sharing
+                window, policy, fleet, teams, harness, seed, start, fair_sharing, floor
             )
         probes = ", ".join(f"{n}{'✓' if good else '✗'}" for n, good in row.probes)
         progress(

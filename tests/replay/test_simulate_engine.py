@@ -98,6 +98,25 @@ def test_the_search_finds_the_smallest_carrying_fleet():
     assert zero.gpus == 2 and math.isclose(zero.alloc_milli, 0.25)
 
 
+def test_the_search_does_not_assume_a_larger_fleet_carries_more():
+    # carries at 5 and from 8 up, not at 6 or 7: bisection from 4 alone stops at 8
+    carries = {5} | set(range(8, 100))
+    asked: list[int] = []
+
+    def ok(n: int) -> bool:
+        asked.append(n)
+        return n in carries
+
+    assert rows.smallest_carrying(ok, start=4, limit=64) == 5
+    assert asked == [4, 8, 6, 7, 5, 3, 2]  # each size once; stops after 3 misses in a row
+    asked.clear()
+    assert rows.smallest_carrying(ok, start=4, limit=64, floor=6) == 8  # never below the floor
+    assert asked == [4, 8, 6, 7]
+    asked.clear()
+    assert rows.smallest_carrying(ok, start=4, limit=64, window=1) == 8  # 7 fails: stop
+    assert rows.smallest_carrying(lambda n: False, start=4, limit=16) is None
+
+
 TRACE = trace.DEFAULT_TRACE_DIR / trace.POD_FILE
 
 
