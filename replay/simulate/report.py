@@ -58,7 +58,9 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
         r = row.default
         if row.carrying is not None and row.carrying_nodes is not None:
             gpus = row.carrying_nodes * fleet.gpus_per_node
-            carry = f"{row.carrying_nodes} ({gpus} GPUs)"
+            carry = f"{row.carrying_nodes} ({gpus} GPUs)" + (
+                "" if row.exhaustive else ", smaller sizes not all tried"
+            )
             versus = f"{gpus / zero.gpus:.0%}" if zero.gpus else "—"
             there = f"{_pct(row.carrying.alloc_milli)} / {_pct(row.carrying.alloc_slices)}"
             gain = f"{(row.carrying.alloc_milli - previous) * 100:+.1f}"

@@ -11,10 +11,12 @@ minutes) and every team holds at least `FAIR_FRACTION` of min(its demand, its fa
 what it would hold had every pod run on arrival, the fair share its max-min share of the fleet
 (water-filling the fleet's GPUs over the teams' demands), both in GPU-equivalents averaged over
 the window. A larger fleet does not always carry more (the grants are re-split at each size),
-so the search (`smallest_carrying`) bisects over whole nodes and then scans downward from what
-the bisection found while any of the last `SCAN_WINDOW` sizes carries, never below the fleet
-whose GPUs equal the window's mean demand: a bounded search, not a proof (a probe records
-each size tried).
+so the search (`smallest_carrying`) bisects over whole nodes for an upper bound, then tries
+every size from the fleet whose GPUs equal the window's mean demand up to that bound and keeps
+the first that carries. The scan tries at most `SCAN_BUDGET` new sizes per row; when that runs
+out the answer is the smallest found so far and is reported as not exhaustive. Below the mean
+demand no size is tried (such a fleet would have to push work past the window). A probe
+records each size tried.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ WAIT_LIMIT_S = 30 * 60
 WAIT_QUANTILE = 0.95
 FAIR_FRACTION = 0.9
 MAX_NODES_FACTOR = 4  # the search gives up above this many times row 0's nodes
-SCAN_WINDOW = 3  # below the bisection's answer: stop after this many sizes in a row fail
+SCAN_BUDGET = 12  # the scan below the bisection's answer tries at most this many new sizes
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Row:
     carrying_nodes: int | None = None
     carrying: Result | None = None
     probes: list[tuple[int, bool]] = field(default_factory=list)
+    exhaustive: bool = True  # every size from the floor to carrying_nodes was tried
 
 
 def row_zero(window: Window, model: facts.GpuModel) -> RowZero:
@@ -127,17 +130,26 @@ def run_row(
     return setup, simulate(window, setup, harness, seed, fair_sharing=fair_sharing)
 
 
+@dataclass
+class Search:
+    """What the carrying-fleet search found: the smallest size that carried, and whether every
+    size from the floor up to it was tried (False: the scan ran out of `SCAN_BUDGET`)."""
+
+    nodes: int | None
+    complete: bool
+
+
 def smallest_carrying(
     ok: Callable[[int], bool],
     start: int,
     limit: int,
     floor: int = 1,
-    window: int = SCAN_WINDOW,
-) -> int | None:
+    budget: int = SCAN_BUDGET,
+) -> Search:
     """The smallest size `ok` accepts, with `ok` not assumed monotone: doubling up from `start`
-    until one is accepted (None past `limit`), bisection below it, then a downward scan from
-    the bisection's answer that stops after `window` sizes in a row are refused or at `floor`
-    (each size asked once: cached)."""
+    until one is accepted (none past `limit`), bisection below it, then a scan upward from
+    `floor` to the bisection's answer that stops at the first size accepted, trying at most
+    `budget` sizes not tried before (each size asked once: cached)."""
     seen: dict[int, bool] = {}
 
     def test(n: int) -> bool:
@@ -148,7 +160,7 @@ def smallest_carrying(
     lo, hi = 0, max(1, start)  # lo: a size known not to carry
     while not test(hi):
         if hi >= limit:
-            return None
+            return Search(None, False)
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -156,14 +168,14 @@ def smallest_carrying(
             hi = mid
         else:
             lo = mid
-    best, misses, n = hi, 0, hi - 1
-    while n >= max(1, floor) and misses < window:
+    for n in range(max(1, floor), hi):
+        if n not in seen:
+            if budget <= 0:
+                return Search(hi, False)
+            budget -= 1
         if test(n):
-            best, misses = n, 0
-        else:
-            misses += 1
-        n -= 1
-    return best
+            return Search(n, True)
+    return Search(hi, True)
 
 
 def carrying_fleet(
@@ -176,9 +188,10 @@ def carrying_fleet(
     start_nodes: int,
     fair_sharing: bool = False,
     floor_nodes: int = 1,
-) -> tuple[int | None, Result | None, list[tuple[int, bool]]]:
+) -> tuple[int | None, Result | None, list[tuple[int, bool]], bool]:
     """The smallest node count that carries the trace (`smallest_carrying`), from
-    `start_nodes` up to MAX_NODES_FACTOR times it, never below `floor_nodes`."""
+    `start_nodes` up to MAX_NODES_FACTOR times it, never below `floor_nodes`; and whether
+    every size from the floor to it was tried."""
     probes: list[tuple[int, bool]] = []
     results: dict[int, Result] = {}
 
@@ -192,7 +205,8 @@ def carrying_fleet(
 
     start = max(1, start_nodes)
     found = smallest_carrying(ok, start, MAX_NODES_FACTOR * start, floor_nodes)
-    return found, None if found is None else results[found], probes
+    carrying = None if found.nodes is None else results[found.nodes]
+    return found.nodes, carrying, probes, found.complete
 
 
 def all_rows(
@@ -219,13 +233,19 @@ def all_rows(
         row = Row(policy, result, setup)
         if search:
             floor = math.ceil(sum(result.team_demand.values()) / fleet.gpus_per_node)
-            row.carrying_nodes, row.carrying, row.probes = carrying_fleet(
+            row.carrying_nodes, row.carrying, row.probes, row.exhaustive = carrying_fleet(
                 window, policy, fleet, teams, harness, seed, start, fair_sharing, floor
             )
         probes = ", ".join(f"{n}{'✓' if good else '✗'}" for n, good in row.probes)
         progress(
             f"[{key}] {fleet.nodes} nodes: {result.alloc_milli:.1%} by milli"
-            + (f"; carries at {row.carrying_nodes} nodes (tried {probes})" if search else "")
+            + (
+                f"; carries at {row.carrying_nodes} nodes (tried {probes}"
+                + ("" if row.exhaustive else f"; scan stopped after {SCAN_BUDGET} new sizes")
+                + ")"
+                if search
+                else ""
+            )
         )
         rows.append(row)
     return zero, rows

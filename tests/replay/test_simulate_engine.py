@@ -91,7 +91,9 @@ def test_fair_shares_water_fill():
 def test_the_search_finds_the_smallest_carrying_fleet():
     # two one-GPU pods at once: one node of one GPU makes one wait an hour, two carry
     w = window((0, 0, HOUR, 1, 1000, "BE"), (0, 0, HOUR, 1, 1000, "BE"))
-    nodes, result, probes = rows.carrying_fleet(w, POLICIES["a"], Fleet(1, 1), 1, Harness(), 0, 1)
+    nodes, result, probes, _ = rows.carrying_fleet(
+        w, POLICIES["a"], Fleet(1, 1), 1, Harness(), 0, 1
+    )
     assert nodes == 2 and result is not None and result.wait(0.95) == 0
     assert probes == [(1, False), (2, True)]
     zero = rows.row_zero(w, facts.get_model("B200-180GB"))
@@ -107,14 +109,17 @@ def test_the_search_does_not_assume_a_larger_fleet_carries_more():
         asked.append(n)
         return n in carries
 
-    assert rows.smallest_carrying(ok, start=4, limit=64) == 5
-    assert asked == [4, 8, 6, 7, 5, 3, 2]  # each size once; stops after 3 misses in a row
+    assert rows.smallest_carrying(ok, start=4, limit=64, floor=2) == rows.Search(5, True)
+    assert asked == [4, 8, 6, 7, 2, 3, 5]  # each size once; the scan stops at the first ✓
     asked.clear()
-    assert rows.smallest_carrying(ok, start=4, limit=64, floor=6) == 8  # never below the floor
-    assert asked == [4, 8, 6, 7]
+    assert rows.smallest_carrying(ok, start=4, limit=64, floor=6) == rows.Search(8, True)
+    assert asked == [4, 8, 6, 7]  # never below the floor: nothing new to try
     asked.clear()
-    assert rows.smallest_carrying(ok, start=4, limit=64, window=1) == 8  # 7 fails: stop
-    assert rows.smallest_carrying(lambda n: False, start=4, limit=16) is None
+    assert rows.smallest_carrying(ok, start=4, limit=64, floor=1, budget=2) == rows.Search(
+        8, False
+    )  # 1 and 2 tried, then the budget is spent: not exhaustive, and said so
+    assert asked == [4, 8, 6, 7, 1, 2]
+    assert rows.smallest_carrying(lambda n: False, start=4, limit=16).nodes is None
 
 
 TRACE = trace.DEFAULT_TRACE_DIR / trace.POD_FILE
