@@ -31,6 +31,7 @@ from replay.workload import POLICIES, select_window
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 REPO = Path(__file__).resolve().parents[1]
+PART_ONE_POLICIES = "".join(POLICIES)  # part 1 runs these; simulate adds its what-if rows
 
 
 def _positive(kind):
@@ -61,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=REPO / ".local" / "replay", help="output folder")
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
-    g.add_argument("--policies", default="abcde", help="any of a b c d e, in order (default all)")
+    g.add_argument("--policies", default=PART_ONE_POLICIES,
+                   help="letters of abcde, in order (default all; simulate: also f)")  # fmt: skip
     g.add_argument("--repeat", type=_positive(int), default=1,
                    help="runs of each policy, interleaved (a…e, a…e): mean and range")  # fmt: skip
     g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
@@ -182,8 +184,10 @@ def run_simulate(args, say) -> str:
     from replay.simulate import engine, fleet, report, rows
 
     policies = [c for c in args.policies if c.strip()]
-    if not policies or any(c not in POLICIES for c in policies):
-        raise SystemExit("--policies: use letters of abcde")
+    if not policies or any(c not in rows.ROWS for c in policies):
+        raise SystemExit(f"--policies: use letters of {''.join(rows.ROWS)}")
+    if args.policies == PART_ONE_POLICIES:
+        policies += list(rows.WHAT_IF)  # the default: the simulator's what-if rows too
     pods = trace.read_pods(args.trace / args.pods_file)
     gpu = [p for p in pods if p.num_gpu > 0]
     length = (

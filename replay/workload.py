@@ -36,6 +36,7 @@ class Policy:
     sharing: bool = False
     borrowing: bool = False
     priority: bool = False
+    slices: bool = False  # GPU-equivalent grants in compute slices: the simulator's what-if only
     claim_pts: float | None = None  # the seed article's gain for this row's technique
 
 

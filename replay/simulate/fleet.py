@@ -12,10 +12,21 @@ with the portal's pure code where the portal decides:
    `scheduler.cluster.render`, from the `QueueLine`s the reconciler would build
    (`scheduler.cluster.reconcile.specs.queue_lines`, restated here: it reads the database);
 5. the Kueue model built from those manifests, the scheduler model from the layouts.
+
+Row f (`Policy.slices`, a what-if the portal does not render yet) differs in step 3 and 4 only:
+each team's grant of the model is a number of compute slices (`slice_grants`: the slices the
+layouts supply, split by the teams' mean demand in slices with `split_supply`), one quota line
+per model of the resource `SLICES` (nominal the grant, borrowing limit the pool's capacity,
+lent), rendered by `render_cluster_queue` like the others; and the Kueue Configuration's
+`resources.transformations` (`slice_transformations`: each GPU resource name → its compute
+slices of `SLICES`, a whole GPU the model's `compute_slices`, a MIG instance its g, a shared
+replica its fraction) are the simulator's, since the portal configures none. Both the lines
+and the transformations restate what the product change would build; nothing else does.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -42,6 +53,7 @@ from scheduler.mig import planner
 INSTANCE = "replay"  # part 1's portal instance: its cohort and namespaces
 COHORT = f"gpu-portal-{INSTANCE}"  # reconcile.specs.cohort_name() for that instance
 DRAIN_LIMIT_S = 7 * 86400  # after the window: time left for the queued work to start
+SLICES = "gpu-portal.io/compute-slices"  # row f's quota resource (a what-if: not rendered)
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class Setup:
     cluster_queues: list[dict]  # as render produced them: the Kueue model reads only these
     priority_classes: list[dict]
     namespaces: list[str] = field(default_factory=list)
+    transformations: kq.Transformations = field(default_factory=dict)  # row f only
 
 
 def portal_priority_classes() -> list[PriorityClassSpec]:
@@ -142,6 +155,36 @@ def queue_lines(
     return tuple(lines[k] for k in sorted(lines))
 
 
+def slices_per_unit(slug: str, model: facts.GpuModel) -> float:
+    """A unit's compute slices (whole GPU: the model's; MIG g: g; a shared replica: its part),
+    rounded off the float error of `unit_gpus`' division."""
+    return round(unit_gpus(slug, model) * model.compute_slices, 6)
+
+
+def slice_transformations(model: facts.GpuModel, supply: dict[str, int]) -> kq.Transformations:
+    """Row f's `resources.transformations`: each GPU resource name the fleet advertises counts
+    as its compute slices of `SLICES` (restated: the portal configures none yet)."""
+    return {resource_name(model, slug): {SLICES: slices_per_unit(slug, model)} for slug in supply}
+
+
+def slice_grants(
+    window: Window, policy: Policy, model: facts.GpuModel, supply: dict[str, int]
+) -> dict[int, int]:
+    """Row f's grants: the slices the layouts supply, split over the teams by their mean
+    demand in slices, each at least its largest single ask where the others can spare it."""
+    per_slice = {slug: slices_per_unit(slug, model) for slug in supply}
+    demand: dict[tuple[int, str], float] = {}
+    for (team, slug), units in mean_demand(window, policy, model).items():
+        demand[(team, SLICES)] = demand.get((team, SLICES), 0.0) + units * per_slice[slug]
+    largest: dict[tuple[int, str], int] = {}
+    for (team, slug), units in largest_asks(window, policy, model).items():
+        need = math.ceil(units * per_slice[slug] - 1e-9)
+        largest[(team, SLICES)] = max(largest.get((team, SLICES), 0), need)
+    total = round(sum(supply[s] * per_slice[s] for s in supply))
+    split = split_supply(demand, {SLICES: total}, largest)
+    return {team: n for (team, _), n in split.items()}
+
+
 def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
     model = facts.get_model(fleet.model)
     demand = mean_demand(window, policy, model)
@@ -156,8 +199,26 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
     for (team, slug), units in grants.items():
         granted[team] += units * unit_gpus(slug, model)
     names = tuple(sorted({resource_name(model, s) for s in supply}))
+    transformations: kq.Transformations = {}
+    if policy.slices:
+        transformations = slice_transformations(model, supply)
+        by_team = slice_grants(window, policy, model, supply)
+        grants = {(team, SLICES): n for team, n in by_team.items()}
+        granted = {t: by_team.get(t, 0) / model.compute_slices for t in range(teams)}
+        capacity = sum(by_team.values())
     queues, namespaces = [], []
     for team in range(teams):
+        lines = queue_lines(team, grants, supply, model, policy.borrowing)
+        if policy.slices:
+            lines = (
+                QueueLine(
+                    flavor=model.key.lower(),
+                    resource_name=SLICES,
+                    nominal=grants.get((team, SLICES), 0),
+                    borrowing_limit=capacity if policy.borrowing else 0,
+                    lend=True,
+                ),
+            )
         spec = TenantSpec(
             slug=f"{policy.key}-team-{team + 1}",
             name=f"Replay {policy.key} team {team + 1}",
@@ -166,7 +227,7 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
             gpu_resource_names=names,
             allowed_priority_classes=("gpu-high", "gpu-low"),
             instance=INSTANCE,
-            queue_lines=queue_lines(team, grants, supply, model, policy.borrowing),
+            queue_lines=lines,
             cohort=COHORT,
         )
         namespace = f"{INSTANCE}-{spec.slug}"
@@ -183,6 +244,7 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         cluster_queues=queues,
         priority_classes=render_workload_priority_classes(portal_priority_classes()),
         namespaces=namespaces,
+        transformations=transformations,
     )
 
 
@@ -201,13 +263,14 @@ def build(
         a = ask(pod, setup.policy, model)
         name = resource_name(model, a.slug)
         queue = setup.namespaces[pod.team]
+        resource, units = kq.transform(name, a.units, setup.transformations)
         jobs.append(
             Job(
                 pod=pod,
                 team=pod.team,
                 gpu_eq=a.units * a.slices_per_unit / model.compute_slices,
                 slices=a.units * a.slices_per_unit,
-                workload=kq.Workload(pod.name, queue, name, a.units, values[a.priority], 0.0),
+                workload=kq.Workload(pod.name, queue, resource, units, values[a.priority], 0.0),
                 kpod=Pod(pod.name, name, a.units, values[a.priority], 0.0),
             )
         )

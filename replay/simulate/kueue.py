@@ -18,6 +18,10 @@ What is modelled, and where Kueue documents it:
   preemptor then fits within its own nominal quota); candidates in other queues first, lower
   priority first, the most recently admitted first; the fewest that make room; the preemptor
   takes its victims' quota at once (`concepts/preemption.md`);
+- `resources.transformations` in the Kueue Configuration (strategy `Replace`): a request of an
+  input resource counts as `multiplier` × its quantity of each output resource, and only the
+  outputs are accounted against quota (`transform`; the portal configures none: row f's
+  what-if);
 - fair sharing, when the Kueue Configuration has a `fairSharing` block (the portal's has
   none): heads ordered by their queue's dominant resource share, lowest first, and a queue
   reclaims only from queues whose share stays above its own (`LessThanOrEqualToFinalShare`).
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 Key = tuple[str, str]  # (flavor, resource name)
@@ -71,7 +75,7 @@ class Workload:
     name: str
     queue: str
     resource: str
-    units: int
+    units: float  # after the Configuration's transformations (`transform`)
     priority: int
     timestamp: float  # the queue order timestamp (creationTimestamp)
     seq: int = 0  # ties after the timestamp: arrival order as the engine draws it
@@ -92,7 +96,7 @@ class ClusterQueue:
     within_cluster_queue: str
     reclaim_within_cohort: str
     weight: float = 1.0
-    usage: Counter = field(default_factory=Counter)
+    usage: defaultdict[Key, float] = field(default_factory=lambda: defaultdict(float))
     admitted: set[Workload] = field(default_factory=set)
     active: list = field(default_factory=list)  # heap of (order, workload)
     inadmissible: list[Workload] = field(default_factory=list)
@@ -127,6 +131,21 @@ def cluster_queue(manifest: dict) -> ClusterQueue:
         reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never"),
         weight=quantity(spec.get("fairSharing", {}).get("weight", 1)),
     )
+
+
+Transformations = dict[str, dict[str, float]]  # input resource -> {output resource: multiplier}
+
+
+def transform(resource: str, units: float, transformations: Transformations) -> tuple[str, float]:
+    """A request as quota sees it after the Configuration's `resources.transformations`
+    (`Replace`: the input is dropped); one output per input is all the simulator needs."""
+    outputs = transformations.get(resource)
+    if not outputs:
+        return resource, units
+    if len(outputs) != 1:
+        raise ValueError(f"{resource}: one output resource per input is modelled")
+    ((name, multiplier),) = outputs.items()
+    return name, units * multiplier
 
 
 def priorities(manifests: list[dict]) -> dict[str, int]:
@@ -185,7 +204,7 @@ class Kueue:
         quota = q.quotas.get(key)
         return quota is not None and q.usage[key] + extra > quota.nominal
 
-    def can_ever_fit(self, q: ClusterQueue, resource: str, units: int) -> bool:
+    def can_ever_fit(self, q: ClusterQueue, resource: str, units: float) -> bool:
         """The portal's admission rule (`submit_workload`'s `_check_fits`), read off the
         rendered queue: refuse what exceeds nominal + borrowing limit on every flavor."""
         for flavor in q.flavors.get(resource, []):
@@ -315,7 +334,7 @@ class Kueue:
     def _take(self, v: Workload, key: Key, sign: int) -> None:
         self.queues[v.queue].usage[key] += sign * v.units
 
-    def _fits(self, q: ClusterQueue, key: Key, units: int) -> bool:
+    def _fits(self, q: ClusterQueue, key: Key, units: float) -> bool:
         return self.available(q, key) >= units
 
     # --- the admission cycle ----------------------------------------------------------------

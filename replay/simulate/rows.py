@@ -1,5 +1,5 @@
-"""The rows: row 0 (the fleet the seed's 30–40 % describes) and the policies a…e, each on the
-default fleet and on the smallest fleet that carries the trace.
+"""The rows: row 0 (the fleet the seed's 30–40 % describes), the policies a…e and the what-if
+f, each on the default fleet and on the smallest fleet that carries the trace.
 
 Row 0: each team on dedicated whole GPUs sized to its own peak (every pod on whole GPUs from
 the moment it arrives: no queue, no sharing, no waiting). Computed directly, not simulated:
@@ -35,6 +35,19 @@ WAIT_QUANTILE = 0.95
 FAIR_FRACTION = 0.9
 MAX_NODES_FACTOR = 4  # the search gives up above this many times row 0's nodes
 SCAN_BUDGET = 12  # the scan below the bisection's answer tries at most this many new sizes
+
+
+WHAT_IF = {
+    "f": Policy(
+        "f",
+        "what-if, not rendered by the portal: GPU-equivalent grants (slices) + lending",
+        mig=True,
+        sharing=True,
+        borrowing=True,
+        slices=True,
+    )
+}  # the simulator's own rows: quotas built here (`fleet.slice_grants`), not the portal's
+ROWS = {**POLICIES, **WHAT_IF}
 
 
 @dataclass
@@ -228,7 +241,7 @@ def all_rows(
     start = math.ceil(zero.gpus / fleet.gpus_per_node)
     rows = []
     for key in policies:
-        policy = POLICIES[key]
+        policy = ROWS[key]
         setup, result = run_row(window, policy, fleet, teams, harness, seed, fair_sharing)
         row = Row(policy, result, setup)
         if search:

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from replay import trace
-from replay.simulate import rows
+from replay.simulate import fleet, rows
+from replay.simulate import kueue as kq
 from replay.simulate.engine import Harness
 from replay.simulate.fleet import Fleet, build, set_up, simulate
 from replay.workload import POLICIES, ReplayPod, Window, select_window
@@ -151,3 +152,31 @@ def test_mig_rows_run_on_the_planners_layouts():
     assert node.allocatable["nvidia.com/mig-3g.90gb"] == setup.supply["b200-180gb-mig-3g.90gb"]
     r = simulate(w, setup)
     assert r.refused == 0 and r.never_started == 0 and max(r.waits) == 0
+
+
+def test_slice_grants_admit_a_4g_ask_against_idle_whole_gpu_quota():
+    # row f's what-if: a team granted 7 slices, held as one idle whole GPU's worth, asks a 4g
+    model = facts.get_model("B200-180GB")
+    four_g = next(p for p in model.profiles.values() if p.compute_slices == 4)
+    supply = {facts.class_slug(model, "whole"): 1, facts.class_slug(model, "mig", four_g.name): 1}
+    transformations = fleet.slice_transformations(model, supply)
+    assert transformations[facts.WHOLE_GPU_RESOURCE] == {fleet.SLICES: model.compute_slices}
+    flavor = model.key.lower()
+
+    def queue(quotas: dict) -> kq.Kueue:
+        flavors = {r: [flavor] for _, r in quotas}
+        return kq.Kueue(
+            [kq.ClusterQueue("t", None, "BestEffortFIFO", quotas, flavors, "Never", "Never")]
+        )
+
+    resource, units = kq.transform(four_g.resource_name, 1, transformations)
+    assert (resource, units) == (fleet.SLICES, 4)
+    slices = queue({(flavor, fleet.SLICES): kq.Quota(model.compute_slices, 0, None)})
+    ask = kq.Workload("p", "t", resource, units, 0, 0.0)
+    assert slices.can_ever_fit(slices.queues["t"], resource, units)
+    assert slices.assign(ask) == flavor  # 4 of the 7 idle slices
+    # the per-class model: the same grant as one whole GPU, and no 4g line: refused
+    per_class = queue({(flavor, facts.WHOLE_GPU_RESOURCE): kq.Quota(1, 0, None)})
+    ask = kq.Workload("p", "t", four_g.resource_name, 1, 0, 0.0)
+    assert not per_class.can_ever_fit(per_class.queues["t"], four_g.resource_name, 1)
+    assert per_class.assign(ask) is None
