@@ -110,11 +110,30 @@ class Engine:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, job))
 
-    def run(self, limit: float) -> float:
+    def run(self, limit: float, give_up: tuple[float, float] | None = None) -> float:
+        """Events up to `limit`. With `give_up` = (wait_s, q), stop as soon as the q-quantile
+        of queue wait (`Result.wait`) is sure to exceed wait_s: enough jobs refused, started
+        more than wait_s after arriving, or still waiting that long (the carrying-fleet search
+        needs no more; the result is then partial: the jobs left count as never started)."""
         for job in self.jobs:
             self.at(job.pod.arrival, ARRIVE, job)
+        by_arrival = sorted(self.jobs, key=lambda j: j.pod.arrival)
+        n = len(self.jobs)
+        need = n - max(0, math.ceil(give_up[1] * n) - 1) if give_up else 0  # late jobs that decide
+        passed = late = 0  # jobs whose arrival + wait_s is past; those of them waiting longer
+        refused_ids: set[int] = set()
         now = 0.0
         while self.heap and self.heap[0][0] <= limit:
+            if give_up:
+                while passed < n and by_arrival[passed].pod.arrival + give_up[0] < now:
+                    job = by_arrival[passed]
+                    passed += 1
+                    if id(job) in refused_ids:
+                        continue
+                    if job.started is None or job.started - job.pod.arrival > give_up[0]:
+                        late += 1
+                if late + len(self.refused) >= need:
+                    return now
             now = self.heap[0][0]
             freed = admit = False
             while self.heap and self.heap[0][0] == now:
@@ -132,6 +151,7 @@ class Engine:
                 if kind == ARRIVE:
                     if self.refuse(job):
                         self.refused.append(job)
+                        refused_ids.add(id(job))
                     else:
                         self.kueue.submit(job.workload)
                         admit = True

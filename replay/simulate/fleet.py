@@ -284,9 +284,15 @@ def build(
 
 
 def simulate(
-    window: Window, setup: Setup, harness: Harness | None = None, seed: int = 0, **kw
+    window: Window,
+    setup: Setup,
+    harness: Harness | None = None,
+    seed: int = 0,
+    give_up: tuple[float, float] | None = None,
+    **kw,
 ) -> Result:
+    """`give_up`: stop once that wait quantile is sure to be exceeded (`Engine.run`)."""
     engine = build(setup, window, harness or Harness(), seed, **kw)
-    engine.run(window.length + DRAIN_LIMIT_S)
+    engine.run(window.length + DRAIN_LIMIT_S, give_up)
     model = facts.get_model(setup.fleet.model)
     return measure(engine, window.length, setup.fleet.gpus, model.compute_slices)

@@ -180,3 +180,16 @@ def test_slice_grants_admit_a_4g_ask_against_idle_whole_gpu_quota():
     ask = kq.Workload("p", "t", four_g.resource_name, 1, 0, 0.0)
     assert not per_class.can_ever_fit(per_class.queues["t"], four_g.resource_name, 1)
     assert per_class.assign(ask) is None
+
+
+def test_the_search_gives_up_a_size_once_its_wait_is_sure_to_fail():
+    # three one-hour pods at once on one GPU: waits 0, 1 h, 2 h; p95 is 2 h > 30 min
+    w = window(*[(0, 0, HOUR, 1, 1000, "BE") for _ in range(3)])
+    setup = set_up(w, POLICIES["a"], Fleet(1, 1), teams=1)
+    full = simulate(w, setup)
+    partial = simulate(w, setup, give_up=(rows.WAIT_LIMIT_S, rows.WAIT_QUANTILE))
+    assert rows.shortfalls(full) and rows.shortfalls(partial)
+    assert partial.never_started > full.never_started == 0  # stopped before the last ran
+    roomy = set_up(w, POLICIES["a"], Fleet(3, 1), teams=1)  # carries: never given up
+    kept = simulate(w, roomy, give_up=(rows.WAIT_LIMIT_S, rows.WAIT_QUANTILE))
+    assert kept.waits == simulate(w, roomy).waits == [0.0, 0.0, 0.0]
