@@ -172,15 +172,15 @@ def slice_grants(
 ) -> dict[int, int]:
     """Row f's grants: the slices the layouts supply, split over the teams by their mean
     demand in slices, each at least its largest single ask where the others can spare it."""
-    per_slice = {slug: slices_per_unit(slug, model) for slug in supply}
-    demand: dict[tuple[int, str], float] = {}
+    demand: dict[tuple[int, str], float] = {}  # classes the layouts lack count too
     for (team, slug), units in mean_demand(window, policy, model).items():
-        demand[(team, SLICES)] = demand.get((team, SLICES), 0.0) + units * per_slice[slug]
+        slices = units * slices_per_unit(slug, model)
+        demand[(team, SLICES)] = demand.get((team, SLICES), 0.0) + slices
     largest: dict[tuple[int, str], int] = {}
     for (team, slug), units in largest_asks(window, policy, model).items():
-        need = math.ceil(units * per_slice[slug] - 1e-9)
+        need = math.ceil(units * slices_per_unit(slug, model) - 1e-9)
         largest[(team, SLICES)] = max(largest.get((team, SLICES), 0), need)
-    total = round(sum(supply[s] * per_slice[s] for s in supply))
+    total = round(sum(n * slices_per_unit(slug, model) for slug, n in supply.items()))
     split = split_supply(demand, {SLICES: total}, largest)
     return {team: n for (team, _), n in split.items()}
 

@@ -193,3 +193,11 @@ def test_the_search_gives_up_a_size_once_its_wait_is_sure_to_fail():
     roomy = set_up(w, POLICIES["a"], Fleet(3, 1), teams=1)  # carries: never given up
     kept = simulate(w, roomy, give_up=(rows.WAIT_LIMIT_S, rows.WAIT_QUANTILE))
     assert kept.waits == simulate(w, roomy).waits == [0.0, 0.0, 0.0]
+
+
+def test_slice_grants_count_asks_for_classes_the_layouts_lack():
+    # a 2g-sized ask while the fleet has only whole GPUs: its slices still count in the split
+    model = facts.get_model("B200-180GB")
+    w = window((0, 0, HOUR, 1, 250, "BE"), (1, 0, HOUR, 1, 1000, "BE"))
+    grants = fleet.slice_grants(w, rows.WHAT_IF["f"], model, {facts.class_slug(model, "whole"): 2})
+    assert sum(grants.values()) == 2 * model.compute_slices and grants[0] >= 2
