@@ -75,7 +75,8 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
             f"| {r.refused} / {r.never_started} | {r.lost_gpu_hours:,.1f} | {_shares(row)} "
             f"| {carry} | {versus} | {there} | {gain} | {_claim(row)} |"
         )
-    last = rows[-1] if rows else None
+    # "all together" is part 1's last policy, not a what-if row
+    last = next((r for r in reversed(rows) if not r.policy.slices), None)
     notes = []
     if last is not None and last.carrying is not None and rows[0].carrying is not None:
         total = (last.carrying.alloc_milli - zero.alloc_milli) * 100
