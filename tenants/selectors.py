@@ -3,7 +3,6 @@ pages, the API and the CLI show the same quota lines, pools and tokens."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,37 +29,6 @@ def effective_quotas(
     for row in rows:
         out[row["tenant_id"]][row["resource_class_id"]] = row["total"]
     return out
-
-
-# `effective_quotas` of one tenant, as one column of a larger statement: a JSON object
-# {"resource class id": units}. The same filters as `QuotaGrant.objects.effective(now)`, in SQL
-# (tests compare the two); only table names go into it, the values are parameters.
-_EFFECTIVE_QUOTA_SQL = (
-    "SELECT COALESCE(jsonb_object_agg(g.resource_class_id, g.total), '{{}}'::jsonb) FROM ("
-    'SELECT q.resource_class_id, SUM(q.amount) AS total FROM "{grants}" q '
-    "WHERE q.tenant_id = %s AND q.resource_class_id = ANY(%s) AND q.state = %s "
-    "AND (q.ends_at IS NULL OR q.ends_at > %s) AND q.starts_at <= %s "
-    "GROUP BY q.resource_class_id) g"
-)
-
-
-def effective_quota_sql(
-    tenant_id: int, resource_class_ids: list[int], now: datetime | None = None
-) -> tuple[str, list]:
-    """(sql, params) of a scalar subquery: the tenant's effective quota of these classes at
-    `now` as {"class id": units} (`effective_quota_units` reads it), for a caller that reads
-    it in the same statement as something else (the submit, under its tenant lock)."""
-    now = now or timezone.now()
-    sql = _EFFECTIVE_QUOTA_SQL.format(grants=QuotaGrant._meta.db_table)
-    return sql, [tenant_id, list(resource_class_ids), QuotaGrant.State.ACTIVE, now, now]
-
-
-def effective_quota_units(column) -> dict[int, int]:
-    """The value of `effective_quota_sql`'s column (JSON text: Django's PostgreSQL connection
-    leaves jsonb to the fields that read it): resource class id -> units."""
-    if isinstance(column, str):
-        column = json.loads(column)
-    return {int(pk): int(units) for pk, units in (column or {}).items()}
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from core import audit
@@ -42,11 +44,10 @@ from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.sync import change_state
 from tenants import hooks
-from tenants.models import Tenant
+from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
 from tenants.permissions import WRITE_ROLES, require_role
-from tenants.selectors import effective_quota_sql, effective_quota_units
 
 # What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
 POD_SPEC_FIELDS = [
@@ -170,12 +171,13 @@ def _check_critical(
 
 
 # Under the tenant's lock, one statement: is the name taken by a live workload of the tenant,
-# the tenant's grants of the asked classes (`tenants.selectors.effective_quota_sql`), and the
-# new workload's id (so that its k8s name goes into the insert). The same filters as
-# `Workload.objects.live()` (tests compare them); only table names go in, values are parameters.
+# the tenant's grants of the asked classes, and the new workload's id (so that its k8s name goes
+# into the insert). The two reads are the managers' own querysets (`Workload.objects.live()`,
+# `QuotaGrant.objects.effective()`), compiled by the ORM and nested here: no rule is restated.
 _ADMISSION_SQL = (
-    'SELECT EXISTS (SELECT 1 FROM "{workloads}" w WHERE w.tenant_id = %s AND w.name = %s '
-    "AND w.state = ANY(%s)), ({grants}), nextval(pg_get_serial_sequence('\"{workloads}\"', 'id'))"
+    "SELECT EXISTS ({taken}), "
+    "(SELECT COALESCE(jsonb_object_agg(g.resource_class_id, g.total), '{{}}'::jsonb) "
+    "FROM ({grants}) g), nextval(pg_get_serial_sequence(%s, 'id'))"
 )
 
 
@@ -183,13 +185,24 @@ def _admission_reads(
     tenant: Tenant, name: str, asked: list[tuple[ResourceClass, int]]
 ) -> tuple[bool, dict[int, int], int]:
     """(name taken?, resource class id -> units granted, the next workload id)."""
-    grants_sql, grants_params = effective_quota_sql(tenant.pk, [rc.pk for rc, _ in asked])
-    sql = _ADMISSION_SQL.format(workloads=Workload._meta.db_table, grants=grants_sql)
-    live = [state.value for state in Workload.LIVE_STATES]
+    taken = Workload.objects.live().filter(tenant_id=tenant.pk, name=name).values("pk")
+    grants = (
+        QuotaGrant.objects.effective()
+        .filter(tenant_id=tenant.pk, resource_class_id__in=[rc.pk for rc, _ in asked])
+        .values("resource_class_id")
+        .annotate(total=Sum("amount"))
+        .order_by()
+    )
+    taken_sql, taken_params = taken.query.sql_with_params()
+    grants_sql, grants_params = grants.query.sql_with_params()
+    sql = _ADMISSION_SQL.format(taken=taken_sql, grants=grants_sql)
+    table = connection.ops.quote_name(Workload._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [tenant.pk, name, live, *grants_params])
-        taken, grants, next_id = cursor.fetchone()
-    return bool(taken), effective_quota_units(grants), int(next_id)
+        cursor.execute(sql, [*taken_params, *grants_params, table])
+        name_taken, by_class, next_id = cursor.fetchone()
+    if isinstance(by_class, str):  # Django's connection leaves jsonb to the fields that read it
+        by_class = json.loads(by_class)
+    return bool(name_taken), {int(pk): int(units) for pk, units in by_class.items()}, next_id
 
 
 def _enqueue_create(workload_id: int) -> None:

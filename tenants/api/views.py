@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import CharField
-from django.db.models.expressions import RawSQL
+from django.db.models import OuterRef, Subquery
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import mixins, status
@@ -26,13 +25,6 @@ from tenants.services import tokens as token_services
 Scope = ApiToken.Scope
 
 
-# The caller's role in each tenant row, as a column: PostgreSQL finds it by the (tenant, user)
-# unique index. Only table names go into it; the user's id is a parameter.
-_CALLER_ROLE_SQL = (
-    'SELECT m.role FROM "{memberships}" m WHERE m.tenant_id = "{tenants}"."id" AND m.user_id = %s'
-)
-
-
 def visible_tenant(user, slug: str) -> Tenant:
     """The tenant `slug` if the caller may see it; otherwise 404 (never confirm it exists).
     The same query reads the caller's role in it, which the tenant remembers for this request:
@@ -40,12 +32,9 @@ def visible_tenant(user, slug: str) -> Tenant:
     tenants = Tenant.objects.visible_to(user).filter(slug=slug)
     authenticated = getattr(user, "is_authenticated", False)
     if authenticated:
-        sql = _CALLER_ROLE_SQL.format(
-            memberships=Membership._meta.db_table, tenants=Tenant._meta.db_table
-        )
-        tenants = tenants.annotate(
-            caller_role=RawSQL(sql, [user.pk], output_field=CharField())  # noqa: S611
-        )
+        # a correlated subquery, found by the (tenant, user) unique index
+        role = Membership.objects.filter(tenant=OuterRef("pk"), user=user).order_by().values("role")
+        tenants = tenants.annotate(caller_role=Subquery(role))
     tenant = tenants.first()
     if tenant is None:
         raise NotFound(f"no tenant {slug!r}", field="tenant")
