@@ -45,6 +45,7 @@ from replay.workload import (
     largest_asks,
     mean_demand,
     split_supply,
+    time_sliced_nodes,
     unit_gpus,
 )
 from scheduler.catalog import facts
@@ -145,14 +146,6 @@ def delete_fleet(admin: KubeGateway, timeout: float = 60) -> None:
 # --- one policy -------------------------------------------------------------------------------
 
 
-def _shared_nodes(demand: dict[tuple[int, str], float], shared_slug: str, cfg: FleetConfig) -> int:
-    """Nodes to time-slice for the shared asks' mean demand: the device plugin's sharing is
-    per node, so whole nodes, at least one when anything asks, never all."""
-    units = sum(n for (_, slug), n in demand.items() if slug == shared_slug)
-    per_node = cfg.gpus_per_node * facts.SHARED_REPLICAS
-    return min(cfg.nodes - 1, max(1, round(units / per_node))) if units > 0 else 0
-
-
 def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: list[str]) -> int:
     """The planner's layouts for the grants, rolled out by the portal; GPUs changed."""
     plan = plans.create_plan(actor=admin_user, nodes=nodes, demand=demand)
@@ -198,7 +191,11 @@ def run_policy(
     notes: list[str] = []
     demand = mean_demand(window, policy, model)
     shared_slug = facts.class_slug(model, "shared")
-    shared_nodes = _shared_nodes(demand, shared_slug, cfg) if policy.sharing else 0
+    shared_nodes = (
+        time_sliced_nodes(demand, shared_slug, cfg.nodes, cfg.gpus_per_node)
+        if policy.sharing
+        else 0
+    )
     progress(
         f"[{run_id}] fleet: {cfg.nodes} × {cfg.gpus_per_node} {cfg.model}, "
         f"{shared_nodes} node(s) time-sliced"

@@ -246,3 +246,13 @@ def split_supply(
                 share[k] += 1
         grants.update(share)
     return grants
+
+
+def time_sliced_nodes(
+    demand: dict[tuple[int, str], float], shared_slug: str, nodes: int, gpus_per_node: int
+) -> int:
+    """Nodes to time-slice for the shared asks' mean demand: the device plugin's sharing is
+    per node, so whole nodes, at least one when anything asks, never all."""
+    units = sum(n for (_, slug), n in demand.items() if slug == shared_slug)
+    per_node = gpus_per_node * facts.SHARED_REPLICAS
+    return min(nodes - 1, max(1, round(units / per_node))) if units > 0 else 0

@@ -10,7 +10,7 @@ with the portal's pure code where the portal decides:
    capacity from d on (part 1's `set_pool`), idle units lent;
 4. each team's ClusterQueue, the ResourceFlavors and the WorkloadPriorityClasses rendered by
    `scheduler.cluster.render`, from the `QueueLine`s the reconciler would build
-   (`scheduler.cluster.reconcile.specs.queue_lines`, restated here: it reads the database);
+   (`scheduler.cluster.reconcile.specs.queue_lines`, over unsaved catalog classes and pools);
 5. the Kueue model built from those manifests, the scheduler model from the layouts.
 
 Row f (`Policy.slices`, a what-if the portal does not render yet) differs in step 3 and 4 only:
@@ -42,12 +42,17 @@ from replay.workload import (
     largest_asks,
     mean_demand,
     split_supply,
+    time_sliced_nodes,
     unit_gpus,
 )
 from scheduler.catalog import facts
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.services import catalog_resource_classes
+from scheduler.cluster.reconcile.specs import priority_class_specs
+from scheduler.cluster.reconcile.specs import queue_lines as reconciler_queue_lines
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.priorities import render_workload_priority_classes
-from scheduler.cluster.render.specs import PriorityClassSpec, QueueLine, TenantSpec
+from scheduler.cluster.render.specs import QueueLine, TenantSpec
 from scheduler.mig import planner
 
 INSTANCE = "replay"  # part 1's portal instance: its cohort and namespaces
@@ -82,23 +87,6 @@ class Setup:
     transformations: kq.Transformations = field(default_factory=dict)  # row f only
 
 
-def portal_priority_classes() -> list[PriorityClassSpec]:
-    """The portal's priority classes, as the reconciler hands them to render. Their one
-    definition lives in `tenants.models`, which needs Django's settings (not a database):
-    imported here, at call time."""
-    from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
-
-    return [PriorityClassSpec(pc.name, pc.value, pc.description) for pc in PRIORITY_CLASS_DEFS]
-
-
-def shared_nodes(demand: dict[tuple[int, str], float], shared_slug: str, fleet: Fleet) -> int:
-    """Part 1's rule (`overtime._shared_nodes`): whole nodes for the shared asks' mean demand,
-    at least one when anything asks, never all."""
-    units = sum(n for (_, slug), n in demand.items() if slug == shared_slug)
-    per_node = fleet.gpus_per_node * facts.SHARED_REPLICAS
-    return min(fleet.nodes - 1, max(1, round(units / per_node))) if units > 0 else 0
-
-
 @cache
 def _plan(fleet: Fleet, mig_nodes: int, wanted: tuple[tuple[str, int], ...]) -> tuple:
     """The planner's shapes for fresh (all whole) GPUs of the MIG nodes; cached: rows c, d, e
@@ -123,7 +111,11 @@ def layouts(
     """Each node's GPU shapes, and how many GPUs were changed from whole."""
     model = facts.get_model(fleet.model)
     shared_slug = facts.class_slug(model, "shared")
-    n_shared = shared_nodes(demand, shared_slug, fleet) if policy.sharing else 0
+    n_shared = (
+        time_sliced_nodes(demand, shared_slug, fleet.nodes, fleet.gpus_per_node)
+        if policy.sharing
+        else 0
+    )
     shared = [planner.Shape("shared", (), facts.SHARED_REPLICAS)] * fleet.gpus_per_node
     mig_nodes = fleet.nodes - n_shared
     nodes = [[planner.WHOLE] * fleet.gpus_per_node for _ in range(mig_nodes)]
@@ -140,19 +132,25 @@ def queue_lines(
     team: int, grants: dict[tuple[int, str], int], supply: dict[str, int], model: facts.GpuModel,
     borrowing: bool,
 ) -> tuple[QueueLine, ...]:  # fmt: skip
-    """What `reconcile.specs.queue_lines` builds for the team: a line per class of the model,
-    nominal its grant, borrowing limit its pool's (the capacity from d on, else 0), lent."""
-    lines = {}
-    for slug, capacity in supply.items():
-        name = resource_name(model, slug)
-        lines[(model.key.lower(), name)] = QueueLine(
-            flavor=model.key.lower(),
-            resource_name=name,
-            nominal=grants.get((team, slug), 0),
-            borrowing_limit=capacity if borrowing else 0,
-            lend=True,
+    """The reconciler's own `queue_lines` for the team, over the catalog's classes of the model
+    (`catalog_resource_classes`, unsaved: nothing is read from a database): nominal its grant,
+    each pool's borrowing limit its capacity from d on (else 0), idle units lent."""
+    classes = {
+        pk: ResourceClass(pk=pk, **fields)
+        for pk, fields in enumerate(catalog_resource_classes(model), start=1)
+        if fields["slug"] in supply
+    }
+    pools = {
+        pk: Pool(
+            resource_class=rc,
+            capacity=supply[rc.slug],
+            borrowing_limit=supply[rc.slug] if borrowing else 0,
+            lend_idle=True,
         )
-    return tuple(lines[k] for k in sorted(lines))
+        for pk, rc in classes.items()
+    }
+    granted = {pk: grants.get((team, rc.slug), 0) for pk, rc in classes.items()}
+    return reconciler_queue_lines(classes, pools, granted)
 
 
 def slices_per_unit(slug: str, model: facts.GpuModel) -> float:
@@ -242,7 +240,7 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         granted_gpus=granted,
         reconfigured_gpus=changed,
         cluster_queues=queues,
-        priority_classes=render_workload_priority_classes(portal_priority_classes()),
+        priority_classes=render_workload_priority_classes(priority_class_specs()),
         namespaces=namespaces,
         transformations=transformations,
     )

@@ -20,19 +20,23 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 
 from scheduler.catalog import facts
+from scheduler.catalog.services import catalog_resource_classes
 from scheduler.mig import planner
 
 
+@cache
+def _resource_names(model_key: str) -> dict[str, str]:
+    model = facts.get_model(model_key)
+    return {c["slug"]: c["resource_name"] for c in catalog_resource_classes(model)}
+
+
 def resource_name(model: facts.GpuModel, slug: str) -> str:
-    """The Kubernetes resource a unit of a resource class is advertised as."""
-    if slug == facts.class_slug(model, "shared"):
-        return facts.SHARED_GPU_RESOURCE
-    for profile in model.profiles.values():
-        if slug == facts.class_slug(model, "mig", profile.name):
-            return profile.resource_name
-    return facts.WHOLE_GPU_RESOURCE
+    """The Kubernetes resource a unit of a resource class is advertised as: the catalog's own
+    class definition (`catalog_resource_classes`)."""
+    return _resource_names(model.key)[slug]
 
 
 def scoring_weights(config: dict) -> dict[str, float]:
