@@ -356,6 +356,11 @@ AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_F
 AUTOSCALING_LATENCY_METRIC = env(
     "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
 )
+# What grants are counted in, in Kueue as in the portal (scheduler/catalog/slices.py):
+# "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
+# carry the matching resources.transformations, as the chart and the local cluster do) or
+# "class" (one quota line per resource class; Kueue without transformations).
+GPU_QUOTA_UNIT = env("GPU_QUOTA_UNIT", default="slices")
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from core.quantities import BadQuantity, parse_quantity
+from scheduler.catalog import slices
 from scheduler.catalog.product_labels import LABEL_VALUE, read_product_labels
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
 
@@ -154,3 +155,17 @@ def check_workload_maxima(app_configs=None, **kwargs) -> list[checks.CheckMessag
     if getattr(settings, "WORKLOAD_MAX_VOLUMES", 0) < 0:
         errors.append(checks.Error("WORKLOAD_MAX_VOLUMES must be 0 or more", id="scheduler.E004"))
     return errors
+
+
+@checks.register(checks.Tags.compatibility)
+def check_gpu_quota_unit(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    value = getattr(settings, "GPU_QUOTA_UNIT", slices.UNIT_SLICES)
+    if value in slices.UNITS:
+        return []
+    return [
+        checks.Error(
+            f"GPU_QUOTA_UNIT is {value!r}",
+            hint=f"one of {', '.join(slices.UNITS)}",
+            id="scheduler.E005",
+        )
+    ]
