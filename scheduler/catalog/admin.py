@@ -106,4 +106,5 @@ class PoolAdmin(ServiceAdmin):
             overcommit_ratio=obj.overcommit_ratio,
             borrowing_limit=obj.borrowing_limit,
             lend_idle=obj.lend_idle,
+            reclaim_grace_s=obj.reclaim_grace_s,
         )

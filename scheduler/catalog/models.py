@@ -73,14 +73,21 @@ class Pool(models.Model):
     # Kueue cohort policy: what one team may borrow of what others leave idle, and whether
     # teams lend their own idle units (taken back by preemption when the lender needs them).
     borrowing_limit = models.PositiveIntegerField(
-        default=0,
+        null=True,
+        blank=True,
+        default=None,
         help_text="Units of this class one team may borrow beyond its grant while other teams "
-        "leave them idle (0: no borrowing)",
+        "leave them idle (empty: no limit but what is idle; 0: no borrowing)",
     )
     lend_idle = models.BooleanField(
         default=True,
         help_text="Teams lend their idle granted units of this class to borrowers; the lender "
         "takes them back by preemption when it needs them",
+    )
+    reclaim_grace_s = models.PositiveIntegerField(
+        default=600,
+        help_text="Seconds a workload running on borrowed units may run before its lender "
+        "takes them back (the work it would lose is spared until then; 0: at once)",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -94,3 +101,10 @@ class Pool(models.Model):
     def grantable(self) -> int:
         """Units approvals may hand out in total (capacity × overcommit, rounded down)."""
         return int(Decimal(self.capacity) * self.overcommit_ratio)
+
+    def borrowable(self, granted: int) -> int:
+        """Units a team granted `granted` may hold beyond that by borrowing: the limit, or with
+        no limit what the pool has beyond the grant (more than exists never frees up)."""
+        if self.borrowing_limit is not None:
+            return self.borrowing_limit
+        return max(0, self.capacity - granted)

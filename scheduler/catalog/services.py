@@ -18,7 +18,25 @@ from scheduler.catalog.models import Pool, ResourceClass
 # What the platform team edits by hand; the rest of a class is the catalog's.
 EDITABLE_FIELDS = ("price_per_hour", "active")
 PRICE_FIELD = ResourceClass._meta.get_field("price_per_hour")
-POOL_FIELDS = ["capacity", "overcommit_ratio", "source", "borrowing_limit", "lend_idle"]
+POOL_FIELDS = [
+    "capacity",
+    "overcommit_ratio",
+    "source",
+    "borrowing_limit",
+    "lend_idle",
+    "reclaim_grace_s",
+]
+
+
+class _Unset:
+    """`set_pool`'s "leave it as it is" for a field where None means something (no limit)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+MAX_RECLAIM_GRACE_S = 7 * 24 * 3600
 
 
 def catalog_resource_classes(
@@ -127,22 +145,36 @@ def set_pool(
     resource_class: ResourceClass,
     capacity: int | None = None,
     overcommit_ratio: Decimal | None = None,
-    borrowing_limit: int | None = None,
+    borrowing_limit: int | None | _Unset = UNSET,
     lend_idle: bool | None = None,
+    reclaim_grace_s: int | None = None,
 ) -> Pool:
-    """Change a pool's capacity, overcommit or cohort policy (borrowing, lending): one audit
-    event; the reconciler then writes the new limits into every team's ClusterQueue."""
+    """Change a pool's capacity, overcommit or cohort policy (borrowing, lending, the grace
+    before borrowed units are taken back): one audit event; the reconciler then writes the new
+    limits into every team's ClusterQueue. `borrowing_limit=None` is "no limit"."""
     require_platform_admin(actor, "change pools")
     if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
         raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
     if overcommit_ratio is not None and overcommit_ratio < 0:
         raise InvalidInput("overcommit ratio must be ≥ 0", field="overcommit_ratio")
-    if borrowing_limit is not None and (
+    if not isinstance(borrowing_limit, _Unset | None) and (
         isinstance(borrowing_limit, bool)
         or not isinstance(borrowing_limit, int)
         or borrowing_limit < 0
     ):
-        raise InvalidInput("borrowing limit must be a whole number ≥ 0", field="borrowing_limit")
+        raise InvalidInput(
+            "borrowing limit must be a whole number ≥ 0, or empty for no limit",
+            field="borrowing_limit",
+        )
+    if reclaim_grace_s is not None and (
+        isinstance(reclaim_grace_s, bool)
+        or not isinstance(reclaim_grace_s, int)
+        or not 0 <= reclaim_grace_s <= MAX_RECLAIM_GRACE_S
+    ):
+        raise InvalidInput(
+            f"reclaim grace must be whole seconds from 0 to {MAX_RECLAIM_GRACE_S}",
+            field="reclaim_grace_s",
+        )
     if lend_idle is not None and not isinstance(lend_idle, bool):
         raise InvalidInput("lend_idle must be true or false", field="lend_idle")
     with transaction.atomic():
@@ -153,15 +185,15 @@ def set_pool(
             pool.source = Pool.Source.MANUAL
         if overcommit_ratio is not None:
             pool.overcommit_ratio = overcommit_ratio
-        if borrowing_limit is not None:
+        if not isinstance(borrowing_limit, _Unset):
             pool.borrowing_limit = borrowing_limit
+        if reclaim_grace_s is not None:
+            pool.reclaim_grace_s = reclaim_grace_s
         if lend_idle is not None:
             pool.lend_idle = lend_idle
         pool.save()
-        if (before["borrowing_limit"], before["lend_idle"]) != (
-            pool.borrowing_limit,
-            pool.lend_idle,
-        ):
+        policy = ("borrowing_limit", "lend_idle", "reclaim_grace_s")
+        if any(before[f] != getattr(pool, f) for f in policy):
             # every tenant's queues follow a pool's lending: reconcile all (portal/wiring.py)
             transaction.on_commit(hooks.fleet_policy_changed)
         audit.record(

@@ -76,10 +76,12 @@ def _allowed(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     slugs = {p.resource_class_id: p.resource_class.slug for p in pools.values()}
     out: dict[int, dict[str, int]] = {}
     for tenant_id in tenant_ids:
-        allowed = {slug: pools[rc].borrowing_limit for rc, slug in slugs.items()}
-        for rc_id, units in quotas.get(tenant_id, {}).items():
-            if rc_id in slugs:
-                allowed[slugs[rc_id]] = allowed.get(slugs[rc_id], 0) + units
+        granted = quotas.get(tenant_id, {})
+        # a class without a pool has no borrowing: its grant alone, as the queue renders it
+        allowed = {
+            slug: granted.get(rc, 0) + pools[rc].borrowable(granted.get(rc, 0))
+            for rc, slug in slugs.items()
+        }
         out[tenant_id] = allowed
     return out
 

@@ -118,7 +118,7 @@ def _check_fits(
         need = units * pods
         granted = granted_by_class.get(rc.pk, 0)
         pool: Pool | None = getattr(rc, "pool", None)
-        borrow = pool.borrowing_limit if pool is not None else 0
+        borrow = pool.borrowable(granted) if pool is not None else 0
         if need > granted + borrow:
             short.append((rc.slug, need, granted, borrow))
     if short:

@@ -58,6 +58,14 @@ class Tenant(models.Model):
         help_text="GPU units of each GPU resource (whole GPUs, each MIG profile, shared "
         "replicas) the tenant may run at gpu-critical",
     )
+    fair_share_weight = models.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        default=Decimal("1"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Kueue fair sharing: the team's weight when idle capacity is shared among "
+        "teams that want more than their grant (2: twice the share of a team at 1; 0: last)",
+    )
     robot = models.OneToOneField(
         settings.AUTH_USER_MODEL,
         null=True,

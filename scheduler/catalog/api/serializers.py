@@ -21,6 +21,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "source",
             "borrowing_limit",
             "lend_idle",
+            "reclaim_grace_s",
             "updated_at",
         ]
         read_only_fields = fields
@@ -31,5 +32,7 @@ class PoolUpdateSerializer(serializers.Serializer):
     overcommit_ratio = serializers.DecimalField(
         max_digits=5, decimal_places=2, min_value=0, required=False
     )
-    borrowing_limit = serializers.IntegerField(min_value=0, required=False)
+    # null: no limit (a team may borrow whatever the others leave idle)
+    borrowing_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     lend_idle = serializers.BooleanField(required=False)
+    reclaim_grace_s = serializers.IntegerField(min_value=0, max_value=7 * 24 * 3600, required=False)

@@ -75,12 +75,17 @@ def queue_lines(
             flavor=key[0],
             resource_name=key[1],
             nominal=granted.get(rc.pk, 0) + (previous.nominal if previous else 0),
-            borrowing_limit=max(
+            borrowing_limit=_wider(
                 pool.borrowing_limit if pool else 0, previous.borrowing_limit if previous else 0
             ),
             lend=(pool.lend_idle if pool else True) and (previous.lend if previous else True),
         )
     return tuple(lines[k] for k in sorted(lines))
+
+
+def _wider(a: int | None, b: int | None) -> int | None:
+    """The larger of two borrowing limits, None (no limit) being the largest."""
+    return None if a is None or b is None else max(a, b)
 
 
 def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:

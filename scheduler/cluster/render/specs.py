@@ -37,13 +37,14 @@ class FlavorSpec:
 @dataclass(frozen=True)
 class QueueLine:
     """One (flavor, resource) quota of a tenant's ClusterQueue: `nominal` is what its active
-    grants give; it may borrow up to `borrowing_limit` idle units of others in the cohort, and
+    grants give; it may borrow up to `borrowing_limit` idle units of others in the cohort (None:
+    as many as they leave idle), and
     lends its own idle units when `lend` (reclaimed by preemption when it needs them)."""
 
     flavor: str
     resource_name: str
     nominal: int
-    borrowing_limit: int = 0
+    borrowing_limit: int | None = 0
     lend: bool = True
 
 
