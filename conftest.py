@@ -1,3 +1,6 @@
+import hashlib
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = [
@@ -6,6 +9,18 @@ pytest_plugins = [
     "tests.scheduler.cluster_helpers",
     "tests.metering.standins.fixtures",
 ]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """One test database per checkout: a session in a worktree or a CI clone never drops the
+    database another checkout's session is using (pytest-django recreates it at start)."""
+    from django.conf import settings
+
+    checkout = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
+    for db in settings.DATABASES.values():
+        test = db.setdefault("TEST", {})
+        test["NAME"] = f"test_{db['NAME']}_{checkout}"
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
     parser.add_argument(
         "--only",
-        choices=["reconcile", "api", "metering", "planner", "queue", "workload-sync"],
+        choices=["reconcile", "api", "metering", "planner", "queue", "fill", "workload-sync"],
         help="run one benchmark (default: all, in order)",
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
@@ -38,6 +38,7 @@ def main() -> int:
     # The one place bench loads its benchmarks: they import models, which need django.setup().
     from bench import (
         api_bench,
+        fill_bench,
         metering_bench,
         planner_bench,
         queue_bench,
@@ -56,6 +57,8 @@ def main() -> int:
         rc |= metering_bench.run(pods=args.pods, tenants=args.meter_tenants)
     if args.only in (None, "queue"):
         rc |= queue_bench.run()
+    if args.only in (None, "fill"):
+        rc |= fill_bench.run()
     if args.only in (None, "workload-sync"):
         rc |= workload_sync_bench.run(workloads=args.workloads)
     if args.only in (None, "reconcile"):

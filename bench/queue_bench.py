@@ -94,7 +94,10 @@ def run() -> int:
     try:
         ensure_resource_classes(["H100-80GB"])
         rc = ResourceClass.objects.get(slug=SLUG)
-        Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
+        # no lending: the backlog must not borrow the measured team's unit (a latency, not a fill)
+        Pool.objects.update_or_create(
+            resource_class=rc, defaults={"capacity": 16, "borrowing_limit": 0}
+        )
         admin = get_user_model().objects.create_superuser("qbench-admin", "", None)
         group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
         admin.groups.add(group)

@@ -92,7 +92,7 @@ def _fail(exc: ApiError):
 @click.option("--tenant", help="only this tenant")
 @click.pass_context
 def quota(ctx, tenant):
-    """Granted, in use and free per resource class."""
+    """Granted, in use and free per resource class, and per GPU model in compute slices."""
     try:
         path = f"/api/v1/tenants/{tenant}/" if tenant else "/api/v1/tenants/"
         data = ctx.obj["client"].get(path)
@@ -109,6 +109,9 @@ def quota(ctx, tenant):
             )
         if not t["quota"]:
             lines.append("  no quota")
+        # a model's grants in compute slices: any shape of the model draws on them
+        for m in t.get("slices") or []:
+            lines.append(f"  {m['summary']}")
     _out(ctx, tenants, "\n".join(lines))
 
 

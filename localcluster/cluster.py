@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -55,6 +56,10 @@ def _code_version(comp: Component) -> str:
         for path in CONFIG_FILES[comp.name]:
             digest.update(path.read_bytes() if path.exists() else b"")
         return digest.hexdigest()[:16]
+    if comp.name == "kueue":
+        # its configuration is made by code (kueue.config), not read from a checked-in file
+        config = json.dumps([kueue.config(), kueue.FEATURE_GATES], sort_keys=True)
+        return hashlib.sha256(config.encode()).hexdigest()[:16]
     if comp.name != "gpu-simulator":
         return ""
     digest = hashlib.sha256()

@@ -17,12 +17,15 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
 import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
+
+from scheduler.catalog import kueue_config, slices
 
 from . import build
 from .base import (
@@ -55,8 +58,13 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 # applying the flag), MultiKueue, and VisibilityOnDemand (its API server reads a cert from a
 # hard-coded /visibility, exits without it, and needs an APIService routed to it). Given by
 # flag only: flag and config's featureGates together is a start-up error.
-FEATURE_GATES = (
-    "TopologyAwareScheduling=false,TASProfileMixed=false,MultiKueue=false,VisibilityOnDemand=false"
+# On: the gates the portal's fragment names (kueue_config.FEATURE_GATES).
+FEATURE_GATES = ",".join(
+    [
+        "TopologyAwareScheduling=false,TASProfileMixed=false,MultiKueue=false",
+        "VisibilityOnDemand=false",
+        *(f"{gate}={str(on).lower()}" for gate, on in kueue_config.FEATURE_GATES.items()),
+    ]
 )
 VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")  # config/components/visibility/apiservice_*.yaml
 FIELD_MANAGER = "gpu-portal-localcluster"
@@ -107,10 +115,14 @@ def config() -> dict:
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
         # HTTPS with TokenReview/SubjectAccessReview: scrape with the admin token.
         "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "enableClusterQueueResources": True},
-        "clientConnection": {"qps": 50, "burst": 100},
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": TENANT_SELECTOR,
         "integrations": {"frameworks": FRAMEWORKS},
+        # slices, fair sharing, the client rate: what the portal needs of any Kueue
+        # (GPU_QUOTA_UNIT as the portal reads it: "class" runs Kueue without transformations)
+        **kueue_config.kueue_configuration(
+            os.environ.get("GPU_QUOTA_UNIT", slices.UNIT_SLICES), feature_gates=False
+        ),
     }
 
 

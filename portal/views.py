@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
+from scheduler.catalog import slices
 from scheduler.cluster import kube
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
@@ -22,7 +23,7 @@ from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
 from tenants import permissions
 from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
-from tenants.selectors import pool_summary, quota_lines, quota_lines_for
+from tenants.selectors import pool_summary, quota_lines, quota_lines_for, slice_lines
 from tenants.views import member_form_for
 
 
@@ -115,6 +116,8 @@ def team_detail(request, slug):
         "can_manage": permissions.can_manage_members(request.user, tenant),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
         "lines": [{"line": line, **_bars(line.granted, line.in_use, scale)} for line in lines],
+        # grants per model in compute slices, where Kueue counts them so (GPU_QUOTA_UNIT)
+        "slice_lines": slice_lines(lines) if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES else [],
         "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),
         "queue": sync.queue_status if sync else {},
         "waiting": Workload.objects.filter(

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from scheduler.catalog import slices
 from scheduler.catalog.models import Pool, ResourceClass
 from tenants import hooks
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
@@ -29,6 +30,17 @@ def effective_quotas(
     for row in rows:
         out[row["tenant_id"]][row["resource_class_id"]] = row["total"]
     return out
+
+
+def granted_totals(now: datetime | None = None) -> dict[int, int]:
+    """resource class id -> units granted to all tenants together, in one query."""
+    rows = (
+        QuotaGrant.objects.effective(now)
+        .values("resource_class_id")
+        .annotate(total=Sum("amount"))
+        .order_by()
+    )
+    return {row["resource_class_id"]: row["total"] for row in rows}
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,60 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
             for rc in classes
             if rc.pk in g or rc.slug in u
         ]
+    return out
+
+
+@dataclass(frozen=True)
+class SliceLine:
+    """One GPU model's grants and use in compute slices (GPU_QUOTA_UNIT=slices), with what
+    holds them: "12 of 14 A100-80GB slices in use: 1 × 3g.40gb, 4 × 1g.10gb, 1 whole GPU"."""
+
+    gpu_model: str
+    granted: int
+    in_use: int
+    held: tuple[tuple[ResourceClass, int], ...]  # (class, units in use), most slices first
+
+    @property
+    def free(self) -> int:
+        return max(0, self.granted - self.in_use)
+
+    @property
+    def summary(self) -> str:
+        held = ", ".join(f"{units} × {shape_name(rc)}" for rc, units in self.held)
+        return (
+            f"{self.in_use} of {self.granted} {self.gpu_model} slices in use"
+            + (f": {held}" if held else "")
+            + f" ({slices.describe(self.granted)} granted)"
+        )
+
+
+def shape_name(rc: ResourceClass) -> str:
+    """A class as a shape: "3g.40gb", "whole GPU", "shared replica"."""
+    if rc.kind == ResourceClass.Kind.MIG:
+        return rc.profile
+    return "whole GPU" if rc.kind == ResourceClass.Kind.WHOLE else "shared replica"
+
+
+def slice_lines(lines: list[QuotaLine]) -> list[SliceLine]:
+    """A tenant's quota lines folded per GPU model into slices (pure over the lines)."""
+    by_model: dict[str, list[QuotaLine]] = defaultdict(list)
+    for line in lines:
+        by_model[line.resource_class.gpu_model].append(line)
+    out = []
+    for model in sorted(by_model):
+        group = by_model[model]
+        held = sorted(
+            ((line.resource_class, line.in_use) for line in group if line.in_use),
+            key=lambda pair: (-slices.slices_per_unit(pair[0]) * pair[1], pair[0].slug),
+        )
+        out.append(
+            SliceLine(
+                gpu_model=model,
+                granted=sum(x.granted * slices.slices_per_unit(x.resource_class) for x in group),
+                in_use=sum(x.in_use * slices.slices_per_unit(x.resource_class) for x in group),
+                held=tuple(held),
+            )
+        )
     return out
 
 

@@ -78,6 +78,7 @@ class PoolAdmin(ServiceAdmin):
         "overcommit_ratio",
         "borrowing_limit",
         "lend_idle",
+        "reclaim_grace_s",
         "source",
         "updated_at",
     ]

@@ -99,3 +99,18 @@ def describe(slices: int) -> str:
     if rest or not parts:
         parts.append(f"{rest} slice" + ("s" if rest != 1 else ""))
     return " + ".join(parts)
+
+
+def model_allowance(classes: Iterable, granted: dict[int, int]) -> tuple[int, int]:
+    """(slices granted, slices that may be borrowed beyond them) of one model's classes (each
+    with its `pool`, or none: nothing to borrow), as its queue line renders them: the widest of
+    the pools' borrowing limits in slices; with no limit, at most the model's capacity."""
+    classes = list(classes)
+    have = sum(granted.get(rc.pk, 0) * slices_per_unit(rc) for rc in classes)
+    pools = [(rc, p) for rc in classes if (p := getattr(rc, "pool", None)) is not None]
+    if not pools:
+        return have, 0
+    if any(p.borrowing_limit is None for _, p in pools):
+        capacity = sum(p.capacity * slices_per_unit(rc) for rc, p in pools)
+        return have, max(0, capacity - have)
+    return have, max(p.borrowing_limit * slices_per_unit(rc) for rc, p in pools)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -22,7 +23,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core.tasks import portal_task
-from scheduler.catalog.models import Pool
+from scheduler.catalog import slices
+from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads import tasks
 from scheduler.workloads.manifests import Observation
@@ -38,19 +40,47 @@ log = logging.getLogger(__name__)
 PRIORITY_VALUE = {pc.name: pc.value for pc in PRIORITY_CLASS_DEFS}
 
 
-def overage(running: list[Workload], allowed: dict[str, int]) -> dict[str, int]:
-    """class slug -> units running beyond what is allowed (pure)."""
+# What a workload holds, in the unit quotas are counted in: {class slug: units} per class, or
+# {"<model> slices": slices} in slices (`in_slices`).
+Held = Callable[[Workload], dict[str, int]]
+
+
+def per_class(w: Workload) -> dict[str, int]:
+    return w.units_held()
+
+
+def in_slices(classes: dict[str, ResourceClass]) -> Held:
+    """A workload's hold in its model's compute slices, given the classes by slug."""
+
+    def held(w: Workload) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for slug, units in w.units_held().items():
+            rc = classes.get(slug)
+            if rc is not None:
+                out[f"{rc.gpu_model} slices"] += units * slices.slices_per_unit(rc)
+        return dict(out)
+
+    return held
+
+
+def overage(
+    running: list[Workload], allowed: dict[str, int], held: Held = per_class
+) -> dict[str, int]:
+    """quota key (class slug, or "<model> slices") -> units running beyond what is allowed
+    (pure)."""
     used: dict[str, int] = defaultdict(int)
     for w in running:
-        for slug, units in w.units_held().items():
-            used[slug] += units
-    return {slug: n - allowed.get(slug, 0) for slug, n in used.items() if n > allowed.get(slug, 0)}
+        for key, units in held(w).items():
+            used[key] += units
+    return {k: n - allowed.get(k, 0) for k, n in used.items() if n > allowed.get(k, 0)}
 
 
-def to_stop(running: list[Workload], allowed: dict[str, int]) -> list[Workload]:
+def to_stop(
+    running: list[Workload], allowed: dict[str, int], held_by: Held = per_class
+) -> list[Workload]:
     """Which running workloads to stop so that the rest fits: lowest priority first, newest
     first within a priority, and only those that hold an over-used class (pure)."""
-    over = overage(running, allowed)
+    over = overage(running, allowed, held_by)
     chosen = []
     order = sorted(
         running, key=lambda w: (PRIORITY_VALUE.get(w.priority_class, 0), -w.created_at.timestamp())
@@ -58,7 +88,7 @@ def to_stop(running: list[Workload], allowed: dict[str, int]) -> list[Workload]:
     for w in order:
         if not over:
             break
-        held = w.units_held()
+        held = held_by(w)
         if not any(slug in over for slug in held):
             continue
         chosen.append(w)
@@ -70,19 +100,28 @@ def to_stop(running: list[Workload], allowed: dict[str, int]) -> list[Workload]:
     return chosen
 
 
-def _allowed(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+def _allowed(tenant_ids: list[int], classes: list[ResourceClass]) -> dict[int, dict[str, int]]:
+    """tenant id -> quota key -> units it may run: its grant plus what its pools let it
+    borrow, per class, or per model in slices (as the queue line renders them)."""
     quotas = effective_quotas(tenant_ids)
-    pools = {p.resource_class_id: p for p in Pool.objects.select_related("resource_class")}
-    slugs = {p.resource_class_id: p.resource_class.slug for p in pools.values()}
+    with_pool = [rc for rc in classes if getattr(rc, "pool", None) is not None]
+    by_model: dict[str, list[ResourceClass]] = defaultdict(list)
+    for rc in classes:
+        by_model[rc.gpu_model].append(rc)
     out: dict[int, dict[str, int]] = {}
     for tenant_id in tenant_ids:
         granted = quotas.get(tenant_id, {})
+        if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
+            out[tenant_id] = {
+                f"{model} slices": sum(slices.model_allowance(group, granted))
+                for model, group in by_model.items()
+            }
+            continue
         # a class without a pool has no borrowing: its grant alone, as the queue renders it
-        allowed = {
-            slug: granted.get(rc, 0) + pools[rc].borrowable(granted.get(rc, 0))
-            for rc, slug in slugs.items()
+        out[tenant_id] = {
+            rc.slug: granted.get(rc.pk, 0) + rc.pool.borrowable(granted.get(rc.pk, 0))
+            for rc in with_pool
         }
-        out[tenant_id] = allowed
     return out
 
 
@@ -97,11 +136,17 @@ def stop_work_over_quota(*, now: datetime | None = None) -> list[int]:
         state=Workload.State.RUNNING, tenant__status=Tenant.Status.ACTIVE
     ).select_related("tenant"):
         running[w.tenant_id].append(w)
-    allowed = _allowed(list(running))
+    classes = list(ResourceClass.objects.select_related("pool"))
+    allowed = _allowed(list(running), classes)
+    held = (
+        in_slices({rc.slug: rc for rc in classes})
+        if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES
+        else per_class
+    )
     states = {s.tenant_id: s for s in TenantSyncState.objects.filter(tenant_id__in=list(running))}
     stopped: list[int] = []
     for tenant_id in set(running) | {t for t, s in states.items() if s.over_quota_since}:
-        over = overage(running.get(tenant_id, []), allowed.get(tenant_id, {}))
+        over = overage(running.get(tenant_id, []), allowed.get(tenant_id, {}), held)
         state = states.get(tenant_id) or TenantSyncState.objects.create(tenant_id=tenant_id)
         since = parse_datetime(state.over_quota_since) if state.over_quota_since else None
         if not over:
@@ -115,7 +160,7 @@ def stop_work_over_quota(*, now: datetime | None = None) -> list[int]:
             continue
         if now - since < timedelta(seconds=grace):
             continue
-        victims = to_stop(running[tenant_id], allowed[tenant_id])
+        victims = to_stop(running[tenant_id], allowed[tenant_id], held)
         stopped += _stop(victims, over, since)
         state.over_quota_since = ""
         state.save(update_fields=["over_quota_since"])

@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from core import audit
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
+from scheduler.catalog import slices
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.workloads import tasks
 from scheduler.workloads.input import (
@@ -63,19 +65,24 @@ POD_SPEC_FIELDS = [
 # --- admission (portal side) -----------------------------------------------------------------
 
 
-def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
-    """The asked classes with their units, each class read with its pool (`rc.pool`; none:
-    nothing may be borrowed) in one query, before the tenant's lock: a pool's borrowing limit is
-    the fleet's policy, which the tenant's lock does not serialise."""
+def _resolve_resources(
+    resources: Any,
+) -> tuple[list[tuple[ResourceClass, int]], list[ResourceClass]]:
+    """The asked classes with their units, and (in slices) every class of the asked model, each
+    read with its pool (`rc.pool`; none: nothing may be borrowed) in one query, before the
+    tenant's lock: a pool's borrowing limit is the fleet's policy, which the tenant's lock does
+    not serialise."""
     if not isinstance(resources, dict) or not resources:
         raise InvalidInput(
             "ask for at least one resource class, e.g. {'a100-80gb-mig-3g.40gb': 1}",
             field="resources",
         )
-    known = {
-        rc.slug: rc
-        for rc in ResourceClass.objects.filter(slug__in=list(resources)).select_related("pool")
-    }
+    wanted = Q(slug__in=list(resources))
+    if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
+        asked_models = ResourceClass.objects.filter(slug__in=list(resources)).values("gpu_model")
+        wanted |= Q(gpu_model__in=asked_models)
+    read = list(ResourceClass.objects.filter(wanted).select_related("pool"))
+    known = {rc.slug: rc for rc in read}
     out = []
     for slug, units in resources.items():
         rc = known.get(slug)
@@ -96,7 +103,7 @@ def _resolve_resources(resources: Any) -> list[tuple[ResourceClass, int]]:
     names = [rc.resource_name for rc, _ in out]
     if len(set(names)) != len(names):
         raise InvalidInput("two classes here share one Kubernetes resource", field="resources")
-    return out
+    return out, [rc for rc in read if rc.gpu_model in models]
 
 
 def _check_fits(
@@ -105,6 +112,7 @@ def _check_fits(
     pods: int,
     priority: str,
     granted_by_class: dict[int, int],
+    model_classes: list[ResourceClass],
     *,
     autoscaled: bool = False,
 ) -> None:
@@ -113,21 +121,22 @@ def _check_fits(
     queue until the capacity is there (its own work finishing, or idle units of other teams).
     `granted_by_class`: the grant alone (read under the lock); what the team's pods hold is
     Kueue's to weigh, not this. The pools came with the classes (`_resolve_resources`)."""
-    short = []
-    for rc, units in asked:
-        need = units * pods
-        granted = granted_by_class.get(rc.pk, 0)
-        pool: Pool | None = getattr(rc, "pool", None)
-        borrow = pool.borrowable(granted) if pool is not None else 0
-        if need > granted + borrow:
-            short.append((rc.slug, need, granted, borrow))
-    if short:
-        parts = [
-            f"{slug}: needs {need}, the grant is {granted}"
-            + (f" and {borrow} may be borrowed" if borrow else "")
-            + f"; ask for {need - granted - borrow} more"
-            for slug, need, granted, borrow in short
-        ]
+    if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
+        parts = _short_in_slices(asked, pods, granted_by_class, model_classes)
+    else:
+        parts = []
+        for rc, units in asked:
+            need = units * pods
+            granted = granted_by_class.get(rc.pk, 0)
+            pool: Pool | None = getattr(rc, "pool", None)
+            borrow = pool.borrowable(granted) if pool is not None else 0
+            if need > granted + borrow:
+                parts.append(
+                    f"{rc.slug}: needs {need}, the grant is {granted}"
+                    + (f" and {borrow} may be borrowed" if borrow else "")
+                    + f"; ask for {need - granted - borrow} more"
+                )
+    if parts:
         at = f" ({pods} pods at max replicas)" if autoscaled else ""
         raise QuotaExceeded(
             f"{tenant.slug} can never run this{at}: " + "; ".join(parts),
@@ -135,6 +144,32 @@ def _check_fits(
         )
     if priority == CRITICAL_PRIORITY_CLASS:
         _check_critical(tenant, asked, pods, priority)
+
+
+def _short_in_slices(
+    asked: list[tuple[ResourceClass, int]],
+    pods: int,
+    granted_by_class: dict[int, int],
+    classes: list[ResourceClass],
+) -> list[str]:
+    """What is short, in words, when the ask can never fit the team's slices of its model:
+    every class of the model counts (a 7 x 1g grant runs a 4g and a 3g), borrowing as the
+    queue renders it (the widest of the model's pools; with no limit, at most the model's
+    capacity)."""
+    model = asked[0][0].gpu_model
+    granted, borrow = slices.model_allowance(classes, granted_by_class)
+    need = sum(units * pods * slices.slices_per_unit(rc) for rc, units in asked)
+    missing = need - granted - borrow
+    if missing <= 0:
+        return []
+    rc = asked[0][0]
+    per = slices.slices_per_unit(rc)
+    more = -(-missing // per)  # in the asked class, rounded up
+    return [
+        f"{model}: needs {need} slices, the grant is {granted}"
+        + (f" and {borrow} may be borrowed" if borrow else "")
+        + f"; ask for {missing} more slices ({more} more {rc.slug} at {per} each)"
+    ]
 
 
 def _check_critical(
@@ -186,9 +221,15 @@ def _admission_reads(
 ) -> tuple[bool, dict[int, int], int]:
     """(name taken?, resource class id -> units granted, the next workload id)."""
     taken = Workload.objects.live().filter(tenant_id=tenant.pk, name=name).values("pk")
+    # in slices, every grant of the model counts (one workload runs on one model)
+    of_asked = (
+        Q(resource_class__gpu_model__in={rc.gpu_model for rc, _ in asked})
+        if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES
+        else Q(resource_class_id__in=[rc.pk for rc, _ in asked])
+    )
     grants = (
         QuotaGrant.objects.effective()
-        .filter(tenant_id=tenant.pk, resource_class_id__in=[rc.pk for rc, _ in asked])
+        .filter(of_asked, tenant_id=tenant.pk)
         .values("resource_class_id")
         .annotate(total=Sum("amount"))
         .order_by()
@@ -273,7 +314,7 @@ def submit_workload(
     volumes = check_volumes(volumes)
     env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
     image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
-    asked = _resolve_resources(resources)
+    asked, model_classes = _resolve_resources(resources)
     pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
     if scaling is not None:
         pods = scaling["max_replicas"]
@@ -332,7 +373,15 @@ def submit_workload(
             raise InvalidInput(
                 f"{tenant.slug} already runs a workload named {name!r}", field="name"
             )
-        _check_fits(tenant, asked, pods, priority, granted_by_class, autoscaled=scaling is not None)
+        _check_fits(
+            tenant,
+            asked,
+            pods,
+            priority,
+            granted_by_class,
+            model_classes,
+            autoscaled=scaling is not None,
+        )
         workload.tenant = tenant
         workload.namespace = tenant.namespace
         workload.k8s_name = f"{name}-{workload.pk}"  # its id is known before the insert

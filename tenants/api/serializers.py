@@ -5,10 +5,11 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scheduler.catalog import slices
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
-from tenants.selectors import quota_lines_for
+from tenants.selectors import quota_lines_for, slice_lines
 
 
 class QuotaLineSerializer(serializers.Serializer):
@@ -18,20 +19,56 @@ class QuotaLineSerializer(serializers.Serializer):
     free = serializers.IntegerField()
 
 
-def page_quota(tenant_ids: list[int]) -> dict[int, list[dict]]:
-    """The quota lines of a page of tenants, from the one read model (three queries a page)."""
-    return {
-        tenant_id: [
-            {
-                "resource_class": line.resource_class.slug,
-                "granted": line.granted,
-                "in_use": line.in_use,
-                "free": line.free,
-            }
-            for line in lines
-        ]
-        for tenant_id, lines in quota_lines_for(tenant_ids).items()
-    }
+class HeldShapeSerializer(serializers.Serializer):
+    resource_class = serializers.CharField()
+    units = serializers.IntegerField()
+    slices = serializers.IntegerField()
+
+
+class SliceLineSerializer(serializers.Serializer):
+    gpu_model = serializers.CharField()
+    granted = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    free = serializers.IntegerField()
+    held = HeldShapeSerializer(many=True)
+    summary = serializers.CharField()
+
+
+def page_quota(tenant_ids: list[int]) -> dict[int, dict[str, list[dict]]]:
+    """The quota lines of a page of tenants, per resource class and per model in slices, from
+    the one read model (three queries a page)."""
+    out = {}
+    for tenant_id, lines in quota_lines_for(tenant_ids).items():
+        out[tenant_id] = {
+            "quota": [
+                {
+                    "resource_class": line.resource_class.slug,
+                    "granted": line.granted,
+                    "in_use": line.in_use,
+                    "free": line.free,
+                }
+                for line in lines
+            ],
+            "slices": [
+                {
+                    "gpu_model": m.gpu_model,
+                    "granted": m.granted,
+                    "in_use": m.in_use,
+                    "free": m.free,
+                    "held": [
+                        {
+                            "resource_class": rc.slug,
+                            "units": units,
+                            "slices": units * slices.slices_per_unit(rc),
+                        }
+                        for rc, units in m.held
+                    ],
+                    "summary": m.summary,
+                }
+                for m in slice_lines(lines)
+            ],
+        }
+    return out
 
 
 class TenantListSerializer(serializers.ListSerializer):
@@ -46,6 +83,7 @@ class TenantListSerializer(serializers.ListSerializer):
 class TenantSerializer(serializers.ModelSerializer):
     namespace = serializers.SerializerMethodField()
     quota = serializers.SerializerMethodField()
+    slices = serializers.SerializerMethodField()
     reconcile_status = serializers.SerializerMethodField()
 
     class Meta:
@@ -60,8 +98,10 @@ class TenantSerializer(serializers.ModelSerializer):
             "gpu_ceiling",
             "allowed_priority_classes",
             "critical_gpu_quota",
+            "fair_share_weight",
             "namespace",
             "quota",
+            "slices",
             "reconcile_status",
             "created_at",
         ]
@@ -70,12 +110,21 @@ class TenantSerializer(serializers.ModelSerializer):
     def get_namespace(self, tenant: Tenant) -> str:
         return tenant.namespace
 
-    @extend_schema_field(QuotaLineSerializer(many=True))
-    def get_quota(self, tenant: Tenant) -> list:
+    def _quota(self, tenant: Tenant) -> dict[str, list[dict]]:
         quota = getattr(self, "_page_quota", None)
         if quota is None or tenant.pk not in quota:  # a single object: compute it for this one
-            quota = page_quota([tenant.pk])
+            quota = self._page_quota = page_quota([tenant.pk])
         return quota[tenant.pk]
+
+    @extend_schema_field(QuotaLineSerializer(many=True))
+    def get_quota(self, tenant: Tenant) -> list:
+        return self._quota(tenant)["quota"]
+
+    @extend_schema_field(SliceLineSerializer(many=True))
+    def get_slices(self, tenant: Tenant) -> list:
+        """Per GPU model in compute slices, what the grants of all its classes add up to and
+        what holds them (the unit Kueue counts when GPU_QUOTA_UNIT is slices)."""
+        return self._quota(tenant)["slices"]
 
     def get_reconcile_status(self, tenant: Tenant) -> str:
         state = getattr(tenant, "sync_state", None)
@@ -115,6 +164,10 @@ class TenantUpdateSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=PRIORITY_CLASSES), required=False
     )
     critical_gpu_quota = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    # Kueue fair sharing: 2 takes twice the share of idle capacity of a team at 1
+    fair_share_weight = serializers.DecimalField(
+        max_digits=6, decimal_places=2, min_value=0, max_value=1000, required=False
+    )
 
 
 class MembershipSerializer(serializers.ModelSerializer):

@@ -108,6 +108,7 @@ EDITABLE_TENANT_FIELDS = {
     "monthly_budget",
     "allowed_priority_classes",
     "critical_gpu_quota",
+    "fair_share_weight",
 }
 
 

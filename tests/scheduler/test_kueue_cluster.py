@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.errors import ClusterError
+from scheduler.catalog import slices
 from scheduler.catalog.services import set_pool
 from scheduler.cluster import queues
 from scheduler.cluster.models import TenantSyncState
@@ -33,6 +34,7 @@ from tests.tenants.factories import PoolFactory, ResourceClassFactory
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
 MIG = "nvidia.com/mig-3g.40gb"
+SLICES = slices.SLICE_RESOURCE  # what Kueue counts every GPU resource in (3g: 3)
 A100 = "NVIDIA-A100-SXM4-80GB"
 
 
@@ -167,11 +169,8 @@ def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
     bare = member.create(pod)
     gates = [g["name"] for g in bare["spec"].get("schedulingGates") or []]
     assert gates == ["kueue.x-k8s.io/admission"]
-    # what Kueue alone would leave open is refused by the portal's admission policy
-    with pytest.raises(ClusterError, match="only Kueue lifts its scheduling gate"):
-        member.merge_patch("Pod", "bare", {"spec": {"schedulingGates": None}}, ns)
-    with pytest.raises(ClusterError, match="only Kueue starts a suspended Job"):
-        member.merge_patch("Job", "pinned", {"spec": {"suspend": False}}, ns)
+    # (first: it waits until the API server enforces the policy the reconcile just wrote,
+    # which takes a moment on a fresh cluster)
     # queueing at a priority the pods do not carry (gpu-critical without the allowance)
     jumper = member_job("jumper", {MIG: 1})
     jumper["metadata"].update(
@@ -180,6 +179,11 @@ def test_a_member_with_kubectl_cannot_spend_a_grant_on_another_gpu_model(
     wait_until_refused(
         member, jumper, "must name the same priority class", "the queue guard policy in force"
     )
+    # what Kueue alone would leave open is refused by the portal's admission policy
+    with pytest.raises(ClusterError, match="only Kueue lifts its scheduling gate"):
+        member.merge_patch("Pod", "bare", {"spec": {"schedulingGates": None}}, ns)
+    with pytest.raises(ClusterError, match="only Kueue starts a suspended Job"):
+        member.merge_patch("Job", "pinned", {"spec": {"suspend": False}}, ns)
     with pytest.raises(ClusterError, match="must name the same priority class"):
         member.create(jumper)
     named = member_job("by-name", {MIG: 1}, node_name="gpu-a100-0")
@@ -203,12 +207,13 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
 ):
     # a cohort of its own: queues other tests leave behind (or still deleting) would lend too
     settings.PORTAL_INSTANCE = unique_slug("cohort")
-    set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4)
+    # Kueue's own reclaim, at once (the portal's reclaim after a grace: test_reclaim_cluster)
+    set_pool(actor=world.admin, resource_class=h100_mig, borrowing_limit=4, reclaim_grace_s=0)
     lender = team(world, kube, tenant_namespaces, h100_mig, 4, prefix="lend")
     borrower = team(world, kube, tenant_namespaces, h100_mig, 0, prefix="borrow")
 
-    # the borrower has no grant of its own but may borrow 4: its job runs on the lender's
-    # idle slices
+    # the borrower has no grant of its own but may borrow 4 x 3g (12 compute slices): its job
+    # runs on the lender's idle slices
     borrowed = submit(kube, world, borrower, h100_mig, units=3, name="borrowed")
     wait_state(kube, borrowed, "running")
 
@@ -219,9 +224,9 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
             for f in cq["status"].get("flavorsUsage") or []
             for r in f["resources"]
         }
-        return usage.get(("h100-80gb", MIG), {}).get("borrowed") == "3"
+        return usage.get(("h100-80gb", SLICES), {}).get("borrowed") == "9"
 
-    wait_for("3 units borrowed in the borrower's queue", borrowed_units, timeout=30)
+    wait_for("9 slices (3 x 3g) borrowed in the borrower's queue", borrowed_units, timeout=30)
     # the pages read it from PostgreSQL; an unchanged queue is not written again
     queues.sync_queue_status(kube, managed_selector())
     lines = {
@@ -229,9 +234,16 @@ def test_a_team_borrows_idle_slices_and_the_lender_reclaims_them(
         for t in (lender, borrower)
     }
     assert lines[borrower.slug] == [
-        {"flavor": "h100-80gb", "resource": MIG, "nominal": 0, "used": 3, "borrowed": 3, "lent": 0}
+        {
+            "flavor": "h100-80gb",
+            "resource": SLICES,
+            "nominal": 0,
+            "used": 9,
+            "borrowed": 9,
+            "lent": 0,
+        }
     ]
-    assert lines[lender.slug][0]["lent"] == 3 and lines[lender.slug][0]["nominal"] == 4
+    assert lines[lender.slug][0]["lent"] == 9 and lines[lender.slug][0]["nominal"] == 12
     with CaptureQueriesContext(connection) as queries:
         queues.sync_queue_status(kube, managed_selector())
     assert not [q for q in queries if q["sql"].startswith(("UPDATE", "INSERT"))]
@@ -287,14 +299,14 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
         cq = kube.get("ClusterQueue", tenant.namespace)
         gpus = cq["spec"]["resourceGroups"][1]
         h100 = next(f for f in gpus["flavors"] if f["name"] == "h100-80gb")
-        return next(r for r in h100["resources"] if r["name"] == MIG)["nominalQuota"]
+        return next(r for r in h100["resources"] if r["name"] == SLICES)["nominalQuota"]
 
-    assert nominal() == "3"
+    assert nominal() == "9"  # 3 x 3g, in compute slices
     running = submit(kube, world, tenant, h100_mig, units=3, name="big")
     wait_state(kube, running, "running")
     expire_grants(now=timezone.now() + timedelta(hours=2))
     reconcile_tenant(kube, tenant.pk)
-    assert nominal() == "1"
+    assert nominal() == "3"
     # Kueue leaves admitted work running above a lowered quota (it never evicts for that);
     # new work waits until the team is back under it.
     assert wait_state(kube, running, "running").state == "running"

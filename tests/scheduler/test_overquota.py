@@ -8,6 +8,7 @@ import time_machine
 from django.core import mail
 
 from scheduler.catalog import services as catalog
+from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent
@@ -94,3 +95,34 @@ def test_the_policy_can_be_turned_off(over, settings):
         overquota.stop_work_over_quota()
         assert overquota.stop_work_over_quota() == []
     assert not Workload.objects.filter(state="cancelled").exists()
+
+
+def test_in_slices_another_shape_of_the_granted_model_is_not_over_quota(world, settings):
+    """A grant of 7 x 1g is 7 slices: a running 4g and 3g hold exactly that, not a 4g and a 3g
+    "beyond" grants of their own classes; an eighth slice is over."""
+    settings.OVER_QUOTA_GRACE_S = 0
+    assert settings.GPU_QUOTA_UNIT == "slices"
+    with time_machine.travel(T0 - timedelta(hours=1), tick=False):
+        catalog.ensure_resource_classes(["A100-80GB"])
+        for rc in ResourceClass.objects.filter(gpu_model="A100-80GB"):  # nothing to borrow
+            catalog.set_pool(actor=world.admin, resource_class=rc, borrowing_limit=0)
+        one_g = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
+        catalog.set_pool(actor=world.admin, resource_class=one_g, capacity=7)
+        grant_services.grant_quota(
+            actor=world.admin, tenant=world.tenant, resource_class=one_g, amount=7
+        )
+        for slug in ("a100-80gb-mig-4g.40gb", "a100-80gb-mig-3g.40gb"):
+            WorkloadFactory(
+                tenant=world.tenant, name=slug[-7:].replace(".", "-"),
+                state=Workload.State.RUNNING, resources={slug: 1},
+            )  # fmt: skip
+    with time_machine.travel(T0, tick=False):
+        assert overquota.stop_work_over_quota() == []
+        extra = WorkloadFactory(
+            tenant=world.tenant, name="extra", state=Workload.State.RUNNING,
+            resources={"a100-80gb-mig-1g.10gb": 1},
+        )  # fmt: skip
+        assert overquota.stop_work_over_quota() == []  # the grace starts
+    with time_machine.travel(T0 + timedelta(seconds=1), tick=False):
+        stopped = overquota.stop_work_over_quota()
+    assert stopped == [extra.pk]  # the newest: the 4g and the 3g fit the 7 slices again

@@ -342,7 +342,8 @@ def test_what_fits_the_grant_is_admitted_to_wait_and_only_what_never_fits_is_ref
     submit(world, name="a", kind="deployment", replicas=2)
     # 2 of 3 in use: asking for 2 more fits the grant, so it is admitted and waits in the queue
     submit(world, name="b", resources={world.rc.slug: 2})
-    with pytest.raises(QuotaExceeded, match="needs 4, the grant is 3; ask for 1 more"):
+    # in compute slices: 3 x 3g granted is 9, 4 x 3g needs 12
+    with pytest.raises(QuotaExceeded, match="needs 12 slices, the grant is 9; ask for 3 more"):
         submit(world, name="c", resources={world.rc.slug: 4})
     lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
     assert (lines[world.rc.slug].granted, lines[world.rc.slug].in_use) == (3, 4)
@@ -353,7 +354,7 @@ def test_the_pools_borrowing_limit_lets_a_team_ask_beyond_its_grant(granted):
     world = granted
     catalog.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     submit(world, name="a", resources={world.rc.slug: 5})  # 3 granted + 2 borrowable
-    with pytest.raises(QuotaExceeded, match="the grant is 3 and 2 may be borrowed; ask for 1"):
+    with pytest.raises(QuotaExceeded, match="the grant is 9 and 6 may be borrowed; ask for 3"):
         submit(world, name="b", resources={world.rc.slug: 6})
 
 
@@ -365,7 +366,7 @@ def test_the_per_model_split_that_a_resource_quota_cannot_see(granted):
     )
     PoolFactory(resource_class=other_model, capacity=4)
     # Same Kubernetes resource name, another GPU model: the A100 grant does not cover it.
-    with pytest.raises(QuotaExceeded, match="h100-80gb-mig-3g.40gb: needs 1, the grant is 0"):
+    with pytest.raises(QuotaExceeded, match="H100-80GB: needs 3 slices, the grant is 0"):
         submit(world, resources={other_model.slug: 1})
 
 
@@ -479,7 +480,7 @@ def test_grants_that_end_do_not_count(granted):
     )
     submit(world, name="a", resources={world.rc.slug: 5})
     grant_services.expire_grants(now=timezone.now() + timedelta(hours=2))
-    with pytest.raises(QuotaExceeded, match="needs 5, the grant is 3"):
+    with pytest.raises(QuotaExceeded, match="needs 15 slices, the grant is 9"):
         submit(world, name="b", resources={world.rc.slug: 5})
 
 
@@ -532,10 +533,12 @@ def test_the_critical_allowance_is_per_gpu_resource_as_the_cluster_enforces_it(g
     assert exc.value.field == "priority"
 
 
-def test_the_admission_statement_reads_what_the_orm_reads(world):
+def test_the_admission_statement_reads_what_the_orm_reads(world, settings):
     """Under the tenant's lock a submit reads the name, the grants and the next id in one SQL
     statement: its name-taken is `Workload.objects.live()`'s and its grants are
-    `effective_quotas`', for every state of a workload and every kind of grant."""
+    `effective_quotas`', for every state of a workload and every kind of grant (per class
+    here: in slices it reads every class of the model, as the slices tests show)."""
+    settings.GPU_QUOTA_UNIT = "class"
     now = timezone.now()
     rc, other_rc = world.rc, ResourceClassFactory(slug="h100-80gb")
     for i, state in enumerate(Workload.State.values):

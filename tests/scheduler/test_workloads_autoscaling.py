@@ -128,7 +128,7 @@ def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
         )
     assert exc.value.field == "autoscaling"
     assert "5 pods at max replicas" in exc.value.detail
-    assert "needs 5, the grant is 4; ask for 1 more" in exc.value.detail
+    assert "needs 15 slices, the grant is 12; ask for 3 more slices (1 more" in exc.value.detail
 
     w = submit(
         world,
@@ -220,7 +220,7 @@ def test_the_api_takes_and_shows_autoscaling(granted):
     )
     assert too_big.status_code == 409
     assert too_big.data["code"] == "quota_exceeded"
-    assert "ask for 1 more" in too_big.data["detail"]
+    assert "ask for 3 more slices (1 more" in too_big.data["detail"]
     no_target = client.post(
         "/api/v1/workloads/", {**body, "autoscaling": {"max_replicas": 2}}, format="json"
     )

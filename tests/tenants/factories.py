@@ -72,6 +72,9 @@ class PoolFactory(factory.django.DjangoModelFactory):
 
     resource_class = factory.SubFactory(ResourceClassFactory)
     capacity = 10
+    # no borrowing unless a test asks for it (the product's default is no limit: tested in
+    # tests/scheduler/test_slices.py)
+    borrowing_limit = 0
 
 
 class CapacityRequestFactory(factory.django.DjangoModelFactory):

@@ -107,6 +107,7 @@ def test_pool_edit_goes_through_the_service(admin_client, world):
             "capacity": 14,
             "overcommit_ratio": "1.50",
             "borrowing_limit": 3,
+            "reclaim_grace_s": 300,
             # lend_idle left out: an unchecked box, so this pool's idle units are not lent
         },
     )
@@ -114,6 +115,7 @@ def test_pool_edit_goes_through_the_service(admin_client, world):
     world.pool.refresh_from_db()
     assert (world.pool.capacity, str(world.pool.overcommit_ratio)) == (14, "1.50")
     assert (world.pool.borrowing_limit, world.pool.lend_idle) == (3, False)
+    assert world.pool.reclaim_grace_s == 300
     event = AuditEvent.objects.get()
     assert event.verb == "pool.changed"
     assert (event.before["borrowing_limit"], event.after["borrowing_limit"]) == (0, 3)
@@ -128,6 +130,7 @@ def test_tenant_created_in_the_admin_gets_a_robot_and_an_event(admin_client, wor
             "cost_centre": "",
             "allowed_priority_classes": "[]",
             "critical_gpu_quota": 0,
+            "fair_share_weight": "1",
             "memberships-TOTAL_FORMS": 0,
             "memberships-INITIAL_FORMS": 0,
         },

@@ -40,6 +40,7 @@ def test_the_admin_shows_the_refusal_on_the_page(client, world):
             "cost_centre": "",
             "allowed_priority_classes": "[]",
             "critical_gpu_quota": 0,
+            "fair_share_weight": "1",
             "memberships-TOTAL_FORMS": 0,
             "memberships-INITIAL_FORMS": 0,
         },

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+from scheduler.catalog import slices
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.product_labels import product_label
 from scheduler.cluster.render.specs import (
@@ -25,7 +26,7 @@ from scheduler.cluster.render.specs import (
 from tenants import group_mapping, hooks
 from tenants.models import Membership, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
-from tenants.selectors import effective_quotas
+from tenants.selectors import effective_quotas, granted_totals
 
 
 def priority_class_specs() -> list[PriorityClassSpec]:
@@ -59,28 +60,76 @@ def flavor_specs(classes: Iterable[ResourceClass] | None = None) -> list[FlavorS
 
 
 def queue_lines(
-    classes: dict[int, ResourceClass], pools: dict[int, Pool], granted: dict[int, int]
+    classes: dict[int, ResourceClass],
+    pools: dict[int, Pool],
+    granted: dict[int, int],
+    *,
+    unit: str = slices.UNIT_CLASS,
 ) -> tuple[QueueLine, ...]:
     """Every (flavor, resource) a tenant's ClusterQueue lists: nominal = its grants, borrowing
     and lending from the pool's policy; the other resource names of a flavor are left to
-    render (zero: Kueue wants each flavor to list every resource of its group)."""
+    render (zero: Kueue wants each flavor to list every resource of its group).
+
+    In slices (`GPU_QUOTA_UNIT`), a model's classes fold into one line of `SLICE_RESOURCE`:
+    each unit counts its slices, so a grant of 7 x 1g serves a 4g and a 3g ask, or a whole GPU,
+    as Kueue's transformations count them."""
     lines: dict[tuple[str, str], QueueLine] = {}
     for rc in classes.values():
         if not rc.active:
             continue
         pool = pools.get(rc.pk)
-        key = (flavor_name(rc.gpu_model), rc.resource_name)
+        if unit == slices.UNIT_SLICES:
+            per, name = slices.slices_per_unit(rc), slices.SLICE_RESOURCE
+        else:
+            per, name = 1, rc.resource_name
+        limit = pool.borrowing_limit if pool else 0
+        key = (flavor_name(rc.gpu_model), name)
         previous = lines.get(key)
         lines[key] = QueueLine(
             flavor=key[0],
-            resource_name=key[1],
-            nominal=granted.get(rc.pk, 0) + (previous.nominal if previous else 0),
+            resource_name=name,
+            nominal=granted.get(rc.pk, 0) * per + (previous.nominal if previous else 0),
             borrowing_limit=_wider(
-                pool.borrowing_limit if pool else 0, previous.borrowing_limit if previous else 0
+                None if limit is None else limit * per,
+                previous.borrowing_limit if previous else 0,
             ),
             lend=(pool.lend_idle if pool else True) and (previous.lend if previous else True),
         )
     return tuple(lines[k] for k in sorted(lines))
+
+
+def backstop_quota(
+    lines: tuple[QueueLine, ...],
+    classes: dict[int, ResourceClass],
+    cohort_nominal: dict[tuple[str, str], int],
+    *,
+    unit: str = slices.UNIT_CLASS,
+) -> dict[str, int]:
+    """The namespace's ResourceQuota under Kueue, per resource name: what the queue may admit
+    at most (grants plus what may be borrowed; with no borrowing limit, at most what the rest
+    of the cohort was granted), on any model. In slices, a model's slices allow that many
+    units of each of its resources (a 14-slice line: 2 whole GPUs or 4 x 3g or 14 x 1g)."""
+    cap: dict[tuple[str, str], int] = {}
+    for line in lines:
+        if not (line.nominal or line.borrowing_limit):
+            continue
+        key = (line.flavor, line.resource_name)
+        others = max(0, cohort_nominal.get(key, 0) - line.nominal)
+        borrow = others if line.borrowing_limit is None else line.borrowing_limit
+        cap[key] = line.nominal + borrow
+    out: dict[str, int] = defaultdict(int)
+    if unit != slices.UNIT_SLICES:
+        for (_, name), units in cap.items():
+            out[name] += units
+        return dict(out)
+    names_by_model: dict[str, dict[str, int]] = defaultdict(dict)
+    for rc in classes.values():
+        if rc.active:
+            names_by_model[flavor_name(rc.gpu_model)][rc.resource_name] = slices.slices_per_unit(rc)
+    for (flavor, _), units in cap.items():
+        for name, per in names_by_model[flavor].items():
+            out[name] += units // per
+    return dict(out)
 
 
 def _wider(a: int | None, b: int | None) -> int | None:
@@ -119,20 +168,19 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
         )
     priority_names = tuple(pc.name for pc in priority_class_specs())
+    unit = settings.GPU_QUOTA_UNIT
+    # every team's grants, for the backstop of lines that may borrow without a limit
+    cohort_nominal: dict[tuple[str, str], int] = defaultdict(int)
+    for line in queue_lines(classes, pools, granted_totals(), unit=unit):
+        cohort_nominal[(line.flavor, line.resource_name)] += line.nominal
     specs = {}
     for t in tenants:
-        lines = queue_lines(classes, pools, quotas.get(t.pk, {}))
-        # The ResourceQuota is a backstop under Kueue: per resource name it allows what the
-        # queue may admit at most (grants plus what may be borrowed), on any model.
-        by_name: dict[str, int] = defaultdict(int)
-        for line in lines:
-            if line.nominal or line.borrowing_limit:
-                by_name[line.resource_name] += line.nominal + line.borrowing_limit
+        lines = queue_lines(classes, pools, quotas.get(t.pk, {}), unit=unit)
         specs[t.pk] = TenantSpec(
             slug=t.slug,
             name=t.name,
             active=t.status == Tenant.Status.ACTIVE,
-            gpu_quota=dict(by_name),
+            gpu_quota=backstop_quota(lines, classes, cohort_nominal, unit=unit),
             gpu_resource_names=resource_names,
             members=tuple(members[t.pk]),
             allowed_priority_classes=tuple(t.allowed_priority_classes or ()),
@@ -166,6 +214,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             queue_lines=lines,
             cohort=cohort_name(),
             queue_held=t.pk in held,
+            fair_share_weight=format(t.fair_share_weight.normalize(), "f"),  # 10, not 1E+1
         )
     return specs
 

@@ -34,11 +34,9 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
         resources = []
         for name in gpu_names:
             line = by_flavor[flavor].get(name) or QueueLine(flavor, name, 0)
-            quota: dict = {
-                "name": name,
-                "nominalQuota": str(line.nominal),
-                "borrowingLimit": str(line.borrowing_limit),
-            }
+            quota: dict = {"name": name, "nominalQuota": str(line.nominal)}
+            if line.borrowing_limit is not None:  # none: as much as the cohort leaves idle
+                quota["borrowingLimit"] = str(line.borrowing_limit)
             if not line.lend:
                 quota["lendingLimit"] = "0"
             resources.append(quota)
@@ -83,6 +81,9 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
                 "borrowWithinCohort": {"policy": "Never"},
             },
             "stopPolicy": "None" if spec.active else "HoldAndDrain",
+            # used only when Kueue's Configuration enables fair sharing (the chart and the
+            # local cluster do): idle capacity goes to the queue with the lowest weighted share
+            "fairSharing": {"weight": spec.fair_share_weight},
         },
     }
 

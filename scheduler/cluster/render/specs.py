@@ -111,6 +111,8 @@ class TenantSpec:
     queue_lines: tuple[QueueLine, ...] = ()
     cohort: str = "gpu-portal"
     queue_held: bool = False
+    # Kueue fair sharing: the team's weight among queues that want more than their nominal
+    fair_share_weight: str = "1"
 
 
 def _meta(spec: TenantSpec, name: str, namespace: str | None = None, **extra) -> dict:

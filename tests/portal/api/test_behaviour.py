@@ -77,8 +77,12 @@ def test_more_than_the_grant_is_a_clear_409_with_what_to_ask_for(api, world):
     )
     assert response.status_code == 409
     assert response.data["code"] == "quota_exceeded"
-    # 4 granted (1 held by the fixture's workload: what fits the grant would wait queued)
-    assert "needs 9, the grant is 4; ask for 5 more" in response.data["detail"]
+    # 4 x 3g granted, 12 compute slices (1 held by the fixture's workload: what fits the
+    # grant would wait queued)
+    assert (
+        "A100-80GB: needs 27 slices, the grant is 12; "
+        "ask for 15 more slices (5 more a100-80gb-mig-3g.40gb at 3 each)"
+    ) in response.data["detail"]
     assert response.data["errors"] == {"resources": [response.data["detail"]]}
 
 

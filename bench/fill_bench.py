@@ -1,0 +1,202 @@
+"""Does a team's grant stay busy while its work waits? And how fast does a deep queue admit?
+
+1. Fill: one team granted N units of H100 3g.40gb, 10 × N one-unit Jobs (`sleep D`) submitted
+   through the portal's service path. While work waits, how many of the N units run (goal:
+   ≥ 0.85 N on average), and the makespan against the ideal 10 × D (goal: ≤ 1.3 ×).
+2. Deep queue: four teams, each granted 4 units, each with `DEEP` one-unit Jobs queued at once
+   (kubectl-style, straight into their namespaces): the time until what fits (16) is admitted,
+   against the time one team alone takes to have its 4 admitted, in the same run.
+
+Issue 29's measure. Runs in a throwaway database with its own instance label (so its own Kueue
+cohort: nothing to borrow) and namespace prefix, and deletes what it made at the end.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import connection
+
+from localcluster import cluster
+from localcluster.fleet import gpu_tolerations
+from scheduler.catalog import facts
+from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.services import ensure_resource_classes
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.reconcile.runs import reconcile_all, reconcile_tenant
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync
+from tenants.models import Tenant
+from tenants.services import grants as grant_services
+from tenants.services import tenants as tenant_services
+
+SLUG = "h100-80gb-mig-3g.40gb"
+RESOURCE = "nvidia.com/mig-3g.40gb"
+UNITS = 8  # N: the fleet's H100 node has 16 x 3g.40gb
+RUN_S = 10.0  # D: each Job's run time
+DEEP = 75  # queued Jobs per team in the deep-queue part (4 teams: 300)
+POLL_S = 0.25
+
+
+def _pods(kube: KubeGateway, namespace: str) -> tuple[int, int]:
+    """(Running, Succeeded) pods of the namespace."""
+    phases = [(p.get("status") or {}).get("phase") for p in kube.list("Pod", namespace)]
+    return phases.count("Running"), phases.count("Succeeded")
+
+
+def _admitted(kube: KubeGateway, namespace: str) -> int:
+    n = 0
+    for w in kube.list("KueueWorkload", namespace):
+        conditions = (w.get("status") or {}).get("conditions") or []
+        n += any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
+    return n
+
+
+def _member_job(name: str, namespace: str) -> dict:
+    """A Job as a member's kubectl writes it: no queue label (Kueue takes it in anyway)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": "gpu-low",
+                    "nodeSelector": {"nvidia.com/gpu.product": facts.product_label("H100-80GB")},
+                    "tolerations": gpu_tolerations(),
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "requests": {RESOURCE: "1", "cpu": "10m", "memory": "16Mi"},
+                                "limits": {RESOURCE: "1", "cpu": "10m", "memory": "16Mi"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _fill(kube: KubeGateway, admin, team: Tenant) -> dict[str, float]:
+    jobs = 10 * UNITS
+    print(f"fill: {jobs} Jobs of `sleep {RUN_S:g}` for a grant of {UNITS} ...", flush=True)
+    t0 = time.monotonic()
+    for i in range(jobs):
+        w = workloads.submit_workload(
+            actor=admin, tenant=team, name=f"f{i}", kind="job",
+            image="registry.k8s.io/pause:3.10", command=["sleep", f"{RUN_S:g}"],
+            resources={SLUG: 1}, priority="gpu-low",
+        )  # fmt: skip
+        sync.create_in_cluster(kube, w.pk)
+    submitted = time.monotonic() - t0
+    busy: list[int] = []
+    deadline = t0 + 10 * RUN_S * 4
+    while time.monotonic() < deadline:
+        running, done = _pods(kube, team.namespace)
+        if done >= jobs:
+            break
+        if jobs - done - running > 0:  # work waits: every granted unit should be busy
+            busy.append(running)
+        time.sleep(POLL_S)
+    makespan = time.monotonic() - t0
+    return {
+        "submitted_s": submitted,
+        "busy": sum(busy) / len(busy) / UNITS if busy else 0.0,
+        "makespan_s": makespan,
+        "ideal_s": 10 * RUN_S,
+        "finished": float(done >= jobs),
+    }
+
+
+def _admit_what_fits(kube: KubeGateway, teams: list[Tenant], per_team: int) -> float:
+    """Seconds from the first Job created until 4 per team are admitted."""
+    t0 = time.monotonic()
+    for i in range(per_team):
+        for team in teams:  # interleaved, as teams submit
+            kube.create(_member_job(f"q{i}", team.namespace))
+    want = 4 * len(teams)
+    deadline = t0 + 300
+    while time.monotonic() < deadline:
+        if sum(_admitted(kube, t.namespace) for t in teams) >= want:
+            return time.monotonic() - t0
+        time.sleep(POLL_S)
+    raise TimeoutError(f"{want} admissions not reached in 300 s")
+
+
+def _print_fill(fill: dict[str, float]) -> None:
+    ratio = fill["makespan_s"] / fill["ideal_s"]
+    print()
+    print(f"Fill: {10 * UNITS} one-unit Jobs of {RUN_S:g} s for a grant of {UNITS} units")
+    print(f"{'figure':<44} {'value':>8} {'goal':>10} {'met':>6}")
+    met = "yes" if fill["busy"] >= 0.85 else "NO"
+    print(f"{'units busy while work waits / N':<44} {fill['busy']:>8.2f} {'≥ 0.85':>10} {met:>6}")
+    met = "yes" if ratio <= 1.3 and fill["finished"] else "NO"
+    print(f"{'makespan / ideal (10 × D)':<44} {ratio:>8.2f} {'≤ 1.30':>10} {met:>6}")
+    print(f"{'makespan s (ideal s)':<44} {fill['makespan_s']:>8.1f} {fill['ideal_s']:>10.1f}")
+    print(f"{'of which submitting all, s':<44} {fill['submitted_s']:>8.1f}")
+    print(flush=True)
+
+
+def run() -> int:
+    cluster.up()
+    settings.PORTAL_INSTANCE = "fbench"
+    settings.TENANT_NAMESPACE_PREFIX = "fbench-"
+    old_name = connection.settings_dict["NAME"]
+    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_fill_bench"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
+    tenants: list[Tenant] = []
+    try:
+        ensure_resource_classes(["H100-80GB"])
+        rc = ResourceClass.objects.get(slug=SLUG)
+        Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
+        admin = get_user_model().objects.create_superuser("fbench-admin", "", None)
+        group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
+        admin.groups.add(group)
+
+        def team(slug: str, units: int) -> Tenant:
+            tenant = tenant_services.create_tenant(
+                actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
+            )
+            grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
+            tenants.append(tenant)
+            return tenant
+
+        filler = team("fill", UNITS)
+        reconcile_all(kube, trigger="benchmark")
+        fill = _fill(kube, admin, filler)
+        kube.delete("Namespace", filler.namespace)
+        kube.delete("ClusterQueue", filler.namespace)
+
+        _print_fill(fill)
+        alone = team("alone", 4)
+        reconcile_tenant(kube, alone.pk)
+        print("deep queue: one team, 4 Jobs ...", flush=True)
+        single = _admit_what_fits(kube, [alone], 4)
+        kube.delete("Namespace", alone.namespace)
+        kube.delete("ClusterQueue", alone.namespace)
+        deep_teams = [team(f"deep{i}", 4) for i in range(4)]
+        for t in deep_teams:
+            reconcile_tenant(kube, t.pk)
+        print(f"deep queue: 4 teams x {DEEP} Jobs ...", flush=True)
+        deep = _admit_what_fits(kube, deep_teams, DEEP)
+    finally:
+        for tenant in tenants:
+            kube.delete("Namespace", tenant.namespace)
+            kube.delete("ClusterQueue", tenant.namespace)
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+    print()
+    print(f"Deep queue: {4 * DEEP} Jobs queued over 4 teams; 16 fit")
+    print(f"{'time to admit what fits, s':<44} {deep:>8.1f}")
+    print(f"{'one team, 4 Jobs, nothing else queued, s':<44} {single:>8.1f}")
+    print(f"{'ratio deep / alone':<44} {deep / single:>8.2f}")
+    return 0

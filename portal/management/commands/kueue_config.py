@@ -1,0 +1,27 @@
+"""Print the part of Kueue's Configuration this portal relies on (docs/deploy.md), for
+GPU_QUOTA_UNIT as set: merge it into Kueue's own (its Helm value
+`managerConfig.controllerManagerConfigYaml`). The chart ships the default one as
+files/kueue-configuration.yaml; a test keeps the two the same."""
+
+import yaml
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from scheduler.catalog.kueue_config import kueue_configuration
+
+
+class Command(BaseCommand):
+    help = "Print the Kueue Configuration fragment the portal needs (slices, fair sharing)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-feature-gates",
+            action="store_true",
+            help="leave featureGates out (for a Kueue given them by --feature-gates)",
+        )
+
+    def handle(self, *args, **options):
+        fragment = kueue_configuration(
+            settings.GPU_QUOTA_UNIT, feature_gates=not options["no_feature_gates"]
+        )
+        self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")
