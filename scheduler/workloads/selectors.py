@@ -81,7 +81,9 @@ def waiting_facts(workload: Workload) -> Facts:
     the work holding quota, the nodes and their pods), plus metering's budget check while
     budgets are enforced (`hooks.queue_holds`)."""
     tenant = _tenant_of(workload)
-    ask = {str(slug): int(n) for slug, n in (workload.resources or {}).items()}
+    resources = workload.resources if isinstance(workload.resources, dict) else {}
+    # units as admission wrote them (whole numbers); anything else a hand edit left is skipped
+    ask = {str(k): n for k, n in resources.items() if type(n) is int and n > 0}
     model = workload.gpu_model
     classes = list(
         ResourceClass.objects.filter(Q(active=True) | Q(slug__in=list(ask))).select_related("pool")

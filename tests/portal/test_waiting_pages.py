@@ -159,3 +159,14 @@ def test_a_viewer_sees_the_same_reason_as_a_member(client, world, full):
     body = client.get(reverse("scheduler:workload_detail", args=[full.pk])).content.decode()
     body = unescape(body)
     assert REASON in body
+
+
+def test_an_ask_of_a_class_the_catalog_no_longer_has_still_answers(world, full):
+    Workload.objects.filter(pk=full.pk).update(resources={"no-such-class": 2})
+    response = session(world.member).get(f"/api/v1/workloads/{full.pk}/")
+    assert response.status_code == 200
+    waiting = response.json()["waiting"]
+    assert waiting["code"] == "quota_full" and "no no-such-class quota" in waiting["reason"]
+    # and units no admission would write are skipped, not a crash
+    Workload.objects.filter(pk=full.pk).update(resources={world.rc.slug: "two", "x": True})
+    assert waiting_for(Workload.objects.get(pk=full.pk)).code == "quota"
