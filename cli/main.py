@@ -140,8 +140,8 @@ def request(ctx, tenant, items, ends_at, justification, idempotency_key):
     _out(ctx, data, f"request #{data['id']}: {data['state']}{why}")
 
 
-def _status_line(w: dict) -> str:
-    reason = f" ({w['reason']}: {w['message']})" if w.get("message") else ""
+def _status_line(w: dict, *, message: bool = True) -> str:
+    reason = f" ({w['reason']}: {w['message']})" if message and w.get("message") else ""
     if not reason and w.get("reason"):
         reason = f" ({w['reason']})"
     state = w["state"]
@@ -150,10 +150,25 @@ def _status_line(w: dict) -> str:
     return f"workload {w['id']} {w['name']}: {state}{reason}"
 
 
+def waiting_lines(w: dict) -> list[str]:
+    """Why a waiting workload waits (the API's `waiting`): the reason, its place in the queue,
+    what would get it in sooner, and the cluster's own words last."""
+    waiting = w.get("waiting")
+    if not waiting:
+        return []
+    lines = [f"  why: {waiting['reason']}"]
+    if waiting.get("position"):
+        lines.append(f"  position {waiting['position']} in the team's queue")
+    lines += [f"  sooner: {hint}" for hint in waiting.get("hints") or []]
+    if waiting.get("details"):
+        lines.append(f"  details: {waiting['details']}")
+    return lines
+
+
 def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> None:
     client = ctx.obj["client"]
     deadline = time.monotonic() + timeout
-    last = None
+    last = last_why = None
     while True:
         try:
             w = client.get(f"/api/v1/workloads/{workload_id}/")
@@ -163,6 +178,10 @@ def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> 
         if line != last:
             click.echo(line, err=True)
             last = line
+        why = (w.get("waiting") or {}).get("reason")
+        if why and why != last_why:  # the reason in words, each time it changes
+            click.echo(f"  why: {why}", err=True)
+        last_why = why
         if w["state"] in EXIT:
             sys.exit(EXIT[w["state"]])
         if kind == "deployment" and w["state"] == "running":
@@ -298,12 +317,13 @@ def wait(ctx, workload_id, timeout, interval):
 @click.argument("workload_id", type=int)
 @click.pass_context
 def status(ctx, workload_id):
-    """A workload's state, reason and events."""
+    """A workload's state, reason and events; why it waits, while it does."""
     try:
         w = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/")
     except ApiError as exc:
         _fail(exc)
-    lines = [_status_line(w)]
+    # While it waits, the cluster's words come last, after the reason in words.
+    lines = [_status_line(w, message=not w.get("waiting")), *waiting_lines(w)]
     if scaling := w.get("autoscaling"):
         targets = [
             f"{label} {scaling[key]}{unit}"

@@ -18,7 +18,7 @@ from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.forms import WorkloadForm, initial_from
 from scheduler.workloads.models import Workload
-from scheduler.workloads.selectors import can_read_env_values, env_shown
+from scheduler.workloads.selectors import can_read_env_values, env_shown, waiting_for
 from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
@@ -73,6 +73,8 @@ def live_state(workload: Workload, user) -> dict:
             for s, n in (workload.resources or {}).items()
         ],
         "can_cancel": not workload.is_final and can_ask(user, workload.tenant),
+        # why it waits, the same answer as the API's and the CLI's (None: it does not)
+        "waiting": waiting_for(workload),
     }
 
 

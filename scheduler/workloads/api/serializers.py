@@ -11,7 +11,7 @@ from rest_framework.utils.serializer_helpers import BindingDict
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
-from scheduler.workloads.selectors import env_shown, env_values_readable
+from scheduler.workloads.selectors import env_shown, env_values_readable, waiting_for
 from tenants.models.priority_classes import PRIORITY_CLASSES
 
 SECRET_REF_SCHEMA = {
@@ -322,12 +322,39 @@ def _annotated(workload: Workload, name: str, otherwise):
     return otherwise() if value is None else value
 
 
+class WaitingSerializer(serializers.Serializer):
+    """Why a waiting workload waits, in words (scheduler/workloads/waiting.py)."""
+
+    code = serializers.CharField(
+        help_text="suspended, over_budget, quota_full, borrowing_capped, nothing_idle, "
+        "no_shape, quota, queue_inactive or in_queue"
+    )
+    reason = serializers.CharField(help_text="the reason in words, in the quota unit in force")
+    position = serializers.IntegerField(
+        allow_null=True, help_text="place in the team's queue (1 = next); null when not queued"
+    )
+    hints = serializers.ListField(
+        child=serializers.CharField(), help_text="what would get it in sooner"
+    )
+    details = serializers.CharField(help_text="Kueue's (or the cluster's) own words")
+
+
 class WorkloadDetailSerializer(WorkloadSerializer):
     events = WorkloadEventSerializer(many=True, read_only=True)
+    waiting = serializers.SerializerMethodField(
+        help_text="why it waits and what would get it in sooner; null when it is not waiting"
+    )
 
     class Meta(WorkloadSerializer.Meta):
-        fields = [*WorkloadSerializer.Meta.fields, "events"]
+        fields = [*WorkloadSerializer.Meta.fields, "events", "waiting"]
         read_only_fields = fields
+
+    @extend_schema_field(WaitingSerializer(allow_null=True))
+    def get_waiting(self, workload: Workload) -> dict | None:
+        """Queued, preempted, or pending where the cluster cannot place it; no query otherwise
+        (the status call of running work stays one query)."""
+        explained = waiting_for(workload)
+        return None if explained is None else explained.as_dict()
 
     def to_representation(self, instance: Workload) -> dict[str, Any]:
         """The workload's fields and its events, oldest first: from the query's `event_rows`
@@ -350,6 +377,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             }
             for row in rows
         ]
+        data["waiting"] = self.get_waiting(instance)
         return data
 
 

@@ -88,7 +88,9 @@ def test_a_submit_answers_what_a_status_call_then_shows(api):
     created = client.post("/api/v1/workloads/", body, format="json").json()
     assert created["env"] == {"MODE": "fast"}  # the submitter reads the values
     shown = client.get(f"/api/v1/workloads/{created['id']}/").json()
-    assert {k: v for k, v in shown.items() if k != "events"} == created
+    # the detail's own fields besides: its events, and why it waits (null: it does not)
+    assert shown["waiting"] is None
+    assert {k: v for k, v in shown.items() if k not in ("events", "waiting")} == created
 
 
 def _generic(serializer) -> dict:
