@@ -22,7 +22,7 @@ not counted as using anything: run twice, it chooses no one twice.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 Key = tuple[str, str]  # (flavor, resource)
@@ -76,6 +76,7 @@ class Victim:
     ran_s: float
     held: int
     grace_s: int
+    for_workload: str = ""  # the lender's waiting workload it makes room for
 
     @property
     def work_lost(self) -> float:
@@ -148,7 +149,7 @@ def choose_victims(
             for v in chosen:
                 taken.add((v.workload.namespace, v.workload.name))
                 usage.add(v.workload.queue, v.workload.usage, sign=-1)
-                victims.append(v)
+                victims.append(replace(v, for_workload=head.name))
         # the head takes the room (made or already idle): the next lender counts without it
         usage.add(lender.name, head.requests)
     return victims

@@ -6,9 +6,9 @@ Kueue does not reclaim by itself where a pool has a grace (the ClusterQueues ren
 Kueue's Workloads of this portal instance through the gateway, and evicts each victim through
 Kueue by setting its Workload's `spec.active` to false. Kueue then evicts it (condition
 `Evicted`, reason `Deactivated`), suspends its Job and releases its quota
-(pkg/controller/core/workload_controller.go, jobframework/reconciler.go); the next run sets
-`spec.active` back to true once the quota is released, and Kueue requeues it (`Requeued`,
-reason `Reactivated`) behind the lender's head. Level-triggered and idempotent: a run that
+(pkg/controller/core/workload_controller.go, jobframework/reconciler.go); a later run sets
+`spec.active` back to true once the lender's workload holds the room, and Kueue requeues it
+(`Requeued`, reason `Reactivated`). Level-triggered and idempotent: a run that
 stopped half-way is finished by the next; a victim on its way out is never chosen again.
 Each reclaim is audited, recorded on the workload's page and mailed to the team's owners.
 """
@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -48,10 +50,17 @@ from tenants.notifications import notify
 
 log = logging.getLogger(__name__)
 
-# On a Kueue Workload the portal deactivated to reclaim its units: for whom, and when. While it
-# is there and `spec.active` is false, the controller reactivates it once its quota is released.
+# On a Kueue Workload the portal deactivated to reclaim its units: for which team and which of
+# its workloads (namespace/name), and when. While they are there and `spec.active` is false,
+# the controller reactivates it once its quota is released and the lender's workload holds the
+# room (or is gone); requeued earlier, Kueue might give the room back to it.
 RECLAIMED_FOR = "gpu-portal.io/reclaimed-for"
+RECLAIMED_FOR_WORKLOAD = "gpu-portal.io/reclaimed-for-workload"
 RECLAIMED_AT = "gpu-portal.io/reclaimed-at"
+# A lender's workload that is still not admitted this long after the reclaim waits for something
+# else: the victim goes back to its queue anyway rather than stay parked.
+REQUEUE_ANYWAY_AFTER_S = 600
+RECLAIM_LOCK = (0x6777, 2)  # advisory-lock key: one pass at a time (the sync's is (0x6777, 1))
 
 
 # --- reading Kueue's objects into the decision's plain data (pure) ---------------------------
@@ -170,15 +179,31 @@ def read_workloads(
     return admitted, waiting
 
 
-def to_reactivate(kws: list[dict]) -> list[dict]:
-    """Workloads the portal deactivated whose quota Kueue has released: back to the queue."""
-    return [
-        kw
-        for kw in kws
-        if (kw["metadata"].get("annotations") or {}).get(RECLAIMED_FOR)
-        and (kw.get("spec") or {}).get("active") is False
-        and not _true(kw, "QuotaReserved")
-    ]
+def to_reactivate(kws: list[dict], now: datetime) -> list[dict]:
+    """Workloads the portal deactivated whose quota Kueue has released, once the lender's
+    workload they made room for holds it (admitted, finished or gone): back to the queue."""
+    by_key = {(w["metadata"]["namespace"], w["metadata"]["name"]): w for w in kws}
+    out = []
+    for kw in kws:
+        notes = kw["metadata"].get("annotations") or {}
+        if (
+            not notes.get(RECLAIMED_FOR)
+            or (kw.get("spec") or {}).get("active") is not False
+            or _true(kw, "QuotaReserved")
+        ):
+            continue
+        ns, _, name = notes.get(RECLAIMED_FOR_WORKLOAD, "").partition("/")
+        head = by_key.get((ns, name))
+        at = parse_datetime(notes.get(RECLAIMED_AT) or "")
+        if (
+            head is None
+            or _true(head, "QuotaReserved")
+            or _true(head, "Finished")
+            or at is None
+            or (now - at).total_seconds() >= REQUEUE_ANYWAY_AFTER_S
+        ):
+            out.append(kw)
+    return out
 
 
 def grace_by_line() -> dict[Key, int]:
@@ -190,10 +215,32 @@ def grace_by_line() -> dict[Key, int]:
 # --- the run ----------------------------------------------------------------------------------
 
 
+@contextmanager
+def _one_at_a_time() -> Iterator[bool]:
+    """A session-level advisory lock across workers; yields whether this run got it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(RECLAIM_LOCK))
+        (acquired,) = cursor.fetchone()
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(RECLAIM_LOCK))
+
+
 def reclaim_borrowed_units(kube: KubeGateway, *, now: datetime | None = None) -> list[str]:
     """One pass: requeue what earlier passes evicted, then evict what lenders need back now;
-    returns the evicted Kueue Workloads as "namespace/name"."""
-    now = now or timezone.now()
+    returns the evicted Kueue Workloads as "namespace/name". Two passes at once would both
+    choose before either evicts: a pass that finds another one running skips."""
+    with _one_at_a_time() as acquired:
+        if not acquired:
+            log.info("reclaim skipped: another pass holds the lock")
+            return []
+        return _reclaim(kube, now or timezone.now())
+
+
+def _reclaim(kube: KubeGateway, now: datetime) -> list[str]:
     cqs = kube.list("ClusterQueue", label_selector=managed_selector())
     queues = {q.name: q for q in map(read_queue, cqs)}
     slugs = {
@@ -201,7 +248,7 @@ def reclaim_borrowed_units(kube: KubeGateway, *, now: datetime | None = None) ->
         for cq in cqs
     }
     kws = [w for w in kube.list("KueueWorkload") if w["metadata"].get("namespace") in queues]
-    for kw in to_reactivate(kws):
+    for kw in to_reactivate(kws, now):
         _reactivate(
             kube, kw, Tenant.objects.filter(slug=slugs[kw["metadata"]["namespace"]]).first()
         )
@@ -289,7 +336,13 @@ def _evict(kube: KubeGateway, victim: Victim, slugs: dict[str, str], now: dateti
             "KueueWorkload",
             victim.workload.name,
             {
-                "metadata": {"annotations": {RECLAIMED_FOR: lender, RECLAIMED_AT: now.isoformat()}},
+                "metadata": {
+                    "annotations": {
+                        RECLAIMED_FOR: lender,
+                        RECLAIMED_FOR_WORKLOAD: f"{victim.lender}/{victim.for_workload}",
+                        RECLAIMED_AT: now.isoformat(),
+                    }
+                },
                 "spec": {"active": False},
             },
             victim.workload.namespace,
@@ -317,7 +370,13 @@ def _reactivate(kube: KubeGateway, kw: dict, tenant: Tenant | None) -> None:
                 "KueueWorkload",
                 meta["name"],
                 {
-                    "metadata": {"annotations": {RECLAIMED_FOR: None, RECLAIMED_AT: None}},
+                    "metadata": {
+                        "annotations": {
+                            RECLAIMED_FOR: None,
+                            RECLAIMED_FOR_WORKLOAD: None,
+                            RECLAIMED_AT: None,
+                        }
+                    },
                     "spec": {"active": True},
                 },
                 meta["namespace"],

@@ -18,7 +18,9 @@ from scheduler.workloads.reclaim import (
     heads,
 )
 from scheduler.workloads.reclaiming import (
+    RECLAIMED_AT,
     RECLAIMED_FOR,
+    RECLAIMED_FOR_WORKLOAD,
     describe,
     grace_by_line,
     read_queue,
@@ -58,7 +60,7 @@ def test_the_lender_takes_back_from_the_borrower_once_the_grace_is_over():
     victims = choose_victims(queues, [borrowed], [waiting("lend", "own", 14)], GRACE, NOW)
     assert names(victims) == ["long"]
     (v,) = victims
-    assert (v.lender, v.line, v.held, v.grace_s) == ("lend", A100, 14, 600)
+    assert (v.lender, v.for_workload, v.line, v.held, v.grace_s) == ("lend", "own", A100, 14, 600)
     assert v.ran_s == 1800 and v.work_lost == 14 * 1800
 
 
@@ -291,14 +293,25 @@ def test_queues_and_workloads_are_read_as_the_decision_wants_them():
     assert w.requests == {H100: 7}
 
 
-def test_only_what_the_portal_deactivated_and_kueue_released_is_requeued():
-    mark = {RECLAIMED_FOR: "team-a"}
-    released = kueue_workload("released", "b", active=False, annotations=mark)
-    evicting = kueue_workload("evicting", "b", reserved=7, active=False, annotations=mark)
+def test_requeued_once_kueue_released_it_and_the_lenders_workload_holds_the_room():
+    def parked(name, head, at="2026-12-02T11:55:00+00:00", **kw):
+        notes = {RECLAIMED_FOR: "team-a", RECLAIMED_FOR_WORKLOAD: head, RECLAIMED_AT: at}
+        return kueue_workload(name, "b", active=False, annotations=notes, **kw)
+
+    def ids(kws, now=NOW):
+        return [w["metadata"]["name"] for w in to_reactivate(kws, now)]
+
+    admitted_head = kueue_workload("own", "a", reserved=14)
+    waiting_head = kueue_workload("own", "a", requests=14)
+    released = parked("released", "a/own")
+    evicting = parked("evicting", "a/own", reserved=7)  # Kueue has not released it yet
     by_hand = kueue_workload("by-hand", "b", active=False)  # someone else's deactivation
-    assert [w["metadata"]["name"] for w in to_reactivate([released, evicting, by_hand])] == [
-        "released"
-    ]
+    assert ids([admitted_head, released, evicting, by_hand]) == ["released"]
+    # the lender's workload not admitted yet: requeued now, Kueue might give the room back
+    assert ids([waiting_head, released]) == []
+    assert ids([released]) == ["released"]  # the lender's workload is gone
+    # still waiting 10 min on: for something else; the victim goes back to its queue anyway
+    assert ids([waiting_head, released], NOW + timedelta(minutes=6)) == ["released"]
 
 
 def test_a_queue_whose_pools_give_a_grace_leaves_reclaiming_to_the_portal():
