@@ -5,6 +5,7 @@ from scheduler.health.tasks import check_gpu_health, enforce_gpu_health
 from scheduler.mig.tasks import apply_plan, resume_stuck_rollouts
 from scheduler.workloads.leftovers import delete_leftover_workloads
 from scheduler.workloads.overquota import stop_work_over_quota_task
+from scheduler.workloads.reclaiming import reclaim_borrowed_units_task
 from scheduler.workloads.tasks import create_workload, delete_workload, sync_workloads
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "reconcile_all",
     "reconcile_tenant",
     "resume_stuck_rollouts",
+    "reclaim_borrowed_units_task",
     "stop_work_over_quota_task",
     "sync_inventory",
     "sync_queues",

@@ -374,6 +374,13 @@ CELERY_BEAT_SCHEDULE["stop-work-over-quota"] = {
     "schedule": env.float("OVER_QUOTA_EVERY_S", default=60.0),
     "options": {"expires": 55},
 }
+# Lenders take borrowed units back once the borrower has run its pool's reclaim_grace_s
+# (scheduler/workloads/reclaiming.py); Kueue does that at once where no pool has a grace.
+CELERY_BEAT_SCHEDULE["reclaim-borrowed-units"] = {
+    "task": "scheduler.tasks.reclaim_borrowed_units",
+    "schedule": env.float("RECLAIM_EVERY_S", default=30.0),
+    "options": {"expires": 25},
+}
 CELERY_BEAT_SCHEDULE["delete-leftover-workloads"] = {
     "task": "scheduler.tasks.delete_leftover_workloads",
     "schedule": env.float("DELETE_LEFTOVERS_EVERY_S", default=60.0),

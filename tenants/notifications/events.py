@@ -43,6 +43,11 @@ EVENTS: dict[str, Event] = {
             "Work above a lowered grant was stopped",
             Audience.OWNERS,
         ),
+        Event(
+            "workload.reclaimed",
+            "Work on borrowed GPUs was given back to their lender",
+            Audience.OWNERS,
+        ),
         Event("budget.reached_80", "A team used 80 % of its monthly budget", Audience.OWNERS),
         Event(
             "budget.reached_100",

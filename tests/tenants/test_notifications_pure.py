@@ -26,6 +26,7 @@ def test_every_event_of_the_issue_is_there():
         "budget.reached_100",
         "gpu.health",
         "workload.stopped_over_quota",
+        "workload.reclaimed",
         "tenant.no_owner",
     }
     # the delivery log hides the approvers' mail from teams by this list

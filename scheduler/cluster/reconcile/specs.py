@@ -158,6 +158,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
     groups = provider_groups_by_tenant()
     classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
     pools = {p.resource_class_id: p for p in Pool.objects.all()}
+    graces = reclaim_graces(classes, pools)
     resource_names = tuple(sorted({rc.resource_name for rc in classes.values() if rc.active}))
     quotas = effective_quotas(ids)
     held = hooks.queue_holds(ids)  # metering's over-budget teams (portal/wiring.py)
@@ -211,6 +212,12 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             dns_namespace=settings.CLUSTER_DNS_NAMESPACE,
             dns_pod_labels=tuple(sorted(settings.CLUSTER_DNS_POD_LABELS.items())),
             instance=settings.PORTAL_INSTANCE,
+            # Kueue's reclaim policy is one per queue: one line this team lends with a grace
+            # hands its reclaiming to the portal, which applies each line's grace (0: at once)
+            reclaim_by_portal=any(
+                line.nominal and graces.get((line.flavor, line.resource_name), 0) > 0
+                for line in lines
+            ),
             queue_lines=lines,
             cohort=cohort_name(),
             queue_held=t.pk in held,
@@ -226,3 +233,20 @@ def cohort_name() -> str:
 
 def tenant_namespace(tenant: Tenant) -> str:
     return tenant.namespace
+
+
+def reclaim_graces(
+    classes: dict[int, ResourceClass], pools: dict[int, Pool]
+) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> the least seconds a borrower runs before its lender takes the
+    units back: a class's pool on its own line, and the largest of a model's pools on the
+    model's line of GPU slices (one line serves all its classes)."""
+    out: dict[tuple[str, str], int] = {}
+    for rc_id, pool in pools.items():
+        rc = classes.get(rc_id)
+        if rc is None or not rc.active:
+            continue
+        flavor = flavor_name(rc.gpu_model)
+        for key in ((flavor, rc.resource_name), (flavor, slices.SLICE_RESOURCE)):
+            out[key] = max(out.get(key, 0), pool.reclaim_grace_s)
+    return out

@@ -73,10 +73,11 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
             "cohortName": spec.cohort,
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": groups,
-            # A lender takes its units back by preempting borrowers; within the team, higher
-            # priority work may preempt lower (gpu-high over gpu-low).
+            # A lender takes its units back by preempting borrowers (or, with a reclaim grace,
+            # the portal does, once a borrower has had it); within the team, higher priority
+            # work may preempt lower (gpu-high over gpu-low).
             "preemption": {
-                "reclaimWithinCohort": "Any",
+                "reclaimWithinCohort": "Never" if spec.reclaim_by_portal else "Any",
                 "withinClusterQueue": "LowerPriority",
                 "borrowWithinCohort": {"policy": "Never"},
             },

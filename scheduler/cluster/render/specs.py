@@ -106,6 +106,10 @@ class TenantSpec:
     provider_groups: tuple[tuple[str, str], ...] = ()
     group_prefix: str = ""
     instance: str = "default"
+    # A pool gives borrowers a minimum run time (`reclaim_grace_s`), which Kueue cannot: its
+    # queues then never reclaim (`reclaimWithinCohort: Never`) and the portal's controller does
+    # (scheduler/workloads/reclaiming.py).
+    reclaim_by_portal: bool = False
     # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
     # whether new work is held (e.g. over budget).
     queue_lines: tuple[QueueLine, ...] = ()
