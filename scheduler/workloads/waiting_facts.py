@@ -175,17 +175,18 @@ class Line:
 
 
 def borrowing_limit(u: Units, key: str) -> int | None:
-    """A team's borrowing limit of a line: its class's pool's, or in slices the model's pools'
-    added up (None if any has no limit; a class without a pool lends and borrows nothing)."""
-    total = 0
+    """A team's borrowing limit of a line: its class's pool's, or in slices the widest of the
+    model's pools', as the queue line renders it (None if any has no limit; a class without a
+    pool lends and borrows nothing)."""
+    widest = 0
     for slug in u.slugs(key):
         policy = u.f.pools.get(slug)
         if policy is None:
             continue
         if policy.borrowing_limit is None:
             return None
-        total += u.amount(slug, policy.borrowing_limit)
-    return total
+        widest = max(widest, u.amount(slug, policy.borrowing_limit))
+    return widest
 
 
 def line_of(u: Units, key: str, need: int) -> Line:

@@ -42,6 +42,8 @@ def full(world):
         memory_gb=80,
     )
     PoolFactory(resource_class=h100, capacity=4)
+    world.pool.borrowing_limit = None  # the product's default: borrow what is idle
+    world.pool.save()
     QuotaGrantFactory(tenant=world.tenant, resource_class=world.rc, amount=2)
     QuotaGrantFactory(tenant=world.tenant, resource_class=h100, amount=1)
     QuotaGrantFactory(tenant=world.other_tenant, resource_class=world.rc, amount=2)
