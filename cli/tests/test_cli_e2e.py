@@ -124,7 +124,8 @@ def test_ci_pipeline_through_the_cli(kube, portal, world):
         "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=5",
     )  # fmt: skip
     assert code == 5
-    assert "quota_exceeded" in err and "needs 5, the grant is 2; ask for 3 more" in err
+    # in compute slices: 5 x 3g is 15, the grant of 2 x 3g 6
+    assert "quota_exceeded" in err and "needs 15 slices, the grant is 6; ask for 9 more" in err
 
 
 def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_queue(
@@ -176,7 +177,7 @@ def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
         "--target-gpu-util", "70",
     )  # fmt: skip
     assert code == 5
-    assert "3 pods at max replicas" in err and "ask for 1 more" in err
+    assert "3 pods at max replicas" in err and "ask for 3 more slices (1 more" in err
 
     code, out, err = run(
         url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",

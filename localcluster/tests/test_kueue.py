@@ -14,11 +14,13 @@ from kubernetes.client.rest import ApiException
 
 from localcluster import fleet, kueue
 from localcluster.pytest_plugin import wait_for
+from scheduler.catalog import slices
 
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 MIG = "nvidia.com/mig-3g.40gb"
+SLICES = slices.SLICE_RESOURCE
 PRODUCT = "nvidia.com/gpu.product"
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -167,11 +169,13 @@ def kueue_env(kube_cluster) -> Iterator[KueueEnv]:
                             ],
                         },
                         {
-                            "coveredResources": [MIG],
+                            # Kueue counts GPU resources in the portal's slices (its
+                            # Configuration's transformations): one 3g.40gb is 3
+                            "coveredResources": [SLICES],
                             "flavors": [
                                 {
                                     "name": env.gpu_flavor,
-                                    "resources": [{"name": MIG, "nominalQuota": 1}],
+                                    "resources": [{"name": SLICES, "nominalQuota": 3}],
                                 }
                             ],
                         },
@@ -301,7 +305,7 @@ def test_unlabelled_job_is_suspended_admitted_and_runs_on_h100(
     admission = wl["status"]["admission"]
     assert admission["clusterQueue"] == env.cluster_queue
     (podset,) = admission["podSetAssignments"]
-    flavors = {MIG: env.gpu_flavor, "cpu": env.cpu_flavor, "memory": env.cpu_flavor}
+    flavors = {SLICES: env.gpu_flavor, "cpu": env.cpu_flavor, "memory": env.cpu_flavor}
     assert podset["flavors"] == flavors
     (pod,) = [p for p in job_pods(env, "fits-h100") if p.status.phase == "Running"]
     assert pod.spec.node_selector == {PRODUCT: H100}  # the flavor's nodeLabels
@@ -327,7 +331,7 @@ def test_unlabelled_job_is_suspended_admitted_and_runs_on_h100(
             for r in f["resources"]
         }
 
-    wait_for("ClusterQueue usage", lambda: gpu_usage() == {MIG: "1"})
+    wait_for("ClusterQueue usage", lambda: gpu_usage() == {SLICES: "3"})
 
 
 def test_job_pinned_to_a100_stays_suspended(kube_cluster, kueue_env, admitted_job):
@@ -371,7 +375,7 @@ def test_bare_gpu_pod_is_gated_while_quota_is_used(kube_cluster, kueue_env, admi
         return c["message"] if c and c["status"] == "False" and c["reason"] == "Pending" else None
 
     message = wait_for("pod Workload Pending", pending_message, timeout=60)
-    assert f"insufficient unused quota for {MIG}" in message, message
+    assert f"insufficient unused quota for {SLICES}" in message, message
     pod = env.core.read_namespaced_pod("bare-mig", env.namespace)
     assert ADMISSION_GATE in [g.name for g in pod.spec.scheduling_gates or []]
     assert pod.spec.node_name is None
