@@ -28,132 +28,25 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
-from functools import cache
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from scheduler.catalog import facts
-from scheduler.catalog.facts import class_slug
+from scheduler.catalog.facts import class_slug as class_slug
 
-WEIGHT_SCALE = 28  # weights in 28ths of a GPU: 1g = 4, whole = 28, shared replica = 7
+# The shapes and the planner's inputs live beside it; re-exported: callers know them from here.
+from scheduler.mig.shapes import WEIGHT_SCALE as WEIGHT_SCALE
+from scheduler.mig.shapes import WHOLE as WHOLE
+from scheduler.mig.shapes import GpuState as GpuState
+from scheduler.mig.shapes import PlanResult as PlanResult
+from scheduler.mig.shapes import Policy as Policy
+from scheduler.mig.shapes import Shape as Shape
+from scheduler.mig.shapes import candidate_shapes as candidate_shapes
+from scheduler.mig.shapes import class_weight as class_weight
+from scheduler.mig.shapes import instance_units as instance_units
+from scheduler.mig.shapes import supply as supply
+from scheduler.mig.shapes import units_of as units_of
 
-
-class Shape(NamedTuple):
-    """What one GPU is: `mig` with a multiset of profiles, `whole`, or `shared` replicas."""
-
-    mode: str
-    devices: tuple[tuple[str, int], ...] = ()
-    replicas: int = 1
-
-    @classmethod
-    def mig(cls, devices: dict[str, int]) -> Shape:
-        return cls("mig", tuple(sorted((k, v) for k, v in devices.items() if v)))
-
-    def label(self) -> str:
-        if self.mode == "mig":
-            return " + ".join(f"{n}×{p}" if n > 1 else p for p, n in self.devices) or "MIG, empty"
-        if self.mode == "shared":
-            return f"shared ×{self.replicas}"
-        return "whole"
-
-
-WHOLE = Shape("whole")
-
-
-@dataclass(frozen=True)
-class GpuState:
-    node: str
-    index: int
-    model: str  # catalog key
-    shape: Shape
-    busy: tuple[tuple[str, int], ...] = ()  # class slug -> units held by running pods
-    pods: tuple[str, ...] = ()  # "namespace/name" of pods holding this GPU
-
-
-@dataclass(frozen=True)
-class Policy:
-    allow_draining: bool = False
-    large_shape_weight: float = 0.0  # bonus per GPU-equivalent of surplus in big shapes
-    sharing: str = "time-slicing"  # or "mps": how non-MIG GPUs are shared
-    # Replicas per shared GPU: a shared class unit is 1/4 GPU, so 4 unless asked otherwise.
-    replica_options: tuple[int, ...] = (facts.SHARED_REPLICAS,)
-    nodes: frozenset[str] | None = None  # plan only these nodes; None: all
-    # Serve at least this much (GPU-equivalents) instead of the most: for comparisons.
-    serve_at_least: float | None = None
-    polish_seconds: float = 0.25  # time box for objective 3 (the first two are always exact)
-
-
-@dataclass
-class PlanResult:
-    method: str
-    proposed: dict[tuple[str, int], Shape]  # (node, gpu index) -> shape
-    demand: dict[str, int]
-    supply_before: dict[str, int]
-    supply_after: dict[str, int]
-    served: dict[str, int]
-    unserved: dict[str, int]
-    changed: list[tuple[str, int]]
-    disturbed_pods: list[str]
-    solve_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-    def served_weight(self) -> float:
-        return sum(class_weight(c) * n for c, n in self.served.items()) / WEIGHT_SCALE
-
-
-# --- facts --------------------------------------------------------------------------------------
-
-
-@cache
-def _class_weights() -> dict[str, int]:
-    weights = {}
-    for model in facts.load_catalog().values():
-        weights[class_slug(model, "whole")] = WEIGHT_SCALE
-        weights[class_slug(model, "shared")] = WEIGHT_SCALE // facts.SHARED_REPLICAS
-        for p in model.profiles.values():
-            weights[class_slug(model, "mig", p.name)] = (
-                WEIGHT_SCALE * p.compute_slices // model.compute_slices
-            )
-    return weights
-
-
-def class_weight(slug: str) -> int:
-    return _class_weights().get(slug, 0)
-
-
-def units_of(model: facts.GpuModel, shape: Shape) -> dict[str, int]:
-    """Units of each resource class one GPU in this shape offers."""
-    if shape.mode == "mig":
-        return {class_slug(model, "mig", p): n for p, n in shape.devices}
-    if shape.mode == "shared":
-        return {class_slug(model, "shared"): shape.replicas}
-    return {class_slug(model, "whole"): 1}
-
-
-def instance_units(model: facts.GpuModel, shape: Shape) -> list[str]:
-    """The shape's units one by one, in the order busy units are assumed to take them."""
-    return [c for c, n in units_of(model, shape).items() for _ in range(n)]
-
-
-@cache
-def candidate_shapes(model_key: str, sharing: str, replicas: tuple[int, ...]) -> tuple[Shape, ...]:
-    """What a GPU of this model may become: every maximal packable multiset of its profiles
-    (without media extensions) and whole; non-MIG models: whole or shared."""
-    model = facts.get_model(model_key)
-    if not model.mig_capable:
-        return (WHOLE, *(Shape("shared", (), r) for r in replicas))
-    profiles = [p for p in model.profiles if "+me" not in p]
-    multisets = sorted(facts.maximal_multisets(model, profiles))
-    return (WHOLE, *(Shape("mig", tuple(m)) for m in multisets))
-
-
-def supply(gpus: list[GpuState], shapes: dict[tuple[str, int], Shape] | None = None) -> Counter:
-    total: Counter = Counter()
-    for g in gpus:
-        shape = shapes.get((g.node, g.index), g.shape) if shapes else g.shape
-        total.update(units_of(facts.get_model(g.model), shape))
-    return total
-
+DEFAULT_POLICY = Policy()
 
 # --- decision units -----------------------------------------------------------------------------
 
@@ -260,7 +153,7 @@ def _result(
 
 
 def plan_exact(
-    gpus: list[GpuState], demand: dict[str, int], policy: Policy = Policy()
+    gpus: list[GpuState], demand: dict[str, int], policy: Policy = DEFAULT_POLICY
 ) -> PlanResult:
     import highspy  # imported here: the rest of the module (and its users) need no solver
     import numpy as np
@@ -402,7 +295,7 @@ def plan_exact(
 
 
 def plan_greedy(
-    gpus: list[GpuState], demand: dict[str, int], policy: Policy = Policy()
+    gpus: list[GpuState], demand: dict[str, int], policy: Policy = DEFAULT_POLICY
 ) -> PlanResult:
     """Largest weighted shortfall first: take a movable unit whose current instances are least
     needed and give it the candidate shape with the most units of the short class."""
