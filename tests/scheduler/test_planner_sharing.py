@@ -1,7 +1,12 @@
-"""Sharing sized to demand (issue 29): non-MIG GPUs decide one by one (pure)."""
+"""Sharing sized to demand (issue 29): non-MIG GPUs decide one by one, and a node's
+device-plugin config lists the GPUs it shares (pure)."""
+
+import re
 
 import pytest
 
+from localcluster import gpu_layout as gl
+from scheduler.mig import configs as mig_configs
 from scheduler.mig import planner as pl
 
 L40S = "L40S-48GB"
@@ -27,6 +32,12 @@ def node(shapes, name="l", busy=None):
 
 def shapes_of(result, name="l"):
     return [s for (n, _), s in sorted(result.proposed.items()) if n == name]
+
+
+@pytest.fixture
+def published():
+    yield
+    gl.use_published_configs({}, {})
 
 
 @pytest.mark.parametrize("solve", SOLVERS)
@@ -79,3 +90,65 @@ def test_other_nodes_choose_their_replicas_apart():
     assert result.unserved == {}
     for name in ("a", "b"):
         assert len({s.replicas for s in shapes_of(result, name) if s.mode == "shared"}) <= 1
+
+
+def test_the_config_lists_the_shared_gpus_and_the_device_plugin_advertises_them(published):
+    gpus = node([pl.WHOLE] * 8)
+    result = pl.plan_exact(gpus, {SHARED: 16})
+    (proposal,), new = mig_configs.propose_nodes(gpus, result, {"l": ("", "default")}, {})
+    name, config = proposal.device_plugin_config, proposal.device_plugin_entry
+    assert new == {} and proposal.mig_config == ""
+    assert re.fullmatch(r"portal-time-sliced-4-[0-9a-f]{10}", name)
+    assert config == {
+        "version": "v1",
+        "flags": {"migStrategy": "mixed"},
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": True,
+                "resources": [
+                    {"name": "nvidia.com/gpu", "replicas": 4, "devices": ["0", "1", "2", "3"]}
+                ],
+            }
+        },
+    }
+    assert mig_configs.sharing_shapes(config, 8) == [X4] * 4 + [pl.WHOLE] * 4
+    # what the local cluster (and NVIDIA's device plugin) makes of it
+    gl.use_published_configs({}, {name: config})
+    resources, labels = gl.node_gpu_state(L40S, 8, None, name)
+    assert resources == {"nvidia.com/gpu": 4, "nvidia.com/gpu.shared": 16}
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+
+
+def test_generated_sharing_configs_are_named_by_content_and_reused():
+    config = mig_configs.sharing_config("mps", 4, [1, 3])
+    name = mig_configs.generated_sharing_name("mps", 4, [1, 3])
+    assert name == mig_configs.generated_sharing_name("mps", 4, [1, 3]) and len(name) <= 63
+    assert name != mig_configs.generated_sharing_name("mps", 4, [1, 2])
+    assert "mps" in config["sharing"] and name.startswith("portal-mps-4-")
+    gpus = node([pl.WHOLE] * 4)
+    result = pl.plan_exact(gpus, {SHARED: 8})
+    assert shapes_of(result) == [X4, X4, pl.WHOLE, pl.WHOLE]
+    known = {"ours": mig_configs.sharing_config("time-slicing", 4, [0, 1])}
+    (proposal,), _ = mig_configs.propose_nodes(
+        gpus, result, {"l": ("", "default")}, {}, known_dp=known
+    )
+    assert proposal.device_plugin_config == "ours" and proposal.device_plugin_entry is None
+
+
+def test_sharing_shapes_read_all_a_count_or_a_list():
+    def config(devices):
+        return {"sharing": {"timeSlicing": {"resources": [dict(devices, name="nvidia.com/gpu")]}}}
+
+    assert mig_configs.sharing_shapes(config({"replicas": 4}), 2) == [X4, X4]
+    assert mig_configs.sharing_shapes(config({"replicas": 4, "devices": 1}), 2) == [X4, pl.WHOLE]
+    assert mig_configs.sharing_shapes(config({"replicas": 4, "devices": [1]}), 2) == [pl.WHOLE, X4]
+    assert mig_configs.sharing_shapes({"version": "v1"}, 2) == [pl.WHOLE, pl.WHOLE]
+
+
+def test_a_node_sharing_nothing_goes_back_to_default():
+    gpus = node([X4] * 2)
+    result = pl.plan_exact(gpus, {WHOLE_CLASS: 2})
+    (proposal,), _ = mig_configs.propose_nodes(
+        gpus, result, {"l": ("", "time-sliced-4-renamed")}, {}
+    )
+    assert proposal.device_plugin_config == "default" and proposal.device_plugin_entry is None
