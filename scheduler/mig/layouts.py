@@ -129,13 +129,19 @@ def assign_tenants(
         marks.append(bool(tenant) and left > 0)
         return tenant
 
+    # Replicas are nvidia.com/gpu.shared, or plain nvidia.com/gpu under a config not renamed;
+    # a node that keeps whole GPUs beside shared ones renames them, and its nvidia.com/gpu
+    # pods hold the whole GPUs.
+    plain_replicas = not any(g.mode == "whole" for g in gpus)
     drawings = []
     for gpu in gpus:
         blocks = []
         if gpu.mode == "shared":
             width = 7 / len(gpu.instances)
             for i, inst in enumerate(gpu.instances):
-                tenant = take(facts.SHARED_GPU_RESOURCE) or take(inst.resource_name)
+                tenant = take(facts.SHARED_GPU_RESOURCE) or (
+                    take(inst.resource_name) if plain_replicas else take("")
+                )
                 blocks.append(Block(i * width, width, "replica", tenant, marks[-1]))
             free = 0
         else:

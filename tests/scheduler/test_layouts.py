@@ -29,6 +29,11 @@ def test_a_node_sharing_some_gpus_draws_replicas_only_on_those():
         ("whole", 1),
         ("whole", 1),
     ]
+    held = {"nvidia.com/gpu.shared": [("team-a", 1)], "nvidia.com/gpu": [("team-b", 1)]}
+    drawn = layouts.assign_tenants(gpus, held)
+    assert [b.tenant for b in drawn[0].blocks] == ["team-a", "", "", ""]
+    assert [b.tenant for b in drawn[1].blocks] == ["", "", "", ""]
+    assert [b.tenant for b in drawn[2].blocks] == ["team-b"]
 
 
 def test_tenants_get_instances_in_gpu_order_and_free_slices_show():
