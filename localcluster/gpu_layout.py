@@ -200,7 +200,9 @@ def node_gpu_state(
     """Extended resources {name: count} and GFD/device-plugin labels for a node.
 
     Resources follow the device plugin's mixed strategy: whole GPUs as nvidia.com/gpu, MIG
-    instances as nvidia.com/mig-<profile>; a sharing config multiplies the listed resources.
+    instances as nvidia.com/mig-<profile>; a sharing config multiplies the listed resources, or
+    only the devices an entry names (`devices`: a count or GPU indices; the rest stay as they
+    are), as NVIDIA's device plugin does.
     """
     info = model_info(model)
     if mig_config and not info.mig_capable:
@@ -223,6 +225,8 @@ def node_gpu_state(
         if strategy == "mps" and profile_counts:
             raise LayoutError("MPS sharing applies to whole GPUs only, not to MIG devices")
         rename = bool(sharing.get("renameByDefault"))
+        whole = [i for i, d in enumerate(layout) if d is None]  # GPU indices nvidia.com/gpu has
+        shared: dict[str, int] = {}  # advertised name -> replicas, added after every entry
         for res in sharing.get("resources") or []:
             name, replicas = res["name"], int(res["replicas"])
             if replicas < 2:
@@ -233,8 +237,18 @@ def node_gpu_state(
                 replicas_of_gpu = replicas
             if not resources.get(name):
                 continue
-            count = resources.pop(name)
-            resources[f"{name}.shared" if rename else name] = count * replicas
+            devices = res.get("devices", "all")
+            if name == GPU:
+                picked = shared_gpus(devices, whole, dp_config)
+                whole = [i for i in whole if i not in picked]  # a GPU is shared once
+                count = len(picked)
+            else:
+                count = _shared_count(devices, resources[name], name, dp_config)
+            resources[name] -= count  # the devices not listed stay unshared
+            advertised = f"{name}.shared" if rename else name
+            shared[advertised] = shared.get(advertised, 0) + count * replicas
+        for name, count in shared.items():
+            resources[name] = resources.get(name, 0) + count
 
     resources = {k: v for k, v in resources.items() if v}  # kubelet lists no empty resource
     labels = {
@@ -264,6 +278,40 @@ def node_gpu_state(
             }
         )
     return resources, labels
+
+
+def shared_gpus(devices: object, whole: list[int], config_name: str | None) -> list[int]:
+    """The whole GPUs an nvidia.com/gpu sharing entry takes: `all`, a count (the first ones) or
+    a list of GPU indices (ints or strings, as NVIDIA's device plugin reads them). UUIDs and MIG
+    indices are not simulated."""
+    if devices == "all":
+        return list(whole)
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if not 0 < devices <= len(whole):
+            raise LayoutError(f"{config_name}: devices: {devices}, but {len(whole)} whole GPU(s)")
+        return whole[:devices]
+    if not isinstance(devices, list):
+        raise LayoutError(f"{config_name}: 'devices' must be 'all', a count or a list of indices")
+    picked = []
+    for ref in devices:
+        if not str(ref).isdigit():
+            raise LayoutError(f"{config_name}: device {ref!r} is not a GPU index (not simulated)")
+        if int(ref) not in whole:
+            raise LayoutError(f"{config_name}: GPU {ref} is no unshared whole GPU of this node")
+        picked.append(int(ref))
+    if len(set(picked)) != len(picked):
+        raise LayoutError(f"{config_name}: a GPU is listed twice in 'devices'")
+    return picked
+
+
+def _shared_count(devices: object, available: int, name: str, config_name: str | None) -> int:
+    """How many devices of a MIG resource an entry shares: `all` or a count (lists of MIG
+    indices are not simulated)."""
+    if devices == "all":
+        return available
+    if isinstance(devices, int) and not isinstance(devices, bool) and 0 < devices <= available:
+        return devices
+    raise LayoutError(f"{config_name}: devices {devices!r} for {name} is not simulated")
 
 
 def model_of(labels: dict[str, str]) -> str | None:

@@ -4,11 +4,12 @@ workloads). Import a model from its own module, not from here: that keeps the la
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.health.models import HealthEvent, HealthImpact, HealthRule, NodeHealth
-from scheduler.mig.models import MigConfig, Plan
+from scheduler.mig.models import DevicePluginConfig, MigConfig, Plan
 from scheduler.workloads.models import Workload, WorkloadEvent, WorkloadSyncState
 
 __all__ = [
     "Cluster",
+    "DevicePluginConfig",
     "HealthEvent",
     "HealthImpact",
     "HealthRule",

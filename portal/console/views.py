@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
+from scheduler.catalog import facts
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
@@ -75,15 +76,21 @@ def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=
 
 
 def capacity_map_data():
-    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (4 queries)."""
+    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (5 queries)."""
     nodes = list(Node.objects.order_by("gpu_model", "name"))
     held = held_by_node()
     configs = plans.known_mig_configs()
+    dp_configs = plans.known_device_plugin_configs()
     borrowed = borrowed_units()
     per_node = []
     for node in nodes:
+        # per GPU on non-MIG nodes: one may share only some GPUs (its device-plugin config
+        # lists them); MIG nodes keep the node's count for the GPUs MIG leaves whole
+        replicas: int | list[int] = node.sharing_replicas
+        if node.gpu_model and not facts.get_model(node.gpu_model).mig_capable:
+            replicas = [s.replicas for s in plans.current_shapes(node, configs, dp_configs)]
         gpus = layouts.gpu_layouts(
-            node.gpu_model, node.gpu_count, node.mig_config, node.sharing_replicas, configs
+            node.gpu_model, node.gpu_count, node.mig_config, replicas, configs
         )
         on_model = borrowed.setdefault(flavor_name(node.gpu_model), {})
         per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}), on_model)))
@@ -266,7 +273,7 @@ def _plan_drawings(plan: Plan) -> list[dict]:
 
 def _gpus_of(model: str, shapes: list[planner.Shape]) -> list[layouts.Gpu]:
     """Draw shapes with the capacity map's own reading of a mig-parted config."""
-    replicas = max((s.replicas for s in shapes if s.mode == "shared"), default=1)
+    replicas = [s.replicas if s.mode == "shared" else 1 for s in shapes]
     config = {"proposed": mig_configs.mig_entries(shapes)}
     return layouts.gpu_layouts(model, len(shapes), "proposed", replicas, config)
 

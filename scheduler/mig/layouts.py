@@ -48,14 +48,23 @@ def _entry_for_gpu(entries: list[dict], model: facts.GpuModel, index: int) -> di
 
 
 def gpu_layouts(
-    model_key: str, gpu_count: int, mig_config: str, sharing_replicas: int, configs: dict
+    model_key: str,
+    gpu_count: int,
+    mig_config: str,
+    sharing_replicas: int | list[int],
+    configs: dict,
 ) -> list[Gpu]:
     """Each GPU of a node: its MIG instances placed by NVIDIA's rules, or one whole GPU, or
-    its shared replicas. Unknown configs read as whole GPUs."""
+    its shared replicas (`sharing_replicas`: one count for every GPU, or one per GPU where a
+    node shares only some). Unknown configs read as whole GPUs."""
     model = facts.get_model(model_key)
     entries = configs.get(mig_config, []) if model.mig_capable else []
+    per_gpu = (
+        sharing_replicas if isinstance(sharing_replicas, list) else [sharing_replicas] * gpu_count
+    )
     gpus = []
     for index in range(gpu_count):
+        replicas = per_gpu[index] if index < len(per_gpu) else 1
         entry = _entry_for_gpu(entries, model, index)
         devices = (entry or {}).get("mig-devices") or {}
         if entry and entry.get("mig-enabled") and devices:
@@ -66,12 +75,12 @@ def gpu_layouts(
                 instances.append(Instance(name, x, profile.compute_slices, profile.resource_name))
                 x += profile.compute_slices
             gpus.append(Gpu(index, "mig", instances))
-        elif sharing_replicas > 1:
+        elif replicas > 1:
             gpus.append(
                 Gpu(
                     index,
                     "shared",
-                    [Instance("", 0, 7, facts.WHOLE_GPU_RESOURCE) for _ in range(sharing_replicas)],
+                    [Instance("", 0, 7, facts.WHOLE_GPU_RESOURCE) for _ in range(replicas)],
                 )
             )
         else:
@@ -120,13 +129,19 @@ def assign_tenants(
         marks.append(bool(tenant) and left > 0)
         return tenant
 
+    # Replicas are nvidia.com/gpu.shared, or plain nvidia.com/gpu under a config not renamed;
+    # a node that keeps whole GPUs beside shared ones renames them, and its nvidia.com/gpu
+    # pods hold the whole GPUs.
+    plain_replicas = not any(g.mode == "whole" for g in gpus)
     drawings = []
     for gpu in gpus:
         blocks = []
         if gpu.mode == "shared":
             width = 7 / len(gpu.instances)
             for i, inst in enumerate(gpu.instances):
-                tenant = take(facts.SHARED_GPU_RESOURCE) or take(inst.resource_name)
+                tenant = take(facts.SHARED_GPU_RESOURCE) or (
+                    take(inst.resource_name) if plain_replicas else take("")
+                )
                 blocks.append(Block(i * width, width, "replica", tenant, marks[-1]))
             free = 0
         else:

@@ -44,6 +44,9 @@ class Plan(models.Model):
     # the rollout step's state and message
     nodes = models.JSONField(default=list)
     mig_configs = models.JSONField(default=dict, help_text="Generated mig-parted configs")
+    device_plugin_configs = models.JSONField(
+        default=dict, help_text="Generated device-plugin configs (nodes that share some GPUs)"
+    )
     failed_node = models.CharField(max_length=253, blank=True)
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -110,6 +113,19 @@ class MigConfig(models.Model):
 
     name = models.CharField(max_length=63, unique=True)
     entries = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DevicePluginConfig(models.Model):
+    """A device-plugin config the planner generated and the portal published (content-addressed
+    name): it shares some of a node's GPUs, listed by index. Kept so every later publication
+    still carries it, and so plans read which GPUs such a node shares."""
+
+    name = models.CharField(max_length=63, unique=True)
+    config = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

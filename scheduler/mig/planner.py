@@ -20,147 +20,43 @@ Which instances are busy: the device plugin does not say which GPU a pod got, so
 units of a resource occupy its instances in GPU order (as `scheduler.mig.layouts.assign_tenants`
 draws them). Every candidate layout is a packable multiset from `scheduler.catalog`.
 
-MIG-capable models decide per GPU (mig-parted takes per-GPU entries); non-MIG models decide per
-node, because the device plugin's sharing config (time-slicing or MPS replicas) is per node.
+Every GPU decides alone: mig-parted takes per-GPU entries, and the device plugin's sharing config
+lists the GPUs it shares (`devices: ["0", "1"]`), so a non-MIG node may be part whole, part
+shared, and only as many GPUs are shared as the shared demand needs (objective 2 changes no GPU
+it need not). One limit stays per node: a node's shared GPUs all have the same replicas (they
+are advertised as one resource, nvidia.com/gpu.shared, whose units must be alike).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
-from functools import cache
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from scheduler.catalog import facts
-from scheduler.catalog.facts import class_slug
+from scheduler.catalog.facts import class_slug as class_slug
 
-WEIGHT_SCALE = 28  # weights in 28ths of a GPU: 1g = 4, whole = 28, shared replica = 7
+# The shapes and the planner's inputs live beside it; re-exported: callers know them from here.
+from scheduler.mig.shapes import WEIGHT_SCALE as WEIGHT_SCALE
+from scheduler.mig.shapes import WHOLE as WHOLE
+from scheduler.mig.shapes import GpuState as GpuState
+from scheduler.mig.shapes import PlanResult as PlanResult
+from scheduler.mig.shapes import Policy as Policy
+from scheduler.mig.shapes import Shape as Shape
+from scheduler.mig.shapes import candidate_shapes as candidate_shapes
+from scheduler.mig.shapes import class_weight as class_weight
+from scheduler.mig.shapes import instance_units as instance_units
+from scheduler.mig.shapes import supply as supply
+from scheduler.mig.shapes import units_of as units_of
 
-
-class Shape(NamedTuple):
-    """What one GPU is: `mig` with a multiset of profiles, `whole`, or `shared` replicas."""
-
-    mode: str
-    devices: tuple[tuple[str, int], ...] = ()
-    replicas: int = 1
-
-    @classmethod
-    def mig(cls, devices: dict[str, int]) -> Shape:
-        return cls("mig", tuple(sorted((k, v) for k, v in devices.items() if v)))
-
-    def label(self) -> str:
-        if self.mode == "mig":
-            return " + ".join(f"{n}×{p}" if n > 1 else p for p, n in self.devices) or "MIG, empty"
-        if self.mode == "shared":
-            return f"shared ×{self.replicas}"
-        return "whole"
-
-
-WHOLE = Shape("whole")
-
-
-@dataclass(frozen=True)
-class GpuState:
-    node: str
-    index: int
-    model: str  # catalog key
-    shape: Shape
-    busy: tuple[tuple[str, int], ...] = ()  # class slug -> units held by running pods
-    pods: tuple[str, ...] = ()  # "namespace/name" of pods holding this GPU
-
-
-@dataclass(frozen=True)
-class Policy:
-    allow_draining: bool = False
-    large_shape_weight: float = 0.0  # bonus per GPU-equivalent of surplus in big shapes
-    sharing: str = "time-slicing"  # or "mps": how non-MIG GPUs are shared
-    # Replicas per shared GPU: a shared class unit is 1/4 GPU, so 4 unless asked otherwise.
-    replica_options: tuple[int, ...] = (facts.SHARED_REPLICAS,)
-    nodes: frozenset[str] | None = None  # plan only these nodes; None: all
-    # Serve at least this much (GPU-equivalents) instead of the most: for comparisons.
-    serve_at_least: float | None = None
-    polish_seconds: float = 0.25  # time box for objective 3 (the first two are always exact)
-
-
-@dataclass
-class PlanResult:
-    method: str
-    proposed: dict[tuple[str, int], Shape]  # (node, gpu index) -> shape
-    demand: dict[str, int]
-    supply_before: dict[str, int]
-    supply_after: dict[str, int]
-    served: dict[str, int]
-    unserved: dict[str, int]
-    changed: list[tuple[str, int]]
-    disturbed_pods: list[str]
-    solve_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-    def served_weight(self) -> float:
-        return sum(class_weight(c) * n for c, n in self.served.items()) / WEIGHT_SCALE
-
-
-# --- facts --------------------------------------------------------------------------------------
-
-
-@cache
-def _class_weights() -> dict[str, int]:
-    weights = {}
-    for model in facts.load_catalog().values():
-        weights[class_slug(model, "whole")] = WEIGHT_SCALE
-        weights[class_slug(model, "shared")] = WEIGHT_SCALE // facts.SHARED_REPLICAS
-        for p in model.profiles.values():
-            weights[class_slug(model, "mig", p.name)] = (
-                WEIGHT_SCALE * p.compute_slices // model.compute_slices
-            )
-    return weights
-
-
-def class_weight(slug: str) -> int:
-    return _class_weights().get(slug, 0)
-
-
-def units_of(model: facts.GpuModel, shape: Shape) -> dict[str, int]:
-    """Units of each resource class one GPU in this shape offers."""
-    if shape.mode == "mig":
-        return {class_slug(model, "mig", p): n for p, n in shape.devices}
-    if shape.mode == "shared":
-        return {class_slug(model, "shared"): shape.replicas}
-    return {class_slug(model, "whole"): 1}
-
-
-def instance_units(model: facts.GpuModel, shape: Shape) -> list[str]:
-    """The shape's units one by one, in the order busy units are assumed to take them."""
-    return [c for c, n in units_of(model, shape).items() for _ in range(n)]
-
-
-@cache
-def candidate_shapes(model_key: str, sharing: str, replicas: tuple[int, ...]) -> tuple[Shape, ...]:
-    """What a GPU of this model may become: every maximal packable multiset of its profiles
-    (without media extensions) and whole; non-MIG models: whole or shared."""
-    model = facts.get_model(model_key)
-    if not model.mig_capable:
-        return (WHOLE, *(Shape("shared", (), r) for r in replicas))
-    profiles = [p for p in model.profiles if "+me" not in p]
-    multisets = sorted(facts.maximal_multisets(model, profiles))
-    return (WHOLE, *(Shape("mig", tuple(m)) for m in multisets))
-
-
-def supply(gpus: list[GpuState], shapes: dict[tuple[str, int], Shape] | None = None) -> Counter:
-    total: Counter = Counter()
-    for g in gpus:
-        shape = shapes.get((g.node, g.index), g.shape) if shapes else g.shape
-        total.update(units_of(facts.get_model(g.model), shape))
-    return total
-
+DEFAULT_POLICY = Policy()
 
 # --- decision units -----------------------------------------------------------------------------
 
 
 @dataclass
 class _Unit:
-    """One decision: a MIG-capable GPU, or a whole non-MIG node (its sharing is per node)."""
+    """One decision: one GPU (its MIG layout, or whole, or shared)."""
 
     gpus: list[GpuState]
     movable: bool
@@ -196,12 +92,22 @@ def _units(gpus: list[GpuState], policy: Policy) -> list[_Unit]:
     for node, node_gpus in sorted(per_node.items()):
         node_gpus.sort(key=lambda g: g.index)
         in_scope = policy.nodes is None or node in policy.nodes
-        model = facts.get_model(node_gpus[0].model)
-        groups = [[g] for g in node_gpus] if model.mig_capable else [node_gpus]
-        for group in groups:
-            busy = any(g.busy for g in group)
-            units.append(_Unit(group, in_scope and (policy.allow_draining or not busy)))
+        for g in node_gpus:
+            units.append(_Unit([g], in_scope and (policy.allow_draining or not g.busy)))
     return units
+
+
+def _replica_choices(gpus: list[GpuState], policy: Policy) -> dict[str, set[int]]:
+    """Nodes whose shared GPUs could end up with different replicas (more than one option, or
+    GPUs shared today with replicas outside the options): node -> the replicas possible there.
+    Only these need the one-replicas-per-node rule; elsewhere it holds by itself."""
+    per_node: dict[str, set[int]] = defaultdict(set)
+    for g in gpus:
+        if not facts.get_model(g.model).mig_capable:
+            per_node[g.node] |= set(policy.replica_options)
+            if g.shape.mode == "shared":
+                per_node[g.node].add(g.shape.replicas)
+    return {node: reps for node, reps in per_node.items() if len(reps) > 1}
 
 
 def _popularity(demand: dict[str, int], policy: Policy) -> dict[str, float]:
@@ -260,34 +166,43 @@ def _result(
 
 
 def plan_exact(
-    gpus: list[GpuState], demand: dict[str, int], policy: Policy = Policy()
+    gpus: list[GpuState], demand: dict[str, int], policy: Policy = DEFAULT_POLICY
 ) -> PlanResult:
     import highspy  # imported here: the rest of the module (and its users) need no solver
     import numpy as np
 
     started = time.perf_counter()
     units = _units(gpus, policy)
+    replica_nodes = _replica_choices(gpus, policy)
     fixed: Counter = Counter()
+    fixed_replicas: dict[str, set[int]] = defaultdict(set)  # node -> replicas of fixed shared GPUs
     classes: dict[tuple, list[int]] = defaultdict(list)  # class key -> unit positions
     for pos, unit in enumerate(units):
+        node = unit.gpus[0].node
         if unit.movable:
             # Busy and idle units share a class: the same columns, and the realisation below
-            # changes the idle ones (then those with the fewest pods) first.
-            key = (unit.model, len(unit.gpus), unit.shape, len(unit.gpus))
+            # changes the idle ones (then those with the fewest pods) first. Classes stay within
+            # a node where its replicas are to be chosen (one count per node).
+            scope = node if node in replica_nodes else ""
+            key = (unit.model, len(unit.gpus), unit.shape, len(unit.gpus), scope)
             classes[key].append(pos)
         else:
             model = facts.get_model(unit.model)
             for _ in unit.gpus:
                 fixed.update(units_of(model, unit.shape))
+            if unit.shape.mode == "shared":
+                fixed_replicas[node].add(unit.shape.replicas)
 
     demanded = sorted(c for c, n in demand.items() if n > 0)
     row_of = {c: i for i, c in enumerate(demanded)}
     # Columns: one integer per (class, candidate shape), then one `served` per demanded class.
     cols: list[tuple[tuple, Shape, int]] = []  # (class key, shape, cost of one unit)
     for key in classes:
-        model_key, _, current, cost = key
+        model_key, _, current, cost, scope = key
         shapes = candidate_shapes(model_key, policy.sharing, policy.replica_options)
-        for shape in dict.fromkeys((current, *shapes)):
+        # a node that keeps GPUs shared with other replicas may share more GPUs with those
+        kept = [Shape("shared", (), r) for r in sorted(replica_nodes.get(scope, ()))]
+        for shape in dict.fromkeys((current, *shapes, *kept)):
             cols.append((key, shape, 0 if shape == current else cost))
     n_x, n_s = len(cols), len(demanded)
     if not n_x:  # nothing may change
@@ -333,6 +248,7 @@ def plan_exact(
             js = [j for j in by_class[key] if cols[j][1] != key[2]]
             cols_b = np.array([*js, n_x + n_s + i])
             h.addRow(-inf, idle, len(cols_b), cols_b, np.array([1.0] * len(js) + [-1.0]))
+    _one_replicas_per_node(h, cols, classes, replica_nodes, fixed_replicas)
 
     def solve(costs: list[float], sense_max: bool) -> float:
         h.changeColsCost(len(costs), np.arange(len(costs)), np.array(costs, dtype=float))
@@ -398,11 +314,43 @@ def plan_exact(
     return _result("exact", gpus, units, chosen, demand, started)
 
 
+def _one_replicas_per_node(h, cols, classes, replica_nodes, fixed_replicas) -> None:
+    """A node's shared GPUs share one replicas count: a binary y per (node, replicas), at most
+    one set per node (forced where a GPU that may not change is shared), and a class's GPUs
+    take a shared shape only under its node's y. Added last: the other columns keep their
+    positions, and the y cost nothing in any objective."""
+    import highspy
+    import numpy as np
+
+    first = h.getNumCol()
+    ys: dict[tuple[str, int], int] = {}
+    for node, reps in sorted(replica_nodes.items()):
+        for r in sorted(reps):
+            ys[(node, r)] = first + len(ys)
+    if not ys:
+        return
+    n_y = len(ys)
+    lower = [1.0 if r in fixed_replicas.get(node, ()) else 0.0 for node, r in ys]
+    h.addVars(n_y, np.array(lower), np.ones(n_y))
+    h.changeColsIntegrality(
+        n_y, np.arange(first, first + n_y), np.full(n_y, highspy.HighsVarType.kInteger, np.uint8)
+    )
+    for node in sorted(replica_nodes):
+        idx = [j for (n, _), j in ys.items() if n == node]
+        h.addRow(-highspy.kHighsInf, 1.0, len(idx), np.array(idx), np.ones(len(idx)))
+    for j, (key, shape, _) in enumerate(cols):
+        if key[4] and shape.mode == "shared":
+            y = ys[(key[4], shape.replicas)]
+            h.addRow(
+                -highspy.kHighsInf, 0.0, 2, np.array([j, y]), np.array([1.0, -len(classes[key])])
+            )
+
+
 # --- greedy baseline ----------------------------------------------------------------------------
 
 
 def plan_greedy(
-    gpus: list[GpuState], demand: dict[str, int], policy: Policy = Policy()
+    gpus: list[GpuState], demand: dict[str, int], policy: Policy = DEFAULT_POLICY
 ) -> PlanResult:
     """Largest weighted shortfall first: take a movable unit whose current instances are least
     needed and give it the candidate shape with the most units of the short class."""
@@ -410,6 +358,9 @@ def plan_greedy(
     units = _units(gpus, policy)
     chosen = [u.shape for u in units]
     have = supply(gpus)
+    on_node: dict[str, list[int]] = defaultdict(list)
+    for pos, unit in enumerate(units):
+        on_node[unit.gpus[0].node].append(pos)
 
     goal = dict(demand)  # lowered for classes nothing more can be done for
 
@@ -452,12 +403,21 @@ def plan_greedy(
             continue
         _, key, shape = best
         pos = free[key].pop()
+        shape = _node_replicas(on_node[units[pos].gpus[0].node], chosen, pos, shape)
         model = facts.get_model(key[0])
         n = key[1]
         have.subtract({c: k * n for c, k in units_of(model, chosen[pos]).items()})
         have.update({c: k * n for c, k in units_of(model, shape).items()})
         chosen[pos] = shape
     return _result("greedy", gpus, units, chosen, demand, started)
+
+
+def _node_replicas(node_positions: list[int], chosen: list[Shape], pos: int, shape: Shape) -> Shape:
+    """A shared shape takes the replicas of its node's other shared GPUs (one count per node)."""
+    if shape.mode != "shared":
+        return shape
+    others = (chosen[p] for p in node_positions if p != pos)
+    return next((s for s in others if s.mode == "shared"), shape)
 
 
 # --- measures -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict
 
+import yaml
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
@@ -19,7 +20,7 @@ from scheduler.cluster.models import Node, PodAllocation
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts
 from scheduler.mig import planner as pl
-from scheduler.mig.models import MigConfig, Plan
+from scheduler.mig.models import DevicePluginConfig, MigConfig, Plan
 from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant
 
 
@@ -27,6 +28,18 @@ def known_mig_configs() -> dict[str, list[dict]]:
     """The portal's file of mig-parted configs plus every generated config published so far."""
     configs = dict(layouts.load_mig_configs(str(settings.MIG_PARTED_CONFIG)))
     configs.update(MigConfig.objects.values_list("name", "entries"))
+    return configs
+
+
+def file_device_plugin_configs() -> dict[str, dict]:
+    """The portal's named device-plugin configs (the file beside the GPU catalog)."""
+    return yaml.safe_load(facts.CATALOG_PATH.with_name("device-plugin-config.yaml").read_text())
+
+
+def known_device_plugin_configs() -> dict[str, dict]:
+    """The portal's file of device-plugin configs plus every generated one published so far."""
+    configs = file_device_plugin_configs()
+    configs.update(DevicePluginConfig.objects.values_list("name", "config"))
     return configs
 
 
@@ -39,9 +52,19 @@ def shape_from_json(data: dict) -> pl.Shape:
     return pl.Shape(data["mode"], devices, int(data.get("replicas", 1)))
 
 
-def current_shapes(node: Node, configs: dict[str, list[dict]]) -> list[pl.Shape]:
+def current_shapes(
+    node: Node, configs: dict[str, list[dict]], dp_configs: dict[str, dict] | None = None
+) -> list[pl.Shape]:
     model = facts.get_model(node.gpu_model)
     if not model.mig_capable:
+        if dp_configs and node.device_plugin_config in dp_configs:
+            # which GPUs are shared: the config may list some (a node part whole, part shared);
+            # believed when GFD's replicas label agrees (the config label is what was asked
+            # for, and a change may be pending or have failed)
+            config = dp_configs[node.device_plugin_config]
+            shapes = mig_configs.sharing_shapes(config, node.gpu_count)
+            if max((s.replicas for s in shapes), default=1) == max(node.sharing_replicas, 1):
+                return shapes
         shape = (
             pl.Shape("shared", (), node.sharing_replicas) if node.sharing_replicas > 1 else pl.WHOLE
         )
@@ -60,10 +83,12 @@ def _class_of(model: facts.GpuModel, resource: str, shared: bool) -> str:
 
 def fleet_from_inventory(
     configs: dict[str, list[dict]] | None = None,
+    dp_configs: dict[str, dict] | None = None,
 ) -> tuple[list[pl.GpuState], dict[str, tuple[str, str]]]:
     """Every GPU of the inventory with its shape and what pods hold on it. Pods take a node's
     instances of their class in GPU order (the device plugin does not say which GPU)."""
     configs = configs if configs is not None else known_mig_configs()
+    dp_configs = dp_configs if dp_configs is not None else known_device_plugin_configs()
     pods: dict[str, list[PodAllocation]] = defaultdict(list)
     for alloc in PodAllocation.objects.order_by("started_at", "uid"):
         pods[alloc.node_name].append(alloc)
@@ -71,14 +96,17 @@ def fleet_from_inventory(
     for node in Node.objects.exclude(gpu_model="").filter(gpu_count__gt=0).order_by("name"):
         model = facts.get_model(node.gpu_model)
         labels[node.name] = (node.mig_config, node.device_plugin_config)
-        shared = node.sharing_replicas > 1
+        shapes = current_shapes(node, configs, dp_configs)
+        # replicas advertised as plain nvidia.com/gpu (a config not renamed) only when every
+        # GPU is shared; a node part whole, part shared advertises them renamed
+        shared = node.sharing_replicas > 1 and all(s.mode == "shared" for s in shapes)
         queue: dict[str, list[str]] = defaultdict(list)  # class -> one pod per unit held
         for alloc in pods.get(node.name, []):
             for resource, n in alloc.resources.items():
                 queue[_class_of(model, resource, shared)] += [
                     f"{alloc.namespace}/{alloc.pod_name}"
                 ] * n
-        for index, shape in enumerate(current_shapes(node, configs)):
+        for index, shape in enumerate(shapes):
             busy: dict[str, int] = defaultdict(int)
             holders = set()
             for unit in pl.instance_units(model, shape):
@@ -154,12 +182,14 @@ def create_plan(
         sharing=sharing,
         nodes=frozenset(nodes) if nodes else None,
     )
-    configs = known_mig_configs()
-    gpus, labels = fleet_from_inventory(configs)
+    configs, dp_configs = known_mig_configs(), known_device_plugin_configs()
+    gpus, labels = fleet_from_inventory(configs, dp_configs)
     demand = demand if demand is not None else approved_demand(include_pending=include_pending)
     solve = pl.plan_greedy if method == "greedy" else pl.plan_exact
     result = solve(gpus, demand, policy)
-    proposals, new_configs = mig_configs.propose_nodes(gpus, result, labels, configs, policy)
+    proposals, new_configs = mig_configs.propose_nodes(
+        gpus, result, labels, configs, policy, dp_configs
+    )
     if policy.nodes is not None:
         proposals = [p for p in proposals if p.node in policy.nodes]
     policy_json = {
@@ -201,6 +231,11 @@ def create_plan(
                 for p in proposals
             ],
             mig_configs=new_configs,
+            device_plugin_configs={
+                p.device_plugin_config: p.device_plugin_entry
+                for p in proposals
+                if p.device_plugin_entry is not None
+            },
         )
         audit.record(
             actor=actor,

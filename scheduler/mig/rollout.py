@@ -19,12 +19,11 @@ from django.utils import timezone
 
 from core import audit
 from core.permissions import require_platform_admin
-from scheduler.catalog import facts
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.mig import plans
-from scheduler.mig.models import MigConfig, Plan
+from scheduler.mig.models import DevicePluginConfig, MigConfig, Plan
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
@@ -80,20 +79,29 @@ def config_manifests(
 def publish_configs(kube: KubeGateway, plan: Plan, actor=None) -> None:
     for name, entries in plan.mig_configs.items():
         MigConfig.objects.get_or_create(name=name, defaults={"entries": entries})
-    for manifest in config_manifests(plans.known_mig_configs(), device_plugin_configs()):
+    for name, config in plan.device_plugin_configs.items():
+        DevicePluginConfig.objects.get_or_create(name=name, defaults={"config": config})
+    # every config published so far stays: nodes of earlier plans still name theirs
+    for manifest in config_manifests(
+        plans.known_mig_configs(), plans.known_device_plugin_configs()
+    ):
         kube.apply(manifest)
     audit.record(
         actor=actor,
         verb="plan.configs_published",
         obj=plan,
         tenant=None,
-        after={"namespace": operator_namespace(), "generated": sorted(plan.mig_configs)},
+        after={
+            "namespace": operator_namespace(),
+            "generated": sorted(plan.mig_configs),
+            "generated_device_plugin": sorted(plan.device_plugin_configs),
+        },
     )
 
 
 def device_plugin_configs() -> dict[str, dict]:
     """The portal's named device-plugin configs (the file beside the GPU catalog)."""
-    return yaml.safe_load(facts.CATALOG_PATH.with_name("device-plugin-config.yaml").read_text())
+    return plans.file_device_plugin_configs()
 
 
 def _labels(node: dict | None) -> dict[str, str]:

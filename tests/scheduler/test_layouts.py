@@ -21,6 +21,21 @@ def test_time_sliced_gpus_show_their_replicas_and_unknown_configs_read_whole():
     assert layouts.gpu_layouts("H200-141GB", 2, "no-such-config", 1, CONFIGS)[0].mode == "whole"
 
 
+def test_a_node_sharing_some_gpus_draws_replicas_only_on_those():
+    gpus = layouts.gpu_layouts("L40S-48GB", 4, "", [4, 4, 1, 1], CONFIGS)
+    assert [(g.mode, len(g.instances)) for g in gpus] == [
+        ("shared", 4),
+        ("shared", 4),
+        ("whole", 1),
+        ("whole", 1),
+    ]
+    held = {"nvidia.com/gpu.shared": [("team-a", 1)], "nvidia.com/gpu": [("team-b", 1)]}
+    drawn = layouts.assign_tenants(gpus, held)
+    assert [b.tenant for b in drawn[0].blocks] == ["team-a", "", "", ""]
+    assert [b.tenant for b in drawn[1].blocks] == ["", "", "", ""]
+    assert [b.tenant for b in drawn[2].blocks] == ["team-b"]
+
+
 def test_tenants_get_instances_in_gpu_order_and_free_slices_show():
     gpus = layouts.gpu_layouts("A100-80GB", 4, "mixed", 1, CONFIGS)
     drawn = layouts.assign_tenants(
