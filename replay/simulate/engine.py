@@ -74,6 +74,7 @@ class Result:
     team_demand: dict[int, float]  # … had every pod run when it arrived
     finished_at: float
     in_queue_preemptions: int = 0  # of `preemptions`, by priority within a team; the rest reclaim
+    ping_pong: int = 0  # victims the Kueue model held back (`kueue.PING_PONG_LIMIT`)
 
     def wait(self, q: float) -> float:
         """The q-quantile of queue wait (trace seconds); refused and never started count as
@@ -314,6 +315,7 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
         team_demand={t: v / horizon for t, v in demand.items()},
         finished_at=max((j.finished or 0.0) for j in engine.jobs) if engine.jobs else 0.0,
         in_queue_preemptions=engine.in_queue_preemptions,
+        ping_pong=engine.kueue.ping_pong,
     )
 
 

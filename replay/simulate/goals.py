@@ -66,4 +66,10 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
         f"1 per team); demand and held are GPU-equivalents averaged over the window. Row 0 has "
         f"{zero.gpus} GPUs: {FLEET_GOAL:g} × row 0 is {FLEET_GOAL * zero.gpus:.1f} GPUs.\n"
     )
+    held = [f"{r.policy.key} {r.default.ping_pong}" for r in rows if r.default.ping_pong]
+    if held:
+        tail += (
+            "Victims held back by the ping-pong guard (`kueue.PING_PONG_LIMIT`), "
+            f"{fleet.gpus} GPUs: {', '.join(held)}.\n"
+        )
     return head + "\n".join(lines) + "\n" + tail

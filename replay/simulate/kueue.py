@@ -37,10 +37,17 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from replay.simulate import preemption
 from replay.simulate.queues import ClusterQueue, Key, Quota, Workload, cluster_queue, quantity
+
+# Preemptions of one workload within one instant after which the model stops offering it as a
+# victim there: with several resources per queue, fair sharing can ping-pong (queue A borrows
+# resource X, so its work on Y is a fair-sharing target; the queue it lost Y to reclaims it at
+# once, being within nominal), which at zero latency never ends; on a cluster it would churn.
+PING_PONG_LIMIT = 2
 
 __all__ = ["ClusterQueue", "Key", "Kueue", "Quota", "Workload", "cluster_queue", "quantity"]
 
@@ -97,6 +104,9 @@ class Kueue:
         self.fair_sharing = fair_sharing
         self.grace_s = grace_s  # the reclaim policy's (`preemption`), not Kueue's
         self.victims_by_work_lost = victims_by_work_lost
+        self.ping_pong = 0  # victims held back by PING_PONG_LIMIT (0: it never fired)
+        self._instant: float | None = None
+        self._preempted_now: Counter[int] = Counter()
         self.members: dict[str | None, list[ClusterQueue]] = {}
         for q in queues:
             self.members.setdefault(q.cohort, []).append(q)
@@ -200,6 +210,16 @@ class Kueue:
 
     # --- preemption (`preemption`) --------------------------------------------------------
 
+    def held_back(self, v: Workload, now: float) -> bool:
+        """`v` was preempted PING_PONG_LIMIT times at this instant: no victim again now."""
+        if now != self._instant:
+            self._instant = now
+            self._preempted_now.clear()
+        if self._preempted_now[id(v)] < PING_PONG_LIMIT:
+            return False
+        self.ping_pong += 1
+        return True
+
     def victims(self, w: Workload, now: float = 0.0) -> list[Workload] | preemption.Blocked:
         """The admitted workloads to preempt for `w`, on the first of its flavors where that
         makes room (fair sharing's rules when configured, else classic), or why not."""
@@ -266,6 +286,7 @@ class Kueue:
                 self.admit(w, flavor, now)
                 out.admitted.append(w)
                 out.preempted += found
+                self._preempted_now.update(id(v) for v in found)
                 out.in_queue += sum(v.queue == w.queue for v in found)
             elif q.strategy == "StrictFIFO":
                 q.inadmissible.append(w)  # it blocks: nothing behind it is popped

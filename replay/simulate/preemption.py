@@ -51,6 +51,8 @@ class Kueue(Protocol):
 
     def share(self, q: ClusterQueue, extra: Key | None = None, units: float = 0) -> float: ...
 
+    def held_back(self, v: Workload, now: float) -> bool: ...
+
 
 @dataclass
 class Blocked:
@@ -78,6 +80,7 @@ def candidates(k: Kueue, w: Workload, q: ClusterQueue, key: Key, now: float, rec
             and (v.priority < w.priority or (
                 policy == "LowerOrNewerEqualPriority"
                 and v.priority == w.priority and v.timestamp > w.timestamp))
+            and not k.held_back(v, now)
         ]  # fmt: skip
     retry_at = math.inf
     if reclaim and q.cohort and q.reclaim_within_cohort != "Never":
@@ -88,6 +91,8 @@ def candidates(k: Kueue, w: Workload, q: ClusterQueue, key: Key, now: float, rec
                 if (v.flavor, v.resource) != key:
                     continue
                 if q.reclaim_within_cohort == "LowerPriority" and v.priority >= w.priority:
+                    continue
+                if k.held_back(v, now):
                     continue
                 admitted = v.admitted_at if v.admitted_at is not None else now
                 if k.grace_s and now - admitted < k.grace_s:

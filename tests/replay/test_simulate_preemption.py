@@ -163,3 +163,12 @@ def test_fair_sharing_keeps_priority_preemption_inside_the_queue():
     k.submit(high := wl("a", priority=HIGH, t=5))
     d = k.cycle(5.0)
     assert d.admitted == [high] and d.preempted == [low] and d.in_queue == 1
+
+
+def test_a_workload_preempted_twice_in_one_instant_is_held_back_there_only():
+    k = model(queue("a", 1), queue("b", 1))
+    v = running(k, wl("a"), since=0)
+    k._preempted_now.update([id(v)] * kq.PING_PONG_LIMIT)
+    k._instant = 5.0
+    assert k.held_back(v, 5.0) and k.ping_pong == 1
+    assert not k.held_back(v, 6.0)  # a new instant: offered again
