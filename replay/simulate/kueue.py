@@ -49,7 +49,10 @@ from replay.simulate.queues import ClusterQueue, Key, Quota, Workload, cluster_q
 # once, being within nominal), which at zero latency never ends; on a cluster it would churn.
 PING_PONG_LIMIT = 2
 
-__all__ = ["ClusterQueue", "Key", "Kueue", "Quota", "Workload", "cluster_queue", "quantity"]
+__all__ = [  # the model's data lives in `queues`; callers keep reading it from here
+    "PING_PONG_LIMIT", "ClusterQueue", "Decision", "Key", "Kueue", "Quota", "Transformations",
+    "Workload", "cluster_queue", "priorities", "quantity", "transform", "transformations_of",
+]  # fmt: skip
 
 Transformations = dict[str, dict[str, float]]  # input resource -> {output resource: multiplier}
 
