@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
     g.add_argument("--policies", default=PART_ONE_POLICIES,
-                   help="letters of abcde, in order (default all; simulate: also f)")  # fmt: skip
+                   help="letters of abcde, in order (default all; simulate: also f…j)")  # fmt: skip
     g.add_argument("--repeat", type=_positive(int), default=1,
                    help="runs of each policy, interleaved (a…e, a…e): mean and range")  # fmt: skip
     g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
@@ -181,7 +181,7 @@ def run_simulate(args, say) -> str:
     """Part "simulate": no cluster is started and no database opened. Django's settings are
     loaded only because the portal's priority classes are defined in `tenants.models`."""
     django.setup()
-    from replay.simulate import engine, fleet, report, rows
+    from replay.simulate import engine, fleet, goals, report, rows
 
     policies = [c for c in args.policies if c.strip()]
     if not policies or any(c not in rows.ROWS for c in policies):
@@ -214,7 +214,7 @@ def run_simulate(args, say) -> str:
         search=not args.no_search, fair_sharing=args.fair_sharing, progress=say,
     )  # fmt: skip
     say(f"simulated in {time.monotonic() - started:.1f} s")
-    return report.table(zero, found, base)
+    return report.table(zero, found, base) + "\n" + goals.table(zero, found, base)
 
 
 def run_calibrate(args, say) -> str:

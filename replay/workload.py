@@ -26,6 +26,7 @@ from scheduler.catalog import facts
 
 SHARED_MAX_MILLI = 1000 // facts.SHARED_REPLICAS  # an ask that fits one time-sliced replica
 HIGH_QOS = frozenset({"LS", "Guaranteed"})  # latency-sensitive in the trace
+GUARANTEED_QOS = "Guaranteed"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ class Policy:
     priority: bool = False
     slices: bool = False  # GPU-equivalent grants in compute slices: the simulator's what-if only
     claim_pts: float | None = None  # the seed article's gain for this row's technique
+    # The simulator's rows g…j only (`replay/simulate/rows.py`): the issue's policies, modelled
+    # before the portal renders them.
+    unlimited_borrowing: bool = False  # borrowingLimit omitted (Kueue: no limit)
+    fair_sharing: bool = False  # Kueue's fairSharing, weight 1 per team
+    grace_s: float = 0.0  # a borrowed workload is not reclaimed before it has run this long
+    victims_by_work_lost: bool = False  # reclaim the least work lost first, not lowest priority
+    minority_high: bool = False  # gpu-high only for latency-sensitive shared asks (`priority_of`)
+    sized_sharing: bool = False  # time-slice as many GPUs as the shared demand needs
 
 
 POLICIES = {
@@ -152,8 +161,22 @@ def mig_profile(model: facts.GpuModel, compute_slices: int) -> str:
     return min(fits, key=lambda p: (p.memory_slices, p.name)).name
 
 
+def priority_of(pod: ReplayPod, policy: Policy) -> str:
+    """The priority class a pod runs at. Part 1's rule (e): every latency-sensitive pod is
+    `gpu-high`, 70 % of the default window's pods, so high means little. The minority rule
+    (row i): only what a person would call urgent at submit time is high, the latency-sensitive
+    pods that share a GPU (the trace's inference-sized asks, 8 % of that window's pods) and
+    `Guaranteed` ones; whole-GPU latency-sensitive pods, `BE` and `Burstable` are `gpu-low`."""
+    if not policy.priority:
+        return "gpu-low"
+    if policy.minority_high:
+        urgent = pod.qos == GUARANTEED_QOS or (pod.qos in HIGH_QOS and pod.fractional)
+        return "gpu-high" if urgent else "gpu-low"
+    return "gpu-high" if pod.qos in HIGH_QOS else "gpu-low"
+
+
 def ask(pod: ReplayPod, policy: Policy, model: facts.GpuModel) -> Ask:
-    priority = "gpu-high" if policy.priority and pod.qos in HIGH_QOS else "gpu-low"
+    priority = priority_of(pod, policy)
     whole = facts.class_slug(model, "whole")
     full = float(model.compute_slices)
     if not pod.fractional:

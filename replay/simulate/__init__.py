@@ -7,12 +7,17 @@ each. What the harness adds on the real cluster (latencies, Kueue's one head per
 cycle, requeue batching, whole-second timestamps) is a named parameter of `engine.Harness`,
 all zero for the policy rows.
 
+- `queues`: ClusterQueues, quotas and Workloads as the Kueue model holds them.
 - `kueue`: ClusterQueues and their cohort, built from the rendered manifests; admission cycle,
-  borrowing and lending, classic preemption, fair-sharing order when configured.
+  borrowing and lending, fair-sharing order when configured.
+- `preemption`: classic and fair-sharing preemption, and the issue's reclaim policy (a grace
+  before reclaim, victims by least work lost).
 - `scheduler`: nodes, their GPUs as MIG instances, whole GPUs or time-sliced replicas; binding
   by MostAllocated.
 - `engine`: the event loop at trace time and what it measures.
 - `fleet`: one policy on one fleet, set up the way part 1 sets it up on the cluster.
-- `rows`: row 0 and a…e, the search for the smallest fleet that carries the trace.
-- `report`: the table.
+- `slice_quota`: the rows' GPU-equivalent quotas (f…j), slice counts read from the catalog.
+- `rows`: row 0, a…e and the what-ifs f…j, the search for the smallest fleet that carries
+  the trace, the fairness metric.
+- `report`: the table; `goals`: issue 29's goals row by row.
 """

@@ -73,6 +73,8 @@ class Result:
     team_held: dict[int, float]  # GPU-equivalents held, time-averaged over the window
     team_demand: dict[int, float]  # … had every pod run when it arrived
     finished_at: float
+    in_queue_preemptions: int = 0  # of `preemptions`, by priority within a team; the rest reclaim
+    ping_pong: int = 0  # victims the Kueue model held back (`kueue.PING_PONG_LIMIT`)
 
     def wait(self, q: float) -> float:
         """The q-quantile of queue wait (trace seconds); refused and never started count as
@@ -105,6 +107,8 @@ class Engine:
         self.by_workload = {id(j.workload): j for j in jobs}
         self.by_pod = {id(j.kpod): j for j in jobs}
         self.cycle_due = False
+        self.in_queue_preemptions = 0  # by higher priority in the same queue (not reclaim)
+        self.retries: set[float] = set()  # times a preemptor waiting out a grace is tried again
 
     def at(self, t: float, kind: int, job: Job | None = None) -> None:
         self.seq += 1
@@ -185,6 +189,11 @@ class Engine:
             self._admitted(self.by_workload[id(w)], now)
         for w in decision.preempted:
             self._evict(self.by_workload[id(w)], now)
+        self.in_queue_preemptions += decision.in_queue
+        t = decision.retry_at
+        if t is not None and t > now and t not in self.retries:
+            self.retries.add(t)  # the set-aside preemptor is tried again when the grace ends
+            self.at(t, REQUEUE, None)
         if chain and any(q.active for q in self.kueue.queues.values()):
             self.cycle_due = True
             self.at(now + self.h.cycle_s, CYCLE)
@@ -223,7 +232,7 @@ class Engine:
     def _start(self, job: Job, now: float) -> None:
         if job.kpod.node is None or job.start_token != job.token:
             return  # evicted before it ran
-        job.run_start = now
+        job.run_start = job.workload.running_since = now
         if job.started is None:
             job.started = now
         self.running[id(job)] = job
@@ -240,6 +249,7 @@ class Engine:
         del self.running[id(job)]
         job.runs.append((job.run_start, now))
         job.finished = now
+        job.workload.running_since = None
         self.scheduler.remove(job.kpod)
         self._later(now, self.h.release_latency_s, job)
         return True
@@ -253,7 +263,7 @@ class Engine:
             del self.running[id(job)]
             job.runs.append((job.run_start, now))
             job.lost_gpu_s += job.gpu_eq * (now - job.run_start)
-        job.run_start = None
+        job.run_start = job.workload.running_since = None
         if job.kpod.node is None:
             self.scheduler.remove(job.kpod)  # it never got a node: nothing to wait for
         self._later(now, self.h.release_latency_s, job)
@@ -304,6 +314,8 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
         team_held={t: v / horizon for t, v in held.items()},
         team_demand={t: v / horizon for t, v in demand.items()},
         finished_at=max((j.finished or 0.0) for j in engine.jobs) if engine.jobs else 0.0,
+        in_queue_preemptions=engine.in_queue_preemptions,
+        ping_pong=engine.kueue.ping_pong,
     )
 
 

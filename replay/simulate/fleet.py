@@ -2,26 +2,22 @@
 with the portal's pure code where the portal decides:
 
 1. nodes time-sliced for the shared asks (c and later), whole nodes as the device plugin's
-   sharing config is per node;
+   sharing config is per node (row j: as many GPUs as the shared demand needs, `shared_gpus`);
 2. MIG layouts for the rest from the planner (`scheduler.mig.planner.plan_exact`, what
-   `create_plan` runs), asked for the classes' mean demand worth the MIG nodes
+   `create_plan` runs), asked for the classes' mean demand worth the MIG GPUs
    (`replay.workload.fleet_demand`);
 3. the grants from the supply (`replay.workload.split_supply`), each pool's borrowing limit its
    capacity from d on (part 1's `set_pool`), idle units lent;
 4. each team's ClusterQueue, the ResourceFlavors and the WorkloadPriorityClasses rendered by
    `scheduler.cluster.render`, from the `QueueLine`s the reconciler would build
    (`scheduler.cluster.reconcile.specs.queue_lines`, over unsaved catalog classes and pools);
-5. the Kueue model built from those manifests, the scheduler model from the layouts.
+5. the Kueue model built from those manifests (fair sharing and the reclaim policy from the
+   row's `Policy`), the scheduler model from the layouts.
 
-Row f (`Policy.slices`, a what-if the portal does not render yet) differs in step 3 and 4 only:
-each team's grant of the model is a number of compute slices (`slice_grants`: the slices the
-layouts supply, split by the teams' mean demand in slices with `split_supply`), one quota line
-per model of the resource `SLICES` (nominal the grant, borrowing limit the pool's capacity,
-lent), rendered by `render_cluster_queue` like the others; and the Kueue Configuration's
-`resources.transformations` (`slice_transformations`: each GPU resource name → its compute
-slices of `SLICES`, a whole GPU the model's `compute_slices`, a MIG instance its g, a shared
-replica its fraction) are the simulator's, since the portal configures none. Both the lines
-and the transformations restate what the product change would build; nothing else does.
+Rows f…j (`Policy.slices`, what-ifs the portal does not render yet) differ in steps 3 and 4:
+grants, quota lines and transformations in GPU-equivalent slices (`slice_quota`: the counts
+read from `scheduler.catalog.slices`, the grants and lines restated until the portal renders
+them).
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from functools import cache
 
 from localcluster.components import scheduler_config
 from replay.simulate import kueue as kq
+from replay.simulate import slice_quota
 from replay.simulate.engine import Engine, Harness, Job, Result, measure, tie_order
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
 from replay.workload import (
@@ -45,7 +42,7 @@ from replay.workload import (
     time_sliced_nodes,
     unit_gpus,
 )
-from scheduler.catalog import facts
+from scheduler.catalog import facts, slices
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.services import catalog_resource_classes
 from scheduler.cluster.reconcile.specs import priority_class_specs
@@ -58,7 +55,6 @@ from scheduler.mig import planner
 INSTANCE = "replay"  # part 1's portal instance: its cohort and namespaces
 COHORT = f"gpu-portal-{INSTANCE}"  # reconcile.specs.cohort_name() for that instance
 DRAIN_LIMIT_S = 7 * 86400  # after the window: time left for the queued work to start
-SLICES = "gpu-portal.io/compute-slices"  # row f's quota resource (a what-if: not rendered)
 
 
 @dataclass(frozen=True)
@@ -88,44 +84,50 @@ class Setup:
 
 
 @cache
-def _plan(fleet: Fleet, mig_nodes: int, wanted: tuple[tuple[str, int], ...]) -> tuple:
-    """The planner's shapes for fresh (all whole) GPUs of the MIG nodes; cached: rows c, d, e
-    ask the same layout of the same fleet."""
+def _plan(fleet: Fleet, gpus: int, wanted: tuple[tuple[str, int], ...]) -> tuple:
+    """The planner's shapes for the fleet's first `gpus` GPUs, fresh (all whole), in node
+    order; cached: rows c, d, e ask the same layout of the same fleet."""
     model = facts.get_model(fleet.model)
-    gpus = [
-        planner.GpuState(f"node-{n}", i, model.key, planner.WHOLE)
-        for n in range(mig_nodes)
-        for i in range(fleet.gpus_per_node)
-    ]
-    result = planner.plan_exact(gpus, dict(wanted))
-    shapes = tuple(
-        tuple(result.proposed[(f"node-{n}", i)] for i in range(fleet.gpus_per_node))
-        for n in range(mig_nodes)
-    )
-    return shapes, len(result.changed)
+    per = fleet.gpus_per_node
+    states = [planner.GpuState(f"node-{i // per}", i % per, model.key, planner.WHOLE)
+              for i in range(gpus)]  # fmt: skip
+    result = planner.plan_exact(states, dict(wanted))
+    return tuple(result.proposed[(g.node, g.index)] for g in states), len(result.changed)
+
+
+def shared_gpus(demand: dict[tuple[int, str], float], model: facts.GpuModel, gpus: int) -> int:
+    """Row j's time-sliced GPUs: the shared class's part of what the planner is asked for
+    (`fleet_demand`: mean demand scaled to the fleet's worth, rounded up) in whole GPUs of
+    `SHARED_REPLICAS` replicas, at least one when anything asks, never all."""
+    slug = facts.class_slug(model, "shared")
+    replicas = fleet_demand(demand, model, gpus).get(slug, 0)
+    return min(gpus - 1, math.ceil(replicas / facts.SHARED_REPLICAS)) if replicas else 0
 
 
 def layouts(
     policy: Policy, demand: dict[tuple[int, str], float], fleet: Fleet
 ) -> tuple[list[list[planner.Shape]], int]:
-    """Each node's GPU shapes, and how many GPUs were changed from whole."""
+    """Each node's GPU shapes, and how many GPUs were changed from whole. Time-slicing takes
+    whole nodes (c…i: the device plugin's sharing config is per node) or, with
+    `sized_sharing`, the fleet's last GPUs, as many as the shared demand needs."""
     model = facts.get_model(fleet.model)
     shared_slug = facts.class_slug(model, "shared")
-    n_shared = (
-        time_sliced_nodes(demand, shared_slug, fleet.nodes, fleet.gpus_per_node)
-        if policy.sharing
-        else 0
-    )
-    shared = [planner.Shape("shared", (), facts.SHARED_REPLICAS)] * fleet.gpus_per_node
-    mig_nodes = fleet.nodes - n_shared
-    nodes = [[planner.WHOLE] * fleet.gpus_per_node for _ in range(mig_nodes)]
-    changed = 0
-    if policy.mig and model.mig_capable and mig_nodes:
+    per = fleet.gpus_per_node
+    n_shared = 0
+    if policy.sharing and policy.sized_sharing:
+        n_shared = shared_gpus(demand, model, fleet.gpus)
+    elif policy.sharing:
+        n_shared = per * time_sliced_nodes(demand, shared_slug, fleet.nodes, per)
+    shared = planner.Shape("shared", (), facts.SHARED_REPLICAS)
+    rest = fleet.gpus - n_shared
+    shapes, changed = [planner.WHOLE] * rest, 0
+    if policy.mig and model.mig_capable and rest:
         unshared = {k: v for k, v in demand.items() if k[1] != shared_slug}
-        wanted = fleet_demand(unshared, model, mig_nodes * fleet.gpus_per_node)
-        shapes, changed = _plan(fleet, mig_nodes, tuple(sorted(wanted.items())))
-        nodes = [list(s) for s in shapes]
-    return nodes + [list(shared) for _ in range(n_shared)], changed + n_shared * len(shared)
+        wanted = fleet_demand(unshared, model, rest)
+        planned, changed = _plan(fleet, rest, tuple(sorted(wanted.items())))
+        shapes = list(planned)
+    shapes += [shared] * n_shared
+    return [shapes[n * per : (n + 1) * per] for n in range(fleet.nodes)], changed + n_shared
 
 
 def queue_lines(
@@ -153,36 +155,6 @@ def queue_lines(
     return reconciler_queue_lines(classes, pools, granted)
 
 
-def slices_per_unit(slug: str, model: facts.GpuModel) -> float:
-    """A unit's compute slices (whole GPU: the model's; MIG g: g; a shared replica: its part),
-    rounded off the float error of `unit_gpus`' division."""
-    return round(unit_gpus(slug, model) * model.compute_slices, 6)
-
-
-def slice_transformations(model: facts.GpuModel, supply: dict[str, int]) -> kq.Transformations:
-    """Row f's `resources.transformations`: each GPU resource name the fleet advertises counts
-    as its compute slices of `SLICES` (restated: the portal configures none yet)."""
-    return {resource_name(model, slug): {SLICES: slices_per_unit(slug, model)} for slug in supply}
-
-
-def slice_grants(
-    window: Window, policy: Policy, model: facts.GpuModel, supply: dict[str, int]
-) -> dict[int, int]:
-    """Row f's grants: the slices the layouts supply, split over the teams by their mean
-    demand in slices, each at least its largest single ask where the others can spare it."""
-    demand: dict[tuple[int, str], float] = {}  # classes the layouts lack count too
-    for (team, slug), units in mean_demand(window, policy, model).items():
-        slices = units * slices_per_unit(slug, model)
-        demand[(team, SLICES)] = demand.get((team, SLICES), 0.0) + slices
-    largest: dict[tuple[int, str], int] = {}
-    for (team, slug), units in largest_asks(window, policy, model).items():
-        need = math.ceil(units * slices_per_unit(slug, model) - 1e-9)
-        largest[(team, SLICES)] = max(largest.get((team, SLICES), 0), need)
-    total = round(sum(n * slices_per_unit(slug, model) for slug, n in supply.items()))
-    split = split_supply(demand, {SLICES: total}, largest)
-    return {team: n for (team, _), n in split.items()}
-
-
 def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
     model = facts.get_model(fleet.model)
     demand = mean_demand(window, policy, model)
@@ -199,24 +171,17 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
     names = tuple(sorted({resource_name(model, s) for s in supply}))
     transformations: kq.Transformations = {}
     if policy.slices:
-        transformations = slice_transformations(model, supply)
-        by_team = slice_grants(window, policy, model, supply)
-        grants = {(team, SLICES): n for team, n in by_team.items()}
-        granted = {t: by_team.get(t, 0) / model.compute_slices for t in range(teams)}
+        transformations = slice_quota.transformations(model, supply)
+        by_team = slice_quota.grants(window, policy, model, supply)
+        grants = {(team, slice_quota.SLICES): n for team, n in by_team.items()}
+        granted = {t: by_team.get(t, 0) / slices.SLICES_PER_GPU for t in range(teams)}
         capacity = sum(by_team.values())
     queues, namespaces = [], []
     for team in range(teams):
         lines = queue_lines(team, grants, supply, model, policy.borrowing)
         if policy.slices:
-            lines = (
-                QueueLine(
-                    flavor=model.key.lower(),
-                    resource_name=SLICES,
-                    nominal=grants.get((team, SLICES), 0),
-                    borrowing_limit=capacity if policy.borrowing else 0,
-                    lend=True,
-                ),
-            )
+            grant = by_team.get(team, 0)
+            lines = slice_quota.lines(model, grant, capacity, policy.borrowing)
         spec = TenantSpec(
             slug=f"{policy.key}-team-{team + 1}",
             name=f"Replay {policy.key} team {team + 1}",
@@ -230,7 +195,8 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         )
         namespace = f"{INSTANCE}-{spec.slug}"
         namespaces.append(namespace)
-        queues.append(render_cluster_queue(spec, namespace))
+        manifest = render_cluster_queue(spec, namespace)
+        queues.append(slice_quota.what_if_queue(manifest, policy) if policy.slices else manifest)
     return Setup(
         policy=policy,
         fleet=fleet,
@@ -252,7 +218,13 @@ def build(
     """The engine for a setup: Kueue from the rendered manifests, nodes from the layouts."""
     model = facts.get_model(setup.fleet.model)
     queues = [kq.cluster_queue(m) for m in setup.cluster_queues]
-    kueue = kq.Kueue(queues, fair_sharing=fair_sharing)
+    p = setup.policy
+    kueue = kq.Kueue(
+        queues,
+        fair_sharing=fair_sharing or p.fair_sharing,
+        grace_s=p.grace_s,
+        victims_by_work_lost=p.victims_by_work_lost,
+    )
     values = kq.priorities(setup.priority_classes)
     nodes = [gpu_node(f"node-{n}", model, shapes) for n, shapes in enumerate(setup.node_shapes)]
     sched = Scheduler(nodes, scoring_weights(scheduler_config()))

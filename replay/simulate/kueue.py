@@ -17,14 +17,16 @@ What is modelled, and where Kueue documents it:
   queue), `reclaimWithinCohort: Any | LowerPriority` (work of queues that borrow, when the
   preemptor then fits within its own nominal quota); candidates in other queues first, lower
   priority first, the most recently admitted first; the fewest that make room; the preemptor
-  takes its victims' quota at once (`concepts/preemption.md`);
+  takes its victims' quota at once (`concepts/preemption.md`; the rules in `preemption`);
 - `resources.transformations` in the Kueue Configuration (strategy `Replace`): a request of an
   input resource counts as `multiplier` × its quantity of each output resource, and only the
-  outputs are accounted against quota (`transform`; the portal configures none: row f's
-  what-if);
-- fair sharing, when the Kueue Configuration has a `fairSharing` block (the portal's has
-  none): heads ordered by their queue's dominant resource share, lowest first, and a queue
-  reclaims only from queues whose share stays above its own (`LessThanOrEqualToFinalShare`).
+  outputs are accounted against quota (`transform`, `transformations_of` reads the portal's
+  `scheduler.catalog.slices.kueue_transformations`);
+- fair sharing, when the Kueue Configuration has a `fairSharing` block (the rows from g):
+  heads that need no borrowing first, then by their queue's dominant resource share with the
+  head admitted, lowest first; preemption by fair sharing's strategies (`preemption.fair`);
+- the issue's reclaim policy (not Kueue's): a grace before a borrowed workload may be
+  reclaimed, and victims by least work lost (`preemption`).
 
 Not modelled: hierarchical cohorts and Cohort objects' own quota, admission checks,
 `borrowWithinCohort` (the portal renders `Never`), partial admission, resources other than
@@ -35,103 +37,22 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
-Key = tuple[str, str]  # (flavor, resource name)
+from replay.simulate import preemption
+from replay.simulate.queues import ClusterQueue, Key, Quota, Workload, cluster_queue, quantity
 
-_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10,
-           "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}  # fmt: skip
+# Preemptions of one workload within one instant after which the model stops offering it as a
+# victim there: with several resources per queue, fair sharing can ping-pong (queue A borrows
+# resource X, so its work on Y is a fair-sharing target; the queue it lost Y to reclaims it at
+# once, being within nominal), which at zero latency never ends; on a cluster it would churn.
+PING_PONG_LIMIT = 2
 
-
-def quantity(text: str | int | float) -> float:
-    """A Kubernetes quantity (`"4"`, `"500m"`, `"256Gi"`) as a number."""
-    s = str(text).strip()
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if suffix and s.endswith(suffix):
-            return float(s[: -len(suffix)]) * _SUFFIX[suffix]
-    return float(s)
-
-
-@dataclass(frozen=True)
-class Quota:
-    nominal: float
-    borrowing_limit: float | None  # None: may borrow without limit
-    lending_limit: float | None  # None: lends all of its nominal
-
-    @property
-    def lendable(self) -> float:
-        return self.nominal if self.lending_limit is None else min(self.lending_limit, self.nominal)
-
-    @property
-    def guaranteed(self) -> float:
-        return self.nominal - self.lendable
-
-
-@dataclass(eq=False)
-class Workload:
-    """One Job's Workload: a single pod set asking `units` of one resource."""
-
-    name: str
-    queue: str
-    resource: str
-    units: float  # after the Configuration's transformations (`transform`)
-    priority: int
-    timestamp: float  # the queue order timestamp (creationTimestamp)
-    seq: int = 0  # ties after the timestamp: arrival order as the engine draws it
-    flavor: str | None = None  # set while admitted
-    admitted_at: float | None = None
-
-    def order(self) -> tuple:
-        return (-self.priority, self.timestamp, self.seq)
-
-
-@dataclass(eq=False)
-class ClusterQueue:
-    name: str
-    cohort: str | None
-    strategy: str
-    quotas: dict[Key, Quota]
-    flavors: dict[str, list[str]]  # resource -> flavors that list it, in the queue's order
-    within_cluster_queue: str
-    reclaim_within_cohort: str
-    weight: float = 1.0
-    usage: defaultdict[Key, float] = field(default_factory=lambda: defaultdict(float))
-    admitted: set[Workload] = field(default_factory=set)
-    active: list = field(default_factory=list)  # heap of (order, workload)
-    inadmissible: list[Workload] = field(default_factory=list)
-
-    def push(self, w: Workload) -> None:
-        heapq.heappush(self.active, (w.order(), id(w), w))
-
-
-def cluster_queue(manifest: dict) -> ClusterQueue:
-    """A ClusterQueue as render produced it (`scheduler.cluster.render.kueue`)."""
-    spec = manifest["spec"]
-    quotas: dict[Key, Quota] = {}
-    flavors: dict[str, list[str]] = {}
-    for group in spec.get("resourceGroups", []):
-        for flavor in group["flavors"]:
-            for r in flavor["resources"]:
-                bl, ll = r.get("borrowingLimit"), r.get("lendingLimit")
-                quotas[(flavor["name"], r["name"])] = Quota(
-                    quantity(r["nominalQuota"]),
-                    None if bl is None else quantity(bl),
-                    None if ll is None else quantity(ll),
-                )
-                flavors.setdefault(r["name"], []).append(flavor["name"])
-    preemption = spec.get("preemption", {})
-    return ClusterQueue(
-        name=manifest["metadata"]["name"],
-        cohort=spec.get("cohortName") or spec.get("cohort"),
-        strategy=spec.get("queueingStrategy", "BestEffortFIFO"),
-        quotas=quotas,
-        flavors=flavors,
-        within_cluster_queue=preemption.get("withinClusterQueue", "Never"),
-        reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never"),
-        weight=quantity(spec.get("fairSharing", {}).get("weight", 1)),
-    )
-
+__all__ = [  # the model's data lives in `queues`; callers keep reading it from here
+    "PING_PONG_LIMIT", "ClusterQueue", "Decision", "Key", "Kueue", "Quota", "Transformations",
+    "Workload", "cluster_queue", "priorities", "quantity", "transform", "transformations_of",
+]  # fmt: skip
 
 Transformations = dict[str, dict[str, float]]  # input resource -> {output resource: multiplier}
 
@@ -148,6 +69,16 @@ def transform(resource: str, units: float, transformations: Transformations) -> 
     return name, units * multiplier
 
 
+def transformations_of(entries: list[dict]) -> Transformations:
+    """The Configuration's `resources.transformations` list as `transform` reads it."""
+    out: Transformations = {}
+    for entry in entries:
+        if entry.get("strategy", "Retain") != "Replace":
+            raise ValueError(f"{entry['input']}: only the Replace strategy is modelled")
+        out[entry["input"]] = {r: quantity(n) for r, n in entry["outputs"].items()}
+    return out
+
+
 def priorities(manifests: list[dict]) -> dict[str, int]:
     """WorkloadPriorityClass name -> value, from the rendered manifests."""
     return {m["metadata"]["name"]: int(m["value"]) for m in manifests}
@@ -157,14 +88,28 @@ def priorities(manifests: list[dict]) -> dict[str, int]:
 class Decision:
     admitted: list[Workload] = field(default_factory=list)
     preempted: list[Workload] = field(default_factory=list)
+    retry_at: float | None = None  # a preemptor waits for a grace to end: try it again then
+    in_queue: int = 0  # of the preempted, those preempted by work of their own queue (priority)
 
 
 class Kueue:
     """The ClusterQueues of one cohort (or several) and their workloads."""
 
-    def __init__(self, queues: list[ClusterQueue], *, fair_sharing: bool = False) -> None:
+    def __init__(
+        self,
+        queues: list[ClusterQueue],
+        *,
+        fair_sharing: bool = False,
+        grace_s: float = 0.0,
+        victims_by_work_lost: bool = False,
+    ) -> None:
         self.queues = {q.name: q for q in queues}
         self.fair_sharing = fair_sharing
+        self.grace_s = grace_s  # the reclaim policy's (`preemption`), not Kueue's
+        self.victims_by_work_lost = victims_by_work_lost
+        self.ping_pong = 0  # victims held back by PING_PONG_LIMIT (0: it never fired)
+        self._instant: float | None = None
+        self._preempted_now: Counter[int] = Counter()
         self.members: dict[str | None, list[ClusterQueue]] = {}
         for q in queues:
             self.members.setdefault(q.cohort, []).append(q)
@@ -266,76 +211,32 @@ class Kueue:
         """Workloads queued or set aside (not those waiting for their victims)."""
         return sum(len(q.active) + len(q.inadmissible) for q in self.queues.values())
 
-    # --- preemption -------------------------------------------------------------------------
+    # --- preemption (`preemption`) --------------------------------------------------------
 
-    def victims(self, w: Workload) -> list[Workload] | None:
-        """Kueue's classic preemption for `w`: the fewest admitted workloads whose removal
-        lets it fit, or None."""
+    def held_back(self, v: Workload, now: float) -> bool:
+        """`v` was preempted PING_PONG_LIMIT times at this instant: no victim again now."""
+        if now != self._instant:
+            self._instant = now
+            self._preempted_now.clear()
+        if self._preempted_now[id(v)] < PING_PONG_LIMIT:
+            return False
+        self.ping_pong += 1
+        return True
+
+    def victims(self, w: Workload, now: float = 0.0) -> list[Workload] | preemption.Blocked:
+        """The admitted workloads to preempt for `w`, on the first of its flavors where that
+        makes room (fair sharing's rules when configured, else classic), or why not."""
         q = self.queues[w.queue]
+        rule = preemption.fair if self.fair_sharing else preemption.classic
+        blocked = preemption.Blocked()
         for flavor in q.flavors.get(w.resource, []):
-            found = self._victims_on(w, q, (flavor, w.resource))
-            if found:
+            found = rule(self, w, q, (flavor, w.resource), now)
+            if isinstance(found, list):
                 return found
-        return None
-
-    def _victims_on(self, w: Workload, q: ClusterQueue, key: Key) -> list[Workload] | None:
-        quota = q.quotas[key]
-        within_nominal = q.usage[key] + w.units <= quota.nominal
-        candidates: list[Workload] = []
-        if q.within_cluster_queue in ("LowerPriority", "LowerOrNewerEqualPriority"):
-            candidates += [
-                v for v in q.admitted if v.flavor == key[0] and v.resource == key[1]
-                and (v.priority < w.priority or (
-                    q.within_cluster_queue == "LowerOrNewerEqualPriority"
-                    and v.priority == w.priority and v.timestamp > w.timestamp))
-            ]  # fmt: skip
-        reclaim = q.reclaim_within_cohort
-        if q.cohort and reclaim != "Never" and within_nominal:
-            for m in self._peers(q):
-                if m is q or not self.borrowing(m, key):
-                    continue
-                for v in m.admitted:
-                    if v.flavor != key[0] or v.resource != key[1]:
-                        continue
-                    if reclaim == "LowerPriority" and v.priority >= w.priority:
-                        continue
-                    if self.fair_sharing and self.share(m) <= self.share(q, key, w.units):
-                        continue  # fair sharing: only from queues above the preemptor's share
-                    candidates.append(v)
-        if not candidates:
-            return None
-        candidates.sort(
-            key=lambda v: (v.queue == q.name, v.priority, -(v.admitted_at or 0.0), v.seq)
-        )
-        removed: list[Workload] = []
-        for v in candidates:
-            vq = self.queues[v.queue]
-            if vq is not q and not self.borrowing(vq, key):
-                continue  # that queue is back within its nominal: no longer reclaimable
-            self._take(v, key, -1)
-            removed.append(v)
-            if self._fits(q, key, w.units):
-                break
-        else:
-            for v in removed:
-                self._take(v, key, +1)
-            return None
-        # Put back whatever is not needed, most recently removed first.
-        for v in reversed(removed[:-1]):
-            self._take(v, key, +1)
-            if not self._fits(q, key, w.units):
-                self._take(v, key, -1)
-            else:
-                removed.remove(v)
-        for v in removed:
-            self._take(v, key, +1)  # the engine evicts them for real
-        return removed
-
-    def _take(self, v: Workload, key: Key, sign: int) -> None:
-        self.queues[v.queue].usage[key] += sign * v.units
-
-    def _fits(self, q: ClusterQueue, key: Key, units: float) -> bool:
-        return self.available(q, key) >= units
+            if found.retry_at is not None:
+                ends = [t for t in (blocked.retry_at, found.retry_at) if t is not None]
+                blocked = preemption.Blocked(min(ends))
+        return blocked
 
     # --- the admission cycle ----------------------------------------------------------------
 
@@ -351,8 +252,11 @@ class Kueue:
         flavor = self.assign(w)
         borrows = flavor is not None and self.borrowing(q, (flavor, w.resource), w.units)
         if self.fair_sharing:
+            # the tournament (`fair_sharing_iterator.go`): no borrowing first
+            # (FairSharingPrioritizeNonBorrowing, on by default in v0.17), then the lower
+            # share with the workload admitted, then priority, then age
             key = (flavor, w.resource) if flavor else None
-            return (self.share(q, key, w.units), *w.order())
+            return (borrows, self.share(q, key, w.units), *w.order())
         return (borrows, *w.order())
 
     def cycle(self, now: float) -> Decision:
@@ -366,7 +270,12 @@ class Kueue:
                 self.admit(w, flavor, now)
                 out.admitted.append(w)
                 continue
-            found = self.victims(w)
+            found = self.victims(w, now)
+            if isinstance(found, preemption.Blocked):
+                if found.retry_at is not None:
+                    ends = [t for t in (out.retry_at, found.retry_at) if t is not None]
+                    out.retry_at = min(ends)
+                found = []
             if found:
                 # The victims' quota goes to the preemptor at once: in Kueue it is admitted in
                 # the first cycle after they are evicted, and keeps retrying (ahead of the
@@ -380,6 +289,8 @@ class Kueue:
                 self.admit(w, flavor, now)
                 out.admitted.append(w)
                 out.preempted += found
+                self._preempted_now.update(id(v) for v in found)
+                out.in_queue += sum(v.queue == w.queue for v in found)
             elif q.strategy == "StrictFIFO":
                 q.inadmissible.append(w)  # it blocks: nothing behind it is popped
                 q.inadmissible += [e[2] for e in q.active]

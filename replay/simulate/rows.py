@@ -1,5 +1,5 @@
-"""The rows: row 0 (the fleet the seed's 30–40 % describes), the policies a…e and the what-if
-f, each on the default fleet and on the smallest fleet that carries the trace.
+"""The rows: row 0 (the fleet the seed's 30–40 % describes), the policies a…e and the what-ifs
+f…j, each on the default fleet and on the smallest fleet that carries the trace.
 
 Row 0: each team on dedicated whole GPUs sized to its own peak (every pod on whole GPUs from
 the moment it arrives: no queue, no sharing, no waiting). Computed directly, not simulated:
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from replay.simulate.engine import Harness, Result
 from replay.simulate.fleet import Fleet, Setup, set_up, simulate
@@ -35,10 +35,14 @@ WAIT_QUANTILE = 0.95
 FAIR_FRACTION = 0.9
 MAX_NODES_FACTOR = 4  # the search gives up above this many times row 0's nodes
 SCAN_BUDGET = 12  # the scan below the bisection's answer tries at most this many new sizes
+GRACE_S = 10 * 60  # the product's default minimum run before reclaim, in trace time
 
 
-WHAT_IF = {
-    "f": Policy(
+def _what_if() -> dict[str, Policy]:
+    """The simulator's own rows, each building on the one before: quotas in slices built here
+    (`slice_quota`), Kueue's fair sharing and the reclaim policy modelled before the portal
+    renders them (issue 29)."""
+    f = Policy(
         "f",
         "what-if, not rendered by the portal: GPU-equivalent grants (slices) + lending",
         mig=True,
@@ -46,7 +50,18 @@ WHAT_IF = {
         borrowing=True,
         slices=True,
     )
-}  # the simulator's own rows: quotas built here (`fleet.slice_grants`), not the portal's
+    g = replace(f, key="g", title="f + unlimited borrowing + fair sharing (weight 1 per team)",
+                unlimited_borrowing=True, fair_sharing=True)  # fmt: skip
+    h = replace(g, key="h", title="g + reclaim after a 10 min grace, victims by least work lost",
+                grace_s=GRACE_S, victims_by_work_lost=True)  # fmt: skip
+    i = replace(h, key="i", title="h + priority for a minority (fractional LS asks high)",
+                priority=True, minority_high=True)  # fmt: skip
+    j = replace(i, key="j", title="i + time-slicing sized to the shared demand (GPUs, not nodes)",
+                sized_sharing=True)  # fmt: skip
+    return {p.key: p for p in (f, g, h, i, j)}
+
+
+WHAT_IF = _what_if()
 ROWS = {**POLICIES, **WHAT_IF}
 
 
@@ -114,6 +129,19 @@ def fair_shares(demand: dict[int, float], capacity: float) -> dict[int, float]:
     return shares
 
 
+def fairness(result: Result) -> dict[int, float]:
+    """Each team's GPU-equivalents held ÷ min(its demand, its fair share), time-averaged over
+    the window; the fair share is `fair_shares` of the fleet's GPUs (an equal split over the
+    teams with demand, what a team needs less of going to the others: weight 1 each, as the
+    rows with fair sharing configure Kueue). A team with no demand counts as 1."""
+    fair = fair_shares(result.team_demand, result.fleet_gpus)
+    out = {}
+    for team, demand in sorted(result.team_demand.items()):
+        owed = min(demand, fair[team])
+        out[team] = result.team_held.get(team, 0.0) / owed if owed > 0 else 1.0
+    return out
+
+
 def shortfalls(result: Result) -> list[str]:
     """Why a fleet does not carry the trace; empty when it does."""
     why = []
@@ -124,7 +152,7 @@ def shortfalls(result: Result) -> list[str]:
         why.append(f"p95 wait {wait / 60:.0f} min" if math.isfinite(wait) else "p95 never")
     fair = fair_shares(result.team_demand, result.fleet_gpus)
     for team, demand in sorted(result.team_demand.items()):
-        owed = FAIR_FRACTION * min(demand, fair[team])
+        owed = FAIR_FRACTION * min(demand, fair[team])  # `fairness` below FAIR_FRACTION
         if result.team_held.get(team, 0.0) < owed - 1e-9:
             why.append(f"team {team + 1} {result.team_held.get(team, 0.0):.1f} < {owed:.1f} GPUs")
     return why

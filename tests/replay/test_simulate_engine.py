@@ -9,8 +9,8 @@ import time
 import pytest
 
 from replay import trace
-from replay.simulate import fleet, rows
 from replay.simulate import kueue as kq
+from replay.simulate import rows, slice_quota
 from replay.simulate.engine import Harness
 from replay.simulate.fleet import Fleet, build, set_up, simulate
 from replay.workload import POLICIES, ReplayPod, Window, select_window
@@ -159,8 +159,8 @@ def test_slice_grants_admit_a_4g_ask_against_idle_whole_gpu_quota():
     model = facts.get_model("B200-180GB")
     four_g = next(p for p in model.profiles.values() if p.compute_slices == 4)
     supply = {facts.class_slug(model, "whole"): 1, facts.class_slug(model, "mig", four_g.name): 1}
-    transformations = fleet.slice_transformations(model, supply)
-    assert transformations[facts.WHOLE_GPU_RESOURCE] == {fleet.SLICES: model.compute_slices}
+    transformations = slice_quota.transformations(model, supply)
+    assert transformations[facts.WHOLE_GPU_RESOURCE] == {slice_quota.SLICES: model.compute_slices}
     flavor = model.key.lower()
 
     def queue(quotas: dict) -> kq.Kueue:
@@ -170,8 +170,8 @@ def test_slice_grants_admit_a_4g_ask_against_idle_whole_gpu_quota():
         )
 
     resource, units = kq.transform(four_g.resource_name, 1, transformations)
-    assert (resource, units) == (fleet.SLICES, 4)
-    slices = queue({(flavor, fleet.SLICES): kq.Quota(model.compute_slices, 0, None)})
+    assert (resource, units) == (slice_quota.SLICES, 4)
+    slices = queue({(flavor, slice_quota.SLICES): kq.Quota(model.compute_slices, 0, None)})
     ask = kq.Workload("p", "t", resource, units, 0, 0.0)
     assert slices.can_ever_fit(slices.queues["t"], resource, units)
     assert slices.assign(ask) == flavor  # 4 of the 7 idle slices
@@ -199,5 +199,6 @@ def test_slice_grants_count_asks_for_classes_the_layouts_lack():
     # a 2g-sized ask while the fleet has only whole GPUs: its slices still count in the split
     model = facts.get_model("B200-180GB")
     w = window((0, 0, HOUR, 1, 250, "BE"), (1, 0, HOUR, 1, 1000, "BE"))
-    grants = fleet.slice_grants(w, rows.WHAT_IF["f"], model, {facts.class_slug(model, "whole"): 2})
+    whole = {facts.class_slug(model, "whole"): 2}
+    grants = slice_quota.grants(w, rows.WHAT_IF["f"], model, whole)
     assert sum(grants.values()) == 2 * model.compute_slices and grants[0] >= 2

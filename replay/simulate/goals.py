@@ -1,0 +1,75 @@
+"""Issue 29's goals, row by row: allocation on the smallest carrying fleet, that fleet against
+row 0's, every team's share against min(its demand, its fair share), and what preemption cost.
+
+The goals: at least `ALLOC_GOAL` allocation by requested milli on the smallest fleet that
+carries the trace (`rows.carrying_fleet`), that fleet at most `FLEET_GOAL` × row 0's GPUs, and
+every team holding at least `rows.FAIR_FRACTION` of min(its demand, its fair share)
+(`rows.fairness`; a carrying fleet meets that by definition, so the table shows it on the
+default fleet as well).
+"""
+
+from __future__ import annotations
+
+from replay.simulate.engine import Result
+from replay.simulate.fleet import Fleet
+from replay.simulate.rows import FAIR_FRACTION, Row, RowZero, fairness
+
+ALLOC_GOAL = 0.80
+FLEET_GOAL = 0.65
+
+
+def _teams(result: Result) -> str:
+    return " / ".join(f"{v:.0%}" for _, v in sorted(fairness(result).items()))
+
+
+def _waste(result: Result) -> str:
+    reclaim = result.preemptions - result.in_queue_preemptions
+    return f"{result.in_queue_preemptions} / {reclaim}; {result.lost_gpu_hours:,.1f}"
+
+
+def verdicts(row: Row, zero: RowZero, fleet: Fleet) -> tuple[bool, bool, bool] | None:
+    """(allocation, fleet size, fairness) met at the carrying fleet; None: nothing carried."""
+    if row.carrying is None or row.carrying_nodes is None:
+        return None
+    gpus = row.carrying_nodes * fleet.gpus_per_node
+    fair = all(v >= FAIR_FRACTION - 1e-9 for v in fairness(row.carrying).values())
+    return row.carrying.alloc_milli >= ALLOC_GOAL, gpus <= FLEET_GOAL * zero.gpus, fair
+
+
+def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
+    head = (
+        f"| row | by milli, {fleet.gpus} GPUs | teams' held ÷ min(demand, fair share), "
+        f"{fleet.gpus} GPUs | preemptions in team / reclaim; GPU-h lost, {fleet.gpus} GPUs "
+        "| carrying fleet, GPUs (× row 0) | by milli there | teams there | preemptions in team / "
+        f"reclaim; GPU-h lost there | goals: ≥ {ALLOC_GOAL:.0%} there / ≤ {FLEET_GOAL:g} × row 0 "
+        f"/ teams ≥ {FAIR_FRACTION:.0%} |\n|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for row in rows:
+        r = row.default
+        cells = [f"{row.policy.key}", f"{r.alloc_milli:.1%}", _teams(r), _waste(r)]
+        met = verdicts(row, zero, fleet)
+        if met is None or row.carrying is None or row.carrying_nodes is None:
+            cells += ["none found", "—", "—", "—", "no / no / no"]
+        else:
+            gpus = row.carrying_nodes * fleet.gpus_per_node
+            ratio = gpus / zero.gpus if zero.gpus else float("nan")
+            cells += [
+                f"{gpus} ({ratio:.2f}×)", f"{row.carrying.alloc_milli:.1%}",
+                _teams(row.carrying), _waste(row.carrying),
+                " / ".join("yes" if ok else "no" for ok in met),
+            ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    tail = (
+        f"\nFair share: the fleet's GPUs split equally over the teams with demand, a team that "
+        f"needs less than its part keeping its demand and the rest split again (max-min, weight "
+        f"1 per team); demand and held are GPU-equivalents averaged over the window. Row 0 has "
+        f"{zero.gpus} GPUs: {FLEET_GOAL:g} × row 0 is {FLEET_GOAL * zero.gpus:.1f} GPUs.\n"
+    )
+    held = [f"{r.policy.key} {r.default.ping_pong}" for r in rows if r.default.ping_pong]
+    if held:
+        tail += (
+            "Victims held back by the ping-pong guard (`kueue.PING_PONG_LIMIT`), "
+            f"{fleet.gpus} GPUs: {', '.join(held)}.\n"
+        )
+    return head + "\n".join(lines) + "\n" + tail
