@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from core import audit
 from core.errors import ClusterError
+from core.locks import advisory_lock
 from core.tasks import portal_task
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.slices import SLICE_RESOURCE, SLICES_PER_GPU
@@ -215,25 +214,11 @@ def grace_by_line() -> dict[Key, int]:
 # --- the run ----------------------------------------------------------------------------------
 
 
-@contextmanager
-def _one_at_a_time() -> Iterator[bool]:
-    """A session-level advisory lock across workers; yields whether this run got it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(RECLAIM_LOCK))
-        (acquired,) = cursor.fetchone()
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(RECLAIM_LOCK))
-
-
 def reclaim_borrowed_units(kube: KubeGateway, *, now: datetime | None = None) -> list[str]:
     """One pass: requeue what earlier passes evicted, then evict what lenders need back now;
     returns the evicted Kueue Workloads as "namespace/name". Two passes at once would both
     choose before either evicts: a pass that finds another one running skips."""
-    with _one_at_a_time() as acquired:
+    with advisory_lock(*RECLAIM_LOCK) as acquired:
         if not acquired:
             log.info("reclaim skipped: another pass holds the lock")
             return []

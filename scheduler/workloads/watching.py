@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
+from core.locks import advisory_lock
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.manifests import KUEUE_JOB_UID_LABEL, queue_position
@@ -126,21 +125,6 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
     return touched
 
 
-@contextmanager
-def _sync_lock() -> Iterator[bool]:
-    """A session-level advisory lock (not a row lock: the sync runs for seconds and commits
-    each workload's change at once); yields whether this run got it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(SYNC_LOCK))
-        (acquired,) = cursor.fetchone()
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(SYNC_LOCK))
-
-
 def _take_cursors(kube: KubeGateway, watched: Iterable[Watched]) -> dict[str, str | None]:
     """A cursor per collection: its resourceVersion now, from a one-item list (None where the
     cluster does not serve the kind, e.g. no Kueue). Taken before the full read, so a change
@@ -235,7 +219,7 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
     first run, when a cursor has expired (410) and every SYNC_WORKLOADS_FULL_EVERY_S. One run
     at a time: a run that finds another one running skips. Returns how many workloads were
     looked at."""
-    with _sync_lock() as acquired:
+    with advisory_lock(*SYNC_LOCK) as acquired:
         if not acquired:
             log.info("workload sync skipped: another run holds the lock")
             return 0

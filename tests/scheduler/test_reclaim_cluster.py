@@ -14,21 +14,12 @@ from scheduler.workloads.reclaiming import RECLAIMED_FOR, reclaim_borrowed_units
 from tenants.models import AuditEvent, NotificationDelivery
 from tenants.services.tenants import add_member
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
-from tests.scheduler.test_kueue_cluster import MIG, submit, team, wait_state
-from tests.tenants.factories import PoolFactory, ResourceClassFactory
+from tests.scheduler.test_kueue_cluster import h100_mig, submit, team, wait_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+__all__ = ["h100_mig"]  # the fixture, shared with test_kueue_cluster
 
 GRACE_S = 20  # long enough to look before it ends, short enough for a test
-
-
-@pytest.fixture
-def h100_mig(world):
-    rc = ResourceClassFactory(
-        slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB", resource_name=MIG
-    )
-    PoolFactory(resource_class=rc, capacity=16)
-    return rc
 
 
 def kueue_workload(kube, workload):

@@ -12,11 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from core.images import allowlist_spellings
+from core.locks import advisory_lock
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
 from scheduler.cluster.reconcile.converge import (
@@ -67,16 +68,10 @@ class TenantBusy(TransientClusterError):
 @contextmanager
 def tenant_lock(tenant_id: int):
     """A session-level advisory lock: a tenant's runs never overlap, across workers."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_NAMESPACE, tenant_id])
-        (acquired,) = cursor.fetchone()
-    if not acquired:
-        raise TenantBusy(f"tenant {tenant_id} is being reconciled by another run")
-    try:
+    with advisory_lock(LOCK_NAMESPACE, tenant_id) as acquired:
+        if not acquired:
+            raise TenantBusy(f"tenant {tenant_id} is being reconciled by another run")
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_NAMESPACE, tenant_id])
 
 
 def _record(
