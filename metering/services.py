@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit
+from core import audit, bounds
 from core.errors import Forbidden, InvalidInput, ServiceError
 from core.permissions import is_platform_admin
 from metering import pricing, selectors
@@ -30,14 +30,15 @@ class OverBudget(ServiceError):
     status = 409
 
 
-def _amount(value, field: str) -> Decimal:
+def _amount(value, field: str, column) -> Decimal:
+    """A money amount ≥ 0 that `column` (a DecimalField) can store, or a 400 that says why."""
     try:
         amount = Decimal(str(value))
     except (InvalidOperation, ValueError):
         raise InvalidInput(f"{field} must be a number", field=field) from None
     if not amount.is_finite() or amount < 0:
         raise InvalidInput(f"{field} must be ≥ 0", field=field)
-    return amount
+    return bounds.decimal_for(amount, column, field)
 
 
 def set_price(
@@ -46,7 +47,7 @@ def set_price(
     """The class's price from `effective_from` on (a rule at the same instant is replaced)."""
     if not is_platform_admin(actor):
         raise Forbidden("only the platform team sets prices")
-    price = _amount(price_per_hour, "price_per_hour")
+    price = _amount(price_per_hour, "price_per_hour", PriceRule._meta.get_field("price_per_hour"))
     if timezone.is_naive(effective_from):
         raise InvalidInput("effective_from needs a time zone", field="effective_from")
     with transaction.atomic():
@@ -89,7 +90,7 @@ def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
     admin = is_platform_admin(actor)
     if not can_set_budget(actor, tenant):
         raise Forbidden(f"only {tenant.slug}'s owners and the platform team set its budget")
-    value = _amount(amount, "amount")
+    value = _amount(amount, "amount", Budget._meta.get_field("amount"))
     month = month.replace(day=1)
     if not admin and month < selectors.current_month():
         raise InvalidInput(

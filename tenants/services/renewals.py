@@ -9,6 +9,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from core import bounds
 from core.errors import InvalidInput, InvalidTransition
 from tenants import policy
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant
@@ -79,7 +80,14 @@ def submit_grant_renewal(
             f"the new end must be after the grant's end ({grant.ends_at:%Y-%m-%d %H:%M %Z})",
             field="ends_at",
         )
-    justification = (justification or "").strip() or f"extend grant #{grant.pk}"
+    justification = (
+        bounds.text_for(
+            (justification or "").strip(),
+            CapacityRequest._meta.get_field("justification"),
+            "justification",
+        )
+        or f"extend grant #{grant.pk}"
+    )
     with transaction.atomic():
         locked = lock_rows(
             pools=[grant.resource_class_id],

@@ -52,6 +52,10 @@ def test_members_neither_see_the_form_nor_set_a_budget(client, world):
         ({"month": "2026-13"}, "Budget not set:"),
         ({"amount": "abc"}, "Budget not set:"),
         ({"amount": "-5"}, "Budget not set:"),
+        # more than the column's 12 digits (10 before the point) can hold: refused, not a 500
+        ({"amount": "10000000000"}, "amount must be less than 10,000,000,000"),
+        ({"amount": "1e12"}, "amount must be less than 10,000,000,000"),
+        ({"amount": "1e308"}, "amount must be less than 10,000,000,000"),
     ],
 )
 def test_a_budget_that_cannot_be_set_is_refused_with_the_reason(client, world, data, says):

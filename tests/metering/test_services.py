@@ -64,7 +64,7 @@ def test_statement_prices_stored_intervals_with_a_mid_month_price_change(world):
     )
     assert dec.lines[0].allocated_hours == Decimal("1.0000") and dec.total == Decimal("3.00")
     audit = AuditEvent.objects.get(verb="price.set")
-    assert audit.after["price_per_hour"] == "3.0"
+    assert audit.after["price_per_hour"] == "3.0000"  # as stored: the column's 4 places
 
 
 def test_quota_and_max_bases_use_the_grants_held(world):

@@ -209,6 +209,13 @@ def test_the_grant_page_has_an_extend_button_for_members(world):
     page = member.get(f"/grants/{grant.pk}/extend/")
     assert page.status_code == 200 and b"Extend this grant" in page.content
     new_end = (grant.ends_at + timedelta(days=2)).astimezone(timezone.get_current_timezone())
+    # a NUL in the justification: PostgreSQL cannot store it; a 400 that says so, nothing made
+    nul = member.post(
+        f"/grants/{grant.pk}/extend/",
+        {"ends_at": new_end.strftime("%Y-%m-%dT%H:%M"), "justification": "mo\x00re"},
+    )
+    assert nul.status_code == 400 and "NUL character" in nul.content.decode()
+    assert not CapacityRequest.objects.filter(extends=grant).exists()
     response = member.post(
         f"/grants/{grant.pk}/extend/",
         {"ends_at": new_end.strftime("%Y-%m-%dT%H:%M"), "justification": "more"},
