@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from core.locks import advisory_lock
 from scheduler.workloads import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from scheduler.workloads.sync import NamespaceReading
@@ -149,7 +150,7 @@ def test_a_sync_that_finds_another_one_running_skips(world):
     held, release = threading.Event(), threading.Event()
 
     def other_run():
-        with watching._sync_lock() as acquired:
+        with advisory_lock(*watching.SYNC_LOCK) as acquired:
             assert acquired
             held.set()
             release.wait(10)
