@@ -1,6 +1,7 @@
 from django.conf import settings
 
 from core.permissions import is_platform_admin
+from scheduler.catalog.slices import SLICE_RESOURCE
 
 
 def portal(request):
@@ -8,4 +9,6 @@ def portal(request):
     return {
         "is_platform_admin": is_platform_admin(user) if user else False,
         "oidc_enabled": settings.OIDC_ENABLED,
+        # Kueue's name for a model's compute slices: queue tables say it in words
+        "slice_resource": SLICE_RESOURCE,
     }

@@ -273,6 +273,19 @@ def test_the_team_page_and_the_console_show_own_borrowed_and_lent_and_the_queue(
     assert "3 waiting · 2 admitted" in console and "Not read from the cluster yet" in console
 
 
+def test_a_queue_line_of_slices_is_said_in_words_on_the_team_page_and_the_console(client, world):
+    from scheduler.catalog.slices import SLICE_RESOURCE
+    from scheduler.cluster.models import TenantSyncState
+
+    line = {**QUEUE["lines"][0], "resource": SLICE_RESOURCE, "nominal": 14}
+    TenantSyncState.objects.create(tenant=world.tenant, queue_status={**QUEUE, "lines": [line]})
+    body = login(client, world.member).get(reverse("team_detail", args=["team-a"])).content.decode()
+    assert "<td>h100-80gb</td><td>compute slices (a whole GPU is 7)</td>" in body
+    assert SLICE_RESOURCE not in body
+    console = login(client, world.admin).get(reverse("console:queues")).content.decode()
+    assert "compute slices (a whole GPU is 7)" in console
+
+
 def test_approve_several_at_once_with_a_comment(client, world):
     a, b = ask(world, 2), ask(world, 3)
     login(client, world.admin)
