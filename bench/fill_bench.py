@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from django.db import connection
-
+from bench.isolation import platform_admin, run_of_its_own, throwaway_database
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
 from scheduler.catalog import facts
@@ -157,50 +153,46 @@ def _print_fill(fill: dict[str, float]) -> None:
 
 def run() -> int:
     cluster.up()
-    settings.PORTAL_INSTANCE = "fbench"
-    settings.TENANT_NAMESPACE_PREFIX = "fbench-"
-    old_name = connection.settings_dict["NAME"]
-    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_fill_bench"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    run_of_its_own("fbench")
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     tenants: list[Tenant] = []
-    try:
-        ensure_resource_classes(["H100-80GB"])
-        rc = ResourceClass.objects.get(slug=SLUG)
-        Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
-        admin = get_user_model().objects.create_superuser("fbench-admin", "", None)
-        group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
-        admin.groups.add(group)
+    with throwaway_database("gpu_portal_fill_bench"):
+        try:
+            ensure_resource_classes(["H100-80GB"])
+            rc = ResourceClass.objects.get(slug=SLUG)
+            Pool.objects.update_or_create(resource_class=rc, defaults={"capacity": 16})
+            admin = platform_admin("fbench-admin")
 
-        def team(slug: str, units: int) -> Tenant:
-            tenant = tenant_services.create_tenant(
-                actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
-            )
-            grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
-            tenants.append(tenant)
-            return tenant
+            def team(slug: str, units: int) -> Tenant:
+                tenant = tenant_services.create_tenant(
+                    actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
+                )
+                grant_services.grant_quota(
+                    actor=admin, tenant=tenant, resource_class=rc, amount=units
+                )
+                tenants.append(tenant)
+                return tenant
 
-        filler = team("fill", UNITS)
-        reconcile_all(kube, trigger="benchmark")
-        fill = _fill(kube, admin, filler)
-        _done_with(kube, admin, filler)
+            filler = team("fill", UNITS)
+            reconcile_all(kube, trigger="benchmark")
+            fill = _fill(kube, admin, filler)
+            _done_with(kube, admin, filler)
 
-        _print_fill(fill)
-        alone = team("alone", 4)
-        reconcile_tenant(kube, alone.pk)
-        print("deep queue: one team, 4 Jobs ...", flush=True)
-        _, single = _admit_what_fits(kube, [alone], 4)
-        _done_with(kube, admin, alone)
-        deep_teams = [team(f"deep{i}", 4) for i in range(4)]
-        for t in deep_teams:
-            reconcile_tenant(kube, t.pk)
-        print(f"deep queue: 4 teams x {DEEP} Jobs ...", flush=True)
-        creating, deep = _admit_what_fits(kube, deep_teams, DEEP)
-    finally:
-        for tenant in tenants:
-            kube.delete("Namespace", tenant.namespace)
-            kube.delete("ClusterQueue", tenant.namespace)
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+            _print_fill(fill)
+            alone = team("alone", 4)
+            reconcile_tenant(kube, alone.pk)
+            print("deep queue: one team, 4 Jobs ...", flush=True)
+            _, single = _admit_what_fits(kube, [alone], 4)
+            _done_with(kube, admin, alone)
+            deep_teams = [team(f"deep{i}", 4) for i in range(4)]
+            for t in deep_teams:
+                reconcile_tenant(kube, t.pk)
+            print(f"deep queue: 4 teams x {DEEP} Jobs ...", flush=True)
+            creating, deep = _admit_what_fits(kube, deep_teams, DEEP)
+        finally:
+            for tenant in tenants:
+                kube.delete("Namespace", tenant.namespace)
+                kube.delete("ClusterQueue", tenant.namespace)
 
     print()
     print(f"Deep queue: {4 * DEEP} Jobs queued over 4 teams; 16 fit")

@@ -12,11 +12,7 @@ import statistics
 import time
 import uuid
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from django.db import connection
-
+from bench.isolation import platform_admin, run_of_its_own, throwaway_database
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
 from scheduler.catalog import facts
@@ -83,68 +79,70 @@ def _direct_job(name: str, namespace: str) -> dict:
 
 def run() -> int:
     cluster.up()
-    settings.PORTAL_INSTANCE = "qbench"
-    settings.TENANT_NAMESPACE_PREFIX = "qbench-"
-    old_name = connection.settings_dict["NAME"]
-    connection.settings_dict["TEST"]["NAME"] = "gpu_portal_queue_bench"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    run_of_its_own("qbench")
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     direct_ns = f"qbench-direct-{uuid.uuid4().hex[:6]}"
     tenants: list[Tenant] = []
-    try:
-        ensure_resource_classes(["H100-80GB"])
-        rc = ResourceClass.objects.get(slug=SLUG)
-        # no lending: the backlog must not borrow the measured team's unit (a latency, not a fill)
-        Pool.objects.update_or_create(
-            resource_class=rc, defaults={"capacity": 16, "borrowing_limit": 0}
-        )
-        admin = get_user_model().objects.create_superuser("qbench-admin", "", None)
-        group, _ = Group.objects.get_or_create(name=settings.PLATFORM_ADMIN_GROUP)
-        admin.groups.add(group)
-        for slug, units in (("measured", 1), ("backlog", 1)):
-            tenant = tenant_services.create_tenant(
-                actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
+    with throwaway_database("gpu_portal_queue_bench"):
+        try:
+            ensure_resource_classes(["H100-80GB"])
+            rc = ResourceClass.objects.get(slug=SLUG)
+            # No lending: the backlog must not borrow the measured unit (a latency, not a fill).
+            # In slices the model's line borrows by the widest of its pools: set them all.
+            for model_class in ResourceClass.objects.filter(gpu_model=rc.gpu_model):
+                Pool.objects.update_or_create(
+                    resource_class=model_class, defaults={"borrowing_limit": 0}
+                )
+            Pool.objects.filter(resource_class=rc).update(capacity=16)
+            admin = platform_admin("qbench-admin")
+            for slug, units in (("measured", 1), ("backlog", 1)):
+                tenant = tenant_services.create_tenant(
+                    actor=admin, slug=slug, name=slug, allowed_priority_classes=["gpu-low"]
+                )
+                grant_services.grant_quota(
+                    actor=admin, tenant=tenant, resource_class=rc, amount=units
+                )
+                tenants.append(tenant)
+            reconcile_all(kube, trigger="benchmark")
+            measured, backlog = tenants
+            print(
+                f"queueing a backlog of {BACKLOG} workloads in another team's queue ...", flush=True
             )
-            grant_services.grant_quota(actor=admin, tenant=tenant, resource_class=rc, amount=units)
-            tenants.append(tenant)
-        reconcile_all(kube, trigger="benchmark")
-        measured, backlog = tenants
-        print(f"queueing a backlog of {BACKLOG} workloads in another team's queue ...", flush=True)
-        for i in range(BACKLOG + 1):  # the first runs, the rest wait
-            w = workloads.submit_workload(
-                actor=admin, tenant=backlog, name=f"b{i}", kind="job",
-                image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
-            )  # fmt: skip
-            sync.create_in_cluster(kube, w.pk)
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": direct_ns}})
-        portal, direct = [], []
-        print(f"measuring {SAMPLES} submits each way ...", flush=True)
-        for i in range(SAMPLES):
-            t0 = time.perf_counter()
-            w = workloads.submit_workload(
-                actor=admin, tenant=measured, name=f"m{i}", kind="job",
-                image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
-            )  # fmt: skip
-            sync.create_in_cluster(kube, w.pk)
-            _wait_running(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
-            portal.append(time.perf_counter() - t0)
-            workloads.cancel_workload(actor=admin, workload=w)
-            sync.delete_from_cluster(kube, w.pk)
-            _gone(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
+            for i in range(BACKLOG + 1):  # the first runs, the rest wait
+                w = workloads.submit_workload(
+                    actor=admin, tenant=backlog, name=f"b{i}", kind="job",
+                    image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
+                )  # fmt: skip
+                sync.create_in_cluster(kube, w.pk)
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": direct_ns}})
+            portal, direct = [], []
+            print(f"measuring {SAMPLES} submits each way ...", flush=True)
+            for i in range(SAMPLES):
+                t0 = time.perf_counter()
+                w = workloads.submit_workload(
+                    actor=admin, tenant=measured, name=f"m{i}", kind="job",
+                    image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
+                )  # fmt: skip
+                sync.create_in_cluster(kube, w.pk)
+                _wait_running(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
+                portal.append(time.perf_counter() - t0)
+                workloads.cancel_workload(actor=admin, workload=w)
+                sync.delete_from_cluster(kube, w.pk)
+                _gone(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
 
-            t0 = time.perf_counter()
-            kube.create(_direct_job(f"d{i}", direct_ns))
-            _wait_running(kube, direct_ns, f"bench=d{i}")
-            direct.append(time.perf_counter() - t0)
-            kube.delete("Job", f"d{i}", direct_ns, propagation="Foreground")
-            _gone(kube, direct_ns, f"bench=d{i}")
-        queued = Workload.objects.filter(tenant=backlog).count() - 1
-    finally:
-        kube.delete("Namespace", direct_ns)
-        for tenant in tenants:
-            kube.delete("Namespace", tenant.namespace)
-            kube.delete("ClusterQueue", tenant.namespace)
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+                t0 = time.perf_counter()
+                kube.create(_direct_job(f"d{i}", direct_ns))
+                _wait_running(kube, direct_ns, f"bench=d{i}")
+                direct.append(time.perf_counter() - t0)
+                kube.delete("Job", f"d{i}", direct_ns, propagation="Foreground")
+                _gone(kube, direct_ns, f"bench=d{i}")
+            queued = Workload.objects.filter(tenant=backlog).count() - 1
+        finally:
+            kube.delete("Namespace", direct_ns)
+            for tenant in tenants:
+                kube.delete("Namespace", tenant.namespace)
+                kube.delete("ClusterQueue", tenant.namespace)
+
     p50_portal, p50_direct = statistics.median(portal), statistics.median(direct)
     print()
     print(f"Submit to pod Running, {SAMPLES} each, {queued} workloads queued in another queue")
