@@ -47,6 +47,7 @@ class Policy:
     victims_by_work_lost: bool = False  # reclaim the least work lost first, not lowest priority
     minority_high: bool = False  # gpu-high only for latency-sensitive shared asks (`priority_of`)
     sized_sharing: bool = False  # time-slice as many GPUs as the shared demand needs
+    elastic_layouts: bool = False  # idle GPUs re-shaped for what waits (`simulate.elastic`)
 
 
 POLICIES = {

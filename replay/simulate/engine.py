@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from replay.simulate.elastic import Loop
 from replay.simulate.kueue import Kueue, Workload
 from replay.simulate.scheduler import Pod, Scheduler
 from replay.workload import ReplayPod
@@ -75,6 +76,7 @@ class Result:
     finished_at: float
     in_queue_preemptions: int = 0  # of `preemptions`, by priority within a team; the rest reclaim
     ping_pong: int = 0  # victims the Kueue model held back (`kueue.PING_PONG_LIMIT`)
+    reshaped_gpus: int = 0  # GPUs the elastic layouts re-shaped (rows from k)
 
     def wait(self, q: float) -> float:
         """The q-quantile of queue wait (trace seconds); refused and never started count as
@@ -86,7 +88,7 @@ class Result:
 
 
 # event kinds, in the order they are handled at one instant
-END, RELEASE, REQUEUE, START, ARRIVE, CYCLE = range(6)
+END, RELEASE, REQUEUE, START, ARRIVE, CYCLE, TICK, UNCORDON = range(8)
 
 
 class Engine:
@@ -97,8 +99,10 @@ class Engine:
         scheduler: Scheduler,
         refuse: Callable[[Job], bool],
         harness: Harness,
+        elastic: Loop | None = None,
     ) -> None:
         self.jobs, self.kueue, self.scheduler = jobs, kueue, scheduler
+        self.elastic = elastic  # layouts that follow the queue (rows from k), or None
         self.refuse, self.h = refuse, harness
         self.heap: list[tuple[float, int, int, Job | None]] = []
         self.seq = 0
@@ -109,6 +113,7 @@ class Engine:
         self.cycle_due = False
         self.in_queue_preemptions = 0  # by higher priority in the same queue (not reclaim)
         self.retries: set[float] = set()  # times a preemptor waiting out a grace is tried again
+        self.uncordon: dict[float, list] = {}  # time -> nodes whose re-shaping ends then
 
     def at(self, t: float, kind: int, job: Job | None = None) -> None:
         self.seq += 1
@@ -121,6 +126,8 @@ class Engine:
         needs no more; the result is then partial: the jobs left count as never started)."""
         for job in self.jobs:
             self.at(job.pod.arrival, ARRIVE, job)
+        if self.elastic is not None:
+            self.at(self.elastic.settings.period_s, TICK)
         by_arrival = sorted(self.jobs, key=lambda j: j.pod.arrival)
         n = len(self.jobs)
         need = n - max(0, math.ceil(give_up[1] * n) - 1) if give_up else 0  # late jobs that decide
@@ -150,6 +157,14 @@ class Engine:
                     self.kueue.requeue_inadmissible()
                     admit = True
                     continue
+                if kind == TICK:
+                    self._tick(now)
+                    continue
+                if kind == UNCORDON:
+                    for node in self.uncordon.pop(now, []):
+                        node.cordoned = False
+                    freed = True
+                    continue
                 assert event_job is not None
                 job = event_job
                 if kind == ARRIVE:
@@ -171,6 +186,18 @@ class Engine:
             if admit or freed:
                 self._admit(now)
         return now
+
+    # --- layouts that follow the queue ---------------------------------------------------------
+
+    def _tick(self, now: float) -> None:
+        assert self.elastic is not None
+        cordoned = self.elastic.tick(now, self.scheduler)
+        if cordoned:
+            at = now + self.elastic.settings.reconfig_s
+            self.uncordon.setdefault(at, []).extend(cordoned)
+            self.at(at, UNCORDON)
+        if self.heap or self.scheduler.unschedulable:  # work is left: the task runs again
+            self.at(now + self.elastic.settings.period_s, TICK)
 
     # --- Kueue --------------------------------------------------------------------------------
 
@@ -316,6 +343,7 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
         finished_at=max((j.finished or 0.0) for j in engine.jobs) if engine.jobs else 0.0,
         in_queue_preemptions=engine.in_queue_preemptions,
         ping_pong=engine.kueue.ping_pong,
+        reshaped_gpus=engine.elastic.reshaped if engine.elastic is not None else 0,
     )
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from localcluster.components import scheduler_config
+from replay.simulate import elastic, slice_quota
 from replay.simulate import kueue as kq
-from replay.simulate import slice_quota
 from replay.simulate.engine import Engine, Harness, Job, Result, measure, tie_order
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
 from replay.workload import (
@@ -171,7 +171,7 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
     names = tuple(sorted({resource_name(model, s) for s in supply}))
     transformations: kq.Transformations = {}
     if policy.slices:
-        transformations = slice_quota.transformations(model, supply)
+        transformations = slice_quota.transformations(model)
         by_team = slice_quota.grants(window, policy, model, supply)
         grants = {(team, slice_quota.SLICES): n for team, n in by_team.items()}
         granted = {t: by_team.get(t, 0) / slices.SLICES_PER_GPU for t in range(teams)}
@@ -250,7 +250,8 @@ def build(
         w = job.workload
         return not kueue.can_ever_fit(kueue.queues[w.queue], w.resource, w.units)
 
-    return Engine(jobs, kueue, sched, refuse, harness)
+    loop = elastic.Loop(model, elastic.Settings()) if p.elastic_layouts else None
+    return Engine(jobs, kueue, sched, refuse, harness, loop)
 
 
 def simulate(

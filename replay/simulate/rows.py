@@ -58,7 +58,9 @@ def _what_if() -> dict[str, Policy]:
                 priority=True, minority_high=True)  # fmt: skip
     j = replace(i, key="j", title="i + time-slicing sized to the shared demand (GPUs, not nodes)",
                 sized_sharing=True)  # fmt: skip
-    return {p.key: p for p in (f, g, h, i, j)}
+    k = replace(j, key="k", title="j + layouts that follow the queue (idle GPUs re-shaped for "
+                "asks waiting 10 min, at most 4 GPUs an hour)", elastic_layouts=True)  # fmt: skip
+    return {p.key: p for p in (f, g, h, i, j, k)}
 
 
 WHAT_IF = _what_if()

@@ -50,22 +50,69 @@ def scoring_weights(config: dict) -> dict[str, float]:
 
 
 @dataclass(eq=False)
+class Gpu:
+    """One GPU of a node: its shape and the units of each resource its pods hold. Which GPU a
+    pod gets is the device plugin's choice: here the first in index order with the units free
+    (the planner's assumption, `scheduler.mig.layouts.assign_tenants`)."""
+
+    index: int
+    shape: planner.Shape
+    offers: dict[str, int]  # resource -> units
+    used: Counter = field(default_factory=Counter)
+
+
+@dataclass(eq=False)
 class Node:
     name: str
     allocatable: dict[str, int]
     used: Counter = field(default_factory=Counter)
+    gpus: list[Gpu] = field(default_factory=list)
+    cordoned: bool = False  # being re-shaped: no new pod binds here
 
     def free(self, resource: str) -> int:
+        if self.cordoned:
+            return 0
         return self.allocatable.get(resource, 0) - self.used[resource]
+
+    def take(self, resource: str, units: int) -> list[tuple[Gpu, int]]:
+        """Hold `units` of the resource on this node's GPUs, first GPU first."""
+        held = []
+        left = units
+        for g in self.gpus:
+            n = min(left, g.offers.get(resource, 0) - g.used[resource])
+            if n > 0:
+                g.used[resource] += n
+                held.append((g, n))
+                left -= n
+            if not left:
+                break
+        self.used[resource] += units
+        return held
+
+    def reshape(self, model: facts.GpuModel, index: int, shape: planner.Shape) -> None:
+        """An idle GPU takes a new shape (the caller keeps busy GPUs as they are)."""
+        g = self.gpus[index]
+        assert not +g.used, f"{self.name} GPU {index} is busy"
+        for resource, n in g.offers.items():
+            self.allocatable[resource] -= n
+        g.shape, g.offers = shape, _offers(model, shape)
+        for resource, n in g.offers.items():
+            self.allocatable[resource] = self.allocatable.get(resource, 0) + n
+
+
+def _offers(model: facts.GpuModel, shape: planner.Shape) -> dict[str, int]:
+    return {resource_name(model, slug): n for slug, n in planner.units_of(model, shape).items()}
 
 
 def gpu_node(name: str, model: facts.GpuModel, shapes: list[planner.Shape]) -> Node:
     """A node whose GPUs have these shapes (planner shapes: whole, MIG, shared replicas)."""
     allocatable: Counter = Counter()
-    for shape in shapes:
-        for slug, n in planner.units_of(model, shape).items():
-            allocatable[resource_name(model, slug)] += n
-    return Node(name, dict(allocatable))
+    gpus = []
+    for index, shape in enumerate(shapes):
+        offers = _offers(model, shape)
+        allocatable.update(offers)
+        gpus.append(Gpu(index, shape, offers))
+    return Node(name, dict(allocatable), gpus=gpus)
 
 
 @dataclass(eq=False)
@@ -76,6 +123,7 @@ class Pod:
     priority: int
     queued_at: float
     node: Node | None = None
+    held: list[tuple[Gpu, int]] = field(default_factory=list)  # on which GPUs of its node
 
     def order(self) -> tuple:
         return (-self.priority, self.queued_at, self.name)
@@ -107,7 +155,7 @@ class Scheduler:
                 if s > best_score:
                     best, best_score = node, s
         if best is not None:
-            best.used[pod.resource] += pod.units
+            pod.held = best.take(pod.resource, pod.units)
             pod.node = best
         return best
 
@@ -121,7 +169,9 @@ class Scheduler:
     def remove(self, pod: Pod) -> None:
         if pod.node is not None:
             pod.node.used[pod.resource] -= pod.units
-            pod.node = None
+            for g, n in pod.held:
+                g.used[pod.resource] -= n
+            pod.node, pod.held = None, []
         elif pod in self.unschedulable:
             self.unschedulable.remove(pod)
 

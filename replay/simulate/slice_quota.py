@@ -19,7 +19,6 @@ from copy import deepcopy
 from functools import cache
 
 from replay.simulate import kueue as kq
-from replay.simulate.scheduler import resource_name
 from replay.workload import Policy, Window, largest_asks, mean_demand, split_supply
 from scheduler.catalog import facts, slices
 from scheduler.catalog.models import ResourceClass
@@ -44,11 +43,11 @@ def unit_slices(slug: str, model: facts.GpuModel) -> int:
     return _unit_slices(model.key)[slug]
 
 
-def transformations(model: facts.GpuModel, supply: dict[str, int]) -> kq.Transformations:
-    """The portal's `kueue_transformations` for the model, for what the fleet advertises."""
-    names = {resource_name(model, slug) for slug in supply}
-    every = kq.transformations_of(slices.kueue_transformations([model]))
-    return {name: out for name, out in every.items() if name in names}
+def transformations(model: facts.GpuModel) -> kq.Transformations:
+    """The portal's `kueue_transformations` for the model: every resource it may advertise,
+    as the Configuration has them (an ask for a profile the layouts lack today is admitted in
+    slices and waits for a node that offers it, which elastic layouts may make)."""
+    return kq.transformations_of(slices.kueue_transformations([model]))
 
 
 def grants(

@@ -374,7 +374,8 @@ def plan_greedy(
             free[(unit.model, len(unit.gpus), unit.shape, unit.cost(2))].append(pos)
     for lst in free.values():
         lst.sort(key=lambda p: (len(units[p].pods), p), reverse=True)  # pop() takes the best
-    while True:
+    changes = 0
+    while policy.max_changed is None or changes < policy.max_changed:
         short = [c for c in goal if deficit(c) > 0]
         if not short:
             break
@@ -403,6 +404,7 @@ def plan_greedy(
             continue
         _, key, shape = best
         pos = free[key].pop()
+        changes += 1
         shape = _node_replicas(on_node[units[pos].gpus[0].node], chosen, pos, shape)
         model = facts.get_model(key[0])
         n = key[1]

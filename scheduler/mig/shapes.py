@@ -57,6 +57,8 @@ class Policy:
     # Serve at least this much (GPU-equivalents) instead of the most: for comparisons.
     serve_at_least: float | None = None
     polish_seconds: float = 0.25  # time box for objective 3 (the first two are always exact)
+    # `plan_greedy` only: change at most this many GPUs (a disruption budget); None: no limit.
+    max_changed: int | None = None
 
 
 @dataclass

@@ -158,8 +158,7 @@ def test_slice_grants_admit_a_4g_ask_against_idle_whole_gpu_quota():
     # row f's what-if: a team granted 7 slices, held as one idle whole GPU's worth, asks a 4g
     model = facts.get_model("B200-180GB")
     four_g = next(p for p in model.profiles.values() if p.compute_slices == 4)
-    supply = {facts.class_slug(model, "whole"): 1, facts.class_slug(model, "mig", four_g.name): 1}
-    transformations = slice_quota.transformations(model, supply)
+    transformations = slice_quota.transformations(model)
     assert transformations[facts.WHOLE_GPU_RESOURCE] == {slice_quota.SLICES: model.compute_slices}
     flavor = model.key.lower()
 

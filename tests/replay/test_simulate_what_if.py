@@ -43,9 +43,11 @@ def test_slice_counts_and_transformations_are_the_portals():
     assert slice_quota.unit_slices(whole, B200) == slices.SLICES_PER_GPU
     assert slice_quota.unit_slices(shared, B200) == slices.shared_replica_slices() == 2
     assert slice_quota.unit_slices(mig, B200) == 4
-    t = slice_quota.transformations(B200, {whole: 1, shared: 4})
-    assert t == {facts.WHOLE_GPU_RESOURCE: {slices.SLICE_RESOURCE: 7},
-                 facts.SHARED_GPU_RESOURCE: {slices.SLICE_RESOURCE: 2}}  # fmt: skip
+    t = slice_quota.transformations(B200)  # every resource the model may advertise
+    assert t[facts.WHOLE_GPU_RESOURCE] == {slices.SLICE_RESOURCE: 7}
+    assert t[facts.SHARED_GPU_RESOURCE] == {slices.SLICE_RESOURCE: 2}
+    assert t[f"nvidia.com/mig-{four_g.name}"] == {slices.SLICE_RESOURCE: 4}
+    assert len(t) == 2 + len(B200.profiles)
 
 
 def test_the_rows_queues_drop_the_borrowing_limit_and_carry_a_weight():
