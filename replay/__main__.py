@@ -214,7 +214,12 @@ def run_simulate(args, say) -> str:
         search=not args.no_search, fair_sharing=args.fair_sharing, progress=say,
     )  # fmt: skip
     say(f"simulated in {time.monotonic() - started:.1f} s")
-    return report.table(zero, found, base) + "\n" + goals.table(zero, found, base)
+    return (
+        report.table(zero, found, base)
+        + "\n"
+        + goals.table(zero, found, base)
+        + goals.reference(window, found, base, zero)
+    )
 
 
 def run_calibrate(args, say) -> str:

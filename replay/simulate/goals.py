@@ -10,9 +10,19 @@ default fleet as well).
 
 from __future__ import annotations
 
+from replay.simulate import pooled
 from replay.simulate.engine import Result
 from replay.simulate.fleet import Fleet
-from replay.simulate.rows import FAIR_FRACTION, Row, RowZero, fairness
+from replay.simulate.rows import (
+    FAIR_FRACTION,
+    MAX_NODES_FACTOR,
+    WAIT_LIMIT_S,
+    Row,
+    RowZero,
+    fairness,
+)
+from replay.workload import Window
+from scheduler.catalog import facts
 
 ALLOC_GOAL = 0.80
 FLEET_GOAL = 0.65
@@ -42,7 +52,8 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
         f"{fleet.gpus} GPUs | preemptions in team / reclaim; GPU-h lost, {fleet.gpus} GPUs "
         "| carrying fleet, GPUs (× row 0) | by milli there | teams there | preemptions in team / "
         f"reclaim; GPU-h lost there | goals: ≥ {ALLOC_GOAL:.0%} there / ≤ {FLEET_GOAL:g} × row 0 "
-        f"/ teams ≥ {FAIR_FRACTION:.0%} |\n|---|---|---|---|---|---|---|---|---|\n"
+        f"/ teams ≥ {FAIR_FRACTION:.0%} | GPUs re-shaped, {fleet.gpus} GPUs / there |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for row in rows:
@@ -50,7 +61,7 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
         cells = [f"{row.policy.key}", f"{r.alloc_milli:.1%}", _teams(r), _waste(r)]
         met = verdicts(row, zero, fleet)
         if met is None or row.carrying is None or row.carrying_nodes is None:
-            cells += ["none found", "—", "—", "—", "no / no / no"]
+            cells += ["none found", "—", "—", "—", "no / no / no", f"{r.reshaped_gpus} / —"]
         else:
             gpus = row.carrying_nodes * fleet.gpus_per_node
             ratio = gpus / zero.gpus if zero.gpus else float("nan")
@@ -58,6 +69,7 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
                 f"{gpus} ({ratio:.2f}×)", f"{row.carrying.alloc_milli:.1%}",
                 _teams(row.carrying), _waste(row.carrying),
                 " / ".join("yes" if ok else "no" for ok in met),
+                f"{r.reshaped_gpus} / {row.carrying.reshaped_gpus}",
             ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     tail = (
@@ -73,3 +85,34 @@ def table(zero: RowZero, rows: list[Row], fleet: Fleet) -> str:
             f"{fleet.gpus} GPUs: {', '.join(held)}.\n"
         )
     return head + "\n".join(lines) + "\n" + tail
+
+
+def reference(window: Window, rows: list[Row], fleet: Fleet, zero: RowZero) -> str:
+    """The last row's asks from one pool (`pooled`): by their shapes and by their milli, at the
+    default fleet and at the fewest nodes' worth that carries them (p95 wait within the limit)."""
+    if not rows:
+        return ""
+    policy = rows[-1].policy
+    model = facts.get_model(fleet.model)
+    up_to = MAX_NODES_FACTOR * max(1, -(-zero.gpus // fleet.gpus_per_node))
+    lines = [
+        f"\nReference (`pooled`): row {policy.key}'s asks from one pool of GPUs, no nodes, no "
+        "quotas, first come first served with backfill; sized by their shapes (what real GPUs "
+        "must give) and by their milli (a perfectly divisible GPU):\n",
+        f"| sized by | p95 wait, {fleet.gpus} GPUs | by milli, {fleet.gpus} GPUs | fewest GPUs "
+        f"with p95 ≤ {WAIT_LIMIT_S / 60:.0f} min (× row 0) | by milli there |\n"
+        "|---|---|---|---|---|",
+    ]
+    for by in ("shape", "milli"):
+        size = pooled.sizes(window, policy, model, by)
+        here = pooled.serve(window, size, fleet.gpus)
+        least = pooled.smallest(window, size, fleet.gpus_per_node, WAIT_LIMIT_S, up_to)
+        there = (
+            f"{least.gpus} ({least.gpus / zero.gpus:.2f}×) | {least.alloc_milli:.1%}"
+            if least is not None and zero.gpus
+            else "none | —"
+        )
+        lines.append(
+            f"| {by} | {here.wait_p95_s / 60:,.0f} min | {here.alloc_milli:.1%} | {there} |"
+        )
+    return "\n".join(lines) + "\n"
