@@ -22,3 +22,20 @@ def advisory_lock(space: int, key: int) -> Iterator[bool]:
         if acquired:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [space, key])
+
+
+def advisory_lock_held_elsewhere(space: int, key: int) -> bool:
+    """Whether another session holds the advisory lock `(space, key)` now (read from
+    `pg_locks`, without taking it). A session dies with its process: a worker killed with
+    SIGKILL drops its TCP connection and PostgreSQL ends the session and its locks at once,
+    so "held elsewhere" is "its holder is alive"."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2"
+            " AND pid <> pg_backend_pid())",
+            [space, key],
+        )
+        (held,) = cursor.fetchone()
+    return bool(held)

@@ -18,7 +18,7 @@ from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
-from scheduler.mig import layouts, planner, plans, rollout_requests
+from scheduler.mig import layouts, planner, plans, rollout, rollout_requests
 from scheduler.mig.models import Plan
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
@@ -340,7 +340,12 @@ def plan_detail(request, pk):
     return render(
         request,
         "console/plan_detail.html",
-        {"plan": plan, "lines": lines, "drawings": _plan_drawings(plan)},
+        {
+            "plan": plan,
+            "stuck": rollout.is_stuck(plan),
+            "lines": lines,
+            "drawings": _plan_drawings(plan),
+        },
     )
 
 

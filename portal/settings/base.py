@@ -226,6 +226,11 @@ GPU_OPERATOR_NAMESPACE = env("GPU_OPERATOR_NAMESPACE", default="gpu-operator")
 # its GPU pods to leave (PodDisruptionBudgets are honoured) before the rollout stops there.
 MIG_NODE_TIMEOUT_S = env.float("MIG_NODE_TIMEOUT_S", default=60.0)
 MIG_DRAIN_TIMEOUT_S = env.float("MIG_DRAIN_TIMEOUT_S", default=120.0)
+# A rollout step holds a PostgreSQL lease (an advisory lock on its worker's session) while it
+# runs, so a worker that dies frees it at once. A rollout no worker holds is resumed once it has
+# been silent this long (the hand-over between two steps' tasks), by a check this often.
+MIG_ROLLOUT_HANDOVER_S = env.float("MIG_ROLLOUT_HANDOVER_S", default=10.0)
+MIG_ROLLOUT_RESUME_EVERY_S = env.float("MIG_ROLLOUT_RESUME_EVERY_S", default=10.0)
 KUBECONFIG = env("KUBECONFIG", default=str(BASE_DIR / ".local" / "kubeconfig"))
 
 # --- What the reconciler renders for each tenant ---------------------------------------------
@@ -388,8 +393,8 @@ CELERY_BEAT_SCHEDULE["delete-leftover-workloads"] = {
 }
 CELERY_BEAT_SCHEDULE["resume-stuck-rollouts"] = {
     "task": "scheduler.tasks.resume_stuck_rollouts",
-    "schedule": 60.0,
-    "options": {"expires": 55},
+    "schedule": MIG_ROLLOUT_RESUME_EVERY_S,
+    "options": {"expires": max(1.0, MIG_ROLLOUT_RESUME_EVERY_S - 1)},
 }
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",

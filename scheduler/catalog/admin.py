@@ -79,6 +79,7 @@ class PoolAdmin(ServiceAdmin):
         "borrowing_limit",
         "lend_idle",
         "reclaim_grace_s",
+        "max_run_s",
         "source",
         "updated_at",
     ]
@@ -108,4 +109,5 @@ class PoolAdmin(ServiceAdmin):
             borrowing_limit=obj.borrowing_limit,
             lend_idle=obj.lend_idle,
             reclaim_grace_s=obj.reclaim_grace_s,
+            max_run_s=obj.max_run_s,
         )

@@ -89,6 +89,15 @@ class Pool(models.Model):
         help_text="Seconds a workload running on borrowed units may run before its lender "
         "takes them back (the work it would lose is spared until then; 0: at once)",
     )
+    # Maximum run time of a job on this class (scheduler/catalog/run_limits.py): Kueue stops it
+    # after this long admitted; a team's own limit, when smaller, wins.
+    max_run_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Most seconds a job on this class may run before Kueue stops it (empty: no "
+        "limit; a team's own limit, when smaller, wins)",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -12,7 +12,7 @@ from django.db import transaction
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
-from scheduler.catalog import facts, hooks
+from scheduler.catalog import facts, hooks, run_limits
 from scheduler.catalog.models import Pool, ResourceClass
 
 # What the platform team edits by hand; the rest of a class is the catalog's.
@@ -25,6 +25,7 @@ POOL_FIELDS = [
     "borrowing_limit",
     "lend_idle",
     "reclaim_grace_s",
+    "max_run_s",
 ]
 
 
@@ -148,10 +149,13 @@ def set_pool(
     borrowing_limit: int | None | _Unset = UNSET,
     lend_idle: bool | None = None,
     reclaim_grace_s: int | None = None,
+    max_run_s: int | None | _Unset = UNSET,
 ) -> Pool:
-    """Change a pool's capacity, overcommit or cohort policy (borrowing, lending, the grace
-    before borrowed units are taken back): one audit event; the reconciler then writes the new
-    limits into every team's ClusterQueue. `borrowing_limit=None` is "no limit"."""
+    """Change a pool's capacity, overcommit, cohort policy (borrowing, lending, the grace
+    before borrowed units are taken back) or the maximum run time of its jobs: one audit event;
+    the reconciler then writes the new limits into every team's ClusterQueue.
+    `borrowing_limit=None` is "no limit", and so is `max_run_s=None` (jobs already submitted
+    keep the limit they were told)."""
     require_platform_admin(actor, "change pools")
     if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
         raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
@@ -177,6 +181,8 @@ def set_pool(
         )
     if lend_idle is not None and not isinstance(lend_idle, bool):
         raise InvalidInput("lend_idle must be true or false", field="lend_idle")
+    if not isinstance(max_run_s, _Unset):
+        max_run_s = run_limits.check_max_run_s(max_run_s)
     with transaction.atomic():
         pool, _ = Pool.objects.select_for_update().get_or_create(resource_class=resource_class)
         before = audit.snapshot(pool, POOL_FIELDS)
@@ -191,6 +197,8 @@ def set_pool(
             pool.reclaim_grace_s = reclaim_grace_s
         if lend_idle is not None:
             pool.lend_idle = lend_idle
+        if not isinstance(max_run_s, _Unset):
+            pool.max_run_s = max_run_s
         pool.save()
         policy = ("borrowing_limit", "lend_idle", "reclaim_grace_s")
         if any(before[f] != getattr(pool, f) for f in policy):

@@ -54,8 +54,8 @@ class Plan(models.Model):
     # Each start or resume gets a new id: the task chain carries it, and a step whose id is no
     # longer the plan's (resumed elsewhere, abandoned) does nothing more.
     rollout_id = models.CharField(max_length=32, blank=True)
-    # Written by the worker at each step and while it waits on a node: a rollout whose heartbeat
-    # stopped longer than one step can last has lost its worker.
+    # Written by the worker at each step and while it waits on a node; a rollout whose worker
+    # holds no lease (rollout.lease) and whose heartbeat stopped for a hand-over has lost it.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Who asked for the rollout and which nodes (null: every changed node): a rollout whose
     # worker died is resumed for them by the periodic check.
@@ -76,18 +76,23 @@ class Plan(models.Model):
         soft = int(settings.MIG_NODE_TIMEOUT_S + settings.MIG_DRAIN_TIMEOUT_S) + 60
         return soft, soft + 60
 
-    @classmethod
-    def stuck_after_s(cls) -> int:
-        """Longer than a step's hard limit: no live worker goes that long without a beat."""
-        return cls.step_limits_s()[1] + 60
+    @staticmethod
+    def handover_s() -> float:
+        """How long a rollout that no live worker holds may stay silent before it counts as
+        stuck: the hand-over from one step's task to the next, queued but not picked up yet."""
+        return settings.MIG_ROLLOUT_HANDOVER_S
 
-    def is_stuck(self, now=None) -> bool:
+    def is_stuck(self, now=None, *, worker_alive: bool = False) -> bool:
+        """Applying, no live worker on it (`worker_alive`, from the rollout's lease:
+        `rollout.is_stuck` asks PostgreSQL), and silent for longer than a hand-over. A worker
+        that is alive is never overtaken, however long its step: its time limit ends it."""
         now = now or timezone.now()
         last = self.heartbeat_at or self.started_at
         return (
             self.status == self.Status.APPLYING
+            and not worker_alive
             and last is not None
-            and (now - last).total_seconds() > self.stuck_after_s()
+            and (now - last).total_seconds() > self.handover_s()
         )
 
     def transition(self, action: str) -> None:

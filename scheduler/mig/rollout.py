@@ -6,6 +6,11 @@ MIG manager's `nvidia.com/mig.config.state` to reach `success`, uncordon. On `fa
 timeout) the rollout stops: the node stays cordoned, the plan says which node and why, and the
 nodes after it are left alone. Every step writes an audit event; the inventory is synced at the
 end so pools follow the new layouts.
+
+A step runs under the plan's lease, a PostgreSQL advisory lock on its worker's own session: no
+two workers apply a node of one plan at once, and a worker killed mid-step frees the lease the
+moment its connection drops, so the periodic check (`is_stuck`) resumes the rollout within a
+hand-over (`Plan.handover_s`) instead of waiting out the longest step a worker could take.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import audit
+from core.locks import advisory_lock, advisory_lock_held_elsewhere
 from core.permissions import require_platform_admin
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
@@ -32,6 +38,19 @@ DP_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DP_STATE_LABEL = "gpu-portal/device-plugin.config.state"
 CONFIG_KIND_LABEL = "gpu-portal/config"
 DONE_STATES = ("success", "failed")
+ROLLOUT_LEASE = 0x6D69  # "mi": advisory-lock key space of MIG rollouts, keyed by plan id
+
+
+def lease(plan_id: int):
+    """The plan's lease on this worker's session (a context manager yielding whether it was
+    got): held while a step runs, released at its end or when the worker dies."""
+    return advisory_lock(ROLLOUT_LEASE, plan_id)
+
+
+def is_stuck(plan: Plan, now=None) -> bool:
+    """A rollout in progress that no live worker holds and that has been silent for longer
+    than a hand-over between two steps: its worker died (or its message was lost)."""
+    return plan.is_stuck(now) and not advisory_lock_held_elsewhere(ROLLOUT_LEASE, plan.pk)
 
 
 def operator_namespace() -> str:
@@ -332,7 +351,7 @@ def begin(kube: KubeGateway, plan_id: int, *, actor=None, nodes: list[str] | Non
     require_platform_admin(actor, "apply MIG plans")
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
-        resuming = plan.is_stuck()
+        resuming = is_stuck(plan)
         plan.transition("resume" if resuming else "start")
         if not resuming:
             plan.rollout_nodes = list(nodes) if nodes else None
@@ -376,8 +395,31 @@ def step(
 ) -> bool:
     """Apply the next pending node of the rollout `rollout_id`; True when more nodes remain.
     One node per step keeps each task short whatever the fleet's size; a step whose rollout
-    was abandoned or resumed elsewhere stops. The plan ends failed at the first node that
-    fails (the nodes after it are left alone), applied after the last."""
+    was abandoned or resumed elsewhere stops, and so does one while another worker holds the
+    plan's lease. The plan ends failed at the first node that fails (the nodes after it are
+    left alone), applied after the last."""
+    with lease(plan_id) as held:
+        if not held:
+            return False
+        return _step(
+            kube,
+            plan_id,
+            rollout_id,
+            actor=actor,
+            timeout_s=timeout_s,
+            drain_timeout_s=drain_timeout_s,
+        )
+
+
+def _step(
+    kube: KubeGateway,
+    plan_id: int,
+    rollout_id: str,
+    *,
+    actor,
+    timeout_s: float | None,
+    drain_timeout_s: float | None,
+) -> bool:
     timeout_s = settings.MIG_NODE_TIMEOUT_S if timeout_s is None else timeout_s
     drain_timeout_s = settings.MIG_DRAIN_TIMEOUT_S if drain_timeout_s is None else drain_timeout_s
     with transaction.atomic():

@@ -12,7 +12,7 @@ from django.db import transaction
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.mig import tasks
+from scheduler.mig import rollout, tasks
 from scheduler.mig.models import Plan
 
 
@@ -24,7 +24,7 @@ def request_plan_apply(*, actor, plan: Plan, nodes: list[str] | None = None) -> 
     nodes = list(dict.fromkeys(nodes)) if nodes else None
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan.pk)
-        stuck = plan.is_stuck()
+        stuck = rollout.is_stuck(plan)
         if plan.status == Plan.Status.APPLYING and not stuck:
             raise InvalidTransition(f"plan #{plan.pk} is being applied already")
         changed = {e["node"] for e in plan.changed_nodes}

@@ -1,6 +1,6 @@
 """The MIG rollout as a chain of tasks: each applies one node and queues the next, so a rollout
 over any number of slow nodes never meets a task's time limit; a periodic check resumes a chain
-whose worker died."""
+whose worker died (its lease in PostgreSQL is free: `rollout.is_stuck`)."""
 
 from django.contrib.auth import get_user_model
 
@@ -10,8 +10,8 @@ from scheduler.cluster import kube
 from scheduler.mig import rollout
 from scheduler.mig.models import Plan
 
-# One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin; under
-# Plan.stuck_after_s(), so no live step can look stuck.
+# One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin. A live
+# step holds the plan's lease, so it never looks stuck however long it takes.
 STEP_SOFT_LIMIT_S, STEP_HARD_LIMIT_S = Plan.step_limits_s()
 
 
@@ -35,17 +35,23 @@ def apply_plan(
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     if not is_platform_admin(actor):
         return "refused: only platform admins may apply MIG plans"
-    plan = Plan.objects.filter(pk=plan_id).first()
-    if plan is None:
+    if not Plan.objects.filter(pk=plan_id).exists():
         return "no such plan"
     gateway = kube.gateway()
-    if rollout_id is None:
-        if plan.status == Plan.Status.APPLYING and not plan.is_stuck():
-            return plan.status  # another worker is on it
-        if plan.status == Plan.Status.APPLIED and not nodes:
-            return plan.status
-        rollout_id = rollout.begin(gateway, plan_id, actor=actor, nodes=nodes).rollout_id
-    if rollout.step(gateway, plan_id, rollout_id, actor=actor):
+    # The lease from the start: a second message for this plan (a resume check, a redelivery)
+    # finds it held and leaves the rollout to this worker.
+    with rollout.lease(plan_id) as held:
+        if not held:
+            return "another worker is applying this plan"
+        if rollout_id is None:
+            plan = Plan.objects.get(pk=plan_id)
+            if plan.status == Plan.Status.APPLYING and not rollout.is_stuck(plan):
+                return plan.status  # its chain is handing over to the next step
+            if plan.status == Plan.Status.APPLIED and not nodes:
+                return plan.status
+            rollout_id = rollout.begin(gateway, plan_id, actor=actor, nodes=nodes).rollout_id
+        more = rollout.step(gateway, plan_id, rollout_id, actor=actor)
+    if more:  # queued once the lease is free; the plan's heartbeat covers the hand-over
         apply_plan.delay(plan_id=plan_id, nodes=nodes, actor_id=actor_id, rollout_id=rollout_id)
     return Plan.objects.get(pk=plan_id).status
 
@@ -53,10 +59,10 @@ def apply_plan(
 @portal_task(name="scheduler.tasks.resume_stuck_rollouts")
 def resume_stuck_rollouts() -> int:
     """A rollout whose chain broke (worker killed, message lost) is taken up again where it
-    stopped, for the admin who asked for it."""
+    stopped, for the admin who asked for it (beat, every MIG_ROLLOUT_RESUME_EVERY_S)."""
     resumed = 0
     for plan in Plan.objects.filter(status=Plan.Status.APPLYING):
-        if plan.is_stuck() and plan.applied_by_id:
+        if plan.applied_by_id and rollout.is_stuck(plan):
             apply_plan.delay(plan_id=plan.pk, actor_id=plan.applied_by_id)
             resumed += 1
     return resumed

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler.catalog.run_limits import duration_words
+from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import (
     WORKLOAD_LABEL,
@@ -41,11 +43,15 @@ def _object_meta(spec: WorkloadSpec, *, queued: bool = True) -> dict:
 def render_job(spec: WorkloadSpec) -> dict:
     """A batch/v1 Job, created suspended: Kueue starts it when the team's queue admits it, and
     suspends and requeues it when it is preempted. A pod disrupted otherwise (a node drained)
-    is replaced without counting against the backoff limit."""
+    is replaced without counting against the backoff limit. With a maximum run time, Kueue
+    stops it (deactivates its Workload) once it has been admitted that long."""
+    metadata = _object_meta(spec)
+    if spec.max_run_s is not None:
+        metadata["labels"][MAX_EXEC_TIME_LABEL] = str(spec.max_run_s)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _object_meta(spec),
+        "metadata": metadata,
         "spec": {
             "suspend": True,
             "backoffLimit": spec.backoff_limit,
@@ -195,6 +201,32 @@ def _true(conditions: dict[str, dict], kind: str) -> dict | None:
     return cond if cond and cond.get("status") == "True" else None
 
 
+# Kueue's reason when a Workload ran past spec.maximumExecutionTimeSeconds: on its
+# DeactivationTarget condition, then (as the eviction's cause) "DeactivatedDueTo…" on Evicted.
+MAX_EXEC_TIME_EXCEEDED = "MaximumExecutionTimeExceeded"
+
+
+def max_run_exceeded(queue_workload: dict) -> Observation | None:
+    """`failed` when Kueue stopped the workload for running past its maximum run time (it
+    deactivated the Workload, suspended the Job and freed its quota), else None (pure)."""
+    conditions = _conditions(queue_workload)
+    said = [
+        c
+        for kind in ("DeactivationTarget", "Evicted")
+        if (c := _true(conditions, kind))
+        and (c.get("reason") or "").endswith(MAX_EXEC_TIME_EXCEEDED)
+    ]
+    if not said:
+        return None
+    limit = (queue_workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    after = f" of {duration_words(int(limit))}" if limit else ""
+    return Observation(
+        Workload.State.FAILED,
+        "MaxRunTimeExceeded",
+        f"stopped after its maximum run time{after}: Kueue deactivated it and freed its quota",
+    )
+
+
 def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observation:
     """Why Kueue has not admitted (or has evicted) a workload: `queued` with Kueue's own words,
     reason `Preempted` when it was evicted to make room (pure)."""
@@ -205,6 +237,9 @@ def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observati
             "waiting for the team's queue (Kueue) to take the workload in",
         )
     conditions = _conditions(queue_workload)
+    stopped = max_run_exceeded(queue_workload)
+    if stopped is not None:
+        return stopped
     if _true(conditions, "Admitted"):  # Kueue is about to unsuspend it
         return Observation(Workload.State.PENDING, "Admitted", "admitted by the team's queue")
     evicted = _true(conditions, "Evicted")

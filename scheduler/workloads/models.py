@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -10,6 +12,7 @@ from django.utils import timezone
 
 from core.errors import InvalidTransition
 from core.querysets import TenantScopedQuerySet
+from scheduler.catalog import run_limits
 
 # Pods of a workload unless it says otherwise (a job always runs one). The one definition: the
 # model, the service, the API, the form and the autoscaling check read it from here.
@@ -147,6 +150,9 @@ class Workload(models.Model):
     cluster_created_at = models.DateTimeField(null=True, blank=True)
     # Where Kueue has it in the team's queue while queued (1 = next), by priority then age.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
+    # A job's maximum run time, fixed at submit: the smallest of its team's and its pools'
+    # (scheduler/catalog/run_limits.py); Kueue stops it after this long admitted. None: none.
+    max_run_s = models.PositiveIntegerField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
@@ -201,6 +207,22 @@ class Workload(models.Model):
         deployment reserves its max replicas)."""
         pods = self.max_pods
         return {slug: int(n) * pods for slug, n in (self.resources or {}).items()}
+
+    @property
+    def max_run_words(self) -> str:
+        """The limit as the submitter is told it ("stops after 4 h of running"), or ""."""
+        if self.max_run_s is None:
+            return ""
+        return f"stops after {run_limits.duration_words(self.max_run_s)} of running"
+
+    @property
+    def run_ends_at(self):
+        """While it runs under a limit: when Kueue will stop it, counted from the start the
+        portal saw (None otherwise). After a preemption Kueue counts only the time admitted,
+        so the real end may be later, never earlier."""
+        if self.max_run_s is None or self.started_at is None or self.state != self.State.RUNNING:
+            return None
+        return self.started_at + timedelta(seconds=self.max_run_s)
 
     def can_move_to(self, state: str) -> bool:
         return state in self.TRANSITIONS[self.state]

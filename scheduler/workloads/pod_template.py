@@ -121,6 +121,8 @@ class WorkloadSpec:
     image_pull_secrets: tuple[str, ...] = ()
     # The GPU nodes' taints the pods tolerate (setting GPU_NODE_TOLERATIONS).
     tolerations: tuple[dict, ...] = ()
+    # A job's maximum run time (seconds; None: none), enforced by Kueue.
+    max_run_s: int | None = None
 
 
 def workload_labels(spec: WorkloadSpec) -> dict[str, str]:

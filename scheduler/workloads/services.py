@@ -25,7 +25,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
-from scheduler.catalog import slices
+from scheduler.catalog import run_limits, slices
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.workloads import tasks
 from scheduler.workloads.input import (
@@ -246,6 +246,17 @@ def _admission_reads(
     return bool(name_taken), {int(pk): int(units) for pk, units in by_class.items()}, next_id
 
 
+def _max_run_s(tenant: Tenant, kind: str, asked: list[tuple[ResourceClass, int]]) -> int | None:
+    """A job's maximum run time: the smallest of its team's (the locked row) and its classes'
+    pools' (read with the classes). A deployment serves until stopped: none."""
+    if kind != Workload.Kind.JOB:
+        return None
+    pools = [getattr(rc, "pool", None) for rc, _ in asked]
+    return run_limits.smallest_limit(
+        tenant.max_run_s, *(pool.max_run_s for pool in pools if pool is not None)
+    )
+
+
 def _enqueue_create(workload_id: int) -> None:
     # the periodic sync creates what a lost message left behind
     send_hint(tasks.create_workload, f"workload {workload_id}", workload_id=workload_id)
@@ -383,6 +394,7 @@ def submit_workload(
             autoscaled=scaling is not None,
         )
         workload.tenant = tenant
+        workload.max_run_s = audited["max_run_s"] = _max_run_s(tenant, kind, asked)
         workload.namespace = tenant.namespace
         workload.k8s_name = f"{name}-{workload.pk}"  # its id is known before the insert
         workload.created_at = timezone.now()  # in the order of the ids, as an insert's default

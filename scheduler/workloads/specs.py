@@ -43,6 +43,7 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         env_from_secrets=tuple(workload.env_from_secrets or ()),
         image_pull_secrets=tuple(workload.image_pull_secrets or ()),
         tolerations=tuple(settings.GPU_NODE_TOLERATIONS),
+        max_run_s=workload.max_run_s,
     )
 
 

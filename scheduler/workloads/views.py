@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
+from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import presenting
 from scheduler.workloads import services as workloads
@@ -64,6 +65,10 @@ def live_state(workload: Workload, user) -> dict:
         "live": not workload.is_final,
         "note": presenting.state_note(workload.get_state_display(), workload.reason),
         "run_time": presenting.plain_duration(span),
+        # under a maximum run time, while it runs: what is left before Kueue stops it
+        "time_left": duration_words(int((workload.run_ends_at - now).total_seconds()))
+        if workload.run_ends_at
+        else "",
         "cost": presenting.cost_so_far(
             span, [(classes[s].price_per_hour, n) for s, n in held.items() if s in classes]
         ),

@@ -99,6 +99,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "allowed_priority_classes",
             "critical_gpu_quota",
             "fair_share_weight",
+            "max_run_s",
             "namespace",
             "quota",
             "slices",
@@ -167,6 +168,13 @@ class TenantUpdateSerializer(serializers.Serializer):
     # Kueue fair sharing: 2 takes twice the share of idle capacity of a team at 1
     fair_share_weight = serializers.DecimalField(
         max_digits=6, decimal_places=2, min_value=0, max_value=1000, required=False
+    )
+    # null: the pools' limits only. The service checks the range and says what to change.
+    max_run_s = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="most seconds any job of the team may run before Kueue stops it (a pool's "
+        "limit, when smaller, wins); null: the pools' limits only",
     )
 
 

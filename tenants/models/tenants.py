@@ -66,6 +66,15 @@ class Tenant(models.Model):
         help_text="Kueue fair sharing: the team's weight when idle capacity is shared among "
         "teams that want more than their grant (2: twice the share of a team at 1; 0: last)",
     )
+    # Maximum run time of the team's jobs (scheduler/catalog/run_limits.py); a pool's, when
+    # smaller, wins.
+    max_run_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Most seconds any job of the team may run before Kueue stops it (empty: the "
+        "pools' limits only; a pool's limit, when smaller, wins)",
+    )
     robot = models.OneToOneField(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -13,6 +13,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
+from scheduler.catalog import run_limits
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
@@ -109,6 +110,7 @@ EDITABLE_TENANT_FIELDS = {
     "allowed_priority_classes",
     "critical_gpu_quota",
     "fair_share_weight",
+    "max_run_s",
 }
 
 
@@ -122,6 +124,8 @@ def update_tenant(*, actor, tenant: Tenant, **changes) -> Tenant:
         raise InvalidInput(
             f"unknown priority classes {', '.join(sorted(bad))}", field="allowed_priority_classes"
         )
+    if "max_run_s" in changes:  # jobs already submitted keep the limit they were told
+        changes["max_run_s"] = run_limits.check_max_run_s(changes["max_run_s"])
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = audit.snapshot(tenant, sorted(changes))

@@ -92,26 +92,97 @@ def test_a_node_already_labelled_is_left_alone(kube, unanswered_node):
     assert kube.get("Node", unanswered_node)["metadata"]["resourceVersion"] == before
 
 
-def test_only_an_applying_plan_silent_for_longer_than_any_step_is_stuck():
+def test_only_an_applying_plan_without_a_live_worker_silent_for_a_hand_over_is_stuck(settings):
     from datetime import timedelta
 
     from django.utils import timezone
 
+    settings.MIG_ROLLOUT_HANDOVER_S = 10
     now = timezone.now()
-    fresh = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(seconds=30))
+    # between two steps: the next task is queued, not picked up yet
+    fresh = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(seconds=5))
     old = Plan(status=Plan.Status.APPLYING, started_at=now - timedelta(hours=1))
     done = Plan(status=Plan.Status.APPLIED, started_at=now - timedelta(hours=1))
     assert not fresh.is_stuck(now) and old.is_stuck(now) and not done.is_stuck(now)
-    # a long rollout that is alive: started an hour ago, its worker beat a minute ago
-    alive = Plan(
+    # a long rollout that beat a second ago
+    beating = Plan(
         status=Plan.Status.APPLYING,
         started_at=now - timedelta(hours=1),
-        heartbeat_at=now - timedelta(minutes=1),
+        heartbeat_at=now - timedelta(seconds=1),
     )
-    assert not alive.is_stuck(now)
-    from scheduler.mig.tasks import STEP_HARD_LIMIT_S
+    assert not beating.is_stuck(now)
+    # a worker that holds the lease is alive, however long its step has been silent
+    assert not old.is_stuck(now, worker_alive=True)
 
-    assert Plan.stuck_after_s() > STEP_HARD_LIMIT_S  # no live step can look stuck
+
+_HOLD_LEASE = """
+import sys, time, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+conn.execute("SELECT pg_advisory_lock(%s, %s)", [int(sys.argv[2]), int(sys.argv[3])])
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def _worker_holding_the_lease(plan_id: int):
+    """A separate process holding the plan's lease on its own session, as a worker's step
+    does (killed with SIGKILL by the test, like the fault run's worker)."""
+    import subprocess
+    import sys
+
+    from django.db import connection
+
+    params = connection.get_connection_params()
+    dsn = " ".join(
+        f"{k}={params[k]}" for k in ("host", "port", "dbname", "user", "password") if params.get(k)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LEASE, dsn, str(rollout.ROLLOUT_LEASE), str(plan_id)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rollout_is_stuck_the_moment_its_worker_is_killed_not_a_step_limit_later(settings):
+    """The lease is a PostgreSQL advisory lock on the worker's session: alive while the worker
+    lives (however long its step), gone when the process dies, so the rollout is stuck a
+    hand-over after its last sign of life."""
+    import signal
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.mig import tasks as mig_tasks
+    from tests.tenants.factories import PlatformAdminFactory
+
+    settings.MIG_ROLLOUT_HANDOVER_S = 10
+    admin = PlatformAdminFactory()
+    plan = Plan.objects.create(
+        status=Plan.Status.APPLYING,
+        started_at=timezone.now() - timedelta(hours=1),
+        heartbeat_at=timezone.now() - timedelta(minutes=1),
+        rollout_id="alive",
+        applied_by=admin,
+    )
+    worker = _worker_holding_the_lease(plan.pk)
+    try:
+        assert not rollout.is_stuck(plan)
+        assert mig_tasks.resume_stuck_rollouts() == 0
+        # a second worker's step (a redelivered message, a resume) does nothing meanwhile
+        assert rollout.step(None, plan.pk, "alive", actor=admin) is False
+        with rollout.lease(plan.pk) as got:
+            assert not got
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    wait_for("the killed worker's lease freed", lambda: rollout.is_stuck(plan), timeout=5)
+    with rollout.lease(plan.pk) as got:
+        assert got
+        # the worker that took the lease may resume it: its own lease is not another's
+        assert rollout.is_stuck(plan)
 
 
 def _pod(name, *, priority=0, gpus=True, owner=None, deleting=False, phase="Running"):

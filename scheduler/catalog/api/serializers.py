@@ -22,6 +22,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "borrowing_limit",
             "lend_idle",
             "reclaim_grace_s",
+            "max_run_s",
             "updated_at",
         ]
         read_only_fields = fields
@@ -36,3 +37,10 @@ class PoolUpdateSerializer(serializers.Serializer):
     borrowing_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     lend_idle = serializers.BooleanField(required=False)
     reclaim_grace_s = serializers.IntegerField(min_value=0, max_value=7 * 24 * 3600, required=False)
+    # null: no limit. The service checks the range (whole seconds ≥ 1) and says what to change.
+    max_run_s = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="most seconds a job on this class may run before Kueue stops it (a team's "
+        "own limit, when smaller, wins); null: no limit",
+    )

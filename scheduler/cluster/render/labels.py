@@ -33,6 +33,10 @@ QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
 LOCAL_QUEUE = "default"  # the name also makes Kueue label unlabelled jobs and pods with it
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# A Job's maximum run time in seconds: Kueue copies it into its Workload's
+# spec.maximumExecutionTimeSeconds and deactivates the Workload once admitted that long
+# (immutable while the Job runs).
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 DEFAULT_FLAVOR = "gpu-portal-default"  # cpu, memory and ephemeral storage: no node labels
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
 # What the default flavor covers. Kueue never admits a pod asking for a resource its

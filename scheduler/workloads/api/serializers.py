@@ -193,6 +193,17 @@ class WorkloadSerializer(serializers.ModelSerializer):
         child=serializers.CharField(), read_only=True, help_text="Secrets whose keys are env"
     )
     image_pull_secrets = serializers.ListField(child=serializers.CharField(), read_only=True)
+    max_run = serializers.CharField(
+        source="max_run_words",
+        read_only=True,
+        help_text='a job\'s maximum run time in words ("stops after 4 h of running"); "": none',
+    )
+    run_ends_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="while it runs under a maximum run time: when Kueue stops it (from the start "
+        "the portal saw; after a preemption it may be later); null otherwise",
+    )
 
     class Meta:
         model = Workload
@@ -219,6 +230,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "replicas",
             "autoscaling",
             "backoff_limit",
+            "max_run_s",
+            "max_run",
+            "run_ends_at",
             "state",
             "is_final",
             "queue_position",
@@ -273,6 +287,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
             if autoscaling is None
             else AutoscalingSerializer().to_representation(autoscaling),
             "backoff_limit": _integer(w.backoff_limit),
+            "max_run_s": _integer(w.max_run_s),
+            "max_run": _text(w.max_run_words),
+            "run_ends_at": _datetime(w.run_ends_at),
             "state": _text(w.state),
             "is_final": _BOOLEAN.to_representation(w.is_final),
             "queue_position": _integer(w.queue_position),
