@@ -2,7 +2,7 @@
 
 from scheduler.cluster.tasks import reconcile_all, reconcile_tenant, sync_inventory, sync_queues
 from scheduler.health.tasks import check_gpu_health, enforce_gpu_health
-from scheduler.mig.tasks import apply_plan, resume_stuck_rollouts
+from scheduler.mig.tasks import apply_plan, follow_queue_layouts, resume_stuck_rollouts
 from scheduler.workloads.leftovers import delete_leftover_workloads
 from scheduler.workloads.overquota import stop_work_over_quota_task
 from scheduler.workloads.reclaiming import reclaim_borrowed_units_task
@@ -15,6 +15,7 @@ __all__ = [
     "delete_leftover_workloads",
     "delete_workload",
     "enforce_gpu_health",
+    "follow_queue_layouts",
     "reconcile_all",
     "reconcile_tenant",
     "resume_stuck_rollouts",

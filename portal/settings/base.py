@@ -391,6 +391,16 @@ CELERY_BEAT_SCHEDULE["delete-leftover-workloads"] = {
     "schedule": env.float("DELETE_LEFTOVERS_EVERY_S", default=60.0),
     "options": {"expires": 55},
 }
+# Elastic layouts (scheduler/mig/elastic_runs.py): idle GPUs re-shaped for what waits for a
+# shape, per GPU model unless a model's ElasticLayout row says otherwise.
+ELASTIC_LAYOUTS_ON = env.bool("ELASTIC_LAYOUTS_ON", default=True)
+ELASTIC_LAYOUTS_MIN_WAIT_S = env.int("ELASTIC_LAYOUTS_MIN_WAIT_S", default=600)
+ELASTIC_LAYOUTS_MAX_GPUS_PER_HOUR = env.int("ELASTIC_LAYOUTS_MAX_GPUS_PER_HOUR", default=4)
+CELERY_BEAT_SCHEDULE["follow-queue-layouts"] = {
+    "task": "scheduler.tasks.follow_queue_layouts",
+    "schedule": env.float("ELASTIC_LAYOUTS_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}
 CELERY_BEAT_SCHEDULE["resume-stuck-rollouts"] = {
     "task": "scheduler.tasks.resume_stuck_rollouts",
     "schedule": MIG_ROLLOUT_RESUME_EVERY_S,

@@ -135,3 +135,23 @@ class DevicePluginConfig(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ElasticLayout(models.Model):
+    """Elastic layouts for the GPUs of one model (the pool a layout is planned over): whether
+    they follow the queue, after how long a wait, and how many GPUs an hour they may re-shape.
+    A model with no row follows the settings' defaults (ELASTIC_LAYOUTS_*)."""
+
+    gpu_model = models.CharField(max_length=64, unique=True, help_text="Catalog key")
+    paused = models.BooleanField(default=False)
+    min_wait_s = models.PositiveIntegerField(
+        help_text="An ask must have waited this long for a shape before a GPU is re-shaped"
+    )
+    max_gpus_per_hour = models.PositiveSmallIntegerField(
+        help_text="Disruption budget: GPUs re-shaped in any hour, at most"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        state = "paused" if self.paused else f"≤ {self.max_gpus_per_hour} GPUs/h"
+        return f"elastic layouts of {self.gpu_model}: {state}"

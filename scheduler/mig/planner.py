@@ -422,6 +422,19 @@ def _node_replicas(node_positions: list[int], chosen: list[Shape], pos: int, sha
     return next((s for s in others if s.mode == "shared"), shape)
 
 
+def result_of(
+    method: str,
+    gpus: list[GpuState],
+    proposed: dict[tuple[str, int], Shape],
+    demand: dict[str, int],
+) -> PlanResult:
+    """A proposal made elsewhere (elastic layouts' changes), as a plan's result: every GPU
+    its current shape unless `proposed` names it."""
+    units = _units(gpus, Policy(allow_draining=True))
+    chosen = [proposed.get((u.gpus[0].node, u.gpus[0].index), u.shape) for u in units]
+    return _result(method, gpus, units, chosen, demand, time.perf_counter())
+
+
 # --- measures -----------------------------------------------------------------------------------
 
 

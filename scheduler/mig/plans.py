@@ -73,7 +73,8 @@ def current_shapes(
     return shapes or [pl.WHOLE] * node.gpu_count
 
 
-def _class_of(model: facts.GpuModel, resource: str, shared: bool) -> str:
+def class_of(model: facts.GpuModel, resource: str, shared: bool) -> str:
+    """The resource class a pod's GPU resource is a unit of, on a node of the model."""
     if resource.startswith("nvidia.com/mig-"):
         return facts.class_slug(model, "mig", resource[len("nvidia.com/mig-") :])
     if resource == facts.SHARED_GPU_RESOURCE or shared:
@@ -103,7 +104,7 @@ def fleet_from_inventory(
         queue: dict[str, list[str]] = defaultdict(list)  # class -> one pod per unit held
         for alloc in pods.get(node.name, []):
             for resource, n in alloc.resources.items():
-                queue[_class_of(model, resource, shared)] += [
+                queue[class_of(model, resource, shared)] += [
                     f"{alloc.namespace}/{alloc.pod_name}"
                 ] * n
         for index, shape in enumerate(shapes):
@@ -187,16 +188,34 @@ def create_plan(
     demand = demand if demand is not None else approved_demand(include_pending=include_pending)
     solve = pl.plan_greedy if method == "greedy" else pl.plan_exact
     result = solve(gpus, demand, policy)
-    proposals, new_configs = mig_configs.propose_nodes(
-        gpus, result, labels, configs, policy, dp_configs
-    )
-    if policy.nodes is not None:
-        proposals = [p for p in proposals if p.node in policy.nodes]
     policy_json = {
         **asdict(policy),
         "nodes": sorted(policy.nodes or []),
         "include_pending": include_pending,
     }
+    return save_plan(
+        actor=actor,
+        result=result,
+        policy=policy,
+        policy_json=policy_json,
+        fleet=(gpus, labels, configs, dp_configs),
+    )
+
+
+Fleet = tuple[list[pl.GpuState], dict[str, tuple[str, str]], dict[str, list[dict]], dict[str, dict]]
+
+
+def save_plan(
+    *, actor, result: pl.PlanResult, policy: pl.Policy, policy_json: dict, fleet: Fleet
+) -> Plan:
+    """Keep a proposal, the configs it needs and one `plan.proposed` event: the console's
+    plans (`create_plan`) and elastic layouts' (`scheduler.mig.elastic_runs`, actor None)."""
+    gpus, labels, configs, dp_configs = fleet
+    proposals, new_configs = mig_configs.propose_nodes(
+        gpus, result, labels, configs, policy, dp_configs
+    )
+    if policy.nodes is not None:
+        proposals = [p for p in proposals if p.node in policy.nodes]
     with transaction.atomic():
         plan = Plan.objects.create(
             created_by=actor if getattr(actor, "is_authenticated", False) else None,

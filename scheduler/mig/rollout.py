@@ -19,6 +19,7 @@ import time
 
 import yaml
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -275,7 +276,9 @@ def apply_node(
                 tenant=None,
                 after={"node": name, "pods": len(pods)},
             )
-        if drain_order(pods):
+        # Elastic layouts change idle GPUs only (`policy["drain"]` False): the pods on the
+        # node's other GPUs keep running; the cordon keeps new ones off while it changes.
+        if drain_order(pods) and plan.policy.get("drain", True):
             ok, message = drain(kube, name, pods, timeout_s=drain_timeout_s, heartbeat=heartbeat)
             audit.record(
                 actor=actor,
@@ -345,10 +348,24 @@ def _pending(plan: Plan) -> list[dict]:
     ]
 
 
-def begin(kube: KubeGateway, plan_id: int, *, actor=None, nodes: list[str] | None = None) -> Plan:
+def begin(
+    kube: KubeGateway,
+    plan_id: int,
+    *,
+    actor=None,
+    nodes: list[str] | None = None,
+    controller: str = "",
+) -> Plan:
     """Start a rollout, or resume one whose worker died (a new rollout id either way, so a
-    step still in flight from before does nothing more); publish the configs."""
-    require_platform_admin(actor, "apply MIG plans")
+    step still in flight from before does nothing more); publish the configs. A person must
+    be a platform admin; `controller` names the portal's own controller instead (elastic
+    layouts), which applies only plans it made (`Plan.policy["controller"]`)."""
+    if controller:
+        made_by = Plan.objects.filter(pk=plan_id).values_list("policy", flat=True).first()
+        if (made_by or {}).get("controller") != controller:
+            raise PermissionDenied(f"{controller} applies only the plans it made")
+    else:
+        require_platform_admin(actor, "apply MIG plans")
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         resuming = is_stuck(plan)
@@ -490,13 +507,14 @@ def apply_plan(
     nodes: list[str] | None = None,
     timeout_s: float | None = None,
     drain_timeout_s: float | None = None,
+    controller: str = "",
 ) -> Plan:
     """Apply a plan (all its changed nodes, or only `nodes`) in this process, one node at a
     time (what the task chain does, one task per node). Running it again skips nodes already
     applied. Reached through the `apply_plan` task (queued by
-    `rollout_requests.request_plan_apply`); the actor is checked again here so that no other
-    caller rolls a plan out for someone who may not."""
-    plan = begin(kube, plan_id, actor=actor, nodes=nodes)
+    `rollout_requests.request_plan_apply`) and elastic layouts (`controller`); the actor is
+    checked again here so that no other caller rolls a plan out for someone who may not."""
+    plan = begin(kube, plan_id, actor=actor, nodes=nodes, controller=controller)
     while step(
         kube,
         plan_id,

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from core.permissions import is_platform_admin
 from core.tasks import portal_task
 from scheduler.cluster import kube
-from scheduler.mig import rollout
+from scheduler.mig import elastic_runs, rollout
 from scheduler.mig.models import Plan
 
 # One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin. A live
@@ -66,3 +66,13 @@ def resume_stuck_rollouts() -> int:
             apply_plan.delay(plan_id=plan.pk, actor_id=plan.applied_by_id)
             resumed += 1
     return resumed
+
+
+@portal_task(
+    name="scheduler.tasks.follow_queue_layouts",
+    soft_time_limit=STEP_SOFT_LIMIT_S * 2,
+    time_limit=STEP_HARD_LIMIT_S * 2,
+)
+def follow_queue_layouts() -> int:
+    """Elastic layouts: idle GPUs re-shaped for asks that wait for a shape (one run)."""
+    return len(elastic_runs.run_once(kube.gateway()))
