@@ -12,6 +12,7 @@ app_name = "api"
 urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("scheduler.catalog.api.urls")),
+    path("v1/", include("scheduler.mig.api.urls")),
     path("v1/", include("scheduler.workloads.api.urls")),
     path("v1/", include("metering.api.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
