@@ -270,3 +270,25 @@ def test_the_console_abandons_a_rollout_and_says_which_nodes_stay_cordoned(clien
     # a team owner may not
     client.force_login(fleet.owner)
     assert client.post(f"/console/plans/{plan.pk}/abandon/").status_code == 403
+
+
+def test_an_elastic_plan_says_who_made_it_and_why(client, fleet):
+    from django.core.exceptions import PermissionDenied
+
+    from scheduler.mig import elastic, elastic_runs, rollout
+
+    configs, dp = plans.known_mig_configs(), plans.known_device_plugin_configs()
+    gpus, labels = plans.fleet_from_inventory(configs, dp)
+    waiting = [elastic.WaitingAsk("a100-80gb-mig-2g.20gb", 1, 900)]
+    decision = elastic.decide(gpus, waiting, elastic.ElasticPolicy(min_wait_s=600))
+    plan = elastic_runs._propose(decision, "A100-80GB", (gpus, labels, configs, dp))
+    assert {e["node"]: e["changed_gpus"] for e in plan.changed_nodes} == {"node-b": [0]}
+    client.force_login(fleet.admin)
+    body = client.get(f"/console/plans/{plan.pk}/").content.decode()
+    assert "Made by elastic layouts" in body and "node-b GPU 0" in body
+    assert "elastic layouts" in client.get("/console/plans/").content.decode()
+    # The controller applies its own plans only, never a person's.
+    manual = plans.create_plan(actor=fleet.admin)
+    with pytest.raises(PermissionDenied):
+        rollout.begin(mock.Mock(), manual.pk, controller=elastic_runs.CONTROLLER)
+    assert Plan.objects.get(pk=manual.pk).status == Plan.Status.PROPOSED
