@@ -14,6 +14,7 @@ cohort: nothing to borrow) and namespace prefix, and deletes what it made at the
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from bench.isolation import platform_admin, run_of_its_own, throwaway_database
 from localcluster import cluster
@@ -103,13 +104,73 @@ def _fill(kube: KubeGateway, admin, team: Tenant) -> dict[str, float]:
             busy.append(running)
         time.sleep(POLL_S)
     makespan = time.monotonic() - t0
+    held, ran = _timeline(kube, team.namespace)
+    split = unit_time(held, ran, UNITS)
     return {
+        **{f"split_{k}": v for k, v in split.items()},
         "submitted_s": submitted,
         "busy": sum(busy) / len(busy) / UNITS if busy else 0.0,
         "makespan_s": makespan,
         "ideal_s": 10 * RUN_S,
         "finished": float(done >= jobs),
     }
+
+
+Span = tuple[float, float]
+
+
+def _seconds(stamp: str | None) -> float | None:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+
+
+def _condition_at(obj: dict, kind: str) -> float | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind and c["status"] == "True":
+            return _seconds(c.get("lastTransitionTime"))
+    return None
+
+
+def unit_time(held: list[Span], ran: list[Span], units: int) -> dict[str, float]:
+    """Where a grant's unit-seconds went while work waited (from the first admission to the
+    last): running, held by Kueue but not running (the pod starting, or ended and its Job and
+    Workload not finished yet: the cluster's controllers), and not held at all (between one
+    workload's release and the next admission: Kueue). Shares of units × that window."""
+    if not held:
+        return {"running": 0.0, "held_idle": 0.0, "free": 0.0, "window_s": 0.0}
+    start, end = min(a for a, _ in held), max(a for a, _ in held)
+    span = units * (end - start)
+
+    def inside(spans: list[Span]) -> float:
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+    running, holding = inside(ran), inside(held)
+    if span <= 0:
+        return {"running": 0.0, "held_idle": 0.0, "free": 0.0, "window_s": 0.0}
+    return {
+        "running": running / span,
+        "held_idle": (holding - running) / span,
+        "free": (span - holding) / span,
+        "window_s": end - start,
+    }
+
+
+def _timeline(kube: KubeGateway, namespace: str) -> tuple[list[Span], list[Span]]:
+    """(Kueue's quota held, the pods' runs) of every finished Job of the namespace, from the
+    API's timestamps (whole seconds: over 80 Jobs the rounding averages out)."""
+    held = []
+    for w in kube.list("KueueWorkload", namespace):
+        a, b = _condition_at(w, "QuotaReserved"), _condition_at(w, "Finished")
+        if a is not None and b is not None:
+            held.append((a, b))
+    ran = []
+    for pod in kube.list("Pod", namespace):
+        status = pod.get("status") or {}
+        a = _seconds(status.get("startTime"))  # Running (the local cluster sets it then)
+        for c in status.get("containerStatuses") or []:
+            b = _seconds(((c.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+            if a is not None and b is not None:
+                ran.append((a, b))
+    return held, ran
 
 
 def _admit_what_fits(kube: KubeGateway, teams: list[Tenant], per_team: int) -> tuple[float, float]:
@@ -148,6 +209,20 @@ def _print_fill(fill: dict[str, float]) -> None:
     print(f"{'makespan / ideal (10 × D)':<44} {ratio:>8.2f} {'≤ 1.30':>10} {met:>6}")
     print(f"{'makespan s (ideal s)':<44} {fill['makespan_s']:>8.1f} {fill['ideal_s']:>10.1f}")
     print(f"{'of which submitting all, s':<44} {fill['submitted_s']:>8.1f}")
+    # Where the unit-seconds went while work waited, from Kueue's and the pods' timestamps.
+    print(f"{'from first to last admission, s':<44} {fill['split_window_s']:>8.1f}")
+    print(f"{'  units running a pod':<44} {fill['split_running']:>8.2f}")
+    print(f"{'  held by Kueue, pod not running':<44} {fill['split_held_idle']:>8.2f}")
+    print(f"{'  not held (release to next admission)':<44} {fill['split_free']:>8.2f}")
+    idle = fill["split_held_idle"] + fill["split_free"]
+    if fill["split_running"] > 0:
+        per_job = RUN_S * idle / fill["split_running"]  # seconds lost per job, whatever its length
+        print(f"{'lost per Job, s (cluster and Kueue)':<44} {per_job:>8.1f}")
+        for minutes in (1, 10):
+            d = 60.0 * minutes
+            print(
+                f"{f'  so busy with {minutes}-min Jobs (projected)':<44} {d / (d + per_job):>8.2f}"
+            )
     print(flush=True)
 
 
