@@ -48,6 +48,7 @@ class Policy:
     minority_high: bool = False  # gpu-high only for latency-sensitive shared asks (`priority_of`)
     sized_sharing: bool = False  # time-slice as many GPUs as the shared demand needs
     elastic_layouts: bool = False  # idle GPUs re-shaped for what waits (`simulate.elastic`)
+    idle_suspend_s: float = 0.0  # idle workloads suspended after this long (`simulate.idle`)
 
 
 POLICIES = {

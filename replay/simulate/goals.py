@@ -10,7 +10,7 @@ default fleet as well).
 
 from __future__ import annotations
 
-from replay.simulate import pooled
+from replay.simulate import idle, pooled
 from replay.simulate.engine import Result
 from replay.simulate.fleet import Fleet
 from replay.simulate.rows import (
@@ -93,6 +93,7 @@ def reference(window: Window, rows: list[Row], fleet: Fleet, zero: RowZero) -> s
     if not rows:
         return ""
     policy = rows[-1].policy
+    window = idle.given_back(window, policy.idle_suspend_s)  # the row's own runs
     model = facts.get_model(fleet.model)
     up_to = MAX_NODES_FACTOR * max(1, -(-zero.gpus // fleet.gpus_per_node))
     lines = [
