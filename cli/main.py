@@ -209,12 +209,26 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
     return given
 
 
+def _ask(resources, model, memory_gb, slices) -> dict:
+    """`resources` from --gpu, or `need` from --model and its sizes: exactly one of them."""
+    if bool(resources) == bool(model):
+        raise click.UsageError("give --gpu CLASS=UNITS, or --model with --gpu-memory-gb and/or "
+                               "--compute-slices: one of the two")  # fmt: skip
+    if resources:
+        return {"resources": _pairs(resources, "--gpu", as_int=True)}
+    need = {"gpu_model": model, "gpu_memory_gb": memory_gb, "compute_slices": slices}
+    return {"need": {k: v for k, v in need.items() if v is not None}}
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.option("--tenant", required=True)
 @click.option("--name", required=True)
 @click.option("--kind", type=click.Choice(["job", "deployment"]), default="job")
 @click.option("--image", required=True)
-@click.option("--gpu", "resources", multiple=True, required=True, help="CLASS=UNITS")
+@click.option("--gpu", "resources", multiple=True, help="CLASS=UNITS (or ask by need below)")
+@click.option("--model", "need_model", help="ask by need: the GPU model, e.g. A100-80GB")
+@click.option("--gpu-memory-gb", type=int, help="ask by need: at least this much GPU memory")
+@click.option("--compute-slices", type=int, help="ask by need: at least this many of 7 slices")
 @click.option("--priority", default="gpu-low")
 @click.option("--env", "env", multiple=True, help="NAME=VALUE (repeatable)")
 @click.option(
@@ -257,7 +271,8 @@ def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
 @click.option("--idempotency-key", help="reuse on a retried CI step (e.g. $CI_JOB_ID)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def submit(ctx, tenant, name, kind, image, resources, priority, env, secret_env, replicas,
+def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb, compute_slices,
+           priority, env, secret_env, replicas,
            min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
            memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
            timeout, interval, idempotency_key, command):  # fmt: skip
@@ -265,14 +280,15 @@ def submit(ctx, tenant, name, kind, image, resources, priority, env, secret_env,
     --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms.
     --cpu, --memory and --ephemeral-storage size the container (the namespace's defaults
     otherwise); --volume, --env-from-secret and --image-pull-secret name what already exists in
-    the team's namespace."""
+    the team's namespace. Ask by --gpu CLASS=UNITS, or by need: --model with --gpu-memory-gb
+    and/or --compute-slices, and the portal chooses the shape (free now, else the cheapest)."""
     autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms)
     body = {
         "tenant": tenant,
         "name": name,
         "kind": kind,
         "image": image,
-        "resources": _pairs(resources, "--gpu", as_int=True),
+        **_ask(resources, need_model, gpu_memory_gb, compute_slices),
         "priority": priority,
         "env": {**_pairs(env, "--env"), **_secret_refs(secret_env)},
         "command": list(command),

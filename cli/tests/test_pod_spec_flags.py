@@ -74,3 +74,20 @@ def test_a_bad_volume_flag_is_a_usage_error_before_any_call(sent):
     assert result.exit_code == 2
     assert "CLAIM:/path" in result.output
     assert sent == {}
+
+
+def test_submit_by_need_sends_the_need_not_resources(sent):
+    args = ["submit", "--tenant", "team-a", "--name", "nb", "--image", "jupyter/base:1",
+            "--model", "A100-80GB", "--gpu-memory-gb", "20"]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env=ENV)
+    assert result.exit_code == 0, result.output
+    assert sent["need"] == {"gpu_model": "A100-80GB", "gpu_memory_gb": 20}
+    assert "resources" not in sent
+
+
+@pytest.mark.parametrize("extra", [[], ["--gpu", "x=1", "--model", "A100-80GB"]])
+def test_submit_wants_gpu_or_need_not_both(sent, extra):
+    args = ["submit", "--tenant", "team-a", "--name", "nb", "--image", "i:1", *extra]
+    result = CliRunner().invoke(cli, args, env=ENV)
+    assert result.exit_code == 2 and "one of the two" in result.output
+    assert sent == {}

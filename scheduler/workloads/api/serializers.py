@@ -417,6 +417,15 @@ def shared_fields(cls: type[serializers.Serializer]) -> BindingDict:
     return fields
 
 
+class NeedSerializer(serializers.Serializer):
+    """Ask by need (`scheduler.workloads.needs`): the portal chooses the shape."""
+
+    gpu_model = serializers.CharField(max_length=64, help_text="catalog key, e.g. A100-80GB")
+    gpu_memory_gb = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
+    compute_slices = serializers.IntegerField(min_value=1, max_value=1_000, required=False)
+    units = serializers.IntegerField(min_value=1, max_value=64, required=False, default=1)
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
     """A submit's fields, validated by DRF before the service checks them (`submit_workload`).
     Only for input (never partial, never an instance): its fields are built once (`fields`)."""
@@ -436,7 +445,14 @@ class WorkloadCreateSerializer(serializers.Serializer):
     )
     labels = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
     resources = serializers.DictField(
-        child=serializers.IntegerField(min_value=1), help_text="resource class slug -> units/pod"
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        help_text="resource class slug -> units/pod (or `need`)",
+    )
+    need = NeedSerializer(
+        required=False,
+        help_text="instead of `resources`: at least this much of a model, the portal chooses "
+        "the shape (free now, else the cheapest)",
     )
     priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
     replicas = serializers.IntegerField(min_value=1, required=False, default=DEFAULT_REPLICAS)

@@ -21,9 +21,11 @@ from rest_framework.response import Response
 
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet
+from core.errors import InvalidInput
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import logs as pod_logs
+from scheduler.workloads import needs
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.filtersets import WorkloadFilter
@@ -195,7 +197,16 @@ class WorkloadViewSet(
         data = s.WorkloadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
+        need = v.pop("need", None)
+        if (need is None) == ("resources" not in v):
+            raise InvalidInput(
+                "give resources (class -> units per pod) or need (the portal chooses the "
+                "shape): exactly one of them",
+                field="resources",
+            )
         tenant = visible_tenant(request.user, v.pop("tenant"))
+        if need is not None:
+            v["resources"] = needs.resources_for(need)  # the shape the portal chose
         workload = workloads.submit_workload(actor=request.user, tenant=tenant, **v)
         # Answered from the row the service wrote and the tenant it locked (no read back). The
         # service admits only callers who may submit to the tenant (`can_ask`), and exactly
