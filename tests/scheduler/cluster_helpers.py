@@ -200,6 +200,32 @@ def gpu_pod_on(kube, namespace, node, name, labels=None):
     )
 
 
+def scheduled_pod_for(kube, namespace, node, name, resource: str | None = None) -> None:
+    """A pod kube-scheduler places on `node` (a hostname selector), asking one unit of
+    `resource` (a GPU resource) or none."""
+    container: dict = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+    if resource:
+        container["resources"] = {"limits": {resource: "1"}, "requests": {resource: "1"}}
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "tolerations": gpu_tolerations(),
+                "containers": [container],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }
+    )
+
+
+def node_ready(kube, name) -> bool:
+    conditions = (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def no_disruption_budget(name: str, namespace: str, selector: dict) -> dict:
     """A PodDisruptionBudget that lets none of the selected pods be evicted."""
     return {

@@ -6,22 +6,17 @@ import uuid
 
 import pytest
 
-from localcluster.fleet import gpu_tolerations, node_manifest
+from localcluster.fleet import node_manifest
 from scheduler.cluster import inventory_sync
 from scheduler.mig import elastic_runs, rollout
 from scheduler.mig.models import ElasticLayout, Plan
 from tenants.models import AuditEvent
-from tests.scheduler.cluster_helpers import wait_for
+from tests.scheduler.cluster_helpers import node_ready, scheduled_pod_for, wait_for
 from tests.tenants.factories import PlatformAdminFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
 A100 = "A100-80GB"
-
-
-def _ready(kube, name):
-    conditions = (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture
@@ -39,33 +34,11 @@ def node(kube_admin):
             }
         )
     )
-    wait_for(f"{name} Ready", lambda: _ready(kube_admin, name))
+    wait_for(f"{name} Ready", lambda: node_ready(kube_admin, name))
     yield name
     kube_admin.delete("Node", name)
     for kind in ("mig-parted", "device-plugin"):
         kube_admin.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
-
-
-def _pod(kube, namespace, node, name, resource):
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "tolerations": gpu_tolerations(),
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"limits": {resource: "1"}, "requests": {resource: "1"}},
-                    }
-                ],
-                "terminationGracePeriodSeconds": 0,
-            },
-        }
-    )
 
 
 def _phase(kube, namespace, name):
@@ -86,10 +59,10 @@ def test_a_waiting_3g_ask_reshapes_the_idle_gpu_and_nothing_else(
     elastic_runs.set_policy(
         actor=admin, gpu_model=A100, paused=False, min_wait_s=3600, max_gpus_per_hour=1
     )
-    _pod(kube_admin, kube_namespace, node, "runs-1g", "nvidia.com/mig-1g.10gb")
+    scheduled_pod_for(kube_admin, kube_namespace, node, "runs-1g", "nvidia.com/mig-1g.10gb")
     wait_for("the 1g pod running", lambda: _phase(kube, kube_namespace, "runs-1g") == "Running")
     uid = kube.get("Pod", "runs-1g", kube_namespace)["metadata"]["uid"]
-    _pod(kube_admin, kube_namespace, node, "wants-3g", "nvidia.com/mig-3g.40gb")
+    scheduled_pod_for(kube_admin, kube_namespace, node, "wants-3g", "nvidia.com/mig-3g.40gb")
     wait_for("the 3g pod unschedulable", lambda: _unschedulable(kube, kube_namespace, "wants-3g"))
     inventory_sync.sync_inventory(kube)
 
@@ -120,7 +93,7 @@ def test_a_waiting_3g_ask_reshapes_the_idle_gpu_and_nothing_else(
     assert not AuditEvent.objects.filter(verb="node.drained", object_id=str(plan.pk)).exists()
 
     # The budget (1 GPU an hour) is spent: a second waiting ask changes nothing this hour.
-    _pod(kube_admin, kube_namespace, node, "wants-3g-more", "nvidia.com/mig-4g.40gb")
+    scheduled_pod_for(kube_admin, kube_namespace, node, "wants-3g-more", "nvidia.com/mig-4g.40gb")
     wait_for(
         "the 4g pod unschedulable",
         lambda: _unschedulable(kube, kube_namespace, "wants-3g-more"),

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.db.models import F
 
-from localcluster.fleet import gpu_tolerations, node_manifest
+from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Node
@@ -17,7 +17,12 @@ from scheduler.mig import planner, plans, rollout
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tenants.services import approvals as approval_services
-from tests.scheduler.cluster_helpers import celery_worker, wait_for
+from tests.scheduler.cluster_helpers import (
+    celery_worker,
+    node_ready,
+    scheduled_pod_for,
+    wait_for,
+)
 from tests.tenants.factories import (
     CapacityRequestFactory,
     CapacityRequestItemFactory,
@@ -32,11 +37,6 @@ TWO_G, THREE_G, ONE_G = (
     "a100-80gb-mig-3g.40gb",
     "a100-80gb-mig-1g.10gb",
 )
-
-
-def _ready(kube, name):
-    conditions = (kube.get("Node", name) or {}).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def plan_nodes(kube_admin):
             )
         )
     for name in names:
-        wait_for(f"{name} Ready", lambda n=name: _ready(kube_admin, n))
+        wait_for(f"{name} Ready", lambda n=name: node_ready(kube_admin, n))
     yield names
     for name in names:
         kube_admin.delete("Node", name)
@@ -86,53 +86,13 @@ def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:
     return {slug: elsewhere.get(slug, 0) + n for slug, n in wanted.items()}
 
 
-def _pending_pod(kube, namespace, node):
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "wants-2g", "namespace": namespace},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": gpu_tolerations(),
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {
-                        "limits": {"nvidia.com/mig-2g.20gb": "1"},
-                        "requests": {"nvidia.com/mig-2g.20gb": "1"},
-                    },
-                }
-            ],
-            "terminationGracePeriodSeconds": 0,
-        },
-    }
-    kube.create(pod)
-
-
-def _plain_pod(kube, namespace, node):
-    """A pod without GPUs: the node has pods, so the rollout cordons it while it changes."""
-    kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "bystander", "namespace": namespace},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "tolerations": gpu_tolerations(),
-                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-                "terminationGracePeriodSeconds": 0,
-            },
-        }
-    )
-
-
 def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace, plan_nodes):
     node = plan_nodes[0]
     admin = PlatformAdminFactory()
     inventory_sync.sync_inventory(kube)
-    _pending_pod(kube_admin, kube_namespace, node)  # the team's pods
-    _plain_pod(kube_admin, kube_namespace, node)  # the team's pods
+    scheduled_pod_for(kube_admin, kube_namespace, node, "wants-2g", "nvidia.com/mig-2g.20gb")
+    # a pod without GPUs: the node has pods, so the rollout cordons it while it changes
+    scheduled_pod_for(kube_admin, kube_namespace, node, "bystander")
     wait_for(
         "bystander running",
         lambda: (
