@@ -485,6 +485,28 @@ class WorkloadCreateSerializer(serializers.Serializer):
     def fields(self) -> BindingDict:
         return shared_fields(type(self))
 
+    ONE_ASK = (
+        "give resources (class -> units per pod) or need (the portal chooses the shape): "
+        "exactly one of them"
+    )
+
+    def to_internal_value(self, data):
+        """`resources` or `need`, exactly one, said beside the other fields' errors (a field
+        cannot be required only when another is absent)."""
+        given = [k for k in ("resources", "need") if hasattr(data, "get") and k in data]
+        wrong = len(given) != 1 and hasattr(data, "get")
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if wrong and isinstance(exc.detail, dict):
+                exc.detail.setdefault(
+                    "resources", [serializers.ErrorDetail(self.ONE_ASK, code="required")]
+                )
+            raise
+        if wrong:
+            raise serializers.ValidationError({"resources": [self.ONE_ASK]}, code="required")
+        return value
+
 
 class LogsSerializer(serializers.Serializer):
     pod = serializers.CharField()

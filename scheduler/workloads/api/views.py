@@ -21,7 +21,6 @@ from rest_framework.response import Response
 
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet
-from core.errors import InvalidInput
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import logs as pod_logs
@@ -197,13 +196,7 @@ class WorkloadViewSet(
         data = s.WorkloadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
-        need = v.pop("need", None)
-        if (need is None) == ("resources" not in v):
-            raise InvalidInput(
-                "give resources (class -> units per pod) or need (the portal chooses the "
-                "shape): exactly one of them",
-                field="resources",
-            )
+        need = v.pop("need", None)  # or resources: the serializer lets exactly one through
         tenant = visible_tenant(request.user, v.pop("tenant"))
         if need is not None:
             v["resources"] = needs.resources_for(need)  # the shape the portal chose
