@@ -1,5 +1,9 @@
+import hashlib
+
 from .base import *  # noqa: F403
-from .base import env
+from .base import BASE_DIR, env
+
+_CHECKOUT = hashlib.sha256(str(BASE_DIR.resolve()).encode()).hexdigest()[:8]
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast user factories
@@ -23,7 +27,9 @@ CACHES = {
     "default": {
         **CACHES["default"],  # noqa: F405
         "LOCATION": env("TEST_CACHE_URL", default="redis://127.0.0.1:6379/14"),
-        "KEY_PREFIX": f"test-{PORTAL_INSTANCE}",
+        # Per checkout, as the test database is (root conftest.py): a suite in another
+        # worktree or CI clone clears only its own keys, never this one's sign-in lockouts.
+        "KEY_PREFIX": f"test-{PORTAL_INSTANCE}-{_CHECKOUT}",
     }
 }
 WORKLOAD_IMAGE_ALLOWLIST = ["*"]  # tests that need an allow-list set one
