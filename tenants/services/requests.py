@@ -11,14 +11,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import audit
+from core import audit, bounds
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
 from tenants import policy
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
-from tenants.services.approvals import notify_decided
+from tenants.services.approvals import decision_comment, notify_decided
 from tenants.services.asks import file_ask
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
@@ -92,6 +92,9 @@ def submit_capacity_request(
     check_dates(starts_at, ends_at, now)
     if not (justification or "").strip():
         raise InvalidInput("say why the team needs this capacity", field="justification")
+    justification = bounds.text_for(
+        justification, CapacityRequest._meta.get_field("justification"), "justification"
+    )
     resolved = resolve_items(items)
 
     with transaction.atomic():
@@ -118,6 +121,7 @@ def submit_capacity_request(
 
 
 def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> CapacityRequest:
+    comment = decision_comment(comment)
     with transaction.atomic():
         # Tenant, request, then the grants it holds: the order of the expiry, so no deadlock.
         holds = Q(request_id=request.pk)
