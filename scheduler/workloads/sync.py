@@ -57,11 +57,36 @@ def change_state(
         if not workload.can_move_to(obs.state):
             return None
         before = audit.snapshot(workload, WORKLOAD_FIELDS)
-        workload.move_to(obs.state, reason=obs.reason, message=obs.message)
+        first_start = workload.started_at is None
+        workload.move_to(
+            obs.state,
+            reason=obs.reason,
+            message=obs.message,
+            started_at=obs.started_at,
+            finished_at=obs.finished_at,
+        )
         workload.queue_position = position
         workload.save()
+        if first_start and workload.started_at and obs.state != Workload.State.RUNNING:
+            # it ran and ended between two looks: its history says when it started all the same
+            WorkloadEvent.objects.create(
+                workload=workload,
+                created_at=workload.started_at,
+                state=Workload.State.RUNNING,
+                reason="Running",
+                message="started and ended between two looks at the cluster",
+            )
+        when = timezone.now()  # the history says when it happened on the cluster, where known
+        if workload.is_final and workload.finished_at:
+            when = workload.finished_at
+        elif obs.state == Workload.State.RUNNING and first_start and workload.started_at:
+            when = workload.started_at
         WorkloadEvent.objects.create(
-            workload=workload, state=obs.state, reason=obs.reason, message=obs.message
+            workload=workload,
+            created_at=when,
+            state=obs.state,
+            reason=obs.reason,
+            message=obs.message,
         )
         audit.record(
             actor=actor,

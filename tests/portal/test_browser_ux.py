@@ -15,7 +15,9 @@ from playwright.sync_api import Page, expect
 
 from metering import rollups
 from metering.models import UsageSample
-from scheduler.workloads.models import Workload
+from scheduler.workloads.manifests import Observation
+from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.sync import change_state
 from tenants.models import ApiToken, CapacityRequest, Membership
 from tenants.services import approvals as approval_services
 from tenants.services import requests as request_services
@@ -489,6 +491,44 @@ def test_the_workload_page_follows_the_state_and_runs_again(live_server, browser
         (["python", "train.py"], ["--msg", "hello world"]),
     )
     assert refused == []
+
+
+def test_a_short_job_shows_its_run_time_and_history_on_the_open_page(live_server, browser, people):  # noqa: F811
+    """Issue 35, 6: a job done between two looks of the sync, on a page left open."""
+    w = WorkloadFactory(
+        tenant=people.tenant,
+        name="sleep-5",
+        submitted_by=people.member,
+        resources={people.rc.slug: 2},
+        state=Workload.State.PENDING,
+        created_at=timezone.now() - timedelta(minutes=1),
+    )
+    WorkloadEvent.objects.create(
+        workload=w, created_at=w.created_at, state=w.state, reason="Submitted"
+    )
+    page = browser.new_page(viewport=PHONE)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/workloads/{w.pk}/")
+    history = page.locator("#workload-history")
+    expect(history.locator("li")).to_have_count(1)
+    start = timezone.now().replace(microsecond=0) - timedelta(seconds=10)
+    change_state(
+        w.pk,
+        Observation(
+            Workload.State.SUCCEEDED,
+            "Completed",
+            started_at=start,
+            finished_at=start + timedelta(seconds=5),
+        ),
+    )
+    expect(page.locator("#state-badge")).to_have_text("Succeeded", timeout=10_000)  # no reload
+    state = page.locator("#workload-state")
+    expect(state).to_contain_text(re.compile(r"Run time\s*5 s"))
+    expect(state).to_contain_text("$0.00 at list price")
+    expect(history.locator("li")).to_have_count(3)
+    expect(history.locator("li").nth(1)).to_contain_text("Running")
+    expect(history.locator("li").nth(2)).to_contain_text("Succeeded")
+    assert_accessible(page)
 
 
 # --- (4) one vocabulary, (7) "free" explained, (8) honest charts -------------------------------

@@ -46,6 +46,8 @@ def test_submit_form_mirrors_the_api(client, granted):
         {"a100-80gb-mig-3g.40gb": 1},
     )
     assert "train-7 submitted" in response.content.decode()
+    # the message stays put while the state block follows the cluster: it names no state
+    assert "submitted: it is" not in response.content.decode()
 
 
 def test_more_than_the_grant_keeps_the_form_and_says_what_to_ask_for(client, granted):
