@@ -1,6 +1,10 @@
+from datetime import datetime
+
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
+from core.filters import UTCDateTimeField
 from scheduler.catalog.models import ResourceClass
 from tenants import asking
 from tenants.models import Membership
@@ -110,3 +114,38 @@ class TokenForm(forms.Form):
         owner = self.fields["owner"]
         assert isinstance(owner, forms.ChoiceField)
         owner.choices = owners
+
+
+class GrantExtendForm(forms.Form):
+    """A grant's new end, and why; the renewal service judges the date (after the grant's end,
+    within its class's longest grant), this form only parses it and keeps what was typed."""
+
+    ends_at = UTCDateTimeField(
+        label="New end",  # the time zone is added in __init__
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"required": "Say until when the grant should be extended."},
+    )
+    justification = forms.CharField(
+        label="Why (optional)",
+        required=False,
+        max_length=500,
+        help_text="What the team still runs, so the platform team can decide quickly",
+    )
+
+    def __init__(self, *args, latest: datetime | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        ends_at = self.fields["ends_at"]
+        ends_at.label = f"New end ({timezone.get_current_timezone_name()})"
+        if latest is not None:
+            shown = timezone.localtime(latest)
+            ends_at.help_text = (
+                f"At the latest {shown:%-d %b %Y %H:%M}: the longest this class is granted"
+            )
+            ends_at.widget.attrs["max"] = f"{shown:%Y-%m-%dT%H:%M}"
+        # a NUL is the service's to refuse: it names the character and what to do
+        justification = self.fields["justification"]
+        justification.validators = [
+            v
+            for v in justification.validators
+            if not isinstance(v, ProhibitNullCharactersValidator)
+        ]

@@ -25,6 +25,7 @@ from tenants.services.capacity import (
     check_capacity,
     check_ceiling,
     check_dates,
+    check_horizon,
     free_capacity,
     resolve_items,
 )
@@ -62,6 +63,7 @@ def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, 
         raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
     check_dates(starts_at, ends_at, now)
     resolved = resolve_items(items)
+    check_horizon([rc for rc, _ in resolved], ends_at, now)
     check_capacity(resolved, now)
     check_ceiling(tenant, resolved, now)
     decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
@@ -96,6 +98,7 @@ def submit_capacity_request(
         justification, CapacityRequest._meta.get_field("justification"), "justification"
     )
     resolved = resolve_items(items)
+    check_horizon([rc for rc, _ in resolved], ends_at, now)
 
     with transaction.atomic():
         # Pools, then the tenant (the order of `lock_rows`, as an approval takes them): two asks
