@@ -1,3 +1,4 @@
+import json
 from datetime import datetime
 
 from django import forms
@@ -7,7 +8,8 @@ from django.utils import timezone
 from core.filters import UTCDateTimeField
 from scheduler.catalog.models import ResourceClass
 from tenants import asking
-from tenants.models import Membership
+from tenants.models import Membership, NotificationChannel
+from tenants.notifications.events import EVENTS
 
 
 class ResourceClassChoiceField(forms.ModelChoiceField):
@@ -149,3 +151,56 @@ class GrantExtendForm(forms.Form):
             for v in justification.validators
             if not isinstance(v, ProhibitNullCharactersValidator)
         ]
+
+
+# What an address looks like for each kind of channel, shown in the empty field (page.js swaps
+# it when the kind changes).
+CHANNEL_PLACEHOLDERS = {
+    NotificationChannel.Kind.EMAIL: "ops@example.com, oncall@example.com",
+    NotificationChannel.Kind.WEBHOOK: "https://hooks.example.com/gpu-portal",
+    NotificationChannel.Kind.SLACK: "https://chat.example.com/hooks/…",
+}
+
+
+def event_choices() -> list[tuple[str, str]]:
+    """Events by what they mean, in the order people read them."""
+    return [(e.name, e.description) for e in sorted(EVENTS.values(), key=lambda e: e.name)]
+
+
+class _ServiceJudgedText(forms.CharField):
+    """Text the channel service judges (control characters, length), so its words are shown."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, **kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+
+class ChannelForm(forms.Form):
+    """A notification channel as typed: the service judges it; a refusal comes back at its
+    field with what was typed kept."""
+
+    kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices)
+    name = _ServiceJudgedText(help_text="Who reads it, e.g. ml-oncall")
+    target = _ServiceJudgedText(
+        label="Address", help_text="E-mail addresses (comma-separated) or the URL"
+    )
+    events = forms.MultipleChoiceField(
+        required=False,
+        label="Events (none ticked: the default)",
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        events = self.fields["events"]
+        assert isinstance(events, forms.MultipleChoiceField)
+        events.choices = event_choices()
+        kind = self["kind"].value() or NotificationChannel.Kind.EMAIL
+        self.fields["target"].widget.attrs["placeholder"] = CHANNEL_PLACEHOLDERS.get(
+            kind, CHANNEL_PLACEHOLDERS[NotificationChannel.Kind.WEBHOOK]
+        )
+        self.fields["kind"].widget.attrs["data-placeholders"] = json.dumps(
+            {str(k): v for k, v in CHANNEL_PLACEHOLDERS.items()}
+        )

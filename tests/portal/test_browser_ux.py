@@ -531,6 +531,39 @@ def test_a_short_job_shows_its_run_time_and_history_on_the_open_page(live_server
     assert_accessible(page)
 
 
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_channel_form_keeps_what_was_typed_and_fits_its_example_to_the_kind(
+    live_server,
+    browser,  # noqa: F811
+    people,
+    viewport,
+):
+    """Issue 35, 10: the notification channel form after a refusal, and its address example."""
+    page = browser.new_page(viewport=viewport)
+    refused = csp_refusals(page)
+    sign_in(page, live_server.url, "owner")
+    page.goto(f"{live_server.url}/teams/team-a/notifications/")
+    form = page.locator("#add-channel")
+    address = form.get_by_label("Address")
+    expect(address).to_have_attribute("placeholder", "ops@example.com, oncall@example.com")
+    form.get_by_label("Kind").select_option("webhook")
+    expect(address).to_have_attribute("placeholder", "https://hooks.example.com/gpu-portal")
+    form.get_by_label("Name").fill("ml-oncall")
+    address.fill("ftp://hooks.example.com/in")
+    form.get_by_label("A team used its whole monthly budget").check()
+    form.get_by_role("button", name="Add channel").click()
+    form = page.locator("#add-channel")
+    expect(form.locator("#id_target_error")).to_contain_text("The URL must be https://")
+    expect(form.get_by_label("Name")).to_have_value("ml-oncall")
+    expect(form.get_by_label("Address")).to_have_value("ftp://hooks.example.com/in")
+    expect(form.get_by_label("Kind")).to_have_value("webhook")
+    expect(form.get_by_label("A team used its whole monthly budget")).to_be_checked()
+    expect(form.get_by_label("Address")).to_be_focused()  # page.js: the first field in error
+    assert_accessible(page)
+    assert no_sideways_scroll(page)
+    assert refused == []
+
+
 # --- (4) one vocabulary, (7) "free" explained, (8) honest charts -------------------------------
 
 

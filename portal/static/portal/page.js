@@ -10,6 +10,15 @@ document.addEventListener("DOMContentLoaded", () => {
     target.focus();
     target.scrollIntoView({ block: "center" });
   }
+  // An address field whose example follows the kind chosen (a notification channel's).
+  for (const kind of document.querySelectorAll("select[data-placeholders]")) {
+    const target = kind.form?.elements.namedItem("target");
+    if (!target) continue;
+    const examples = JSON.parse(kind.dataset.placeholders);
+    kind.addEventListener("change", () => {
+      target.placeholder = examples[kind.value] || "";
+    });
+  }
   // A table or diagram wider than a phone scrolls inside its box: let the keyboard reach it.
   for (const box of document.querySelectorAll(".scroll, figure.node")) {
     if (box.scrollWidth > box.clientWidth && !box.hasAttribute("tabindex")) {
