@@ -6,6 +6,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
 from core.filters import UTCDateTimeField
+from core.forms import RefuseNotCut
 from scheduler.catalog.models import ResourceClass
 from tenants import asking
 from tenants.models import Membership, NotificationChannel
@@ -94,12 +95,24 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Membership.Role.choices)
 
 
-class TokenForm(forms.Form):
-    name = forms.CharField(max_length=80, help_text="What uses it, e.g. gitlab-ci")
+class TokenForm(RefuseNotCut, forms.Form):
+    name = forms.CharField(
+        max_length=80,
+        help_text="What uses it, e.g. gitlab-ci (at most 80 characters)",
+        error_messages={
+            "max_length": "A token's name may be at most %(limit_value)d characters; this one "
+            "has %(show_value)d. Shorten it: nothing is cut for you."
+        },
+    )
     owner = forms.ChoiceField(label="For", help_text="You, or the CI robot of a team you own")
     scopes = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
         initial=["read"],
+        # none ticked is no token: it would be `read` only by a guess
+        error_messages={
+            "required": "Tick at least one scope: read to look, request to ask for capacity, "
+            "submit to run workloads."
+        },
         choices=[
             ("read", "read"),
             ("request", "request"),
@@ -118,7 +131,7 @@ class TokenForm(forms.Form):
         owner.choices = owners
 
 
-class GrantExtendForm(forms.Form):
+class GrantExtendForm(RefuseNotCut, forms.Form):
     """A grant's new end, and why; the renewal service judges the date (after the grant's end,
     within its class's longest grant), this form only parses it and keeps what was typed."""
 

@@ -171,6 +171,31 @@ def test_a_new_token_is_shown_once_and_a_reload_creates_no_second_one(live_serve
     assert token.revoked_at is not None and refused == []
 
 
+def test_a_new_tokens_secret_is_copied_with_one_click(live_server, browser, people):  # noqa: F811
+    """Issue 35, 12: a copy button for the secret shown once, and no scope ticked is refused."""
+    context = browser.new_context(
+        viewport=DESKTOP, permissions=["clipboard-read", "clipboard-write"]
+    )
+    page = context.new_page()
+    refused = csp_refusals(page)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/tokens/")
+    page.get_by_label("Name").fill("gitlab-ci")
+    page.get_by_label("read", exact=True).uncheck()
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#id_scopes_error")).to_contain_text("Tick at least one scope")
+    assert not ApiToken.objects.exists()
+    page.get_by_label("read", exact=True).check()
+    page.get_by_role("button", name="Create token").click()
+    shown = page.locator("#secret").inner_text().strip()
+    page.get_by_role("button", name="Copy the token").click()
+    expect(page.locator("#secret-copied")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == shown
+    assert_accessible(page)
+    assert refused == []
+    context.close()
+
+
 def test_add_member_defaults_to_member_and_removing_asks_first(live_server, browser, people):  # noqa: F811
     UserFactory(username="newbie")
     page = browser.new_page(viewport=PHONE)
