@@ -42,6 +42,7 @@ def _page(
     secret: str | None = None,
     status: int = 200,
     form: ChannelForm | None = None,
+    editing: dict | None = None,
 ):
     channels = [  # each with what its events mean, not their ids
         (c, [EVENTS[n].description if n in EVENTS else n for n in c.events])
@@ -73,6 +74,8 @@ def _page(
             "may_manage": may_manage,
             "secret": secret,
             "form": form or ChannelForm(),
+            # a refused edit: its row's form open again, with what was typed and why
+            "editing": editing or {},
         },
         status=status,
     )
@@ -153,16 +156,19 @@ def channel_edit(request, pk):
     """A channel's name and events, from its row's form (the target stays: a new receiver is a
     new channel, or the API's PATCH)."""
     channel = _channel(request, pk)
+    name, events = request.POST.get("name", channel.name), request.POST.getlist("events")
     try:
         saved = channel_services.change_channel(
-            actor=request.user,
-            channel=channel,
-            name=request.POST.get("name", channel.name),
-            events=request.POST.getlist("events"),
+            actor=request.user, channel=channel, name=name, events=events
         )
-        messages.success(request, f"Channel {saved.name} saved.")
     except ServiceError as exc:
-        messages.error(request, exc.detail)
+        if exc.status == 403:
+            messages.error(request, exc.detail)
+            return redirect(_back(channel))
+        detail = exc.detail[:1].upper() + exc.detail[1:]
+        edited = {"pk": channel.pk, "name": name, "events": events, "error": detail}
+        return _page(request, channel.tenant, status=exc.status, editing=edited)
+    messages.success(request, f"Channel {saved.name} saved.")
     return redirect(_back(channel))
 
 

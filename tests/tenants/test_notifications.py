@@ -685,3 +685,27 @@ def test_the_address_example_fits_the_kind_and_events_read_as_words(world):
     )  # fmt: skip
     listed = owner.get(url).content.decode().split('id="log-h"')[0]
     assert "A team used its whole monthly budget; A grant ended" in listed
+
+
+@pytest.mark.django_db
+def test_a_refused_edit_reopens_its_row_with_what_was_typed_and_the_error_by_the_name(world):
+    hook, _ = channel_services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
+        target="https://hooks.example/in",
+    )  # fmt: skip
+    owner = Client()
+    owner.force_login(world.owner)
+    answer = owner.post(
+        f"/notifications/channels/{hook.pk}/edit/",
+        {"name": "x" * 81, "events": ["grant.expired"]},
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 400
+    row = html.split(f'id="edit-{hook.pk}"')[0].rsplit("<details", 1)[1]
+    assert row.startswith(" open")
+    assert f'value="{"x" * 81}"' in html and 'aria-invalid="true"' in html
+    error = html.split(f'id="name-{hook.pk}-error">', 1)[1].split("</div>", 1)[0]
+    assert "The name may be at most 80 characters" in error
+    assert re.search(r'value="grant.expired" checked> A grant ended', html)
+    hook.refresh_from_db()
+    assert hook.name == "hook" and hook.events == []
