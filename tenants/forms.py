@@ -85,7 +85,7 @@ class CapacityRequestForm(forms.Form):
         return data
 
 
-class MemberForm(forms.Form):
+class MemberForm(RefuseNotCut, forms.Form):
     username = forms.CharField(max_length=150)
     # The least surprising default: a new member is not made an owner by one careless click.
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)

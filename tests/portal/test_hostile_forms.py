@@ -286,6 +286,18 @@ def test_no_form_answers_5xx_or_half_writes_to_hostile_values(world, served):
     assert not failures, "\n".join(failures)
 
 
+def test_no_portal_form_lets_the_browser_cut_what_was_typed(world, served):
+    """A `maxlength` makes a browser drop what is typed or pasted beyond it without a word; the
+    portal's forms refuse too long a value instead, saying by how much (issue 35, 12)."""
+    for who, pages in served.items():
+        if who == "root":
+            continue  # the Django admin's own forms
+        client = Client()
+        client.force_login(User.objects.get(username=USERNAMES.get(who, who)))
+        for page in pages:
+            assert "maxlength" not in client.get(page).content.decode(), (who, page)
+
+
 def test_the_login_form_answers_hostile_values_without_a_5xx(world):
     client = Client()
     (form,) = forms_of(client, "/accounts/login/")
