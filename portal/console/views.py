@@ -309,8 +309,9 @@ def plan_create(request):
             include_pending=request.POST.get("include_pending") == "on",
             nodes=nodes,
             large_shape_weight=weight,
-            sharing="mps" if request.POST.get("sharing") == "mps" else "time-slicing",
-            method="greedy" if request.POST.get("method") == "greedy" else "exact",
+            # as sent: the service names what it takes, rather than the view guessing
+            sharing=request.POST.get("sharing", "time-slicing"),
+            method=request.POST.get("method", "exact"),
         )
     except ServiceError as exc:
         messages.error(request, f"No plan: {exc.detail}")

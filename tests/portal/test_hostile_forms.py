@@ -25,6 +25,7 @@ from tenants.models import CapacityRequest, Membership, QuotaGrant
 from tenants.services import channels as channel_services
 from tenants.services import requests as request_services
 from tenants.services import tokens as token_services
+from tenants.views import MEMBER_FORM_SESSION_KEY
 from tests.scheduler.factories import NodeFactory, WorkloadFactory
 from tests.tenants.factories import PlatformAdminFactory
 
@@ -134,7 +135,10 @@ def refused(response) -> bool:
         return True
     # this request's messages only: a refusal before it may still wait, unread, in the session
     added = getattr(get_messages(response.wsgi_request), "_queued_messages", [])
-    return any(m.level >= constants.ERROR for m in added)
+    if any(m.level >= constants.ERROR for m in added):
+        return True
+    # "add member" carries a refused form over its redirect, to show it at the form
+    return MEMBER_FORM_SESSION_KEY in response.wsgi_request.session
 
 
 def send(client: Client, form: Form, data: dict[str, list[str]], url: str | None = None):
@@ -334,6 +338,8 @@ def test_a_decision_comment_with_a_nul_is_refused_at_the_comment(world, served):
 def test_a_plan_for_an_unknown_node_or_a_weight_that_is_no_number_is_refused(world, served):
     client = admin_client(world.admin)
     for data, says in [
+        ({"sharing": "🚀"}, "sharing must be one of"),  # not quietly time-slicing
+        ({"method": "x" * 5000}, "method must be one of"),
         ({"node": "gpu-\x00"}, "no GPU node named 'gpu-\\x00' in the inventory"),
         ({"node": "gpu-typo"}, "no GPU node named 'gpu-typo' in the inventory"),
         ({"large_shape_weight": "🚀"}, "the large-shape weight must be a number ≥ 0"),
