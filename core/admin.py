@@ -1,16 +1,42 @@
 """Pieces the apps' admin consoles share."""
 
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponseRedirect
 
 from core.errors import ServiceError
 
 
+class KeyedAutocompleteSelect(AutocompleteSelect):
+    """Django's autocomplete shows a refused form's choice by looking it up as a key: a typed
+    'abc' for an integer key raised ValueError there (a 500, not the form's "select a valid
+    choice"). A value that cannot be a key is left out of the lookup; the form says why."""
+
+    def optgroups(self, name, value, attr=None):
+        target = self.field.target_field
+        keys = []
+        for v in value:
+            try:
+                target.to_python(v)
+            except ValidationError:
+                continue
+            keys.append(v)
+        return super().optgroups(name, keys, attr)
+
+
 class ServiceAdmin(admin.ModelAdmin):
     """A model admin whose saves call services. A refusal (`ServiceError`: forbidden, invalid,
     over capacity) is shown as a message on the same page, never a 500; the admin's own
     transaction rolls back, so nothing is half-written."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if "widget" not in kwargs and db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = KeyedAutocompleteSelect(
+                db_field, self.admin_site, using=kwargs.get("using")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         try:

@@ -13,6 +13,12 @@ from core.errors import InvalidInput
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+def storable(value: str) -> bool:
+    """Whether a text column could hold `value` at all: a search for what none can hold finds
+    nothing (and PostgreSQL refuses to be asked)."""
+    return not UNSTORABLE.search(value)
+
+
 def decimal_for(value: Decimal, column, field: str) -> Decimal:
     """`value` rounded to the column's decimal places, if its digits fit (`column`: a Django
     DecimalField, e.g. `Budget._meta.get_field("amount")`)."""

@@ -1,9 +1,16 @@
+import json
+from datetime import datetime
+
 from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
+from core.filters import UTCDateTimeField
+from core.forms import RefuseNotCut
 from scheduler.catalog.models import ResourceClass
 from tenants import asking
-from tenants.models import Membership
+from tenants.models import Membership, NotificationChannel
+from tenants.notifications.events import EVENTS
 
 
 class ResourceClassChoiceField(forms.ModelChoiceField):
@@ -78,7 +85,7 @@ class CapacityRequestForm(forms.Form):
         return data
 
 
-class MemberForm(forms.Form):
+class MemberForm(RefuseNotCut, forms.Form):
     username = forms.CharField(max_length=150)
     # The least surprising default: a new member is not made an owner by one careless click.
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
@@ -88,12 +95,24 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Membership.Role.choices)
 
 
-class TokenForm(forms.Form):
-    name = forms.CharField(max_length=80, help_text="What uses it, e.g. gitlab-ci")
+class TokenForm(RefuseNotCut, forms.Form):
+    name = forms.CharField(
+        max_length=80,
+        help_text="What uses it, e.g. gitlab-ci (at most 80 characters)",
+        error_messages={
+            "max_length": "A token's name may be at most %(limit_value)d characters; this one "
+            "has %(show_value)d. Shorten it: nothing is cut for you."
+        },
+    )
     owner = forms.ChoiceField(label="For", help_text="You, or the CI robot of a team you own")
     scopes = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
         initial=["read"],
+        # none ticked is no token: it would be `read` only by a guess
+        error_messages={
+            "required": "Tick at least one scope: read to look, request to ask for capacity, "
+            "submit to run workloads."
+        },
         choices=[
             ("read", "read"),
             ("request", "request"),
@@ -110,3 +129,91 @@ class TokenForm(forms.Form):
         owner = self.fields["owner"]
         assert isinstance(owner, forms.ChoiceField)
         owner.choices = owners
+
+
+class GrantExtendForm(RefuseNotCut, forms.Form):
+    """A grant's new end, and why; the renewal service judges the date (after the grant's end,
+    within its class's longest grant), this form only parses it and keeps what was typed."""
+
+    ends_at = UTCDateTimeField(
+        label="New end",  # the time zone is added in __init__
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"required": "Say until when the grant should be extended."},
+    )
+    justification = forms.CharField(
+        label="Why (optional)",
+        required=False,
+        max_length=500,
+        help_text="What the team still runs, so the platform team can decide quickly",
+    )
+
+    def __init__(self, *args, latest: datetime | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        ends_at = self.fields["ends_at"]
+        ends_at.label = f"New end ({timezone.get_current_timezone_name()})"
+        if latest is not None:
+            shown = timezone.localtime(latest)
+            ends_at.help_text = (
+                f"At the latest {shown:%-d %b %Y %H:%M}: the longest this class is granted"
+            )
+            ends_at.widget.attrs["max"] = f"{shown:%Y-%m-%dT%H:%M}"
+        # a NUL is the service's to refuse: it names the character and what to do
+        justification = self.fields["justification"]
+        justification.validators = [
+            v
+            for v in justification.validators
+            if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+
+# What an address looks like for each kind of channel, shown in the empty field (page.js swaps
+# it when the kind changes).
+CHANNEL_PLACEHOLDERS = {
+    NotificationChannel.Kind.EMAIL: "ops@example.com, oncall@example.com",
+    NotificationChannel.Kind.WEBHOOK: "https://hooks.example.com/gpu-portal",
+    NotificationChannel.Kind.SLACK: "https://chat.example.com/hooks/…",
+}
+
+
+def event_choices() -> list[tuple[str, str]]:
+    """Events by what they mean, in the order people read them."""
+    return [(e.name, e.description) for e in sorted(EVENTS.values(), key=lambda e: e.name)]
+
+
+class _ServiceJudgedText(forms.CharField):
+    """Text the channel service judges (control characters, length), so its words are shown."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, **kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+
+class ChannelForm(forms.Form):
+    """A notification channel as typed: the service judges it; a refusal comes back at its
+    field with what was typed kept."""
+
+    kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices)
+    name = _ServiceJudgedText(help_text="Who reads it, e.g. ml-oncall")
+    target = _ServiceJudgedText(
+        label="Address", help_text="E-mail addresses (comma-separated) or the URL"
+    )
+    events = forms.MultipleChoiceField(
+        required=False,
+        label="Events (none ticked: the default)",
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        events = self.fields["events"]
+        assert isinstance(events, forms.MultipleChoiceField)
+        events.choices = event_choices()
+        kind = self["kind"].value() or NotificationChannel.Kind.EMAIL
+        self.fields["target"].widget.attrs["placeholder"] = CHANNEL_PLACEHOLDERS.get(
+            kind, CHANNEL_PLACEHOLDERS[NotificationChannel.Kind.WEBHOOK]
+        )
+        self.fields["kind"].widget.attrs["data-placeholders"] = json.dumps(
+            {str(k): v for k, v in CHANNEL_PLACEHOLDERS.items()}
+        )

@@ -13,6 +13,7 @@ from core import sealing
 from core.errors import ServiceError
 from core.permissions import is_platform_admin, platform_admin_required
 from tenants import permissions
+from tenants.forms import ChannelForm
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
 from tenants.notifications import EVENTS
 from tenants.services import channels as channel_services
@@ -34,8 +35,21 @@ def _new_secret(request, page: str) -> str | None:
     )
 
 
-def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: int = 200):
-    channels = NotificationChannel.objects.filter(tenant=tenant, active=True).order_by("name", "id")
+def _page(
+    request,
+    tenant: Tenant | None,
+    *,
+    secret: str | None = None,
+    status: int = 200,
+    form: ChannelForm | None = None,
+    editing: dict | None = None,
+):
+    channels = [  # each with what its events mean, not their ids
+        (c, [EVENTS[n].description if n in EVENTS else n for n in c.events])
+        for c in NotificationChannel.objects.filter(tenant=tenant, active=True).order_by(
+            "name", "id"
+        )
+    ]
     deliveries = NotificationDelivery.objects.select_related("channel", "tenant")
     if tenant is not None:
         deliveries = deliveries.filter(tenant=tenant).team_side()
@@ -56,28 +70,31 @@ def _page(request, tenant: Tenant | None, *, secret: str | None = None, status: 
             "deliveries": deliveries[:LOG_LENGTH],
             "state": state,
             "states": NotificationDelivery.State.choices,
-            "kinds": NotificationChannel.Kind.choices,
             "events": sorted(EVENTS.values(), key=lambda e: e.name),
             "may_manage": may_manage,
             "secret": secret,
+            "form": form or ChannelForm(),
+            # a refused edit: its row's form open again, with what was typed and why
+            "editing": editing or {},
         },
         status=status,
     )
 
 
 def _add(request, tenant: Tenant | None, back: str):
+    form = ChannelForm(request.POST)
+    if not form.is_valid():  # a kind or an event that is not offered: a tampered form
+        return _page(request, tenant, status=400, form=form)
     try:
         channel, secret = channel_services.create_channel(
-            actor=request.user,
-            tenant=tenant,
-            kind=request.POST.get("kind", ""),
-            name=request.POST.get("name", ""),
-            target=request.POST.get("target", ""),
-            events=request.POST.getlist("events"),
+            actor=request.user, tenant=tenant, **form.cleaned_data
         )
     except ServiceError as exc:
-        messages.error(request, exc.detail)
-        return _page(request, tenant, status=exc.status)
+        if exc.status == 403:  # the form is not shown to who may not add: say it on top
+            messages.error(request, exc.detail)
+        field = exc.field if exc.field in form.fields else None
+        form.add_error(field, exc.detail[:1].upper() + exc.detail[1:])
+        return _page(request, tenant, status=exc.status, form=form)
     messages.success(request, f"Channel {channel.name} added.")
     if secret:  # shown on the next page only, never stored in plain text nor shown again
         sealed = sealing.seal(secret, purpose=NEW_SECRET_SESSION_KEY)
@@ -139,16 +156,19 @@ def channel_edit(request, pk):
     """A channel's name and events, from its row's form (the target stays: a new receiver is a
     new channel, or the API's PATCH)."""
     channel = _channel(request, pk)
+    name, events = request.POST.get("name", channel.name), request.POST.getlist("events")
     try:
         saved = channel_services.change_channel(
-            actor=request.user,
-            channel=channel,
-            name=request.POST.get("name", channel.name),
-            events=request.POST.getlist("events"),
+            actor=request.user, channel=channel, name=name, events=events
         )
-        messages.success(request, f"Channel {saved.name} saved.")
     except ServiceError as exc:
-        messages.error(request, exc.detail)
+        if exc.status == 403:
+            messages.error(request, exc.detail)
+            return redirect(_back(channel))
+        detail = exc.detail[:1].upper() + exc.detail[1:]
+        edited = {"pk": channel.pk, "name": name, "events": events, "error": detail}
+        return _page(request, channel.tenant, status=exc.status, editing=edited)
+    messages.success(request, f"Channel {saved.name} saved.")
     return redirect(_back(channel))
 
 

@@ -5,32 +5,16 @@ from datetime import datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
-from core.errors import InvalidInput, ServiceError
-from core.filters import OUT_OF_RANGE, to_utc
+from core.errors import ServiceError
 from tenants import permissions
+from tenants.forms import GrantExtendForm
 from tenants.models import QuotaGrant
+from tenants.services import capacity
 from tenants.services import renewals as renewal_services
-
-
-def _parse_end(raw: str) -> datetime | None:
-    """A datetime-local value (`2027-01-31T18:00`) in the portal's time zone, or None; in UTC,
-    so an offset PostgreSQL refuses (beyond ±15:59) or a year past 9999 is an InvalidInput."""
-    try:
-        value = parse_datetime((raw or "").strip())
-    except ValueError:
-        return None
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value)
-    try:
-        return to_utc(value)
-    except ValidationError:
-        raise InvalidInput(OUT_OF_RANGE, field="ends_at") from None
 
 
 @login_required
@@ -41,18 +25,23 @@ def grant_extend(request, pk):
         pk=pk,
     )
     may_extend = permissions.can_ask(request.user, grant.tenant)
-    error, status = "", 200
-    if request.method == "POST":  # the service says who may, and what is wrong
+    status = 200
+    latest = capacity.latest_end(grant.resource_class, timezone.now())
+    form = GrantExtendForm(request.POST or None, latest=latest)
+    if request.method == "POST" and not form.is_valid():
+        status = 400  # what was typed stays, the error sits at its field
+    elif request.method == "POST":  # the service says who may, and what is wrong
         try:
-            ends_at = _parse_end(request.POST.get("ends_at", ""))
             renewal = renewal_services.submit_grant_renewal(
                 actor=request.user,
                 grant=grant,
-                ends_at=ends_at,
-                justification=request.POST.get("justification", ""),
+                ends_at=form.cleaned_data["ends_at"],
+                justification=form.cleaned_data["justification"],
             )
         except ServiceError as exc:
-            error, status = exc.detail, exc.status
+            field = exc.field if exc.field in form.fields else None
+            form.add_error(field, exc.detail[:1].upper() + exc.detail[1:])
+            status = exc.status
         else:
             if renewal.auto_approved:
                 messages.success(request, f"Grant #{grant.pk} extended (inside the policy).")
@@ -70,15 +59,19 @@ def grant_extend(request, pk):
             suggested_end = grant.ends_at + (grant.ends_at - grant.starts_at)
         except OverflowError:  # a grant ending near year 9999: no end to suggest
             suggested_end = None
+        if suggested_end is not None and latest is not None:  # never one the form refuses
+            suggested_end = min(suggested_end, latest.replace(second=0, microsecond=0))
         if may_extend and suggested_end is not None:
             decision = renewal_services.renewal_decision(grant, suggested_end, timezone.now())
+        if suggested_end is not None and not form.is_bound:
+            form.initial["ends_at"] = timezone.localtime(suggested_end)
     return render(
         request,
         "tenants/grant_extend.html",
         {
             "grant": grant,
             "may_extend": may_extend,
-            "error": error,
+            "form": form,
             "suggested_end": suggested_end,
             "decision": decision,
             "renewals": grant.renewals.order_by("-created_at")[:10],

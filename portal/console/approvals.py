@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from scheduler.catalog.models import ResourceClass
@@ -59,11 +60,16 @@ class QueueFilters:
         age = query.get("age", "")
         sort = query.get("sort", "")
         return cls(
-            tenant=query.get("tenant", "")[:40],
-            resource_class=query.get("class", "")[:80],
+            tenant=_slug(query.get("tenant", ""), 40),
+            resource_class=_slug(query.get("class", ""), 80),
             min_age_days=int(age) if age in dict(AGE_CHOICES) and age else 0,
             sort=sort if sort in dict(SORT_CHOICES) else "oldest",
         )
+
+
+def _slug(value: str, limit: int) -> str:
+    """A slug to filter by; one no row can hold (a NUL) is unknown, so ignored."""
+    return value[:limit] if bounds.storable(value) else ""
 
 
 @dataclass(frozen=True)

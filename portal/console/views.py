@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
@@ -138,7 +139,9 @@ def tenants_overview(request):
     search = request.GET.get("q", "").strip()[:80]
     status = request.GET.get("status", "")
     found = Tenant.objects.select_related("sync_state").order_by("status", "slug")
-    if search:
+    if search and not bounds.storable(search):
+        found = found.none()  # no slug or name holds a NUL
+    elif search:
         found = found.filter(Q(slug__icontains=search) | Q(name__icontains=search))
     if status in Tenant.Status.values:
         found = found.filter(status=status)
@@ -296,8 +299,9 @@ def plan_create(request):
     nodes = request.POST.getlist("node") or None
     try:
         weight = float(request.POST.get("large_shape_weight") or 0)
-    except ValueError:
-        weight = 0.0
+    except ValueError:  # not 0 in its place: a plan the admin did not ask for
+        messages.error(request, "No plan: the large-shape weight must be a number ≥ 0, e.g. 0.5")
+        return redirect("console:plan_list")
     try:
         plan = plans.create_plan(
             actor=request.user,
@@ -305,8 +309,9 @@ def plan_create(request):
             include_pending=request.POST.get("include_pending") == "on",
             nodes=nodes,
             large_shape_weight=weight,
-            sharing="mps" if request.POST.get("sharing") == "mps" else "time-slicing",
-            method="greedy" if request.POST.get("method") == "greedy" else "exact",
+            # as sent: the service names what it takes, rather than the view guessing
+            sharing=request.POST.get("sharing", "time-slicing"),
+            method=request.POST.get("method", "exact"),
         )
     except ServiceError as exc:
         messages.error(request, f"No plan: {exc.detail}")

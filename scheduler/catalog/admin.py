@@ -80,12 +80,19 @@ class PoolAdmin(ServiceAdmin):
         "lend_idle",
         "reclaim_grace_s",
         "max_run_s",
+        "max_grant_days",
         "source",
         "updated_at",
     ]
     list_filter = ["source", "lend_idle"]
     list_editable = ["overcommit_ratio", "borrowing_limit", "lend_idle"]
     readonly_fields = ["source", "updated_at"]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "max_grant_days" and field is not None:
+            field.required = False  # a form sent without it keeps the pool's (or the default)
+        return field
 
     def get_readonly_fields(self, request, obj=None):
         # set_pool keys on the class: re-pointing a pool would change another class's pool.
@@ -110,4 +117,5 @@ class PoolAdmin(ServiceAdmin):
             lend_idle=obj.lend_idle,
             reclaim_grace_s=obj.reclaim_grace_s,
             max_run_s=obj.max_run_s,
+            max_grant_days=obj.max_grant_days,
         )

@@ -1,7 +1,9 @@
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+
+MAX_GRANT_DAYS = 3660  # the most a pool's policy may allow: ten years
 
 resource_class_slug = RegexValidator(
     r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$",
@@ -97,6 +99,13 @@ class Pool(models.Model):
         default=None,
         help_text="Most seconds a job on this class may run before Kueue stops it (empty: no "
         "limit; a team's own limit, when smaller, wins)",
+    )
+    # A mistyped year ("9999") is refused at the form, not approved as decades of quota.
+    max_grant_days = models.PositiveIntegerField(
+        default=365,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_GRANT_DAYS)],
+        help_text="The longest a grant of this class may be asked for: an ask or an extension "
+        "ends at most this many days after it is made",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

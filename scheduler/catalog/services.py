@@ -13,7 +13,7 @@ from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
 from scheduler.catalog import facts, hooks, run_limits
-from scheduler.catalog.models import Pool, ResourceClass
+from scheduler.catalog.models import MAX_GRANT_DAYS, Pool, ResourceClass
 
 # What the platform team edits by hand; the rest of a class is the catalog's.
 EDITABLE_FIELDS = ("price_per_hour", "active")
@@ -26,6 +26,7 @@ POOL_FIELDS = [
     "lend_idle",
     "reclaim_grace_s",
     "max_run_s",
+    "max_grant_days",
 ]
 
 
@@ -150,6 +151,7 @@ def set_pool(
     lend_idle: bool | None = None,
     reclaim_grace_s: int | None = None,
     max_run_s: int | None | _Unset = UNSET,
+    max_grant_days: int | None = None,
 ) -> Pool:
     """Change a pool's capacity, overcommit, cohort policy (borrowing, lending, the grace
     before borrowed units are taken back) or the maximum run time of its jobs: one audit event;
@@ -179,6 +181,15 @@ def set_pool(
             f"reclaim grace must be whole seconds from 0 to {MAX_RECLAIM_GRACE_S}",
             field="reclaim_grace_s",
         )
+    if max_grant_days is not None and (
+        isinstance(max_grant_days, bool)
+        or not isinstance(max_grant_days, int)
+        or not 1 <= max_grant_days <= MAX_GRANT_DAYS
+    ):
+        raise InvalidInput(
+            f"the longest grant must be whole days from 1 to {MAX_GRANT_DAYS}",
+            field="max_grant_days",
+        )
     if lend_idle is not None and not isinstance(lend_idle, bool):
         raise InvalidInput("lend_idle must be true or false", field="lend_idle")
     if not isinstance(max_run_s, _Unset):
@@ -199,6 +210,8 @@ def set_pool(
             pool.lend_idle = lend_idle
         if not isinstance(max_run_s, _Unset):
             pool.max_run_s = max_run_s
+        if max_grant_days is not None:
+            pool.max_grant_days = max_grant_days
         pool.save()
         policy = ("borrowing_limit", "lend_idle", "reclaim_grace_s")
         if any(before[f] != getattr(pool, f) for f in policy):

@@ -185,6 +185,10 @@ def create_plan(
     )
     configs, dp_configs = known_mig_configs(), known_device_plugin_configs()
     gpus, labels = fleet_from_inventory(configs, dp_configs)
+    unknown = sorted(set(nodes or []) - set(labels))
+    if unknown:  # a typo would plan nothing for it; a NUL would reach the JSON column (a 500)
+        shown = ", ".join(repr(n[:63]) for n in unknown[:3])
+        raise InvalidInput(f"no GPU node named {shown} in the inventory", field="node")
     demand = demand if demand is not None else approved_demand(include_pending=include_pending)
     solve = pl.plan_greedy if method == "greedy" else pl.plan_exact
     result = solve(gpus, demand, policy)

@@ -2,6 +2,7 @@ import shlex
 
 from django import forms
 
+from core.forms import RefuseNotCut
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models import Tenant
@@ -17,7 +18,7 @@ class DisplayNameChoiceField(forms.ModelChoiceField):
         return obj.display_name
 
 
-class WorkloadForm(forms.Form):
+class WorkloadForm(RefuseNotCut, forms.Form):
     """The browser's submit form: the same fields as the API, parsed into the same service call."""
 
     name = forms.CharField(max_length=40, help_text="Lower-case letters, digits and '-'")

@@ -10,7 +10,10 @@ The services that admit workloads and drive the cluster are in `scheduler.worklo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.utils.dateparse import parse_datetime
 
 from scheduler.catalog.run_limits import duration_words
 from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
@@ -139,6 +142,52 @@ class Observation:
     state: str
     reason: str = ""
     message: str = ""
+    # when the cluster says the work started and ended (None: it does not say): the portal
+    # looks only every few seconds, so its own clock would add up to a sync to each end, and a
+    # job done between two looks would seem never to have started
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+def _instant(value) -> datetime | None:
+    try:
+        return parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _container_times(pods: list[dict]) -> tuple[list[datetime], list[datetime]]:
+    """When the pods' containers started (running or since ended) and ended."""
+    started, ended = [], []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            state = status.get("state") or {}
+            for phase in ("running", "terminated"):
+                if at := _instant((state.get(phase) or {}).get("startedAt")):
+                    started.append(at)
+            if at := _instant((state.get("terminated") or {}).get("finishedAt")):
+                ended.append(at)
+    return started, ended
+
+
+def cluster_times(obs: Observation, obj: dict | None, pods: list[dict]) -> Observation:
+    """`obs` with the cluster's own start and end (pure): the first container start of the
+    pods (else a pod's or the Job's startTime); for a finished Job the last container end
+    (else its completionTime or the condition's time)."""
+    if obs.state not in (Workload.State.RUNNING, *Workload.FINAL_STATES) or obj is None:
+        return obs
+    started, ended = _container_times(pods)
+    status = obj.get("status") or {}
+    fallback = [(p.get("status") or {}).get("startTime") for p in pods] + [status.get("startTime")]
+    starts = started or [at for at in map(_instant, fallback) if at]
+    finished = None
+    if obs.state in Workload.FINAL_STATES:
+        condition = {"succeeded": "Complete", "failed": "Failed"}.get(obs.state, "")
+        when = _conditions(obj).get(condition, {}).get("lastTransitionTime")
+        said = (_instant(status.get("completionTime")), _instant(when))
+        ends = ended or [at for at in said if at]
+        finished = max(ends) if ends else None
+    return replace(obs, started_at=min(starts) if starts else None, finished_at=finished)
 
 
 def _exit_codes(pods: list[dict]) -> list[str]:
@@ -278,7 +327,18 @@ def observe(
     queue_workloads: list[dict] | None = None,
 ) -> Observation:
     """The workload's state from its live object, its pods, preemption events and Kueue's
-    Workloads for it (pure). `queue_workloads` is None where Kueue does not manage it."""
+    Workloads for it, with the cluster's start and end where it says (pure).
+    `queue_workloads` is None where Kueue does not manage it."""
+    return cluster_times(_observe(kind, obj, pods, events, queue_workloads), obj, pods)
+
+
+def _observe(
+    kind: str,
+    obj: dict | None,
+    pods: list[dict],
+    events: list[dict],
+    queue_workloads: list[dict] | None,
+) -> Observation:
     if obj is None:
         return Observation(Workload.State.FAILED, "Deleted", "the object is gone from the cluster")
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]

@@ -227,7 +227,19 @@ class Workload(models.Model):
     def can_move_to(self, state: str) -> bool:
         return state in self.TRANSITIONS[self.state]
 
-    def move_to(self, state: str, *, reason: str = "", message: str = "", at=None) -> None:
+    def move_to(
+        self,
+        state: str,
+        *,
+        reason: str = "",
+        message: str = "",
+        at=None,
+        started_at=None,
+        finished_at=None,
+    ) -> None:
+        """Change state at `at` (default now); `started_at` and `finished_at` are when the
+        cluster says the work ran, kept between the submission and `at`. A workload seen
+        only once it had finished still gets the start the cluster reports."""
         if not self.can_move_to(state):
             raise InvalidTransition(
                 f"workload {self.name} is {self.state}; it cannot become {state}"
@@ -236,10 +248,22 @@ class Workload(models.Model):
         self.state = state
         self.reason = reason
         self.message = message
-        if state == self.State.RUNNING and self.started_at is None:
-            self.started_at = at
+        if self.started_at is None and (
+            state == self.State.RUNNING or (state in self.FINAL_STATES and started_at)
+        ):
+            self.started_at = self._within(started_at, self.created_at, at)
         if state in self.FINAL_STATES:
-            self.finished_at = at
+            self.finished_at = self._within(finished_at, self.started_at or self.created_at, at)
+
+    @staticmethod
+    def _within(value, earliest, latest):
+        """`value` clamped to [earliest, latest] (`latest` when None): another clock's time
+        never falls before the submission or after the portal saw it."""
+        if value is None:
+            return latest
+        if earliest is not None and value < earliest:
+            return earliest
+        return min(value, latest)
 
 
 class WorkloadEvent(models.Model):

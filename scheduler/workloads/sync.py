@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from core import audit
@@ -57,11 +58,40 @@ def change_state(
         if not workload.can_move_to(obs.state):
             return None
         before = audit.snapshot(workload, WORKLOAD_FIELDS)
-        workload.move_to(obs.state, reason=obs.reason, message=obs.message)
+        first_start = workload.started_at is None
+        workload.move_to(
+            obs.state,
+            reason=obs.reason,
+            message=obs.message,
+            started_at=obs.started_at,
+            finished_at=obs.finished_at,
+        )
         workload.queue_position = position
         workload.save()
+        # The history says when a change happened on the cluster, where known, in the order the
+        # portal saw the changes (the cluster's times are whole seconds: never before the last).
+        last = workload.events.aggregate(at=Max("created_at"))["at"] or workload.created_at
+        if first_start and workload.started_at and obs.state != Workload.State.RUNNING:
+            # it ran and ended between two looks: its history says when it started all the same
+            last = max(last, workload.started_at)
+            WorkloadEvent.objects.create(
+                workload=workload,
+                created_at=last,
+                state=Workload.State.RUNNING,
+                reason="Running",
+                message="started and ended between two looks at the cluster",
+            )
+        when = timezone.now()
+        if workload.is_final and workload.finished_at:
+            when = workload.finished_at
+        elif obs.state == Workload.State.RUNNING and first_start and workload.started_at:
+            when = workload.started_at
         WorkloadEvent.objects.create(
-            workload=workload, state=obs.state, reason=obs.reason, message=obs.message
+            workload=workload,
+            created_at=max(when, last),
+            state=obs.state,
+            reason=obs.reason,
+            message=obs.message,
         )
         audit.record(
             actor=actor,

@@ -80,16 +80,18 @@ def live_state(workload: Workload, user) -> dict:
         "can_cancel": not workload.is_final and can_ask(user, workload.tenant),
         # why it waits, the same answer as the API's and the CLI's (None: it does not)
         "waiting": waiting_for(workload),
+        "events": workload.events.all(),
     }
 
 
 @login_required
 def workload_state(request, pk):
-    """The state block alone (htmx polls it every few seconds until the workload finishes)."""
+    """The state block and the history (htmx polls them every few seconds until the workload
+    finishes; the history is swapped in out of band)."""
     workload = get_object_or_404(
         Workload.objects.visible_to(request.user).select_related("tenant"), pk=pk
     )
-    return render(request, "scheduler/_workload_state.html", live_state(workload, request.user))
+    return render(request, "scheduler/_workload_poll.html", live_state(workload, request.user))
 
 
 @login_required
@@ -103,7 +105,6 @@ def workload_detail(request, pk):
         "scheduler/workload_detail.html",
         {
             **live_state(workload, request.user),
-            "events": workload.events.all(),
             "command_line": presenting.command_line(workload.command, workload.args),
             "can_run_again": workload.is_final and can_ask(request.user, workload.tenant),
             "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
@@ -175,7 +176,8 @@ def workload_create(request, slug):
             }.get(exc.field or "", exc.field)
             form.add_error(field if field in form.fields else None, exc.detail)
         else:
-            messages.success(request, f"{workload.name} submitted: it is {workload.state}.")
+            # not its state: a message stays as it is while the state block below follows on
+            messages.success(request, f"{workload.name} submitted.")
             return redirect("scheduler:workload_detail", pk=workload.pk)
     return render(request, "scheduler/workload_form.html", {"tenant": tenant, "form": form})
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit
+from core import audit, bounds
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
 from core.permissions import require_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
@@ -45,11 +45,17 @@ def notify_decided(request: CapacityRequest) -> None:
     )
 
 
+def decision_comment(comment: str | None) -> str:
+    """A decision's comment if its column can store it, else a 400 at the comment."""
+    column = CapacityRequest._meta.get_field("decision_comment")
+    return bounds.text_for(comment or "", column, "comment")
+
+
 def approve_capacity_request(
     *, actor, request: CapacityRequest, comment: str = ""
 ) -> CapacityRequest:
     require_platform_admin(actor, "approve capacity requests")
-    return _approve(actor=actor, request=request, comment=comment)
+    return _approve(actor=actor, request=request, comment=decision_comment(comment))
 
 
 def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityRequest:

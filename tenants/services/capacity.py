@@ -47,6 +47,34 @@ def check_dates(starts_at: datetime, ends_at: datetime | None, now: datetime) ->
             raise InvalidInput("end must be after the start", field="ends_at")
 
 
+def check_horizon(
+    resource_classes: list[ResourceClass], ends_at: datetime | None, now: datetime
+) -> None:
+    """Refuse an end further ahead than the classes' pools allow (`Pool.max_grant_days`, the
+    longest a grant may be asked for): a mistyped year is an error at the date, not a grant
+    for decades. A class without a pool has nothing to grant (`check_capacity` says so)."""
+    if ends_at is None:
+        return
+    pools = Pool.objects.filter(resource_class__in=resource_classes).select_related(
+        "resource_class"
+    )
+    for pool in sorted(pools, key=lambda p: p.max_grant_days):
+        limit = now + timedelta(days=pool.max_grant_days)
+        if ends_at > limit:
+            raise InvalidInput(
+                f"{pool.resource_class.display_name} is granted for at most "
+                f"{pool.max_grant_days} days at a time: choose an end on or before "
+                f"{limit:%Y-%m-%d %H:%M %Z}",
+                field="ends_at",
+            )
+
+
+def latest_end(resource_class: ResourceClass, now: datetime) -> datetime | None:
+    """The furthest end an ask of this class made at `now` may have (None: it has no pool)."""
+    pool = Pool.objects.filter(resource_class=resource_class).only("max_grant_days").first()
+    return now + timedelta(days=pool.max_grant_days) if pool else None
+
+
 def granted_units(resource_class_id: int, now: datetime) -> int:
     total = (
         QuotaGrant.objects.holding(now)

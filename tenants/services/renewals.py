@@ -16,6 +16,7 @@ from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
 from tenants.services.asks import file_ask
+from tenants.services.capacity import check_horizon
 from tenants.services.locks import lock_rows
 
 
@@ -76,10 +77,13 @@ def submit_grant_renewal(
     if grant.ends_at is None:
         raise InvalidInput(f"grant #{grant.pk} is open-ended: there is nothing to extend")
     if ends_at <= grant.ends_at:
+        passed = "that date has passed: " if ends_at <= now else ""
         raise InvalidInput(
-            f"the new end must be after the grant's end ({grant.ends_at:%Y-%m-%d %H:%M %Z})",
+            f"{passed}the new end must be after the grant's end "
+            f"({grant.ends_at:%Y-%m-%d %H:%M %Z})",
             field="ends_at",
         )
+    check_horizon([grant.resource_class], ends_at, now)
     justification = (
         bounds.text_for(
             (justification or "").strip(),

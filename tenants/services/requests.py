@@ -11,20 +11,21 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import audit
+from core import audit, bounds
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
 from tenants import policy
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
-from tenants.services.approvals import notify_decided
+from tenants.services.approvals import decision_comment, notify_decided
 from tenants.services.asks import file_ask
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
     check_capacity,
     check_ceiling,
     check_dates,
+    check_horizon,
     free_capacity,
     resolve_items,
 )
@@ -62,6 +63,7 @@ def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, 
         raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
     check_dates(starts_at, ends_at, now)
     resolved = resolve_items(items)
+    check_horizon([rc for rc, _ in resolved], ends_at, now)
     check_capacity(resolved, now)
     check_ceiling(tenant, resolved, now)
     decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
@@ -92,7 +94,11 @@ def submit_capacity_request(
     check_dates(starts_at, ends_at, now)
     if not (justification or "").strip():
         raise InvalidInput("say why the team needs this capacity", field="justification")
+    justification = bounds.text_for(
+        justification, CapacityRequest._meta.get_field("justification"), "justification"
+    )
     resolved = resolve_items(items)
+    check_horizon([rc for rc, _ in resolved], ends_at, now)
 
     with transaction.atomic():
         # Pools, then the tenant (the order of `lock_rows`, as an approval takes them): two asks
@@ -118,6 +124,7 @@ def submit_capacity_request(
 
 
 def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> CapacityRequest:
+    comment = decision_comment(comment)
     with transaction.atomic():
         # Tenant, request, then the grants it holds: the order of the expiry, so no deadlock.
         holds = Q(request_id=request.pk)

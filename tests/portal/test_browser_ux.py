@@ -15,7 +15,9 @@ from playwright.sync_api import Page, expect
 
 from metering import rollups
 from metering.models import UsageSample
-from scheduler.workloads.models import Workload
+from scheduler.workloads.manifests import Observation
+from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.sync import change_state
 from tenants.models import ApiToken, CapacityRequest, Membership
 from tenants.services import approvals as approval_services
 from tenants.services import requests as request_services
@@ -167,6 +169,31 @@ def test_a_new_token_is_shown_once_and_a_reload_creates_no_second_one(live_serve
     expect(page.get_by_text(f"Token {token.prefix}… revoked.")).to_be_visible()
     token.refresh_from_db()
     assert token.revoked_at is not None and refused == []
+
+
+def test_a_new_tokens_secret_is_copied_with_one_click(live_server, browser, people):  # noqa: F811
+    """Issue 35, 12: a copy button for the secret shown once, and no scope ticked is refused."""
+    context = browser.new_context(
+        viewport=DESKTOP, permissions=["clipboard-read", "clipboard-write"]
+    )
+    page = context.new_page()
+    refused = csp_refusals(page)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/tokens/")
+    page.get_by_label("Name").fill("gitlab-ci")
+    page.get_by_label("read", exact=True).uncheck()
+    page.get_by_role("button", name="Create token").click()
+    expect(page.locator("#id_scopes_error")).to_contain_text("Tick at least one scope")
+    assert not ApiToken.objects.exists()
+    page.get_by_label("read", exact=True).check()
+    page.get_by_role("button", name="Create token").click()
+    shown = page.locator("#secret").inner_text().strip()
+    page.get_by_role("button", name="Copy the token").click()
+    expect(page.locator("#secret-copied")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == shown
+    assert_accessible(page)
+    assert refused == []
+    context.close()
 
 
 def test_add_member_defaults_to_member_and_removing_asks_first(live_server, browser, people):  # noqa: F811
@@ -488,6 +515,77 @@ def test_the_workload_page_follows_the_state_and_runs_again(live_server, browser
         (["python", "train.py", "--msg", "hello world"], []),
         (["python", "train.py"], ["--msg", "hello world"]),
     )
+    assert refused == []
+
+
+def test_a_short_job_shows_its_run_time_and_history_on_the_open_page(live_server, browser, people):  # noqa: F811
+    """Issue 35, 6: a job done between two looks of the sync, on a page left open."""
+    w = WorkloadFactory(
+        tenant=people.tenant,
+        name="sleep-5",
+        submitted_by=people.member,
+        resources={people.rc.slug: 2},
+        state=Workload.State.PENDING,
+        created_at=timezone.now() - timedelta(minutes=1),
+    )
+    WorkloadEvent.objects.create(
+        workload=w, created_at=w.created_at, state=w.state, reason="Submitted"
+    )
+    page = browser.new_page(viewport=PHONE)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/workloads/{w.pk}/")
+    history = page.locator("#workload-history")
+    expect(history.locator("li")).to_have_count(1)
+    start = timezone.now().replace(microsecond=0) - timedelta(seconds=10)
+    change_state(
+        w.pk,
+        Observation(
+            Workload.State.SUCCEEDED,
+            "Completed",
+            started_at=start,
+            finished_at=start + timedelta(seconds=5),
+        ),
+    )
+    expect(page.locator("#state-badge")).to_have_text("Succeeded", timeout=10_000)  # no reload
+    state = page.locator("#workload-state")
+    expect(state).to_contain_text(re.compile(r"Run time\s*5 s"))
+    expect(state).to_contain_text("$0.00 at list price")
+    expect(history.locator("li")).to_have_count(3)
+    expect(history.locator("li").nth(1)).to_contain_text("Running")
+    expect(history.locator("li").nth(2)).to_contain_text("Succeeded")
+    assert_accessible(page)
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_channel_form_keeps_what_was_typed_and_fits_its_example_to_the_kind(
+    live_server,
+    browser,  # noqa: F811
+    people,
+    viewport,
+):
+    """Issue 35, 10: the notification channel form after a refusal, and its address example."""
+    page = browser.new_page(viewport=viewport)
+    refused = csp_refusals(page)
+    sign_in(page, live_server.url, "owner")
+    page.goto(f"{live_server.url}/teams/team-a/notifications/")
+    form = page.locator("#add-channel")
+    address = form.get_by_label("Address")
+    expect(address).to_have_attribute("placeholder", "ops@example.com, oncall@example.com")
+    form.get_by_label("Kind").select_option("webhook")
+    expect(address).to_have_attribute("placeholder", "https://hooks.example.com/gpu-portal")
+    form.get_by_label("Name").fill("ml-oncall")
+    address.fill("ftp://hooks.example.com/in")
+    form.get_by_label("A team used its whole monthly budget").check()
+    form.get_by_role("button", name="Add channel").click()
+    form = page.locator("#add-channel")
+    expect(form.locator("#id_target_error")).to_contain_text("The URL must be https://")
+    expect(form.get_by_label("Name")).to_have_value("ml-oncall")
+    expect(form.get_by_label("Address")).to_have_value("ftp://hooks.example.com/in")
+    expect(form.get_by_label("Kind")).to_have_value("webhook")
+    expect(form.get_by_label("A team used its whole monthly budget")).to_be_checked()
+    expect(form.get_by_label("Address")).to_be_focused()  # page.js: the first field in error
+    assert_accessible(page)
+    assert no_sideways_scroll(page)
     assert refused == []
 
 

@@ -46,6 +46,8 @@ def test_submit_form_mirrors_the_api(client, granted):
         {"a100-80gb-mig-3g.40gb": 1},
     )
     assert "train-7 submitted" in response.content.decode()
+    # the message stays put while the state block follows the cluster: it names no state
+    assert "submitted: it is" not in response.content.decode()
 
 
 def test_more_than_the_grant_keeps_the_form_and_says_what_to_ask_for(client, granted):
@@ -191,3 +193,52 @@ def test_autoscaled_deployment_from_the_form_is_admitted_at_max_replicas(client,
     submit(client, name="serve", kind="deployment", max_replicas=2, target_gpu_util=70)
     w = Workload.objects.get()
     assert (w.replicas, w.max_replicas, w.target_gpu_util) == (1, 2, 70)
+
+
+# --- tokens: nothing guessed, nothing cut (issue 35, 12) ------------------------------------------
+
+
+def _token_error(html: str, field: str) -> str:
+    marker = f'id="id_{field}_error">'
+    return html.split(marker, 1)[1].split("</div>", 1)[0] if marker in html else ""
+
+
+def test_a_token_with_no_scope_ticked_is_refused_at_the_scopes(client, world):
+    client.force_login(world.member)
+    response = client.post(
+        reverse("tenants:tokens"),
+        {"name": "ci", "owner": f"user:{world.member.pk}", "expires_in_days": 30},
+    )
+    assert response.status_code == 200
+    assert "Tick at least one scope" in _token_error(response.content.decode(), "scopes")
+    assert not ApiToken.objects.exists()
+
+
+def test_a_200_character_token_name_is_refused_not_cut(client, world):
+    client.force_login(world.member)
+    page = client.get(reverse("tenants:tokens")).content.decode()
+    name_input = page.split('id="id_name"')[0].rsplit("<input", 1)[1]
+    assert "maxlength" not in name_input  # the browser would cut it without a word
+    response = client.post(
+        reverse("tenants:tokens"),
+        {"name": "n" * 200, "owner": f"user:{world.member.pk}", "scopes": ["read"]}
+        | {"expires_in_days": 30},
+    )
+    error = _token_error(response.content.decode(), "name")
+    assert "at most 80 characters; this one has 200" in error
+    assert not ApiToken.objects.exists()
+
+
+def test_a_shown_once_secret_has_a_copy_button(client, world):
+    client.force_login(world.member)
+    client.post(
+        reverse("tenants:tokens"),
+        {
+            "name": "ci",
+            "owner": f"user:{world.member.pk}",
+            "scopes": ["read"],
+            "expires_in_days": 1,
+        },
+    )
+    page = client.get(reverse("tenants:tokens")).content.decode()
+    assert '<button type="button" class="small" data-copy="secret" hidden>Copy the token' in page

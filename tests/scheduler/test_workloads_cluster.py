@@ -1,5 +1,8 @@
 """Workloads on the real local cluster (KWOK nodes): create, follow, logs, cancel, preemption."""
 
+import time
+from datetime import timedelta
+
 import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
@@ -8,6 +11,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads import watching
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
@@ -193,6 +197,26 @@ def test_a_job_whose_command_sleeps_succeeds_after_that_time_or_fails_with_its_e
     assert "container main exited with code 3" in bad.message
     # a command that does not say how long it runs keeps running, as the other tests expect
     assert workload_sync.sync_workload(kube, forever.pk).state == "running"
+
+
+def test_a_job_done_between_two_syncs_reads_the_run_time_the_cluster_measured(kube, team, world):
+    """Issue 35, 6: the portal looks only after the job has finished; its run time is still the
+    command's (the containers' start and end), not "not started" nor the time between syncs."""
+    tenant, _, h200 = team
+    quick = submit(world, tenant, h200, name="naps", command=["sleep", "2"])
+    workload_sync.create_in_cluster(kube, quick.pk)
+
+    def finished_pod():
+        pods = kube.list("Pod", quick.namespace, label_selector=f"{WORKLOAD_LABEL}={quick.pk}")
+        return any((p.get("status") or {}).get("phase") == "Succeeded" for p in pods)
+
+    wait_for("the pod to succeed", finished_pod, timeout=60)
+    time.sleep(2)  # the sync comes late, as a periodic one does
+    done = wait_state(kube, quick, "succeeded")
+    assert done.started_at is not None
+    # the cluster's times are whole seconds: up to one lost at each end
+    assert timedelta(seconds=1) <= done.finished_at - done.started_at <= timedelta(seconds=4)
+    assert [e.state for e in done.events.all()][-2:] == ["running", "succeeded"]
 
 
 def test_a_critical_job_takes_the_node_from_a_low_one_which_waits_to_run_again(kube, team, world):

@@ -10,6 +10,7 @@ from tenants.models import AuditEvent, CapacityRequest, NotificationDelivery, Qu
 from tenants.services import approvals as approval_services
 from tenants.services import channels as channel_services
 from tenants.services import requests as request_services
+from tests.portal.api.conftest import session
 
 pytestmark = pytest.mark.django_db
 
@@ -285,3 +286,21 @@ def test_notification_channels_and_deliveries_are_shown_read_only_without_creden
     )
     assert removed.status_code == 403
     assert NotificationDelivery.objects.filter(pk=delivery.pk).exists()
+
+
+def test_a_pools_longest_grant_is_set_in_the_admin_and_the_api(admin_client, world):
+    url = reverse("admin:scheduler_pool_change", args=[world.pool.pk])
+    data = {
+        "resource_class": world.rc.pk,
+        "capacity": 10,
+        "overcommit_ratio": "1",
+        "reclaim_grace_s": 600,
+    }
+    assert admin_client.post(url, {**data, "max_grant_days": 30}).status_code == 302
+    world.pool.refresh_from_db()
+    assert world.pool.max_grant_days == 30
+    api = session(world.admin)
+    answer = api.patch(f"/api/v1/pools/{world.rc.slug}/", {"max_grant_days": 90}, format="json")
+    assert answer.status_code == 200 and answer.data["max_grant_days"] == 90
+    too_long = api.patch(f"/api/v1/pools/{world.rc.slug}/", {"max_grant_days": 9999}, format="json")
+    assert too_long.status_code == 400

@@ -3,6 +3,7 @@ Celery worker on the tests' Redis broker, PostgreSQL. Sent after commit, retried
 signed, never blocking the request that caused them; the delivery log in the API and pages."""
 
 import json
+import re
 import socket
 import time
 from collections import deque
@@ -638,3 +639,73 @@ def test_a_channel_is_renamed_repointed_and_given_events_and_a_webhook_keeps_its
     assert changes[0].before["name"] == "hook"
     unchanged = api.patch(url, {"name": "ml-hook"}, format="json")
     assert unchanged.status_code == 200 and changes.count() == 2  # nothing to record
+
+
+# --- the channel form (issue 35, 10) -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_refused_channel_keeps_what_was_typed_and_says_why_at_the_field(world):
+    owner = Client()
+    owner.force_login(world.owner)
+    url = f"/teams/{world.tenant.slug}/notifications/"
+    answer = owner.post(
+        url,
+        {
+            "kind": "email",
+            "name": "ml-oncall",
+            "target": "not-an-address",
+            "events": ["grant.expired"],
+        },
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 400
+    assert 'value="ml-oncall"' in html and 'value="not-an-address"' in html
+    assert re.search(r'value="grant.expired" id="id_events_\d+" checked>', html)
+    error = html.split('id="id_target_error">', 1)[1].split("</div>", 1)[0]
+    assert "&#x27;not-an-address&#x27; is not an e-mail address" in error
+    assert '<p class="error"' not in html and 'class="messages"' not in html  # no banner
+    assert not NotificationChannel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_address_example_fits_the_kind_and_events_read_as_words(world):
+    owner = Client()
+    owner.force_login(world.owner)
+    url = f"/teams/{world.tenant.slug}/notifications/"
+    page = owner.get(url).content.decode()
+    assert 'placeholder="ops@example.com, oncall@example.com"' in page  # e-mail comes first
+    assert "A team used its whole monthly budget" in page
+    assert ">budget.reached_100<" not in page and "> budget.reached_100" not in page
+    hook = owner.post(url, {"kind": "webhook", "name": "x", "target": "ftp://nope"})
+    assert 'placeholder="https://hooks.example.com/gpu-portal"' in hook.content.decode()
+    channel_services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="email", name="ops",
+        target="ops@example.com", events=["budget.reached_100", "grant.expired"],
+    )  # fmt: skip
+    listed = owner.get(url).content.decode().split('id="log-h"')[0]
+    assert "A team used its whole monthly budget; A grant ended" in listed
+
+
+@pytest.mark.django_db
+def test_a_refused_edit_reopens_its_row_with_what_was_typed_and_the_error_by_the_name(world):
+    hook, _ = channel_services.create_channel(
+        actor=world.owner, tenant=world.tenant, kind="webhook", name="hook",
+        target="https://hooks.example/in",
+    )  # fmt: skip
+    owner = Client()
+    owner.force_login(world.owner)
+    answer = owner.post(
+        f"/notifications/channels/{hook.pk}/edit/",
+        {"name": "x" * 81, "events": ["grant.expired"]},
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 400
+    row = html.split(f'id="edit-{hook.pk}"')[0].rsplit("<details", 1)[1]
+    assert row.startswith(" open")
+    assert f'value="{"x" * 81}"' in html and 'aria-invalid="true"' in html
+    error = html.split(f'id="name-{hook.pk}-error">', 1)[1].split("</div>", 1)[0]
+    assert "The name may be at most 80 characters" in error
+    assert re.search(r'value="grant.expired" checked> A grant ended', html)
+    hook.refresh_from_db()
+    assert hook.name == "hook" and hook.events == []

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound, QuotaExceeded
+from scheduler.catalog import services as catalog_services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.notifications import deliver_due
 from tenants.selectors import auto_approved_units
@@ -424,3 +425,82 @@ def test_a_team_above_a_lowered_ceiling_cannot_extend_its_grants(world):
     renewal.refresh_from_db()
     grant.refresh_from_db()
     assert renewal.state == CapacityRequest.State.SUBMITTED and grant.ends_at == old_end
+
+
+# --- dates people mistype (issue 35, 9) ----------------------------------------------------------
+
+
+def _field_error(html: str, field: str) -> str:
+    """The error shown at a field of the page's form ('' when none)."""
+    marker = f'id="id_{field}_error">'
+    return html.split(marker, 1)[1].split("</div>", 1)[0] if marker in html else ""
+
+
+@pytest.mark.django_db
+def test_an_extension_to_year_9999_is_refused_at_the_date_by_the_classes_longest_grant(world):
+    grant = _grant(world)
+    member = Client()
+    member.force_login(world.member)
+    url = f"/grants/{grant.pk}/extend/"
+    page = member.get(url).content.decode()
+    assert "At the latest" in page and "the longest this class is granted" in page
+    far = member.post(url, {"ends_at": "9999-12-31T00:00", "justification": "long run"})
+    html = far.content.decode()
+    assert far.status_code == 400
+    assert "is granted for at most 365 days at a time" in _field_error(html, "ends_at")
+    # what was typed stays
+    assert 'value="9999-12-31T00:00"' in html and 'value="long run"' in html
+    assert not CapacityRequest.objects.filter(extends=grant).exists()
+    # the pool's policy sets the bound: 1,000 days is fine once the class allows it
+    catalog_services.set_pool(actor=world.admin, resource_class=world.rc, max_grant_days=1500)
+    later = timezone.localtime(timezone.now() + timedelta(days=1000))
+    fine = member.post(url, {"ends_at": later.strftime("%Y-%m-%dT%H:%M")})
+    assert fine.status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_past_extension_date_is_a_worded_error_at_the_field_and_stays_typed(world):
+    grant = _grant(world)
+    member = Client()
+    member.force_login(world.member)
+    response = member.post(f"/grants/{grant.pk}/extend/", {"ends_at": "2020-01-01T09:30"})
+    html = response.content.decode()
+    assert response.status_code == 400
+    error = _field_error(html, "ends_at")
+    assert "That date has passed: the new end must be after the grant&#x27;s end" in error
+    assert 'value="2020-01-01T09:30"' in html
+    assert '<p class="error" role="alert">' not in html  # no banner above the card
+
+
+@pytest.mark.django_db
+def test_an_ask_beyond_the_classes_longest_grant_is_refused_at_its_end(world):
+    member = Client()
+    member.force_login(world.member)
+    response = member.post(
+        f"/teams/{world.tenant.slug}/ask/",
+        {
+            "resource_class": world.rc.pk,
+            "amount": 1,
+            "duration": "custom",
+            "ends_at": "9999-12-31T00:00",
+            "justification": "train",
+        },
+    )
+    assert response.status_code == 200
+    assert "granted for at most 365 days" in _field_error(response.content.decode(), "ends_at")
+    assert not CapacityRequest.objects.exists()
+    with pytest.raises(InvalidInput, match="granted for at most 365 days"):
+        request_services.submit_capacity_request(
+            actor=world.member,
+            tenant=world.tenant,
+            items={world.rc.slug: 1},
+            ends_at=timezone.now() + timedelta(days=366),
+            justification="train",
+        )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("days", [0, -1, 3661, True, "30"])
+def test_a_pools_longest_grant_is_whole_days_from_1_to_3660(world, days):
+    with pytest.raises(InvalidInput, match="whole days from 1 to 3660"):
+        catalog_services.set_pool(actor=world.admin, resource_class=world.rc, max_grant_days=days)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from scheduler.catalog.models import Pool
+from scheduler.catalog.models import MAX_GRANT_DAYS, Pool
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -23,6 +23,7 @@ class PoolSerializer(serializers.ModelSerializer):
             "lend_idle",
             "reclaim_grace_s",
             "max_run_s",
+            "max_grant_days",
             "updated_at",
         ]
         read_only_fields = fields
@@ -44,3 +45,4 @@ class PoolUpdateSerializer(serializers.Serializer):
         help_text="most seconds a job on this class may run before Kueue stops it (a team's "
         "own limit, when smaller, wins); null: no limit",
     )
+    max_grant_days = serializers.IntegerField(min_value=1, max_value=MAX_GRANT_DAYS, required=False)
