@@ -21,13 +21,13 @@ def test_models_show_the_defaults_until_set_and_a_put_is_audited(settings):
     a100 = next(m for m in listed.data if m["gpu_model"] == "A100-80GB")
     assert a100 == {
         "gpu_model": "A100-80GB", "paused": False, "min_wait_s": 600, "max_gpus_per_hour": 4,
-        "gpus_reshaped_last_hour": 0, "source": "default",
+        "gpus_reshaped_last_hour": 0, "configured": False,
     }  # fmt: skip
     assert all(m["gpu_model"] != "L40S-48GB" for m in listed.data)  # not MIG-capable
     body = {"paused": True, "min_wait_s": 300, "max_gpus_per_hour": 2}
     put = admin.put(f"{URL}A100-80GB/", body, format="json")
     assert put.status_code == 200, put.data
-    assert put.data["paused"] is True and put.data["source"] == "set"
+    assert put.data["paused"] is True and put.data["configured"] is True
     assert AuditEvent.objects.filter(verb="elastic_layout.set").count() == 1
 
 

@@ -11,7 +11,9 @@ class ElasticLayoutSerializer(serializers.Serializer):
     min_wait_s = serializers.IntegerField(read_only=True)
     max_gpus_per_hour = serializers.IntegerField(read_only=True)
     gpus_reshaped_last_hour = serializers.IntegerField(read_only=True)
-    source = serializers.CharField(read_only=True, help_text="'set' or 'default' (settings)")
+    configured = serializers.BooleanField(
+        read_only=True, help_text="set for this model; false: the settings' defaults"
+    )
 
 
 class ElasticLayoutUpdateSerializer(serializers.Serializer):

@@ -27,9 +27,7 @@ def _shown(model_key: str) -> dict:
         "min_wait_s": int(policy.min_wait_s),
         "max_gpus_per_hour": policy.max_gpus_per_hour,
         "gpus_reshaped_last_hour": elastic_runs.changed_last_hour(model_key, timezone.now()),
-        "source": "set"
-        if ElasticLayout.objects.filter(gpu_model=model_key).exists()
-        else "default",
+        "configured": ElasticLayout.objects.filter(gpu_model=model_key).exists(),
     }
 
 
