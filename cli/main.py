@@ -1,4 +1,5 @@
-"""`gpu-portal` (or `python -m cli`): quota, request, submit --wait, status, cancel, logs.
+"""`gpu-portal` (or `python -m cli`): quota, request, submit --wait, status, cancel, resume,
+logs.
 
 Configured by GPU_PORTAL_URL and GPU_PORTAL_TOKEN. Exit status of `submit --wait` and `wait`:
 0 succeeded (a deployment: running), 1 failed, 3 cancelled, 4 timed out; 5 the API refused the
@@ -380,6 +381,18 @@ def cancel(ctx, workload_id):
     """Cancel a workload (it is deleted from the cluster)."""
     try:
         w = ctx.obj["client"].post(f"/api/v1/workloads/{workload_id}/cancel/")
+    except ApiError as exc:
+        _fail(exc)
+    _out(ctx, w, _status_line(w))
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@click.pass_context
+def resume(ctx, workload_id):
+    """Resume a workload suspended for holding idle GPUs (back to its team's queue)."""
+    try:
+        w = ctx.obj["client"].post(f"/api/v1/workloads/{workload_id}/resume/")
     except ApiError as exc:
         _fail(exc)
     _out(ctx, w, _status_line(w))

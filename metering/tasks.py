@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.tasks import portal_task
-from metering import ingest, rollups, services
+from metering import idle_runs, ingest, rollups, services
 from scheduler.cluster import kube
 
 
@@ -32,3 +32,14 @@ def roll_up() -> dict:
 @portal_task(name="metering.tasks.warn_budgets")
 def warn_budgets() -> int:
     return len(services.warn_budgets())
+
+
+@portal_task(name="metering.tasks.give_back_idle_gpus", soft_time_limit=50, time_limit=58)
+def give_back_idle_gpus() -> dict:
+    result = idle_runs.give_back_idle_gpus(kube.gateway())
+    return {
+        "looked": result.looked,
+        "warned": result.warned,
+        "suspended": result.suspended,
+        "skipped": result.skipped,
+    }

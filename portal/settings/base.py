@@ -479,3 +479,14 @@ CELERY_BEAT_SCHEDULE["warn-budgets"] = {
     "schedule": env.float("BUDGET_WARN_EVERY_S", default=900.0),
     "options": {"expires": 850},
 }
+# Idle GPUs given back (metering/idle_runs.py): each pool's idle policy (off by default) is
+# applied this often, from DCGM's GPU use averaged over IDLE_USE_WINDOW. Workloads of these
+# priority classes are never suspended for idleness.
+IDLE_CHECK_EVERY_S = env.int("IDLE_CHECK_EVERY_S", default=60)
+IDLE_USE_WINDOW = env("IDLE_USE_WINDOW", default="2m")
+IDLE_EXEMPT_PRIORITY_CLASSES = env.list("IDLE_EXEMPT_PRIORITY_CLASSES", default=["gpu-critical"])
+CELERY_BEAT_SCHEDULE["give-back-idle-gpus"] = {
+    "task": "metering.tasks.give_back_idle_gpus",
+    "schedule": float(IDLE_CHECK_EVERY_S),
+    "options": {"expires": max(IDLE_CHECK_EVERY_S - 5, 5)},
+}

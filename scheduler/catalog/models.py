@@ -3,6 +3,8 @@ from decimal import Decimal
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from scheduler.catalog.idle_policy import IdlePolicy
+
 MAX_GRANT_DAYS = 3660  # the most a pool's policy may allow: ten years
 
 resource_class_slug = RegexValidator(
@@ -107,6 +109,24 @@ class Pool(models.Model):
         help_text="The longest a grant of this class may be asked for: an ask or an extension "
         "ends at most this many days after it is made",
     )
+    # Idle GPUs given back (scheduler/catalog/idle_policy.py): below this % GPU use a workload
+    # on this class is warned, then suspended; null turns the policy off (the default).
+    idle_threshold_pct = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Below this % GPU use a workload is idle: warned, then suspended (empty: off)",
+    )
+    idle_warn_after_s = models.PositiveIntegerField(
+        default=1800, help_text="Seconds idle before the workload's owners are warned"
+    )
+    idle_suspend_after_s = models.PositiveIntegerField(
+        default=2700, help_text="Seconds idle before the workload is suspended (its GPUs freed)"
+    )
+    idle_protect_s = models.PositiveIntegerField(
+        default=900, help_text="Seconds after a start or a resume during which nothing is done"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -114,6 +134,18 @@ class Pool(models.Model):
 
     def __str__(self) -> str:
         return f"pool {self.resource_class.slug}: {self.capacity}"
+
+    @property
+    def idle_policy(self) -> IdlePolicy | None:
+        """The pool's idle policy, None while it is off."""
+        if self.idle_threshold_pct is None:
+            return None
+        return IdlePolicy(
+            self.idle_threshold_pct,
+            self.idle_warn_after_s,
+            self.idle_suspend_after_s,
+            self.idle_protect_s,
+        )
 
     @property
     def grantable(self) -> int:

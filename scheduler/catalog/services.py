@@ -12,7 +12,7 @@ from django.db import transaction
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
-from scheduler.catalog import facts, hooks, run_limits
+from scheduler.catalog import facts, hooks, idle_policy, run_limits
 from scheduler.catalog.models import MAX_GRANT_DAYS, Pool, ResourceClass
 
 # What the platform team edits by hand; the rest of a class is the catalog's.
@@ -27,6 +27,7 @@ POOL_FIELDS = [
     "reclaim_grace_s",
     "max_run_s",
     "max_grant_days",
+    *idle_policy.FIELDS,
 ]
 
 
@@ -152,12 +153,16 @@ def set_pool(
     reclaim_grace_s: int | None = None,
     max_run_s: int | None | _Unset = UNSET,
     max_grant_days: int | None = None,
+    idle_threshold_pct: int | None | _Unset = UNSET,
+    idle_warn_after_s: int | None = None,
+    idle_suspend_after_s: int | None = None,
+    idle_protect_s: int | None = None,
 ) -> Pool:
     """Change a pool's capacity, overcommit, cohort policy (borrowing, lending, the grace
     before borrowed units are taken back) or the maximum run time of its jobs: one audit event;
     the reconciler then writes the new limits into every team's ClusterQueue.
     `borrowing_limit=None` is "no limit", and so is `max_run_s=None` (jobs already submitted
-    keep the limit they were told)."""
+    keep the limit they were told); `idle_threshold_pct=None` turns the idle policy off."""
     require_platform_admin(actor, "change pools")
     if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
         raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
@@ -212,6 +217,18 @@ def set_pool(
             pool.max_run_s = max_run_s
         if max_grant_days is not None:
             pool.max_grant_days = max_grant_days
+        if not isinstance(idle_threshold_pct, _Unset):
+            pool.idle_threshold_pct = idle_threshold_pct  # type: ignore[assignment]
+        for field, value in (
+            ("idle_warn_after_s", idle_warn_after_s),
+            ("idle_suspend_after_s", idle_suspend_after_s),
+            ("idle_protect_s", idle_protect_s),
+        ):
+            if value is not None:
+                setattr(pool, field, value)
+        # the policy is checked whole, as it will be in force (a new warning time against the
+        # suspension time already set): a refusal rolls the whole change back
+        idle_policy.check_idle_policy(*(getattr(pool, f) for f in idle_policy.FIELDS))
         pool.save()
         policy = ("borrowing_limit", "lend_idle", "reclaim_grace_s")
         if any(before[f] != getattr(pool, f) for f in policy):

@@ -43,8 +43,11 @@ class Workload(models.Model):
         FAILED = "failed", "Failed"
         PREEMPTED = "preempted", "Preempted"
         CANCELLED = "cancelled", "Cancelled"
+        # Given back for sitting idle (metering/idle_runs.py): its quota is free, its spec kept;
+        # it waits for its team to resume it.
+        SUSPENDED = "suspended", "Suspended"
 
-    LIVE_STATES = (State.PENDING, State.QUEUED, State.RUNNING, State.PREEMPTED)
+    LIVE_STATES = (State.PENDING, State.QUEUED, State.RUNNING, State.PREEMPTED, State.SUSPENDED)
     HOLDING_STATES = (State.PENDING, State.RUNNING)
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
     # Where each state may go next. Kueue queues what does not fit yet (`queued`); work it
@@ -79,10 +82,15 @@ class Workload(models.Model):
                 State.FAILED,
                 State.PREEMPTED,
                 State.CANCELLED,
+                State.SUSPENDED,
             }
         ),
         State.PREEMPTED: frozenset(
             {State.RUNNING, State.PENDING, State.QUEUED, State.FAILED, State.CANCELLED}
+        ),
+        # resumed (queued again), or ended while suspended (deleted, cancelled)
+        State.SUSPENDED: frozenset(
+            {State.QUEUED, State.PENDING, State.SUCCEEDED, State.FAILED, State.CANCELLED}
         ),
         State.SUCCEEDED: frozenset(),
         State.FAILED: frozenset(),
@@ -153,6 +161,14 @@ class Workload(models.Model):
     # A job's maximum run time, fixed at submit: the smallest of its team's and its pools'
     # (scheduler/catalog/run_limits.py); Kueue stops it after this long admitted. None: none.
     max_run_s = models.PositiveIntegerField(null=True, blank=True)
+    # Idle GPUs given back (scheduler/workloads/idle.py decides, metering/idle_runs.py reads the
+    # use): since when its GPU use has been below its pool's threshold, the last look that
+    # confirmed it (a longer gap starts the clock again), when its owners were warned, and when
+    # it was last resumed (the protection window counts from there too).
+    idle_since = models.DateTimeField(null=True, blank=True)
+    idle_seen_at = models.DateTimeField(null=True, blank=True)
+    idle_warned_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True)
 
     objects = WorkloadQuerySet.as_manager()
 
@@ -162,7 +178,7 @@ class Workload(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "name"],
-                condition=Q(state__in=["pending", "queued", "running", "preempted"]),
+                condition=Q(state__in=["pending", "queued", "running", "preempted", "suspended"]),
                 name="unique_live_workload_name",
             ),
             models.CheckConstraint(condition=Q(replicas__gte=1), name="workload_replicas_positive"),

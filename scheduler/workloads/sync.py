@@ -256,6 +256,8 @@ def sync_workload(
     events = [e for e in all_events if e.get("reason") in EVENT_REASONS and _involves(e, workload)]
     mine = queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
     obs = observe(workload.kind, obj, pods, events, mine)
+    if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
+        return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None
     if obs.state == Workload.State.QUEUED and mine:
         position = queue_position(mine[0], queue_workloads or [])

@@ -11,4 +11,5 @@ urlpatterns = [
     path("workloads/<int:pk>/logs/", views.workload_logs, name="workload_logs"),
     path("workloads/<int:pk>/state/", views.workload_state, name="workload_state"),
     path("workloads/<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
+    path("workloads/<int:pk>/resume/", views.workload_resume, name="workload_resume"),
 ]

@@ -13,7 +13,7 @@ from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
-from scheduler.workloads import presenting
+from scheduler.workloads import presenting, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
@@ -78,6 +78,7 @@ def live_state(workload: Workload, user) -> dict:
             for s, n in (workload.resources or {}).items()
         ],
         "can_cancel": not workload.is_final and can_ask(user, workload.tenant),
+        "can_resume": workload.state == Workload.State.SUSPENDED and can_ask(user, workload.tenant),
         # why it waits, the same answer as the API's and the CLI's (None: it does not)
         "waiting": waiting_for(workload),
         "events": workload.events.all(),
@@ -193,6 +194,21 @@ def workload_cancel(request, pk):
         messages.success(request, f"{workload.name} cancelled.")
     except ServiceError as exc:
         messages.error(request, exc.detail)
+    return redirect("scheduler:workload_detail", pk=pk)
+
+
+@login_required
+@require_http_methods(["POST"])
+def workload_resume(request, pk):
+    """Resume a workload suspended for holding idle GPUs (the API's and the CLI's service)."""
+    workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    try:
+        suspending.resume_workload(actor=request.user, workload=workload)
+        messages.success(request, f"{workload.name} resumed: it waits for room in the queue.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    except ClusterError as exc:  # rolled back: still suspended
+        messages.error(request, f"the cluster did not take the change, try again: {exc}")
     return redirect("scheduler:workload_detail", pk=pk)
 
 

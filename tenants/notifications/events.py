@@ -48,6 +48,16 @@ EVENTS: dict[str, Event] = {
             "Work on borrowed GPUs was given back to their lender",
             Audience.OWNERS,
         ),
+        Event(
+            "workload.idle_warning",
+            "A workload held GPUs below its pool's idle threshold: it will be suspended",
+            Audience.PERSON,
+        ),
+        Event(
+            "workload.idle_suspended",
+            "A workload was suspended for holding idle GPUs (its team may resume it)",
+            Audience.PERSON,
+        ),
         Event("budget.reached_80", "A team used 80 % of its monthly budget", Audience.OWNERS),
         Event(
             "budget.reached_100",

@@ -27,6 +27,8 @@ def test_every_event_of_the_issue_is_there():
         "gpu.health",
         "workload.stopped_over_quota",
         "workload.reclaimed",
+        "workload.idle_warning",
+        "workload.idle_suspended",
         "tenant.no_owner",
     }
     # the delivery log hides the approvers' mail from teams by this list

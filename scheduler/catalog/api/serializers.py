@@ -24,6 +24,10 @@ class PoolSerializer(serializers.ModelSerializer):
             "reclaim_grace_s",
             "max_run_s",
             "max_grant_days",
+            "idle_threshold_pct",
+            "idle_warn_after_s",
+            "idle_suspend_after_s",
+            "idle_protect_s",
             "updated_at",
         ]
         read_only_fields = fields
@@ -46,3 +50,19 @@ class PoolUpdateSerializer(serializers.Serializer):
         "own limit, when smaller, wins); null: no limit",
     )
     max_grant_days = serializers.IntegerField(min_value=1, max_value=MAX_GRANT_DAYS, required=False)
+    # Idle GPUs given back. The service checks the ranges and the order (suspend after the
+    # warning) and says what to change.
+    idle_threshold_pct = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="below this % GPU use a workload on the class is idle (1-100); null: off",
+    )
+    idle_warn_after_s = serializers.IntegerField(
+        required=False, help_text="seconds idle before the owners are warned"
+    )
+    idle_suspend_after_s = serializers.IntegerField(
+        required=False, help_text="seconds idle before the workload is suspended"
+    )
+    idle_protect_s = serializers.IntegerField(
+        required=False, help_text="seconds after a start or resume during which nothing is done"
+    )

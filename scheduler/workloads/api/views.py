@@ -24,7 +24,7 @@ from core.api.viewsets import PortalGenericViewSet
 from core.permissions import is_platform_admin
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import logs as pod_logs
-from scheduler.workloads import needs
+from scheduler.workloads import needs, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.filtersets import WorkloadFilter
@@ -216,6 +216,19 @@ class WorkloadViewSet(
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         workload = workloads.cancel_workload(actor=request.user, workload=self.get_object())
+        workload = self.get_queryset().get(pk=workload.pk)
+        return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        request=None,
+        responses=s.WorkloadSerializer,
+        description="Resume a workload the portal suspended for holding idle GPUs: a job goes "
+        "back to its team's queue, a deployment to its replicas. 409 `invalid_transition` "
+        "unless it is suspended.",
+    )
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        workload = suspending.resume_workload(actor=request.user, workload=self.get_object())
         workload = self.get_queryset().get(pk=workload.pk)
         return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 

@@ -208,6 +208,20 @@ def test_cancel_by_token_then_again_is_409(api, world):
     assert bearer(api.raw["read"]).post(url).status_code == 403
 
 
+def test_resume_is_for_suspended_workloads_of_ones_own_team(api, world):
+    url = f"/api/v1/workloads/{api.workload.pk}/resume/"
+    response = bearer(api.raw["all"]).post(url, format="json")
+    assert response.status_code == 409 and response.data["code"] == "invalid_transition"
+    assert "only a suspended workload can be resumed" in response.data["detail"]
+    assert bearer(api.raw["read"]).post(url).status_code == 403
+    assert (
+        "/api/v1/workloads/{id}/resume/"
+        in bearer(api.raw["read"])
+        .get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+        .json()["paths"]
+    )
+
+
 def test_logs_before_the_cluster_has_it_are_a_409_not_a_500(api):
     response = bearer(api.raw["read"]).get(f"/api/v1/workloads/{api.workload.pk}/logs/")
     assert response.status_code == 409

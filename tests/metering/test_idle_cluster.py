@@ -1,0 +1,135 @@
+"""Idle GPUs given back on the local cluster (issue 30, item 3), with a real Prometheus scraping
+the DCGM stand-in: an idle job is warned, then suspended through Kueue (its unit goes to the
+team's next job), then resumed from the API; a busy job beside it is never touched; with
+Prometheus down nothing is suspended, however long the idle clock has run."""
+
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from metering import idle_runs, prometheus
+from scheduler.catalog.services import set_pool
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.models import Workload
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
+from tenants.models import AuditEvent
+from tests.scheduler.cluster_helpers import unique_slug, wait_for
+from tests.scheduler.test_kueue_cluster import h100_mig, submit, team, wait_state
+from tests.scheduler.test_reclaim_cluster import kueue_workload
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+__all__ = ["h100_mig"]  # the fixture, shared with test_kueue_cluster
+
+
+def _pod_name(kube, workload) -> str:
+    pods = kube.list("Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}")
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert running, f"no running pod of {workload.name}"
+    return running[0]["metadata"]["name"]
+
+
+def test_an_idle_job_is_warned_suspended_and_resumed_and_a_busy_one_is_left_alone(
+    kube, tenant_namespaces, world, h100_mig, settings, client, dcgm, prometheus_server
+):
+    settings.PORTAL_INSTANCE = unique_slug("idle")
+    settings.PROMETHEUS_URL = prometheus_server.url
+    settings.IDLE_USE_WINDOW = "30s"
+    settings.IDLE_CHECK_EVERY_S = 60
+    set_pool(
+        actor=world.admin,
+        resource_class=h100_mig,
+        borrowing_limit=0,
+        idle_threshold_pct=5,
+        idle_warn_after_s=60,
+        idle_suspend_after_s=120,
+        idle_protect_s=0,
+    )
+    idle_team = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="idlea")
+    busy_team = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="idleb")
+    idle = submit(kube, world, idle_team, h100_mig, name="notebook")
+    busy = submit(kube, world, busy_team, h100_mig, name="train")
+    wait_state(kube, idle, "running")
+    wait_state(kube, busy, "running")
+    nxt = submit(kube, world, idle_team, h100_mig, name="next")
+    wait_state(kube, nxt, "queued")  # the team's one unit is held by the idle notebook
+
+    # DCGM through a real Prometheus: the notebook at 1 %, the trainer at 90 %
+    idle_pod, busy_pod = _pod_name(kube, idle), _pod_name(kube, busy)
+    dcgm.namespaces.update({idle.namespace, busy.namespace})
+    dcgm.util[(idle.namespace, idle_pod)] = Decimal("0.01")
+    dcgm.util[(busy.namespace, busy_pod)] = Decimal("0.9")
+    want = {(idle.namespace, idle_pod), (busy.namespace, busy_pod)}
+    deadline = time.monotonic() + 60
+    while not want <= prometheus.pod_utilisation(prometheus_server.url, window="30s").keys():
+        assert time.monotonic() < deadline, f"Prometheus never had both pods; {dcgm.last_error}"
+        time.sleep(0.5)
+
+    # the pass's clock is given: a look now, one a minute on (warned), one two minutes on
+    t0 = timezone.now()
+    first = idle_runs.give_back_idle_gpus(kube, now=t0)
+    assert (first.looked, first.warned, first.suspended, first.skipped) == (2, [], [], "")
+    idle.refresh_from_db()
+    assert idle.idle_since == t0 and idle.idle_warned_at is None
+
+    warned = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=61))
+    assert warned.warned == [idle.pk] and warned.suspended == []
+    event = Workload.objects.get(pk=idle.pk).events.get(reason="IdleWarning")
+    assert event.message.startswith("1 min below 5 % GPU use: it will be suspended after 1 min")
+    assert AuditEvent.objects.filter(verb="workload.idle_warned", object_id=str(idle.pk)).exists()
+    again = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=62))
+    assert again.warned == [] and again.suspended == []  # warned once
+
+    # Prometheus down: nothing is decided, nothing suspended, however late it is
+    settings.PROMETHEUS_URL = "http://127.0.0.1:1"
+    down = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=122))
+    assert down.suspended == [] and down.looked == 0 and "unreachable" in down.skipped
+    assert Workload.objects.get(pk=idle.pk).state == "running"
+    settings.PROMETHEUS_URL = prometheus_server.url
+
+    # back up, two minutes idle and warned a minute ago: suspended through Kueue
+    gone = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=123))
+    assert gone.suspended == [idle.pk] and gone.warned == []
+    suspended = Workload.objects.get(pk=idle.pk)
+    assert suspended.state == "suspended" and suspended.reason == "IdleSuspended"
+    assert suspended.message == (
+        "suspended after 2 min below 5 % GPU use; resume it from its page, the API or "
+        "gpu-portal resume"
+    )
+    assert kueue_workload(kube, suspended)["spec"]["active"] is False
+    wait_for(
+        "job suspended",
+        lambda: kube.get("Job", idle.k8s_name, idle.namespace)["spec"].get("suspend") is True,
+        timeout=30,
+    )
+    assert AuditEvent.objects.filter(verb="workload.suspended", object_id=str(idle.pk)).exists()
+
+    # its unit goes to the team's next job; the sync leaves the suspended one so
+    wait_state(kube, nxt, "running", timeout=60)
+    assert workload_sync.sync_workload(kube, idle.pk).state == "suspended"
+
+    # the busy job was never touched
+    busy.refresh_from_db()
+    assert busy.state == "running" and busy.idle_since is None and busy.idle_warned_at is None
+    assert not busy.events.filter(reason__startswith="Idle").exists()
+
+    # the page says why and offers to resume; the team resumes it by API
+    client.force_login(world.member)
+    page = client.get(reverse("scheduler:workload_detail", args=[idle.pk])).content.decode()
+    assert "suspended after 2 min below 5 % GPU use" in page and 'id="resume"' in page
+    answer = client.post(f"/api/v1/workloads/{idle.pk}/resume/")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["state"] == "queued"
+    assert kueue_workload(kube, suspended)["spec"]["active"] is True
+    assert AuditEvent.objects.filter(verb="workload.resumed", object_id=str(idle.pk)).exists()
+    again = client.post(f"/api/v1/workloads/{idle.pk}/resume/")
+    assert again.status_code == 409 and again.json()["code"] == "invalid_transition"
+
+    # it waits for the unit the next job holds, and runs once that job is gone
+    wait_state(kube, idle, "queued")
+    workload_sync.delete_from_cluster(kube, nxt.pk)
+    resumed = wait_state(kube, idle, "running", timeout=90)
+    assert resumed.resumed_at is not None and resumed.idle_since is None
