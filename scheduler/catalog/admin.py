@@ -70,6 +70,15 @@ class ResourceClassAdmin(ServiceAdmin):
                 setattr(obj, f, getattr(saved, f))
 
 
+# Pool fields a form may leave out: the pool keeps what it has (or the default).
+KEPT_WHEN_LEFT_OUT = (
+    "max_grant_days",
+    "idle_warn_after_s",
+    "idle_suspend_after_s",
+    "idle_protect_s",
+)
+
+
 @admin.register(Pool)
 class PoolAdmin(ServiceAdmin):
     list_display = [
@@ -81,6 +90,7 @@ class PoolAdmin(ServiceAdmin):
         "reclaim_grace_s",
         "max_run_s",
         "max_grant_days",
+        "idle_threshold_pct",
         "source",
         "updated_at",
     ]
@@ -90,7 +100,7 @@ class PoolAdmin(ServiceAdmin):
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if db_field.name == "max_grant_days" and field is not None:
+        if db_field.name in KEPT_WHEN_LEFT_OUT and field is not None:
             field.required = False  # a form sent without it keeps the pool's (or the default)
         return field
 
@@ -118,4 +128,8 @@ class PoolAdmin(ServiceAdmin):
             reclaim_grace_s=obj.reclaim_grace_s,
             max_run_s=obj.max_run_s,
             max_grant_days=obj.max_grant_days,
+            idle_threshold_pct=obj.idle_threshold_pct,
+            idle_warn_after_s=obj.idle_warn_after_s,
+            idle_suspend_after_s=obj.idle_suspend_after_s,
+            idle_protect_s=obj.idle_protect_s,
         )

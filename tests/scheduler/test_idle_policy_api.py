@@ -2,6 +2,7 @@
 names the field and says what to change, and a refused change leaves the pool as it was."""
 
 import pytest
+from django.urls import reverse
 
 from scheduler.catalog.models import Pool
 from tenants.models import AuditEvent
@@ -73,3 +74,30 @@ def test_only_the_platform_team_sets_it(world, client):
         content_type="application/json",
     )
     assert response.status_code in (403, 404)
+
+
+def test_the_pool_admin_sets_the_idle_policy_through_the_service(world, client):
+    world.admin.is_superuser = True
+    world.admin.save()
+    client.force_login(world.admin)
+    url = reverse("admin:scheduler_pool_change", args=[world.pool.pk])
+    form = {
+        "resource_class": world.rc.pk,
+        "capacity": 10,
+        "overcommit_ratio": "1.00",
+        "reclaim_grace_s": 600,
+        "lend_idle": "on",
+        "idle_threshold_pct": 5,
+        "idle_warn_after_s": 600,
+        "idle_suspend_after_s": 1200,
+    }
+    assert client.post(url, form).status_code == 302
+    pool = Pool.objects.get(pk=world.pool.pk)
+    assert (pool.idle_threshold_pct, pool.idle_warn_after_s, pool.idle_suspend_after_s) == (
+        5,
+        600,
+        1200,
+    )
+    refused = client.post(url, {**form, "idle_suspend_after_s": 300}, follow=True)
+    assert "must be longer than idle_warn_after_s" in refused.content.decode()
+    assert Pool.objects.get(pk=world.pool.pk).idle_suspend_after_s == 1200
