@@ -49,6 +49,9 @@ PERIODS = {
     # a rollout step's limits, and so how soon a rollout whose worker died counts as stuck
     "MIG_NODE_TIMEOUT_S": "10",
     "MIG_DRAIN_TIMEOUT_S": "20",
+    # Elastic layouts off: they act on any pod the shared local cluster has left waiting, and
+    # their rollouts would cordon nodes the rollout fault counts (each cordoned once).
+    "ELASTIC_LAYOUTS_ON": "false",
 }
 
 
