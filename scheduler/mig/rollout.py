@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 
-import yaml
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -28,16 +27,14 @@ from core.locks import advisory_lock, advisory_lock_held_elsewhere
 from core.permissions import require_platform_admin
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
-from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.mig import plans
-from scheduler.mig.models import DevicePluginConfig, MigConfig, Plan
+from scheduler.mig import publishing
+from scheduler.mig.models import Plan
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 DP_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 # NVIDIA's device plugin publishes no state; the local cluster's simulator does under this key.
 DP_STATE_LABEL = "gpu-portal/device-plugin.config.state"
-CONFIG_KIND_LABEL = "gpu-portal/config"
 DONE_STATES = ("success", "failed")
 ROLLOUT_LEASE = 0x6D69  # "mi": advisory-lock key space of MIG rollouts, keyed by plan id
 
@@ -52,76 +49,6 @@ def is_stuck(plan: Plan, now=None) -> bool:
     """A rollout in progress that no live worker holds and that has been silent for longer
     than a hand-over between two steps: its worker died (or its message was lost)."""
     return plan.is_stuck(now) and not advisory_lock_held_elsewhere(ROLLOUT_LEASE, plan.pk)
-
-
-def operator_namespace() -> str:
-    return settings.GPU_OPERATOR_NAMESPACE
-
-
-def config_map_name(kind: str) -> str:
-    return f"gpu-portal-{settings.PORTAL_INSTANCE}-{kind}-config"
-
-
-def config_manifests(
-    mig_configs: dict[str, list[dict]], device_plugin_configs: dict[str, dict]
-) -> list[dict]:
-    """The operator namespace and the two ConfigMaps the MIG manager and the device plugin
-    read (pure). mig-parted takes one file; the device plugin one file per config name."""
-    ns = operator_namespace()
-    labels = {MANAGED_BY_LABEL: MANAGED_BY}
-
-    def config_map(kind: str, data: dict[str, str]) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": config_map_name(kind),
-                "namespace": ns,
-                "labels": {**labels, CONFIG_KIND_LABEL: kind},
-            },
-            "data": data,
-        }
-
-    mig_file = {"version": "v1", "mig-configs": dict(sorted(mig_configs.items()))}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
-        config_map("mig-parted", {"config.yaml": yaml.safe_dump(mig_file, sort_keys=False)}),
-        config_map(
-            "device-plugin",
-            {
-                name: yaml.safe_dump(cfg, sort_keys=False)
-                for name, cfg in device_plugin_configs.items()
-            },
-        ),
-    ]
-
-
-def publish_configs(kube: KubeGateway, plan: Plan, actor=None) -> None:
-    for name, entries in plan.mig_configs.items():
-        MigConfig.objects.get_or_create(name=name, defaults={"entries": entries})
-    for name, config in plan.device_plugin_configs.items():
-        DevicePluginConfig.objects.get_or_create(name=name, defaults={"config": config})
-    # every config published so far stays: nodes of earlier plans still name theirs
-    for manifest in config_manifests(
-        plans.known_mig_configs(), plans.known_device_plugin_configs()
-    ):
-        kube.apply(manifest)
-    audit.record(
-        actor=actor,
-        verb="plan.configs_published",
-        obj=plan,
-        tenant=None,
-        after={
-            "namespace": operator_namespace(),
-            "generated": sorted(plan.mig_configs),
-            "generated_device_plugin": sorted(plan.device_plugin_configs),
-        },
-    )
-
-
-def device_plugin_configs() -> dict[str, dict]:
-    """The portal's named device-plugin configs (the file beside the GPU catalog)."""
-    return plans.file_device_plugin_configs()
 
 
 def _labels(node: dict | None) -> dict[str, str]:
@@ -381,7 +308,7 @@ def begin(
             tenant=None,
             after={"nodes": plan.rollout_nodes or "all"},
         )
-    publish_configs(kube, plan, actor)
+    publishing.publish_configs(kube, plan, actor)
     return plan
 
 

@@ -11,6 +11,7 @@ from localcluster.fleet import gpu_tolerations
 from localcluster.pytest_plugin import wait_for  # noqa: F401 - re-exported for the tests
 from scheduler.cluster import kube as kube_module
 from scheduler.cluster.kube import KubeGateway
+from scheduler.mig import publishing
 
 
 def as_user(kube_cluster, username: str) -> KubeGateway:
@@ -219,6 +220,12 @@ def scheduled_pod_for(kube, namespace, node, name, resource: str | None = None) 
             },
         }
     )
+
+
+def delete_published_configs(kube) -> None:
+    """The ConfigMaps a rollout published (`publishing.publish_configs`)."""
+    for kind in ("mig-parted", "device-plugin"):
+        kube.delete("ConfigMap", publishing.config_map_name(kind), publishing.operator_namespace())
 
 
 def node_ready(kube, name) -> bool:

@@ -8,10 +8,14 @@ import pytest
 
 from localcluster.fleet import node_manifest
 from scheduler.cluster import inventory_sync
-from scheduler.mig import elastic_runs, rollout
+from scheduler.mig import elastic_runs, publishing
 from scheduler.mig.models import ElasticLayout, Plan
 from tenants.models import AuditEvent
-from tests.scheduler.cluster_helpers import node_ready, scheduled_pod_for, wait_for
+from tests.scheduler.cluster_helpers import (
+    node_ready,
+    scheduled_pod_for,
+    wait_for,
+)
 from tests.tenants.factories import PlatformAdminFactory
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
@@ -38,7 +42,9 @@ def node(kube_admin):
     yield name
     kube_admin.delete("Node", name)
     for kind in ("mig-parted", "device-plugin"):
-        kube_admin.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
+        kube_admin.delete(
+            "ConfigMap", publishing.config_map_name(kind), publishing.operator_namespace()
+        )
 
 
 def _phase(kube, namespace, name):

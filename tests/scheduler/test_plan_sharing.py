@@ -8,7 +8,7 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
 from scheduler.mig import planner as pl
-from scheduler.mig import plans, rollout
+from scheduler.mig import plans, publishing
 from scheduler.mig.models import DevicePluginConfig
 from tests.scheduler.factories import NodeFactory, PodAllocationFactory
 from tests.tenants.factories import QuotaGrantFactory
@@ -55,7 +55,7 @@ def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
     assert resources == [{"name": "nvidia.com/gpu", "replicas": 4, "devices": ["0", "1", "2", "3"]}]
 
     kube = RecordingKube()
-    rollout.publish_configs(kube, plan)
+    publishing.publish_configs(kube, plan)
     assert DevicePluginConfig.objects.get(name=name).config == plan.device_plugin_configs[name]
     dp_map = next(
         m for m in kube.applied if m["metadata"].get("name", "").endswith("-device-plugin-config")
@@ -65,7 +65,7 @@ def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
 
     # a later publication (another plan, nothing generated) still carries it
     kube = RecordingKube()
-    rollout.publish_configs(kube, plans.create_plan(actor=l40s.admin, demand={}))
+    publishing.publish_configs(kube, plans.create_plan(actor=l40s.admin, demand={}))
     dp_map = next(
         m for m in kube.applied if m["metadata"].get("name", "").endswith("-device-plugin-config")
     )
@@ -75,7 +75,7 @@ def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
 def test_the_inventory_reads_which_gpus_a_node_shares(l40s):
     plan = plans.create_plan(actor=l40s.admin)
     name = plan.nodes[0]["device_plugin_config"]
-    rollout.publish_configs(RecordingKube(), plan)
+    publishing.publish_configs(RecordingKube(), plan)
     # what the sync writes once the node advertises its new resources
     Node.objects.filter(name="l40s-0").update(
         device_plugin_config=name,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scheduler.catalog import facts
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import planner as pl
+from scheduler.mig import publishing
 
 A100 = "A100-80GB"
 CLASSIC = ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
@@ -121,7 +122,6 @@ def test_every_shared_config_the_planner_proposes_advertises_the_shared_resource
     """Shared classes ask for nvidia.com/gpu.shared: a config without renameByDefault would
     advertise plain nvidia.com/gpu, and the replicas pools count could never be used."""
     from scheduler.catalog import facts
-    from scheduler.mig import rollout
 
     gpus = [pl.GpuState("l", 0, "L40S-48GB", pl.WHOLE)]
     shape = pl.Shape("shared", (), replicas)
@@ -140,7 +140,7 @@ def test_every_shared_config_the_planner_proposes_advertises_the_shared_resource
         gpus, result, {"l": ("", "default")}, {}, pl.Policy(sharing=sharing)
     )
     name = proposals[0].device_plugin_config
-    config = rollout.device_plugin_configs()[name]
+    config = publishing.device_plugin_configs()[name]
     section = config["sharing"]["mps" if sharing == "mps" else "timeSlicing"]
     assert section["renameByDefault"] is True
     assert section["resources"] == [{"name": "nvidia.com/gpu", "replicas": replicas}]

@@ -8,7 +8,7 @@ import yaml
 
 from localcluster.fleet import gpu_tolerations, node_manifest
 from localcluster.pytest_plugin import wait_for
-from scheduler.mig import rollout
+from scheduler.mig import publishing, rollout
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
@@ -17,7 +17,7 @@ from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
 def test_config_manifests_carry_every_config(settings):
     settings.PORTAL_INSTANCE = "x"
     mig = {"portal-a100-80gb-abc": [{"devices": [0], "mig-enabled": True, "mig-devices": {}}]}
-    ns, mig_cm, dp_cm = rollout.config_manifests(mig, {"default": {"version": "v1"}})
+    ns, mig_cm, dp_cm = publishing.config_manifests(mig, {"default": {"version": "v1"}})
     assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "gpu-operator"
     assert mig_cm["metadata"]["name"] == "gpu-portal-x-mig-parted-config"
     assert mig_cm["metadata"]["labels"]["gpu-portal/config"] == "mig-parted"

@@ -13,7 +13,7 @@ from localcluster.fleet import node_manifest
 from scheduler.catalog.models import Pool
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Node
-from scheduler.mig import planner, plans, rollout
+from scheduler.mig import planner, plans, publishing, rollout
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tenants.services import approvals as approval_services
@@ -62,7 +62,9 @@ def plan_nodes(kube_admin):
     for name in names:
         kube_admin.delete("Node", name)
     for kind in ("mig-parted", "device-plugin"):
-        kube_admin.delete("ConfigMap", rollout.config_map_name(kind), rollout.operator_namespace())
+        kube_admin.delete(
+            "ConfigMap", publishing.config_map_name(kind), publishing.operator_namespace()
+        )
 
 
 def _approve(admin, items: dict[str, int]) -> None:
@@ -134,8 +136,8 @@ def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace
     assert {"node.cordoned", "node.relabelled", "node.uncordoned", "node.config_applied"} <= set(
         verbs
     )
-    cms = kube.list("ConfigMap", rollout.operator_namespace())
-    assert rollout.config_map_name("mig-parted") in {c["metadata"]["name"] for c in cms}
+    cms = kube.list("ConfigMap", publishing.operator_namespace())
+    assert publishing.config_map_name("mig-parted") in {c["metadata"]["name"] for c in cms}
 
 
 def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, plan_nodes, client):
