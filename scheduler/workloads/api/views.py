@@ -27,6 +27,7 @@ from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import needs, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
+from scheduler.workloads.api import submit_serializers as submit
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.api.views import visible_tenant
@@ -130,7 +131,7 @@ class WorkloadViewSet(
         return s.WorkloadDetailSerializer if self.action == "retrieve" else s.WorkloadSerializer
 
     @extend_schema(
-        request=s.WorkloadCreateSerializer,
+        request=submit.WorkloadCreateSerializer,
         responses={201: s.WorkloadSerializer},
         parameters=[IDEMPOTENCY_PARAMETER],
         examples=[
@@ -193,7 +194,7 @@ class WorkloadViewSet(
     )
     @idempotent
     def create(self, request, *args, **kwargs):
-        data = s.WorkloadCreateSerializer(data=request.data)
+        data = submit.WorkloadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
         need = v.pop("need", None)  # or resources: the serializer lets exactly one through

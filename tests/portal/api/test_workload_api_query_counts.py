@@ -13,6 +13,7 @@ from rest_framework.test import APIRequestFactory
 from core.errors import NotFound
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
+from scheduler.workloads.api import submit_serializers as submit
 from scheduler.workloads.api.views import WorkloadViewSet
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_values_readable
@@ -208,7 +209,7 @@ def test_the_visible_tenant_remembers_the_callers_role_as_role_in_reads_it(
         visible_tenant(world.outsider, world.tenant.slug)
 
 
-class _DrfBuilt(s.WorkloadCreateSerializer):
+class _DrfBuilt(submit.WorkloadCreateSerializer):
     fields = serializers.Serializer.fields  # DRF's own: every instance deep-copies its fields
 
 
@@ -230,7 +231,7 @@ def test_the_create_serializers_shared_fields_validate_as_drfs_own(changes):
         "tenant": "team-a", "name": "ci-1", "kind": "job", "image": "busybox:1.36",
         "resources": {"rc": 1}, "priority": "gpu-low", **changes,
     }  # fmt: skip
-    shared, fresh = s.WorkloadCreateSerializer(data=body), _DrfBuilt(data=body)
-    assert shared.fields is s.WorkloadCreateSerializer().fields
+    shared, fresh = submit.WorkloadCreateSerializer(data=body), _DrfBuilt(data=body)
+    assert shared.fields is submit.WorkloadCreateSerializer().fields
     assert shared.is_valid() == fresh.is_valid()
     assert (shared.errors, shared.validated_data) == (fresh.errors, fresh.validated_data)

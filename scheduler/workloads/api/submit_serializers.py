@@ -1,0 +1,157 @@
+"""What a submit takes (`POST /api/v1/workloads/`): input-only serializers, their fields built
+once per process (`shared_fields`: a submit is the API's hot path)."""
+
+from __future__ import annotations
+
+from django.utils.functional import cached_property
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
+
+from scheduler.workloads.api.serializers import (
+    ENV_VALUE_SCHEMA,
+    AutoscalingSerializer,
+    VolumeSerializer,
+)
+from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
+from tenants.models.priority_classes import PRIORITY_CLASSES
+
+
+@extend_schema_field(ENV_VALUE_SCHEMA)
+class EnvValueField(serializers.Field):
+    """A plain value, or {"secret": NAME, "key": KEY}. Admission (`input.check_env`) checks
+    both, for the API and the browser form alike, and refuses plain values that look secret."""
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+QUANTITY_HELP = {
+    "cpu": 'CPU cores as a Kubernetes quantity, requests = limits, e.g. "8" or "500m"; empty: '
+    "the namespace's default",
+    "memory": 'memory, requests = limits, e.g. "64Gi"; empty: the namespace\'s default',
+    "ephemeral_storage": 'scratch disk of the container, requests = limits, e.g. "100Gi"',
+    "shm": 'size of /dev/shm (memory-backed, counts against memory), e.g. "16Gi"; empty: the '
+    "container runtime's small default",
+}
+
+
+def _quantity_field(name: str) -> serializers.CharField:
+    # A string (a JSON number is taken as one); admission (`input.check_quantity`) reads it.
+    return serializers.CharField(
+        max_length=32, required=False, allow_blank=True, default="", help_text=QUANTITY_HELP[name]
+    )
+
+
+# Stateless DRF fields whose formatting the fast representation below reuses as it is.
+_SHARED_FIELDS: dict[type, BindingDict] = {}
+
+
+def shared_fields(cls: type[serializers.Serializer]) -> BindingDict:
+    """The fields of an input-only serializer, built and bound once per process (to a template
+    instance of their own) and shared by every call and thread. DRF builds each serializer's
+    fields anew (a deep copy of every declared field, nested ones too) so that a view may change
+    them per call; nothing here does, and validating keeps nothing on a field (it reads the
+    field's configuration, its parent only for `root.partial`, always False here)."""
+    fields = _SHARED_FIELDS.get(cls)
+    if fields is None:
+        template = cls()
+        fields = BindingDict(template)
+        for name, field in template.get_fields().items():
+            fields[name] = field
+        fields = _SHARED_FIELDS.setdefault(cls, fields)  # a race builds twice, keeps one
+    return fields
+
+
+class NeedSerializer(serializers.Serializer):
+    """Ask by need (`scheduler.workloads.needs`): the portal chooses the shape."""
+
+    gpu_model = serializers.CharField(max_length=64, help_text="catalog key, e.g. A100-80GB")
+    gpu_memory_gb = serializers.IntegerField(min_value=1, max_value=10_000, required=False)
+    compute_slices = serializers.IntegerField(min_value=1, max_value=1_000, required=False)
+    units = serializers.IntegerField(min_value=1, max_value=64, required=False, default=1)
+
+
+class WorkloadCreateSerializer(serializers.Serializer):
+    """A submit's fields, validated by DRF before the service checks them (`submit_workload`).
+    Only for input (never partial, never an instance): its fields are built once (`fields`)."""
+
+    tenant = serializers.CharField(help_text="tenant slug")
+    name = serializers.CharField(max_length=40, help_text="DNS label, unique among live ones")
+    kind = serializers.ChoiceField(choices=Workload.Kind.choices)
+    image = serializers.CharField(max_length=300)
+    command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    args = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    env = serializers.DictField(
+        child=EnvValueField(),
+        required=False,
+        default=dict,
+        help_text='NAME -> "value", or {"secret": NAME, "key": KEY} for a value from a Secret '
+        "in the team's namespace; plain values that look secret are refused",
+    )
+    labels = serializers.DictField(child=serializers.CharField(), required=False, default=dict)
+    resources = serializers.DictField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        help_text="resource class slug -> units/pod (or `need`)",
+    )
+    need = NeedSerializer(
+        required=False,
+        help_text="instead of `resources`: at least this much of a model, the portal chooses "
+        "the shape (free now, else the cheapest)",
+    )
+    priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
+    replicas = serializers.IntegerField(min_value=1, required=False, default=DEFAULT_REPLICAS)
+    autoscaling = AutoscalingSerializer(
+        required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
+    )
+    backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
+    cpu = _quantity_field("cpu")
+    memory = _quantity_field("memory")
+    ephemeral_storage = _quantity_field("ephemeral_storage")
+    shm = _quantity_field("shm")
+    volumes = VolumeSerializer(
+        many=True, required=False, default=list, help_text="PersistentVolumeClaims to mount"
+    )
+    env_from_secrets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Secrets of the team's namespace whose every key becomes an env variable",
+    )
+    image_pull_secrets = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="Secrets of the team's namespace with registry credentials "
+        "(kubernetes.io/dockerconfigjson)",
+    )
+
+    @cached_property
+    def fields(self) -> BindingDict:
+        return shared_fields(type(self))
+
+    ONE_ASK = (
+        "give resources (class -> units per pod) or need (the portal chooses the shape): "
+        "exactly one of them"
+    )
+
+    def to_internal_value(self, data):
+        """`resources` or `need`, exactly one, said beside the other fields' errors (a field
+        cannot be required only when another is absent)."""
+        given = [k for k in ("resources", "need") if hasattr(data, "get") and k in data]
+        wrong = len(given) != 1 and hasattr(data, "get")
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if wrong and isinstance(exc.detail, dict):
+                exc.detail.setdefault(
+                    "resources", [serializers.ErrorDetail(self.ONE_ASK, code="required")]
+                )
+            raise
+        if wrong:
+            raise serializers.ValidationError({"resources": [self.ONE_ASK]}, code="required")
+        return value
