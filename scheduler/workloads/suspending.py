@@ -61,16 +61,23 @@ def record(workload_id: int, step: Step, now: datetime) -> None:
         w.save(update_fields=["idle_since", "idle_seen_at", "idle_warned_at", "updated_at"])
 
 
+def _running_locked(workload_id: int) -> Workload | None:
+    """The workload under its row lock (inside the caller's transaction), or None when it no
+    longer runs: each step acts on what is true now, not on what the pass read."""
+    w = (
+        Workload.objects.select_for_update()
+        .select_related("tenant", "submitted_by")
+        .get(pk=workload_id)
+    )
+    return w if w.state == Workload.State.RUNNING else None
+
+
 def warn_idle(workload_id: int, step: Step, now: datetime) -> bool:
     """Warn the submitter and record it on the page and in the audit log; False when the
     workload no longer runs."""
     with transaction.atomic():
-        w = (
-            Workload.objects.select_for_update()
-            .select_related("tenant", "submitted_by")
-            .get(pk=workload_id)
-        )
-        if w.state != Workload.State.RUNNING:
+        w = _running_locked(workload_id)
+        if w is None:
             return False
         w.idle_since, w.idle_seen_at, w.idle_warned_at = step.idle_since, now, now
         w.save(update_fields=["idle_since", "idle_seen_at", "idle_warned_at", "updated_at"])
@@ -99,12 +106,8 @@ def suspend_idle(kube: KubeGateway, workload_id: int, step: Step, now: datetime)
     """Suspend a running workload that sat idle (see the module's docstring); False when it no
     longer runs or the cluster has nothing to suspend."""
     with transaction.atomic():
-        w = (
-            Workload.objects.select_for_update()
-            .select_related("tenant", "submitted_by")
-            .get(pk=workload_id)
-        )
-        if w.state != Workload.State.RUNNING:
+        w = _running_locked(workload_id)
+        if w is None:
             return False
         message = f"{step.why}; {RESUME_HINT}"
         change_state(w.pk, Observation(Workload.State.SUSPENDED, IDLE_REASON, message))
