@@ -7,6 +7,8 @@ import io
 import re
 from datetime import date
 
+from django.conf import settings
+
 from metering import pricing
 from tenants.models import Tenant
 
@@ -15,6 +17,8 @@ CSV_FIELDS = [
     "cost_centre",
     "month",
     "basis",
+    "currency",
+    "mode",
     "resource_class",
     "name",
     "gpu_fraction",
@@ -55,7 +59,8 @@ def statement_dict(tenant: Tenant, month: date, statement: pricing.Statement, bu
         "cost_centre": tenant.cost_centre,
         "month": f"{month:%Y-%m}",
         "basis": statement.basis,
-        "currency": "USD",
+        "currency": settings.BILLING_CURRENCY,
+        "mode": settings.BILLING_MODE,
         "window": {
             "start": statement.window.start.isoformat(),
             "end": statement.window.end.isoformat(),
@@ -94,7 +99,19 @@ def statements_csv(rows: list[dict]) -> str:
                 "cost_centre": st["cost_centre"],
                 "month": st["month"],
                 "basis": st["basis"],
-                **{k: line[k] for k in CSV_FIELDS[4:]},
+                "currency": st["currency"],
+                "mode": st["mode"],
+                **{k: line[k] for k in CSV_FIELDS[CSV_FIELDS.index("resource_class") :]},
             }
             writer.writerow({k: csv_cell(v, number=k in NUMBER_FIELDS) for k, v in row.items()})
+    return out.getvalue()
+
+
+def rows_csv(rows: list[dict], fields: list[str], numbers: frozenset[str]) -> str:
+    """Flat CSV of dicts with the given columns (the roll-ups), cells made safe as above."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\r\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: csv_cell(row[k], number=k in numbers) for k in fields})
     return out.getvalue()

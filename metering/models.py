@@ -247,10 +247,16 @@ class Budget(models.Model):
 
 
 class BudgetAlert(models.Model):
-    """A warning sent once per tenant, month and threshold (80 or 100 %)."""
+    """A warning sent once per tenant, month, kind and threshold: spend at 80 or 100 % of the
+    budget, or the month-end forecast over 100 %."""
+
+    class Kind(models.TextChoices):
+        SPEND = "spend", "Spend reached a threshold"
+        FORECAST = "forecast", "Forecast over the budget"
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     month = models.DateField()
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SPEND)
     threshold = models.PositiveSmallIntegerField()
     cost = models.DecimalField(max_digits=14, decimal_places=2)
     budget = models.DecimalField(max_digits=12, decimal_places=2)
@@ -262,7 +268,7 @@ class BudgetAlert(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "month", "threshold"], name="unique_budget_alert"
+                fields=["tenant", "month", "kind", "threshold"], name="unique_budget_alert"
             )
         ]
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
+from typing import ClassVar
 
 HOUR_US = 3_600_000_000
 CENT = Decimal("0.01")
@@ -281,3 +282,47 @@ def budget_level(cost_so_far: Decimal, budget: Decimal | None) -> int:
     if ratio >= Decimal("0.8"):
         return 80
     return 0
+
+
+def month_end_forecast(cost_so_far: Decimal, month: Window, now: datetime) -> Decimal:
+    """The month's cost at its end if spending goes on at the month-so-far rate (the burn
+    rate). Before the month starts: nothing spent, nothing forecast; after it ends: what it cost."""
+    if now >= month.end:
+        return cost_so_far
+    elapsed = _us(now - month.start)
+    if elapsed <= 0:
+        return cost_so_far
+    return money(cost_so_far * _us(month.end - month.start) / elapsed)
+
+
+@dataclass(frozen=True)
+class FleetSplit:
+    """Where the fleet's cost for a period went. `used + idle + unallocated - over == fleet`,
+    to the cent: `over` is allocation billed above the fleet's own price for it (a class priced
+    above its share of a GPU), zero in a price table that charges at cost."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("fleet", "used", "idle", "unallocated", "over")
+
+    fleet: Decimal
+    used: Decimal
+    idle: Decimal
+    unallocated: Decimal
+    over: Decimal
+
+    @property
+    def allocated(self) -> Decimal:
+        return self.used + self.idle
+
+
+def split_fleet(fleet: Decimal, allocated: Decimal, idle: Decimal) -> FleetSplit:
+    """Split the fleet's cost into allocated-and-used, allocated-but-idle and unallocated.
+    `idle` is part of `allocated` (clipped to it)."""
+    idle = min(max(idle, Decimal(0)), allocated)
+    rest = fleet - allocated
+    return FleetSplit(
+        fleet=fleet,
+        used=allocated - idle,
+        idle=idle,
+        unallocated=max(rest, Decimal(0)),
+        over=max(-rest, Decimal(0)),
+    )

@@ -76,7 +76,8 @@ def price_schedules(classes=None) -> dict[int, pricing.PriceSchedule]:
     }
 
 
-def _window(month: date, now: datetime) -> pricing.Window:
+def month_window_until(month: date, now: datetime) -> pricing.Window:
+    """The month in the billing time zone, up to `now` while it runs."""
     full = pricing.month_window(month, billing_tz())
     return pricing.Window(full.start, max(full.start, min(full.end, now)))
 
@@ -87,7 +88,7 @@ def month_statements(
     """tenant id -> its statement for the month (four queries for any number of tenants)."""
     now = now or timezone.now()
     basis = basis or settings.BILLING_BASIS
-    window = _window(month, now)
+    window = month_window_until(month, now)
     alloc: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
     waived: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
     intervals = list(
@@ -196,6 +197,8 @@ class BudgetState:
     cost: Decimal
     budget: Decimal | None
     level: int  # 0, 80, 100
+    # The month's cost at its end at the month-so-far burn rate (pricing.month_end_forecast).
+    forecast: Decimal | None = None
 
     @property
     def percent(self) -> int | None:
@@ -203,12 +206,32 @@ class BudgetState:
             return None
         return int(self.cost * 100 / self.budget)
 
+    @property
+    def forecast_over(self) -> bool:
+        """The forecast passes the budget while the spend has not reached it yet."""
+        return bool(
+            self.budget and self.forecast is not None and self.cost < self.budget < self.forecast
+        )
+
+
+def budget_state_of(
+    month: date, cost: Decimal, budget: Decimal | None, now: datetime
+) -> BudgetState:
+    full = pricing.month_window(month, billing_tz())
+    return BudgetState(
+        month,
+        cost,
+        budget,
+        pricing.budget_level(cost, budget),
+        pricing.month_end_forecast(cost, full, now),
+    )
+
 
 def budget_state(tenant: Tenant, now: datetime | None = None) -> BudgetState:
+    now = now or timezone.now()
     month = current_month(now)
     cost = tenant_statement(tenant, month, now=now).total
-    budget = budget_for(tenant, month)
-    return BudgetState(month, cost, budget, pricing.budget_level(cost, budget))
+    return budget_state_of(month, cost, budget_for(tenant, month), now)
 
 
 # --- dashboards --------------------------------------------------------------------------------
@@ -307,7 +330,7 @@ def cost_by_tenant(month: date, *, now: datetime | None = None) -> list[tuple[st
     """Cost per tenant this month from daily rollups × the price in force each day (the
     dashboard's quick figure; statements are exact). Classes whose price does not change in
     the month are summed in the database."""
-    window = _window(month, now or timezone.now())
+    window = month_window_until(month, now or timezone.now())
     schedules = price_schedules()
     changing = {
         pk
@@ -335,7 +358,7 @@ def cost_by_tenant(month: date, *, now: datetime | None = None) -> list[tuple[st
 
 def idle_hours_this_month(month: date, *, now: datetime | None = None) -> Decimal:
     """GPU-hours allocated but unused (where utilisation is known) this month, all tenants."""
-    window = _window(month, now or timezone.now())
+    window = month_window_until(month, now or timezone.now())
     agg = ModelRollup.objects.filter(start__gte=window.start, start__lt=window.end).aggregate(
         k=Coalesce(Sum("known_gpu_hours"), ZERO), u=Coalesce(Sum("used_gpu_hours"), ZERO)
     )

@@ -5,7 +5,7 @@ in its transaction."""
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -103,7 +103,8 @@ def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
             if held_to is not None and value > held_to:
                 raise Forbidden(
                     f"budgets are enforced: {tenant.slug}'s owners may lower its budget for "
-                    f"{month:%B %Y} (now {held_to} USD) but not raise it; ask the platform team",
+                    f"{month:%B %Y} (now {held_to} {settings.BILLING_CURRENCY}) but not raise it; "
+                    "ask the platform team",
                     field="amount",
                 )
         before = {"amount": str(budget.amount)} if budget else None
@@ -123,22 +124,88 @@ def set_budget(*, actor, tenant: Tenant, month: date, amount) -> Budget:
 
 
 def warn_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
-    """Every active tenant with a budget this month: warn those at 80 % or 100 % (statements
-    computed in one batch)."""
+    """Every active tenant with a budget this month: warn those at 80 % or 100 %, and those
+    whose month-end forecast passes the budget (statements computed in one batch)."""
+    now = now or timezone.now()
     month = selectors.current_month(now)
     budgets = selectors.budgets_for_month(month)
     tenants = list(Tenant.objects.filter(status=Tenant.Status.ACTIVE, pk__in=budgets))
     statements = selectors.month_statements(month, [t.pk for t in tenants], now=now)
     alerts = []
     for tenant in tenants:
-        cost = statements[tenant.pk].total
-        state = selectors.BudgetState(
-            month, cost, budgets[tenant.pk], pricing.budget_level(cost, budgets[tenant.pk])
+        state = selectors.budget_state_of(
+            month, statements[tenant.pk].total, budgets[tenant.pk], now
         )
-        alert = warn_budget(tenant, now=now, state=state)
-        if alert is not None:
-            alerts.append(alert)
+        for alert in (warn_budget(tenant, now=now, state=state), warn_forecast(tenant, state, now)):
+            if alert is not None:
+                alerts.append(alert)
     return alerts
+
+
+def _once(
+    tenant: Tenant, state: selectors.BudgetState, kind: str, threshold: int
+) -> BudgetAlert | None:
+    """The alert row of this month, kind and threshold, made under the tenant's row lock; None
+    when it was already sent (inside the caller's transaction)."""
+    assert state.budget is not None  # an alert is only ever about a budget
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+    if BudgetAlert.objects.filter(
+        tenant=tenant, month=state.month, kind=kind, threshold=threshold
+    ).exists():
+        return None
+    return BudgetAlert.objects.create(
+        tenant=tenant,
+        month=state.month,
+        kind=kind,
+        threshold=threshold,
+        cost=state.cost,
+        budget=state.budget,
+    )
+
+
+def warn_forecast(
+    tenant: Tenant, state: selectors.BudgetState, now: datetime
+) -> BudgetAlert | None:
+    """Warn the owners once a month when the month-end forecast passes the budget before the
+    spend does, once BUDGET_FORECAST_AFTER_H hours of the month have given a burn rate."""
+    started = pricing.month_window(state.month, selectors.billing_tz()).start
+    if not state.forecast_over or now - started < timedelta(hours=settings.BUDGET_FORECAST_AFTER_H):
+        return None
+    cur = settings.BILLING_CURRENCY
+    with transaction.atomic():
+        alert = _once(tenant, state, BudgetAlert.Kind.FORECAST, 100)
+        if alert is None:
+            return None
+        audit.record(
+            actor=None,
+            verb="budget.forecast_warned",
+            obj=alert,
+            tenant=tenant,
+            after={
+                "cost": str(state.cost),
+                "forecast": str(state.forecast),
+                "budget": str(state.budget),
+            },
+        )
+        notify(
+            "budget.forecast_over",
+            tenant,
+            subject=(
+                f"[GPU Portal] {tenant.slug} is on course to pass its {state.month:%B %Y} budget"
+            ),
+            text=(
+                f"{tenant.name}: {state.cost} {cur} spent so far; at this rate the month ends at "
+                f"{state.forecast} {cur}, over its budget of {state.budget} {cur}.\n"
+                f"{settings.PORTAL_BASE_URL}/usage/teams/{tenant.slug}/\n"
+            ),
+            data={
+                "cost": str(state.cost),
+                "forecast": str(state.forecast),
+                "budget": str(state.budget),
+                "month": f"{state.month:%Y-%m}",
+            },
+        )
+    return alert
 
 
 def warn_budget(
@@ -149,18 +216,9 @@ def warn_budget(
     if not state.level or state.budget is None:
         return None
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-        if BudgetAlert.objects.filter(
-            tenant=tenant, month=state.month, threshold=state.level
-        ).exists():
+        alert = _once(tenant, state, BudgetAlert.Kind.SPEND, state.level)
+        if alert is None:
             return None
-        alert = BudgetAlert.objects.create(
-            tenant=tenant,
-            month=state.month,
-            threshold=state.level,
-            cost=state.cost,
-            budget=state.budget,
-        )
         audit.record(
             actor=None,
             verb="budget.warned",
@@ -172,8 +230,9 @@ def warn_budget(
             f"[GPU Portal] {tenant.slug} has used {state.percent} % of its "
             f"{state.month:%B %Y} budget"
         )
+        cur = settings.BILLING_CURRENCY
         body = (
-            f"{tenant.name}: {state.cost} USD of {state.budget} USD this month "
+            f"{tenant.name}: {state.cost} {cur} of {state.budget} {cur} this month "
             f"({state.percent} %).\n{settings.PORTAL_BASE_URL}/usage/teams/{tenant.slug}/\n"
         )
         if settings.BUDGET_ENFORCE and state.level >= 100:
@@ -217,8 +276,9 @@ def check_budget(tenant: Tenant, *, now: datetime | None = None) -> None:
         return
     state = selectors.budget_state(tenant, now)
     if state.budget is not None and state.cost >= state.budget:
+        cur = settings.BILLING_CURRENCY
         raise OverBudget(
-            f"{tenant.slug} has spent {state.cost} USD of its {state.budget} USD budget for "
+            f"{tenant.slug} has spent {state.cost} {cur} of its {state.budget} {cur} budget for "
             f"{state.month:%B %Y}: new workloads are refused until the budget is raised",
             code="over_budget",
         )

@@ -11,6 +11,11 @@ urlpatterns = [
         views.chargeback_export,
         name="chargeback_export",
     ),
+    path(
+        "usage/platform/cost-centres.<str:fmt>",
+        views.cost_centre_export,
+        name="cost_centre_export",
+    ),
     path("usage/teams/<slug:slug>/", views.team_usage, name="team_usage"),
     path("usage/teams/<slug:slug>/budget/", views.team_budget, name="team_budget"),
     path(

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from core.errors import Forbidden, ServiceError
 from core.permissions import platform_admin_required
-from metering import pricing, selectors, services
+from metering import cost_centres, exports, fleet_cost, pricing, selectors, services, waste
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
 from tenants import display
@@ -111,7 +111,9 @@ def team_budget(request, slug):
         messages.error(request, f"Budget not set: {exc.detail}")
         return back
     messages.success(
-        request, f"{tenant.name}'s budget for {budget.month:%B %Y} is {budget.amount} USD."
+        request,
+        f"{tenant.name}'s budget for {budget.month:%B %Y} is {budget.amount} "
+        f"{settings.BILLING_CURRENCY}.",
     )
     return back
 
@@ -197,6 +199,9 @@ def _platform_usage(tz: str, days: int, month: date) -> dict:
         "data": data,
         "costs": costs[:25],
         "idle_month": selectors.idle_hours_this_month(month),
+        "waste": waste.waste_by_team(month)[:25],
+        "fleet": fleet_cost.fleet_cost(month),
+        "cost_centres": cost_centres.by_cost_centre(month),
         "costs_data": [[slug, float(c)] for slug, c in costs[:25]],
     }
 
@@ -208,4 +213,30 @@ def chargeback_export(request, fmt):
     rows = statement_dicts(list(Tenant.objects.order_by("slug")), month, _basis(request))
     if fmt == "csv":
         return csv_response(rows, f"gpu-chargeback-{month:%Y-%m}.csv")
+    return HttpResponse(json.dumps(rows, indent=1), content_type="application/json")
+
+
+CENTRE_FIELDS = ["month", "currency", "mode", "cost_centre", "teams", *cost_centres.MONEY_FIELDS]
+
+
+@platform_admin_required
+@answers_bad_query
+def cost_centre_export(request, fmt):
+    """The month's statements rolled up by cost centre, for finance (CSV or JSON)."""
+    month = _month(request)
+    head = {
+        "month": f"{month:%Y-%m}",
+        "currency": settings.BILLING_CURRENCY,
+        "mode": settings.BILLING_MODE,
+    }
+    rows = [{**head, **row.as_dict()} for row in cost_centres.by_cost_centre(month)]
+    if fmt == "csv":
+        response = HttpResponse(
+            exports.rows_csv(rows, CENTRE_FIELDS, frozenset(cost_centres.MONEY_FIELDS)),
+            content_type="text/csv; charset=utf-8",
+        )
+        response["Content-Disposition"] = (
+            f'attachment; filename="gpu-cost-centres-{month:%Y-%m}.csv"'
+        )
+        return response
     return HttpResponse(json.dumps(rows, indent=1), content_type="application/json")

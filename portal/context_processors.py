@@ -11,4 +11,6 @@ def portal(request):
         "oidc_enabled": settings.OIDC_ENABLED,
         # Kueue's name for a model's compute slices: queue tables say it in words
         "slice_resource": SLICE_RESOURCE,
+        "currency": settings.BILLING_CURRENCY,
+        "showback": settings.BILLING_MODE == "showback",
     }

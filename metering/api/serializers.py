@@ -82,7 +82,7 @@ class StatementLineSerializer(serializers.Serializer):
 
 
 class StatementSerializer(serializers.Serializer):
-    """A tenant's monthly statement (decimal strings, USD)."""
+    """A tenant's monthly statement (decimal strings, in BILLING_CURRENCY)."""
 
     tenant = serializers.CharField()
     cost_centre = serializers.CharField()

@@ -460,7 +460,15 @@ CELERY_BEAT_SCHEDULE["check-gpu-health"] = {
 RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
 BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
 BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
+# The currency every price, budget and statement is in (an ISO 4217 code; prices are entered in
+# it, nothing is converted), and whether statements bill the teams (chargeback) or only report
+# to them (showback: the same figures, said to be for information).
+BILLING_CURRENCY = env("BILLING_CURRENCY", default="USD")
+BILLING_MODE = env("BILLING_MODE", default="chargeback")  # chargeback | showback
 BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
+# A team is warned when its month-end forecast (the month-so-far burn rate) passes its budget,
+# once this many hours of the month have given a rate worth trusting.
+BUDGET_FORECAST_AFTER_H = env.int("BUDGET_FORECAST_AFTER_H", default=24)
 # After an outage, the ingest fills the minutes it missed from the allocation intervals (up to
 # this many minutes back).
 METERING_BACKFILL_MAX_MINUTES = env.int("METERING_BACKFILL_MAX_MINUTES", default=1440)

@@ -60,6 +60,11 @@ EVENTS: dict[str, Event] = {
         ),
         Event("budget.reached_80", "A team used 80 % of its monthly budget", Audience.OWNERS),
         Event(
+            "budget.forecast_over",
+            "A team is on course to pass its monthly budget by the month's end",
+            Audience.OWNERS,
+        ),
+        Event(
             "budget.reached_100",
             "A team used its whole monthly budget",
             Audience.OWNERS,

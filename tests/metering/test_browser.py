@@ -37,7 +37,8 @@ def usage_world(world):
         actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=4
     )
     start = max(
-        now - timedelta(hours=30), selectors._window(selectors.current_month(now), now).start
+        now - timedelta(hours=30),
+        selectors.month_window_until(selectors.current_month(now), now).start,
     )
     AllocationInterval.objects.create(
         cluster=cluster,

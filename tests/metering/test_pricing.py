@@ -201,3 +201,25 @@ def test_open_grants_count_to_the_window_end():
 )
 def test_budget_levels(cost, budget, level):
     assert pricing.budget_level(D(cost), D(budget) if budget else None) == level
+
+
+def test_the_month_end_forecast_is_the_month_so_far_burn_rate():
+    june = pricing.Window(datetime(2026, 6, 1, tzinfo=UTC), datetime(2026, 7, 1, tzinfo=UTC))
+    day3 = datetime(2026, 6, 4, tzinfo=UTC)  # 3 of 30 days
+    assert pricing.month_end_forecast(Decimal("30.00"), june, day3) == Decimal("300.00")
+    assert pricing.month_end_forecast(Decimal("30.00"), june, june.end) == Decimal("30.00")
+    assert pricing.month_end_forecast(Decimal("0"), june, june.start) == Decimal("0")
+
+
+def test_the_fleet_split_adds_up_and_says_what_was_billed_above_it():
+    s = pricing.split_fleet(Decimal("100.00"), Decimal("40.00"), Decimal("10.00"))
+    assert (s.used, s.idle, s.unallocated, s.over) == (
+        Decimal("30.00"),
+        Decimal("10.00"),
+        Decimal("60.00"),
+        Decimal(0),
+    )
+    over = pricing.split_fleet(Decimal("100.00"), Decimal("130.00"), Decimal("200.00"))
+    assert (over.idle, over.unallocated, over.over) == (Decimal("130.00"), 0, Decimal("30.00"))
+    for split in (s, over):
+        assert split.used + split.idle + split.unallocated - split.over == split.fleet

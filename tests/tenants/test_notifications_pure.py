@@ -24,6 +24,7 @@ def test_every_event_of_the_issue_is_there():
         "workload.failed",
         "budget.reached_80",
         "budget.reached_100",
+        "budget.forecast_over",
         "gpu.health",
         "workload.stopped_over_quota",
         "workload.reclaimed",
