@@ -118,10 +118,22 @@ def mark_health(nodes: list[dict]) -> None:
             gpu["sick"] = str(gpu["index"]) in sick.get(name, set())
 
 
+def mark_reshapes(nodes: list[dict]) -> None:
+    """MIG re-shaping on the drawn nodes: the plan changing (or that just changed) each node,
+    by whom and why (elastic layouts say what waited), and which of its GPUs."""
+    recent = plans.recent_reshapes()
+    for drawn in nodes:
+        drawn["reshape"] = recent.get(drawn["node"].name)
+        gpus = set(drawn["reshape"]["gpus"]) if drawn["reshape"] else set()
+        for gpu in drawn["gpus"]:
+            gpu["reshaping"] = gpu["index"] in gpus
+
+
 @platform_admin_required
 def capacity(request):
     nodes, colours = capacity_map_data()
     mark_health(nodes)
+    mark_reshapes(nodes)
     return render(
         request,
         "console/capacity.html",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import asdict
+from datetime import timedelta
 
 import yaml
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
+from django.utils import timezone
 
 from core import audit
 from core.errors import InvalidInput
@@ -272,3 +274,28 @@ def save_plan(
             },
         )
     return plan
+
+
+def recent_reshapes(now=None, within_s: int = 3600) -> dict[str, dict]:
+    """node -> the latest plan re-shaping it now or in the last `within_s` seconds: its id,
+    whether it is still applying, who made it (a controller such as elastic layouts, or a
+    platform admin), why, which GPUs it changes, and when (the capacity map marks them)."""
+    now = now or timezone.now()
+    since = now - timedelta(seconds=within_s)
+    out: dict[str, dict] = {}
+    plans = Plan.objects.filter(
+        Q(status=Plan.Status.APPLYING) | Q(status=Plan.Status.APPLIED, finished_at__gte=since)
+    ).order_by("-started_at", "-pk")[:20]
+    for plan in plans:
+        for n in plan.nodes:
+            if not n["changed_gpus"] or n["node"] in out:
+                continue
+            out[n["node"]] = {
+                "plan": plan.pk,
+                "applying": plan.status == Plan.Status.APPLYING,
+                "by": plan.policy.get("controller") or "a platform admin",
+                "reason": plan.policy.get("reason", ""),
+                "gpus": [int(g) for g in n["changed_gpus"]],
+                "at": plan.finished_at or plan.started_at,
+            }
+    return out

@@ -1,8 +1,10 @@
 """Plan pages of the platform console (no cluster: the inventory is made by hand)."""
 
+from datetime import timedelta
 from unittest import mock
 
 import pytest
+from django.utils import timezone
 
 from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
@@ -292,3 +294,31 @@ def test_an_elastic_plan_says_who_made_it_and_why(client, fleet):
     with pytest.raises(PermissionDenied):
         rollout.begin(mock.Mock(), manual.pk, controller=elastic_runs.CONTROLLER)
     assert Plan.objects.get(pk=manual.pk).status == Plan.Status.PROPOSED
+
+
+def test_capacity_map_marks_the_gpus_a_plan_re_shapes_with_who_and_why(client, fleet):
+    plan = plans.create_plan(actor=fleet.admin)
+    changed = [n for n in plan.nodes if n["changed_gpus"]]
+    assert changed, "the fleet's plan changes a node"
+    node = changed[0]
+    plan.status, plan.started_at = Plan.Status.APPLYING, timezone.now()
+    plan.policy = {
+        **plan.policy,
+        "controller": "elastic layouts",
+        "reason": "3g.40gb demand waited 40 min",
+    }
+    plan.save()
+    client.force_login(fleet.admin)
+    body = client.get("/console/capacity/").content.decode()
+    gpus = ", ".join(str(g) for g in node["changed_gpus"])
+    assert "now by elastic layouts</a> <small>3g.40gb demand waited 40 min</small>" in body
+    assert f"re-shaping GPU{'s' if len(node['changed_gpus']) > 1 else ''} {gpus} now" in body
+    assert f"↻ GPU {node['changed_gpus'][0]}" in body
+    assert f'href="/console/plans/{plan.pk}/"' in body
+
+    # applied over an hour ago: no longer marked
+    plan.status = Plan.Status.APPLIED
+    plan.finished_at = timezone.now() - timedelta(hours=2)
+    plan.save()
+    later = client.get("/console/capacity/").content.decode()
+    assert "↻ GPU" not in later and "by elastic layouts</a>" not in later
