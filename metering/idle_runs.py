@@ -4,8 +4,9 @@ Every IDLE_CHECK_EVERY_S it reads each running workload's GPU use from DCGM thro
 (`metering.prometheus.pod_utilisation`: `DCGM_FI_DEV_GPU_UTIL` on whole GPUs,
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE` on MIG instances, by the pods' namespace and name labels, a mean
 over IDLE_USE_WINDOW), maps the pods to their workloads by the portal's pod label, lets the pure
-decision (`scheduler.workloads.idle.decide`) say what to do under the policy of the workload's
-pool (`Pool.idle_policy`), and acts (`scheduler.workloads.suspending`).
+decision (`scheduler.workloads.idle.decide`) say what to do under the strictest of the policies
+of the workload's pools and its team (`Pool.idle_policy`, `Tenant.idle_policy`), and acts
+(`scheduler.workloads.suspending`).
 
 Fail safe: without Prometheus (not configured, unreachable, an error) the pass does nothing at
 all, and a workload with a GPU pod that has no series is neither warned nor suspended.
@@ -34,6 +35,7 @@ from scheduler.workloads import suspending
 from scheduler.workloads.idle import Action, IdleFacts, decide
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import WORKLOAD_LABEL
+from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +84,45 @@ def give_back_idle_gpus(kube: KubeGateway, *, now: datetime | None = None) -> Id
         return _pass(kube, now or timezone.now())
 
 
-def _pass(kube: KubeGateway, now: datetime) -> IdlePass:
-    policies: dict[str, IdlePolicy] = {
-        pool.resource_class.slug: policy
-        for pool in Pool.objects.filter(idle_threshold_pct__isnull=False).select_related(
-            "resource_class"
+@dataclass(frozen=True)
+class PoliciesInForce:
+    """The idle policies set: per pool (by resource class slug) and per team (by tenant id)."""
+
+    pools: dict[str, IdlePolicy]
+    teams: dict[int, IdlePolicy]
+
+    def __bool__(self) -> bool:
+        return bool(self.pools or self.teams)
+
+    def for_workload(self, w: Workload) -> IdlePolicy | None:
+        """The strictest of its team's and its pools' policies (the one that suspends soonest)."""
+        return strictest(
+            [self.teams.get(w.tenant_id), *(self.pools.get(slug) for slug in w.resources or {})]
         )
-        if (policy := pool.idle_policy) is not None
-    }
+
+
+def policies_in_force() -> PoliciesInForce:
+    return PoliciesInForce(
+        pools={
+            pool.resource_class.slug: policy
+            for pool in Pool.objects.filter(idle_threshold_pct__isnull=False).select_related(
+                "resource_class"
+            )
+            if (policy := pool.idle_policy) is not None
+        },
+        teams={
+            tenant.pk: policy
+            for tenant in Tenant.objects.filter(idle_threshold_pct__isnull=False)
+            if (policy := tenant.idle_policy) is not None
+        },
+    )
+
+
+def _pass(kube: KubeGateway, now: datetime) -> IdlePass:
+    policies = policies_in_force()
     result = IdlePass()
     if not policies:
-        result.skipped = "no pool has an idle policy"
+        result.skipped = "no pool or team has an idle policy"
         return result
     url = settings.PROMETHEUS_URL
     if not url:
@@ -111,7 +141,7 @@ def _pass(kube: KubeGateway, now: datetime) -> IdlePass:
             pods.setdefault((pod["metadata"].get("labels") or {})[WORKLOAD_LABEL], []).append(pod)
     max_gap_s = 3 * settings.IDLE_CHECK_EVERY_S
     for w in running:
-        policy = strictest([policies.get(slug) for slug in w.resources or {}])
+        policy = policies.for_workload(w)
         starts = [t for t in (w.started_at, w.resumed_at) if t is not None]
         facts = IdleFacts(
             started_at=max(starts) if starts else None,

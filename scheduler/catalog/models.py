@@ -55,7 +55,45 @@ class ResourceClass(models.Model):
         return f"{self.gpu_model} whole GPU"
 
 
-class Pool(models.Model):
+class IdlePolicyFields(models.Model):
+    """Idle GPUs given back (scheduler/catalog/idle_policy.py), as a pool or a team sets it:
+    below `idle_threshold_pct` % GPU use a workload is warned, then suspended; null turns the
+    policy off (the default). A workload gets the strictest of its pools' and its team's."""
+
+    idle_threshold_pct = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Below this % GPU use a workload is idle: warned, then suspended (empty: off)",
+    )
+    idle_warn_after_s = models.PositiveIntegerField(
+        default=1800, help_text="Seconds idle before the workload's owners are warned"
+    )
+    idle_suspend_after_s = models.PositiveIntegerField(
+        default=2700, help_text="Seconds idle before the workload is suspended (its GPUs freed)"
+    )
+    idle_protect_s = models.PositiveIntegerField(
+        default=900, help_text="Seconds after a start or a resume during which nothing is done"
+    )
+
+    class Meta:
+        abstract = True
+
+    @property
+    def idle_policy(self) -> IdlePolicy | None:
+        """The idle policy, None while it is off."""
+        if self.idle_threshold_pct is None:
+            return None
+        return IdlePolicy(
+            self.idle_threshold_pct,
+            self.idle_warn_after_s,
+            self.idle_suspend_after_s,
+            self.idle_protect_s,
+        )
+
+
+class Pool(IdlePolicyFields):
     """How many units of a resource class exist, and how far approvals may go beyond that."""
 
     class Source(models.TextChoices):
@@ -109,24 +147,6 @@ class Pool(models.Model):
         help_text="The longest a grant of this class may be asked for: an ask or an extension "
         "ends at most this many days after it is made",
     )
-    # Idle GPUs given back (scheduler/catalog/idle_policy.py): below this % GPU use a workload
-    # on this class is warned, then suspended; null turns the policy off (the default).
-    idle_threshold_pct = models.PositiveSmallIntegerField(
-        null=True,
-        blank=True,
-        default=None,
-        validators=[MinValueValidator(1), MaxValueValidator(100)],
-        help_text="Below this % GPU use a workload is idle: warned, then suspended (empty: off)",
-    )
-    idle_warn_after_s = models.PositiveIntegerField(
-        default=1800, help_text="Seconds idle before the workload's owners are warned"
-    )
-    idle_suspend_after_s = models.PositiveIntegerField(
-        default=2700, help_text="Seconds idle before the workload is suspended (its GPUs freed)"
-    )
-    idle_protect_s = models.PositiveIntegerField(
-        default=900, help_text="Seconds after a start or a resume during which nothing is done"
-    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -134,18 +154,6 @@ class Pool(models.Model):
 
     def __str__(self) -> str:
         return f"pool {self.resource_class.slug}: {self.capacity}"
-
-    @property
-    def idle_policy(self) -> IdlePolicy | None:
-        """The pool's idle policy, None while it is off."""
-        if self.idle_threshold_pct is None:
-            return None
-        return IdlePolicy(
-            self.idle_threshold_pct,
-            self.idle_warn_after_s,
-            self.idle_suspend_after_s,
-            self.idle_protect_s,
-        )
 
     @property
     def grantable(self) -> int:

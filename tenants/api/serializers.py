@@ -100,6 +100,10 @@ class TenantSerializer(serializers.ModelSerializer):
             "critical_gpu_quota",
             "fair_share_weight",
             "max_run_s",
+            "idle_threshold_pct",
+            "idle_warn_after_s",
+            "idle_suspend_after_s",
+            "idle_protect_s",
             "namespace",
             "quota",
             "slices",
@@ -175,6 +179,23 @@ class TenantUpdateSerializer(serializers.Serializer):
         allow_null=True,
         help_text="most seconds any job of the team may run before Kueue stops it (a pool's "
         "limit, when smaller, wins); null: the pools' limits only",
+    )
+    # The team's idle policy: a workload gets the strictest of its team's and its pools'. The
+    # service checks the ranges and the order and says what to change.
+    idle_threshold_pct = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="below this % GPU use a workload of the team is idle (1-100); null: the "
+        "pools' policies only",
+    )
+    idle_warn_after_s = serializers.IntegerField(
+        required=False, help_text="seconds idle before the owners are warned"
+    )
+    idle_suspend_after_s = serializers.IntegerField(
+        required=False, help_text="seconds idle before the workload is suspended"
+    )
+    idle_protect_s = serializers.IntegerField(
+        required=False, help_text="seconds after a start or resume during which nothing is done"
     )
 
 

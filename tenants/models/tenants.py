@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.errors import InvalidTransition
 from core.names import namespace_name
 from core.querysets import TenantScopedQuerySet
+from scheduler.catalog.models import IdlePolicyFields
 from tenants.group_mapping import mapping_in_force  # pure: no models, so no cycle
 
 dns_label = RegexValidator(
@@ -25,7 +26,7 @@ class TenantQuerySet(TenantScopedQuerySet):
     tenant_path = ""  # a tenant is its own tenant
 
 
-class Tenant(models.Model):
+class Tenant(IdlePolicyFields):
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"
         SUSPENDED = "suspended", "Suspended"

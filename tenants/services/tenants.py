@@ -13,7 +13,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.catalog import run_limits
+from scheduler.catalog import idle_policy, run_limits
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
@@ -111,6 +111,7 @@ EDITABLE_TENANT_FIELDS = {
     "critical_gpu_quota",
     "fair_share_weight",
     "max_run_s",
+    *idle_policy.FIELDS,
 }
 
 
@@ -131,6 +132,9 @@ def update_tenant(*, actor, tenant: Tenant, **changes) -> Tenant:
         before = audit.snapshot(tenant, sorted(changes))
         for name, value in changes.items():
             setattr(tenant, name, value)
+        if set(changes) & set(idle_policy.FIELDS):
+            # the team's idle policy as a whole, as a pool's is: a 400 says which field
+            idle_policy.check_idle_policy(*(getattr(tenant, f) for f in idle_policy.FIELDS))
         tenant.save(update_fields=sorted(changes))
         audit.record(
             actor=actor,

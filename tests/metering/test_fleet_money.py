@@ -120,9 +120,7 @@ def test_a_class_billed_above_its_gpu_share_shows_as_over_and_still_adds_up(worl
     assert t.used + t.idle + t.unallocated - t.over == t.fleet
 
 
-def test_waste_ranks_teams_by_idle_cost_with_what_idles_now_and_what_was_suspended(
-    world, month
-):
+def test_waste_ranks_teams_by_idle_cost_with_what_idles_now_and_what_was_suspended(world, month):
     idle = WorkloadFactory(
         tenant=world.tenant,
         state=Workload.State.RUNNING,

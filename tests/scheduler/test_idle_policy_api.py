@@ -1,5 +1,5 @@
-"""A pool's idle policy by API (issue 30, item 3): shown, set, audited; bad input is a 400 that
-names the field and says what to change, and a refused change leaves the pool as it was."""
+"""A pool's and a team's idle policy by API (issue 30, item 3): shown, set, audited; bad input is
+a 400 that names the field and says what to change, and a refused change leaves it as it was."""
 
 import pytest
 from django.urls import reverse
@@ -101,3 +101,52 @@ def test_the_pool_admin_sets_the_idle_policy_through_the_service(world, client):
     refused = client.post(url, {**form, "idle_suspend_after_s": 300}, follow=True)
     assert "must be longer than idle_warn_after_s" in refused.content.decode()
     assert Pool.objects.get(pk=world.pool.pk).idle_suspend_after_s == 1200
+
+
+def test_a_team_takes_its_own_idle_policy_and_a_bad_one_changes_nothing(world, admin_client):
+    url = f"/api/v1/tenants/{world.tenant.slug}/"
+    bad = admin_client.patch(
+        url,
+        {"idle_threshold_pct": 5, "idle_warn_after_s": 3600, "idle_suspend_after_s": 600},
+        format="json",
+    )
+    assert bad.status_code == 400, bad.content
+    assert list(bad.json()["errors"]) == ["idle_suspend_after_s"]
+    world.tenant.refresh_from_db()
+    assert world.tenant.idle_threshold_pct is None and world.tenant.idle_warn_after_s == 1800
+
+    on = admin_client.patch(
+        url, {"idle_threshold_pct": 10, "idle_suspend_after_s": 3600}, format="json"
+    )
+    assert on.status_code == 200, on.content
+    assert (on.json()["idle_threshold_pct"], on.json()["idle_suspend_after_s"]) == (10, 3600)
+    audit = AuditEvent.objects.filter(verb="tenant.edited").first()
+    assert audit.before["idle_threshold_pct"] is None and audit.after["idle_threshold_pct"] == 10
+
+
+def test_a_workload_gets_the_strictest_of_its_teams_and_its_pools_policies(world):
+    from metering.idle_runs import policies_in_force
+    from tests.scheduler.factories import WorkloadFactory
+
+    w = WorkloadFactory(tenant=world.tenant, resources={world.rc.slug: 1})
+    assert not policies_in_force() and policies_in_force().for_workload(w) is None
+    # the pool only
+    Pool.objects.filter(pk=world.pool.pk).update(
+        idle_threshold_pct=5, idle_warn_after_s=1800, idle_suspend_after_s=2700
+    )
+    assert policies_in_force().for_workload(w).suspend_after_s == 2700
+    # the team's suspends sooner: it wins; another team's workload keeps the pool's
+    world.tenant.idle_threshold_pct, world.tenant.idle_suspend_after_s = 10, 1200
+    world.tenant.idle_warn_after_s = 600
+    world.tenant.save()
+    policies = policies_in_force()
+    assert (policies.for_workload(w).threshold_pct, policies.for_workload(w).suspend_after_s) == (
+        10,
+        1200,
+    )
+    other = WorkloadFactory(tenant=world.other_tenant, resources={world.rc.slug: 1})
+    assert policies.for_workload(other).suspend_after_s == 2700
+    # a team's looser policy does not loosen the pool's
+    world.tenant.idle_warn_after_s, world.tenant.idle_suspend_after_s = 7200, 10800
+    world.tenant.save()
+    assert policies_in_force().for_workload(w).suspend_after_s == 2700
