@@ -1,7 +1,10 @@
 """Django system checks of the portal's own settings, run by `manage.py check --deploy`."""
 
 from django.conf import settings
-from django.core.checks import Tags, Warning, register
+from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.retention import retention_days
 
 
 @register(Tags.security, deploy=True)
@@ -16,3 +19,12 @@ def image_allowlist(app_configs, **kwargs) -> list[Warning]:
             id="portal.W001",
         )
     ]
+
+
+@register()
+def retention_periods(app_configs, **kwargs) -> list[Error]:
+    try:
+        retention_days()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="portal.E001")]
+    return []
