@@ -76,7 +76,7 @@ def head() -> tuple[int, str]:
         .values_list("chain_seq", "chain_digest")
         .first()
     )
-    return (last[0], last[1]) if last else (0, "")
+    return (last[0] or 0, last[1]) if last else (0, "")
 
 
 def seal_locked(batch: int = 1000) -> int:
