@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.db import transaction
 
 from metering.models import AllocationInterval
+from portal.celery import app
 from portal.retention import check_retention_days, purge_expired
 from portal.system_checks import retention_periods
 from scheduler.health.models import HealthEvent
@@ -232,3 +233,13 @@ def test_verify_audit_command(db, chain, capsys):
     assert "the audit chain verifies: 2 events from place 1, 0 not sealed yet" in (
         capsys.readouterr().out
     )
+
+
+def test_the_purge_and_the_seal_run_on_beat(settings):
+    app.loader.import_default_modules()
+    for name, task in (
+        ("purge-expired-records", "portal.tasks.purge_expired_records"),
+        ("seal-audit-log", "tenants.tasks.seal_audit_log"),
+    ):
+        entry = settings.CELERY_BEAT_SCHEDULE[name]
+        assert entry["task"] == task and task in app.tasks and entry["options"]["expires"]
