@@ -4,6 +4,9 @@ import re
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.retention import retention_days
 
 BILLING_MODES = ("chargeback", "showback")
 BILLING_BASES = ("allocation", "quota", "max")  # metering/pricing.BASES
@@ -52,3 +55,12 @@ def image_allowlist(app_configs, **kwargs) -> list[Warning]:
             id="portal.W001",
         )
     ]
+
+
+@register()
+def retention_periods(app_configs, **kwargs) -> list[Error]:
+    try:
+        retention_days()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="portal.E001")]
+    return []

@@ -1,4 +1,5 @@
 from core.tasks import portal_task
+from tenants import audit_chain
 from tenants.services import grants as grant_services
 
 
@@ -17,3 +18,8 @@ from tenants.notifications.tasks import (  # noqa: E402, F401
     deliver_due_notifications,
     deliver_notification,
 )
+
+
+@portal_task(name="tenants.tasks.seal_audit_log")
+def seal_audit_log() -> int:
+    return audit_chain.seal_pending()

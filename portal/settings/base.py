@@ -498,3 +498,26 @@ CELERY_BEAT_SCHEDULE["give-back-idle-gpus"] = {
     "schedule": float(IDLE_CHECK_EVERY_S),
     "options": {"expires": max(IDLE_CHECK_EVERY_S - 5, 5)},
 }
+
+# --- Retention (portal/retention.py, docs/configuration.md) -------------------------------------
+# Days each kind of record is kept (a whole number, 1 or more); usage samples keep
+# RAW_SAMPLE_RETENTION_DAYS above. The purge runs in batches of RETENTION_PURGE_BATCH rows.
+RETENTION_DAYS = {
+    "audit": env.int("RETENTION_AUDIT_DAYS", default=2555),
+    "workload_events": env.int("RETENTION_WORKLOAD_EVENTS_DAYS", default=365),
+    "notification_deliveries": env.int("RETENTION_NOTIFICATION_DELIVERIES_DAYS", default=90),
+    "health_events": env.int("RETENTION_HEALTH_EVENTS_DAYS", default=400),
+    "allocation_intervals": env.int("RETENTION_ALLOCATION_INTERVALS_DAYS", default=400),
+}
+RETENTION_PURGE_BATCH = env.int("RETENTION_PURGE_BATCH", default=5000)
+CELERY_BEAT_SCHEDULE["purge-expired-records"] = {
+    "task": "portal.tasks.purge_expired_records",
+    "schedule": env.float("RETENTION_PURGE_EVERY_S", default=3600.0),
+    "options": {"expires": 3000},
+}
+# The audit log's hash chain (tenants/audit_chain.py): rows committed since are sealed this often.
+CELERY_BEAT_SCHEDULE["seal-audit-log"] = {
+    "task": "tenants.tasks.seal_audit_log",
+    "schedule": env.float("AUDIT_SEAL_EVERY_S", default=60.0),
+    "options": {"expires": 55},
+}

@@ -16,7 +16,9 @@ class AuditEventQuerySet(TenantScopedQuerySet):
 
 
 class AuditEvent(models.Model):
-    """Append-only: a database trigger refuses UPDATE and DELETE (migration 0002)."""
+    """Append-only: a database trigger refuses UPDATE and DELETE (migrations 0002, 0012) but for
+    the three sanctioned writes of `tenants.audit_chain`: sealing a row into the hash chain,
+    erasing a person's data from it, and the retention purge of the chain's oldest rows."""
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
@@ -43,6 +45,14 @@ class AuditEvent(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
     request_id = models.CharField(max_length=64, blank=True, db_index=True)
+    # The hash chain (tenants/audit_chain.py), filled by the sealer after the row is committed.
+    chain_seq = models.BigIntegerField(null=True, blank=True, unique=True)
+    chain_digest = models.CharField(max_length=64, blank=True)
+    # What the chain hashes of actor_repr, object_repr, before and after: a salted digest, so
+    # those may be erased (salt dropped) without breaking the chain.
+    content_digest = models.CharField(max_length=64, blank=True)
+    content_salt = models.CharField(max_length=32, blank=True)
+    erased_by = models.BigIntegerField(null=True, blank=True, help_text="The person.erased event")
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -252,3 +252,29 @@ def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | N
         # Re-stored with its first read's time: a busy token's entry never outlives the bound.
         cache.set(key, (read_at, token), settings.API_TOKEN_CACHE_SECONDS)
     return token
+
+
+def revoke_tokens_of(user, *, reason: str) -> int:
+    """Revoke every live token of `user` (by the system, audited, dropped from the cache as
+    `revoke_token` does): their holder has left. Returns how many."""
+    revoked = 0
+    with transaction.atomic():
+        for token in ApiToken.objects.select_for_update().filter(
+            user=user, revoked_at__isnull=True
+        ):
+            before = audit.snapshot(token, TOKEN_FIELDS)
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            key = _cache_key(token.token_hash)
+            _forget(key)
+            transaction.on_commit(functools.partial(_forget, key))
+            audit.record(
+                actor=None,
+                verb="api_token.revoked",
+                obj=token,
+                tenant=None,
+                before=before,
+                after={**audit.snapshot(token, TOKEN_FIELDS), "reason": reason},
+            )
+            revoked += 1
+    return revoked

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0011_tenant_max_run_time'),
+        ('tenants', '0012_audit_chain'),
     ]
 
     operations = [
