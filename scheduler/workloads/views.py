@@ -165,6 +165,7 @@ def workload_create(request, slug):
                 resources={d["resource_class"].slug: d["units"]},
                 priority=d["priority"],
                 replicas=d["replicas"],
+                pods=d.get("pods"),
                 backoff_limit=d["backoff_limit"],
                 autoscaling=form.autoscaling(),
                 **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
@@ -226,7 +227,7 @@ def _cancel_confirm(request, workload: Workload):
             name=workload.name,
             kind=workload.kind,
             state=workload.state,
-            pods=workload.replicas if workload.kind == Workload.Kind.DEPLOYMENT else 1,
+            pods=workload.replicas,  # a gang's every pod
             held={names.get(slug, slug): units for slug, units in held.items()},
             queue_position=workload.queue_position,
         ),
