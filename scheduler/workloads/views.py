@@ -13,6 +13,7 @@ from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
+from scheduler.workloads import pods as workload_pods
 from scheduler.workloads import presenting, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.consequences import cancel_consequences
@@ -142,6 +143,19 @@ def workload_logs(request, pk):
         )
         context["detail"] = detail  # under "Details", for whoever debugs it
     return render(request, "scheduler/_workload_logs.html", context)
+
+
+@login_required
+def workload_pods_panel(request, pk):
+    """The pods panel (htmx, polled while the workload lives): every pod with its index in a
+    gang, its node and its state, or why the cluster cannot say."""
+    workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    context: dict = {"w": workload}
+    try:
+        context["pods"] = workload_pods.workload_pod_rows(actor=request.user, workload=workload)
+    except (ServiceError, ClusterError) as exc:
+        context["unavailable"] = getattr(exc, "detail", None) or str(exc)
+    return render(request, "scheduler/_workload_pods.html", context)
 
 
 @login_required

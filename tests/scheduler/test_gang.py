@@ -9,7 +9,8 @@ import pytest
 from core.errors import InvalidInput, QuotaExceeded
 from scheduler.catalog.kueue_config import PodsReady, kueue_configuration
 from scheduler.workloads import gang
-from scheduler.workloads.manifests import render_job
+from scheduler.workloads.manifests import KUEUE_GATE, render_job
+from scheduler.workloads.pods import pod_rows
 from tenants import selectors as tenant_selectors
 from tenants.services import grants as grant_services
 from tests.portal.api.conftest import session
@@ -245,3 +246,67 @@ def test_pods_ready_as_the_platform_team_sets_it():
     assert PodsReady.from_env({"KUEUE_PODS_READY_REQUEUE_LIMIT": ""}).requeue_limit is None
     with pytest.raises(ValueError, match="too small"):
         PodsReady.from_env({"KUEUE_PODS_READY_TIMEOUT_S": "0"})
+
+
+# --- the pods on the workload's page ----------------------------------------------------------
+
+
+def _pod(name, index=None, node="", phase="Running", **extra):
+    meta = {"name": name}
+    if index is not None:
+        meta["annotations"] = {"batch.kubernetes.io/job-completion-index": index}
+    spec = {"nodeName": node} if node else {}
+    spec.update(extra.pop("spec", {}))
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase, **extra}}
+
+
+def test_pod_rows_in_index_order_with_node_and_state_in_words():
+    pods = [
+        _pod("ddp-12-10-x", "10", "gpu-h100-0"),
+        _pod("ddp-12-2-x", "2", phase="Pending", spec={"schedulingGates": [{"name": KUEUE_GATE}]}),
+        _pod(
+            "ddp-12-0-x",
+            "0",
+            "gpu-h100-0",
+            containerStatuses=[{"state": {"waiting": {"reason": "ImagePullBackOff"}}}],
+            phase="Pending",
+        ),
+        _pod(
+            "ddp-12-1-x",
+            "1",
+            phase="Pending",
+            conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        ),
+    ]
+    assert [(r.index, r.node, r.state) for r in pod_rows(pods)] == [
+        ("0", "gpu-h100-0", "Pending: ImagePullBackOff"),
+        ("1", "", "Pending: Unschedulable"),
+        ("2", "", "Pending: waiting in the team's queue"),
+        ("10", "gpu-h100-0", "Running"),
+    ]
+    (alone,) = pod_rows(
+        [
+            _pod(
+                "serve-1-abc",
+                phase="Failed",
+                containerStatuses=[{"state": {"terminated": {"exitCode": 3}}}],
+            )
+        ]
+    )
+    assert (alone.index, alone.state) == ("", "Failed: exited with code 3")
+
+
+@pytest.mark.django_db
+def test_the_pods_panel_says_why_there_are_none_before_the_cluster_has_the_workload(granted):
+    from django.test import Client
+
+    w = submit(granted, name="ddp", pods=2)
+    client = Client()
+    client.force_login(granted.viewer)
+    panel = client.get(f"/workloads/{w.pk}/pods/")
+    assert panel.status_code == 200
+    assert "is not on the cluster yet" in panel.content.decode()
+    detail = client.get(f"/workloads/{w.pk}/").content.decode()
+    assert "a gang of 2 pods" in detail
+    client.force_login(granted.outsider)
+    assert client.get(f"/workloads/{w.pk}/pods/").status_code == 404

@@ -4,12 +4,14 @@ cannot start its pods one by one outside the queue, and cancel removes the whole
 headless Service."""
 
 import pytest
+from django.test import Client
 
 from core.errors import ClusterError
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
 from scheduler.workloads.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.pods import pod_rows
 from tests.scheduler.cluster_helpers import (
     as_user,
     restricted_pod,
@@ -137,6 +139,17 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
     assert env["MASTER_ADDR"]["value"] == f"{gang.k8s_name}-0.{gang.k8s_name}"
     assert env["WORLD_SIZE"]["value"] == "4"
     assert {p["spec"]["subdomain"] for p in pods} == {gang.k8s_name}
+    # the workload's page lists every pod with its index, node and state
+    page = Client()
+    page.force_login(world.member)
+    panel = page.get(f"/workloads/{gang.pk}/pods/").content.decode()
+    rows = pod_rows(pods)
+    assert [(r.index, r.node, r.state) for r in rows] == [
+        (str(i), "gpu-h100-0", "Running") for i in range(4)
+    ]
+    for row in rows:
+        assert row.name in panel
+    assert "(master)" in panel and "gpu-h100-0" in panel
     (queued,) = queue_workloads(kube, gang)  # one Workload for the whole gang
     said = conditions(queued)
     assert said["Admitted"]["status"] == "True"
