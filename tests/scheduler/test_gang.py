@@ -310,3 +310,16 @@ def test_the_pods_panel_says_why_there_are_none_before_the_cluster_has_the_workl
     assert "a gang of 2 pods" in detail
     client.force_login(granted.outsider)
     assert client.get(f"/workloads/{w.pk}/pods/").status_code == 404
+
+
+def test_why_a_gang_waits_counts_every_pod_and_offers_fewer_pods():
+    from scheduler.workloads.waiting import explain
+    from scheduler.workloads.waiting_facts import Holder
+    from tests.scheduler.test_waiting import FULL
+
+    holders = (Holder("train-a", "gpu-low", {"a100-80gb-mig-3g.40gb": 2}),)  # 8 of 14 free
+    facts = replace(FULL, ask={"a100-80gb-mig-3g.40gb": 1}, pods=4, holders=holders)
+    w = explain(facts)
+    assert w.code == "quota_full"
+    assert "has 8 of 14 slices free and this asks for 12" in w.reason  # 4 pods x 3 slices
+    assert "A smaller ask fits now: 2 pods instead of 4." in w.hints
