@@ -239,6 +239,7 @@ def _ask(resources, model, memory_gb, slices) -> dict:
     help="NAME=SECRET/KEY: a value from a Secret in the team's namespace (repeatable)",
 )
 @click.option("--replicas", type=int, default=1)
+@click.option("--pods", type=int, default=1, help="jobs: N pods started together (torchrun -N)")
 @click.option("--min-replicas", type=int, help="autoscaling: pods at least (default --replicas)")
 @click.option("--max-replicas", type=int, help="autoscaling: pods at most (quota is held for it)")
 @click.option("--target-gpu-util", type=int, help="autoscaling: average GPU utilisation, %")
@@ -273,7 +274,7 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb, compute_slices,
-           priority, env, secret_env, replicas,
+           priority, env, secret_env, replicas, pods,
            min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
            memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
            timeout, interval, idempotency_key, command):  # fmt: skip
@@ -296,6 +297,8 @@ def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb,
         "replicas": replicas,
         "backoff_limit": backoff_limit,
     }
+    if pods != 1:
+        body["pods"] = pods
     if autoscaling:
         body["autoscaling"] = autoscaling
     sizes = {"cpu": cpu, "memory": memory, "ephemeral_storage": ephemeral_storage, "shm": shm}

@@ -118,10 +118,14 @@ def config() -> dict:
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": TENANT_SELECTOR,
         "integrations": {"frameworks": FRAMEWORKS},
-        # slices, fair sharing, the client rate: what the portal needs of any Kueue
+        # slices, fair sharing, the client rate, all-or-nothing gangs: what the portal needs
+        # of any Kueue
         # (GPU_QUOTA_UNIT as the portal reads it: "class" runs Kueue without transformations)
+        # and waitForPodsReady from the same KUEUE_PODS_READY_* the portal's settings read
         **kueue_config.kueue_configuration(
-            os.environ.get("GPU_QUOTA_UNIT", slices.UNIT_SLICES), feature_gates=False
+            os.environ.get("GPU_QUOTA_UNIT", slices.UNIT_SLICES),
+            feature_gates=False,
+            pods_ready=kueue_config.PodsReady.from_env(os.environ),
         ),
     }
 

@@ -366,6 +366,15 @@ AUTOSCALING_LATENCY_METRIC = env(
 # carry the matching resources.transformations, as the chart and the local cluster do) or
 # "class" (one quota line per resource class; Kueue without transformations).
 GPU_QUOTA_UNIT = env("GPU_QUOTA_UNIT", default="slices")
+# Kueue's waitForPodsReady, printed by `manage.py kueue_config` (the local cluster reads the same
+# names): a workload whose pods are not all ready this long after admission is evicted whole and
+# requeued after a backoff doubling from the base up to the max; after the limit's evictions
+# (empty: none) Kueue deactivates it. Defaults: scheduler.catalog.kueue_config.PodsReady.
+KUEUE_PODS_READY_TIMEOUT_S = env.int("KUEUE_PODS_READY_TIMEOUT_S", default=300)
+KUEUE_PODS_READY_REQUEUE_BASE_S = env.int("KUEUE_PODS_READY_REQUEUE_BASE_S", default=60)
+KUEUE_PODS_READY_REQUEUE_MAX_S = env.int("KUEUE_PODS_READY_REQUEUE_MAX_S", default=3600)
+_requeue_limit = env("KUEUE_PODS_READY_REQUEUE_LIMIT", default="").strip()  # the chart sets ""
+KUEUE_PODS_READY_REQUEUE_LIMIT = int(_requeue_limit) if _requeue_limit else None
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

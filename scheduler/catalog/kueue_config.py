@@ -12,10 +12,17 @@ Kueue's Helm value `managerConfig.controllerManagerConfigYaml`; docs/deploy.md).
   a status write (client-go's default 20/30 per second is reached long before the API server
   is busy), and SchedulingEquivalenceHashing (beta, off by default in v0.17), with which a head
   that cannot be admitted marks the queued workloads of the same shape inadmissible too, so a
-  deep queue of equal asks costs one attempt per cycle, not one per workload (kueue#9694).
+  deep queue of equal asks costs one attempt per cycle, not one per workload (kueue#9694);
+- all or nothing for a gang (`waitForPodsReady`, docs/distributed.md): a workload whose pods are
+  not all ready within the timeout after admission is evicted, frees its quota and is requeued
+  after a backoff that doubles from a base up to a maximum, so no partial gang holds GPUs; the
+  platform team sets the numbers (settings `KUEUE_PODS_READY_*`, `PodsReady.from_env`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from scheduler.catalog import slices
 
@@ -25,13 +32,70 @@ FEATURE_GATES = {"SchedulingEquivalenceHashing": True}
 FAIR_SHARING_PREEMPTION = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 
 
-def kueue_configuration(unit: str, *, feature_gates: bool = True) -> dict:
+# The environment names the portal's settings and the local cluster read them from.
+PODS_READY_ENV = {
+    "timeout_s": "KUEUE_PODS_READY_TIMEOUT_S",
+    "requeue_base_s": "KUEUE_PODS_READY_REQUEUE_BASE_S",
+    "requeue_max_s": "KUEUE_PODS_READY_REQUEUE_MAX_S",
+    "requeue_limit": "KUEUE_PODS_READY_REQUEUE_LIMIT",
+}
+
+
+@dataclass(frozen=True)
+class PodsReady:
+    """Kueue's waitForPodsReady as the platform team sets it. `timeout_s`: how long an admitted
+    workload's pods have to be all ready (also how long a gang may run short of a pod before
+    it is evicted whole: Kueue's recoveryTimeout defaults to it); `requeue_base_s` and
+    `requeue_max_s`: the backoff before an evicted workload may be admitted again (doubling);
+    `requeue_limit`: evictions after which Kueue deactivates it (None: requeue for ever)."""
+
+    timeout_s: int = 300
+    requeue_base_s: int = 60
+    requeue_max_s: int = 3600
+    requeue_limit: int | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> PodsReady:
+        """The numbers from `PODS_READY_ENV` names (defaults for those unset; an empty limit is
+        none). A value that is not a whole number ≥ 0 (≥ 1 for the timeout) raises ValueError."""
+        values: dict = {}
+        for field, name in PODS_READY_ENV.items():
+            raw = (environ.get(name) or "").strip()
+            if not raw:
+                continue
+            number = int(raw)
+            if number < (1 if field == "timeout_s" else 0):
+                raise ValueError(f"{name}={raw}: too small")
+            values[field] = number
+        return cls(**values)
+
+    def kueue(self) -> dict:
+        strategy: dict = {
+            "timestamp": "Eviction",
+            "backoffBaseSeconds": self.requeue_base_s,
+            "backoffMaxSeconds": self.requeue_max_s,
+        }
+        if self.requeue_limit is not None:
+            strategy["backoffLimitCount"] = self.requeue_limit
+        # blockAdmission off: on, one gang waiting for its pods would stop every team's
+        # admissions cluster-wide until it is ready or evicted.
+        return {
+            "timeout": f"{self.timeout_s}s",
+            "blockAdmission": False,
+            "requeuingStrategy": strategy,
+        }
+
+
+def kueue_configuration(
+    unit: str, *, feature_gates: bool = True, pods_ready: PodsReady | None = None
+) -> dict:
     """The Configuration keys the portal relies on. `feature_gates=False` leaves the gates out
     for a Kueue that takes them by flag (a flag and the config's `featureGates` together are a
-    start-up error)."""
+    start-up error). `pods_ready`: the platform team's waitForPodsReady (the defaults without)."""
     out: dict = {
         "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
         "fairSharing": {"preemptionStrategies": list(FAIR_SHARING_PREEMPTION)},
+        "waitForPodsReady": (pods_ready or PodsReady()).kueue(),
     }
     if unit == slices.UNIT_SLICES:
         out["resources"] = {"transformations": slices.kueue_transformations()}

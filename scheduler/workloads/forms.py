@@ -41,7 +41,16 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     replicas = forms.IntegerField(
         min_value=1, initial=DEFAULT_REPLICAS, help_text="Deployments only"
     )
-    backoff_limit = forms.IntegerField(min_value=0, initial=0, help_text="Jobs only: retries")
+    pods = forms.IntegerField(
+        required=False,
+        min_value=1,
+        initial=1,
+        help_text="Jobs only: worker pods of this shape, admitted and started together "
+        "(distributed training; each gets MASTER_ADDR, WORLD_SIZE, RANK)",
+    )
+    backoff_limit = forms.IntegerField(
+        min_value=0, initial=0, help_text="Jobs only: retries (a gang's, over all its pods)"
+    )
     max_replicas = forms.IntegerField(
         required=False,
         min_value=1,
@@ -231,7 +240,8 @@ def initial_from(workload: Workload) -> dict:
         "resource_class": slug,
         "units": units,
         "priority": workload.priority_class,
-        "replicas": workload.replicas,
+        "replicas": workload.replicas if workload.kind == Workload.Kind.DEPLOYMENT else 1,
+        "pods": workload.replicas if workload.kind == Workload.Kind.JOB else 1,
         "backoff_limit": workload.backoff_limit,
         "max_replicas": workload.max_replicas,
         "target_gpu_util": workload.target_gpu_util,

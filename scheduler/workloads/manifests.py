@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from scheduler.catalog.run_limits import duration_words
 from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
+from scheduler.workloads import gang
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import (
     WORKLOAD_LABEL,
@@ -47,16 +48,26 @@ def render_job(spec: WorkloadSpec) -> dict:
     """A batch/v1 Job, created suspended: Kueue starts it when the team's queue admits it, and
     suspends and requeues it when it is preempted. A pod disrupted otherwise (a node drained)
     is replaced without counting against the backoff limit. With a maximum run time, Kueue
-    stops it (deactivates its Workload) once it has been admitted that long."""
+    stops it (deactivates its Workload) once it has been admitted that long.
+
+    A job of N > 1 pods is a gang (`gang.py`): an Indexed Job of N pods that Kueue admits
+    whole, with the rendezvous env; its headless Service is `gang.render_gang_service`. The
+    backoff limit is then the gang's restart budget, counted over all its pods."""
     metadata = _object_meta(spec)
     if spec.max_run_s is not None:
         metadata["labels"][MAX_EXEC_TIME_LABEL] = str(spec.max_run_s)
+    template = render_pod_template(spec, "Never")
+    shape: dict = {}
+    if gang.is_gang(spec):
+        template = gang.gang_template(spec, template)
+        shape = gang.gang_job_fields(spec)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata,
         "spec": {
             "suspend": True,
+            **shape,
             "backoffLimit": spec.backoff_limit,
             "podFailurePolicy": {
                 "rules": [
@@ -66,7 +77,7 @@ def render_job(spec: WorkloadSpec) -> dict:
                     }
                 ]
             },
-            "template": render_pod_template(spec, "Never"),
+            "template": template,
         },
     }
 

@@ -213,9 +213,8 @@ class Workload(models.Model):
 
     @property
     def max_pods(self) -> int:
-        """The most pods this workload may run: 1 for a job, max replicas when autoscaled."""
-        if self.kind != self.Kind.DEPLOYMENT:
-            return 1
+        """The most pods this workload may run: a job's pods (a gang of N when N > 1: all
+        run at once), a deployment's replicas, its max replicas when autoscaled."""
         return self.max_replicas or self.replicas
 
     def units_held(self) -> dict[str, int]:

@@ -27,7 +27,7 @@ from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
 from scheduler.catalog import run_limits, slices
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.workloads import tasks
+from scheduler.workloads import gang, tasks
 from scheduler.workloads.input import (
     MAX_BACKOFF_LIMIT,
     MAX_REPLICAS,
@@ -138,12 +138,43 @@ def _check_fits(
                 )
     if parts:
         at = f" ({pods} pods at max replicas)" if autoscaled else ""
+        if not autoscaled and pods > 1:
+            at = f" (a gang of {pods} pods, admitted all at once)"
         raise QuotaExceeded(
             f"{tenant.slug} can never run this{at}: " + "; ".join(parts),
             field="autoscaling" if autoscaled else "resources",
         )
     if priority == CRITICAL_PRIORITY_CLASS:
         _check_critical(tenant, asked, pods, priority)
+
+
+def _check_pool_holds(
+    asked: list[tuple[ResourceClass, int]], pods: int, model_classes: list[ResourceClass]
+) -> None:
+    """Refuse a gang larger than its pool could ever hold (every node of the model, every
+    team's grant): no grant or borrowing would help, only fewer pods or a smaller shape. In
+    slices, all of the model's pools count; per class, the asked class's pool. No pool: no
+    capacity is known, the grant check decides."""
+    rc = asked[0][0]
+    if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
+        pools = [(c, p) for c in model_classes if (p := getattr(c, "pool", None)) is not None]
+        if not pools:
+            return
+        capacity = sum(p.capacity * slices.slices_per_unit(c) for c, p in pools)
+        per_pod = sum(units * slices.slices_per_unit(c) for c, units in asked)
+        said = gang.pool_refusal(
+            pods=pods, per_pod=per_pod, capacity=capacity, unit="slices", pool=rc.gpu_model
+        )
+    else:
+        said = None
+        for c, units in asked:
+            pool: Pool | None = getattr(c, "pool", None)
+            if pool is not None and said is None:
+                said = gang.pool_refusal(
+                    pods=pods, per_pod=units, capacity=pool.capacity, unit=c.slug, pool=c.slug
+                )
+    if said:
+        raise InvalidInput(said, field="pods", code="pool_too_small")
 
 
 def _short_in_slices(
@@ -276,6 +307,7 @@ def submit_workload(
     env: dict | None = None,
     labels: dict | None = None,
     replicas: int = DEFAULT_REPLICAS,
+    pods: int | None = None,
     backoff_limit: int = 0,
     autoscaling: dict | None = None,
     cpu: str | None = None,
@@ -290,7 +322,8 @@ def submit_workload(
     deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit.
     cpu, memory and ephemeral storage are requests = limits of its container (left out: the
     namespace's defaults); volumes, env_from_secrets and image_pull_secrets name existing
-    PersistentVolumeClaims and Secrets of the team's namespace."""
+    PersistentVolumeClaims and Secrets of the team's namespace. A job of `pods` > 1 is a gang
+    (`gang.py`): N pods of one shape, quota checked for all N, admitted whole by Kueue."""
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
     try:
         dns_label(name or "")
@@ -306,7 +339,23 @@ def submit_workload(
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise InvalidInput("replicas must be a whole number ≥ 1", field="replicas")
     if kind == Workload.Kind.JOB and replicas != 1:
-        raise InvalidInput("a job runs one pod: leave replicas at 1", field="replicas")
+        raise InvalidInput(
+            "a job's pods are `pods` (a gang that starts together), not replicas: "
+            "leave replicas at 1",
+            field="replicas",
+        )
+    if pods is not None:
+        if isinstance(pods, bool) or not isinstance(pods, int) or pods < 1:
+            raise InvalidInput("pods must be a whole number ≥ 1", field="pods")
+        if kind != Workload.Kind.JOB and pods != 1:
+            raise InvalidInput(
+                "pods is for jobs (a gang of N pods); a deployment scales by replicas",
+                field="pods",
+            )
+        if pods > MAX_REPLICAS:
+            raise InvalidInput(f"at most {MAX_REPLICAS} pods", field="pods")
+        if kind == Workload.Kind.JOB:
+            replicas = pods  # stored as the job's replicas: the pods it runs at once
     if replicas > MAX_REPLICAS:
         raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
     scaling = check_autoscaling(autoscaling, kind, replicas)
@@ -326,10 +375,12 @@ def submit_workload(
     env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
     image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
     asked, model_classes = _resolve_resources(resources)
-    pods = replicas if kind == Workload.Kind.DEPLOYMENT else 1
+    held_pods = replicas  # a deployment's replicas, a job's gang
     if scaling is not None:
-        pods = scaling["max_replicas"]
-    check_fits_namespace(pod_asks, pods)  # pure: no need to hold the tenant's lock for it
+        held_pods = scaling["max_replicas"]
+    check_fits_namespace(pod_asks, held_pods)  # pure: no need to hold the tenant's lock for it
+    if kind == Workload.Kind.JOB and held_pods > 1:
+        _check_pool_holds(asked, held_pods, model_classes)  # the fleet's size, not the team's
     # The row and its audit picture are built before the lock: under it, only what must be
     # serialised (the tenant's state, the name, the grants, the insert) and the writes.
     workload = Workload(
@@ -387,7 +438,7 @@ def submit_workload(
         _check_fits(
             tenant,
             asked,
-            pods,
+            held_pods,
             priority,
             granted_by_class,
             model_classes,

@@ -18,6 +18,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads import gang
 from scheduler.workloads.manifests import (
     KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,
@@ -136,6 +137,8 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
         uid = ((live or {}).get("metadata") or {}).get("uid", "")
         if spec.autoscaling is not None:
             kube.apply(render_hpa(spec, owner_uid=uid))
+        if gang.is_gang(spec):  # owned by the Job: deleted with it
+            kube.apply(gang.render_gang_service(spec, owner_uid=uid))
     except PermanentClusterError as exc:
         change_state(workload.pk, Observation(Workload.State.FAILED, "Rejected", str(exc)))
         return Workload.objects.get(pk=workload.pk)
@@ -159,7 +162,8 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
             state=workload.state,
             reason="Created",
             message=f"{manifest['kind']} {workload.namespace}/{workload.k8s_name}"
-            + (" with a HorizontalPodAutoscaler" if spec.autoscaling else ""),
+            + (" with a HorizontalPodAutoscaler" if spec.autoscaling else "")
+            + (f" of {spec.replicas} pods with a headless Service" if gang.is_gang(spec) else ""),
         )
     return workload
 

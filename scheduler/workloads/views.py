@@ -13,6 +13,7 @@ from core.errors import ClusterError, ServiceError
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
+from scheduler.workloads import pods as workload_pods
 from scheduler.workloads import presenting, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.consequences import cancel_consequences
@@ -145,6 +146,19 @@ def workload_logs(request, pk):
 
 
 @login_required
+def workload_pods_panel(request, pk):
+    """The pods panel (htmx, polled while the workload lives): every pod with its index in a
+    gang, its node and its state, or why the cluster cannot say."""
+    workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    context: dict = {"w": workload}
+    try:
+        context["pods"] = workload_pods.workload_pod_rows(actor=request.user, workload=workload)
+    except (ServiceError, ClusterError) as exc:
+        context["unavailable"] = getattr(exc, "detail", None) or str(exc)
+    return render(request, "scheduler/_workload_pods.html", context)
+
+
+@login_required
 def workload_create(request, slug):
     tenant = _tenant(request, slug)
     again = _workload_to_run_again(request, tenant)
@@ -165,6 +179,7 @@ def workload_create(request, slug):
                 resources={d["resource_class"].slug: d["units"]},
                 priority=d["priority"],
                 replicas=d["replicas"],
+                pods=d.get("pods"),
                 backoff_limit=d["backoff_limit"],
                 autoscaling=form.autoscaling(),
                 **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
@@ -226,7 +241,7 @@ def _cancel_confirm(request, workload: Workload):
             name=workload.name,
             kind=workload.kind,
             state=workload.state,
-            pods=workload.replicas if workload.kind == Workload.Kind.DEPLOYMENT else 1,
+            pods=workload.replicas,  # a gang's every pod
             held={names.get(slug, slug): units for slug, units in held.items()},
             queue_position=workload.queue_position,
         ),

@@ -170,7 +170,8 @@ def _smaller_ask(u: Units, line: Line) -> str | None:
         pods = next((p for p in range(f.pods - 1, 0, -1) if fits(per_pod, p)), 0)
         if pods:
             lent = borrowed if u.amount(slug, per_pod * pods) > line.own_free else ""
-            return f"A smaller ask fits now: {pods} replicas instead of {f.pods}{lent}."
+            noun = "pods" if f.kind == "job" else "replicas"  # a job of N pods is a gang
+            return f"A smaller ask fits now: {pods} {noun} instead of {f.pods}{lent}."
         return None
     units = next((n for n in range(per_pod - 1, 0, -1) if fits(n, 1)), 0)
     if not units:

@@ -180,7 +180,9 @@ def test_a_smaller_ask_that_fits_the_free_quota():
 
 def test_fewer_replicas_of_a_deployment():
     holders = (Holder("train-a", "gpu-low", {"a100-80gb-mig-3g.40gb": 2}),)  # 8 of 14 free
-    facts = replace(FULL, ask={"a100-80gb-mig-3g.40gb": 1}, pods=4, holders=holders)
+    facts = replace(
+        FULL, ask={"a100-80gb-mig-3g.40gb": 1}, pods=4, holders=holders, kind="deployment"
+    )
     w = explain(facts)
     assert "A smaller ask fits now: 2 replicas instead of 4." in w.hints
 

@@ -7,11 +7,11 @@ import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from scheduler.catalog.kueue_config import kueue_configuration
+from scheduler.catalog.kueue_config import PodsReady, kueue_configuration
 
 
 class Command(BaseCommand):
-    help = "Print the Kueue Configuration fragment the portal needs (slices, fair sharing)."
+    help = "Print the Kueue Configuration fragment the portal needs (slices, fair sharing, gangs)."
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -22,6 +22,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         fragment = kueue_configuration(
-            settings.GPU_QUOTA_UNIT, feature_gates=not options["no_feature_gates"]
+            settings.GPU_QUOTA_UNIT,
+            feature_gates=not options["no_feature_gates"],
+            pods_ready=PodsReady(
+                timeout_s=settings.KUEUE_PODS_READY_TIMEOUT_S,
+                requeue_base_s=settings.KUEUE_PODS_READY_REQUEUE_BASE_S,
+                requeue_max_s=settings.KUEUE_PODS_READY_REQUEUE_MAX_S,
+                requeue_limit=settings.KUEUE_PODS_READY_REQUEUE_LIMIT,
+            ),
         )
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")

@@ -160,6 +160,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
         child=serializers.CharField(), read_only=True, help_text="Secrets whose keys are env"
     )
     image_pull_secrets = serializers.ListField(child=serializers.CharField(), read_only=True)
+    pods = serializers.IntegerField(
+        source="max_pods",
+        read_only=True,
+        help_text="the most pods it runs at once: a job's gang (all admitted together), a "
+        "deployment's replicas (its max replicas when autoscaled)",
+    )
     max_run = serializers.CharField(
         source="max_run_words",
         read_only=True,
@@ -195,6 +201,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "image_pull_secrets",
             "priority",
             "replicas",
+            "pods",
             "autoscaling",
             "backoff_limit",
             "max_run_s",
@@ -250,6 +257,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "image_pull_secrets": _texts(w.image_pull_secrets),
             "priority": _text(w.priority_class),
             "replicas": _integer(w.replicas),
+            "pods": _integer(w.max_pods),
             "autoscaling": None
             if autoscaling is None
             else AutoscalingSerializer().to_representation(autoscaling),

@@ -13,6 +13,7 @@ from scheduler.workloads.api.serializers import (
     AutoscalingSerializer,
     VolumeSerializer,
 )
+from scheduler.workloads.input import MAX_REPLICAS
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models.priority_classes import PRIORITY_CLASSES
 
@@ -104,7 +105,18 @@ class WorkloadCreateSerializer(serializers.Serializer):
         "the shape (free now, else the cheapest)",
     )
     priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
-    replicas = serializers.IntegerField(min_value=1, required=False, default=DEFAULT_REPLICAS)
+    replicas = serializers.IntegerField(
+        min_value=1, required=False, default=DEFAULT_REPLICAS, help_text="deployments only"
+    )
+    pods = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        required=False,
+        default=1,
+        help_text="jobs only: worker pods of this shape (`resources` is per pod), admitted and "
+        "started together as one gang, with the rendezvous env (MASTER_ADDR, MASTER_PORT, "
+        "WORLD_SIZE, RANK, NPROC_PER_NODE and torchrun's PET_*); quota is checked for all of them",
+    )
     autoscaling = AutoscalingSerializer(
         required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
     )

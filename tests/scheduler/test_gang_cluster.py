@@ -1,0 +1,172 @@
+"""Multi-pod jobs on the real local cluster with Kueue: a gang waits whole while its team lacks
+room for all of its pods and then starts them all at once (one admission), a member with kubectl
+cannot start its pods one by one outside the queue, and cancel removes the whole gang with its
+headless Service."""
+
+import pytest
+from django.test import Client
+
+from core.errors import ClusterError
+from scheduler.workloads import services as workloads
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
+from scheduler.workloads.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.pods import pod_rows
+from tests.scheduler.cluster_helpers import (
+    as_user,
+    restricted_pod,
+    unique_slug,
+    wait_for,
+    wait_until_refused,
+)
+from tests.scheduler.test_kueue_cluster import (
+    A100,
+    MIG,
+    h100_mig,  # noqa: F401 - a fixture
+    member_job,
+    submit,
+    team,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def gang_pods(kube, w) -> list[dict]:
+    return kube.list("Pod", w.namespace, label_selector=f"{WORKLOAD_LABEL}={w.pk}")
+
+
+def queue_workloads(kube, w) -> list[dict]:
+    return kube.list(
+        "KueueWorkload", w.namespace, label_selector=f"{KUEUE_JOB_UID_LABEL}={w.k8s_uid}"
+    )
+
+
+def conditions(obj: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_stop_together(
+    kube,
+    kube_cluster,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    settings,
+):
+    # a cohort of its own: another team's idle units lent to this one would admit the gang early
+    settings.PORTAL_INSTANCE = unique_slug("gang")
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 4, prefix="gang")
+    ns = tenant.namespace
+    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
+    wait_state(kube, blocker, "running")
+
+    # 4 pods x 1 3g.40gb: the grant covers them, but only 3 units are free
+    gang = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name="ddp",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+        pods=4,
+    )
+    workload_sync.create_in_cluster(kube, gang.pk)
+    gang.refresh_from_db()
+
+    def held_for_quota():
+        w = workload_sync.sync_workload(kube, gang.pk)
+        return w if w.state == "queued" and "insufficient" in w.message else None
+
+    waiting = wait_for("the gang queued for want of room", held_for_quota, timeout=60)
+    assert waiting.reason == "Pending"
+    assert kube.get("Job", gang.k8s_name, ns)["spec"]["suspend"] is True
+    assert gang_pods(kube, gang) == []  # not one pod of the gang started
+    service = kube.get("Service", gang.k8s_name, ns)
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == gang.k8s_uid
+
+    # a member with kubectl cannot start the gang's pods outside the queue
+    member = as_user(kube_cluster, world.member.username)
+    jumper = member_job("jumper", {MIG: 1})
+    jumper["metadata"].update(
+        namespace=ns, labels={"kueue.x-k8s.io/priority-class": "gpu-critical"}
+    )
+    wait_until_refused(
+        member, jumper, "must name the same priority class", "the queue guard policy in force"
+    )
+    with pytest.raises(ClusterError, match="only Kueue starts a suspended Job"):
+        member.merge_patch("Job", gang.k8s_name, {"spec": {"suspend": False}}, ns)
+    # pods made to look like the gang's: beyond the grant the namespace's quota refuses them...
+    lookalike = restricted_pod("ddp-1", {MIG: 4})
+    lookalike["metadata"].update(
+        namespace=ns, labels={"batch.kubernetes.io/job-name": gang.k8s_name}
+    )
+    lookalike["spec"]["subdomain"] = gang.k8s_name
+    with pytest.raises(ClusterError, match="exceeded quota"):
+        member.create(lookalike)
+    # ...and within it one waits behind Kueue's gate like any other (pinned to a model the team
+    # has no quota on, so that Kueue holds it for the length of the test)
+    lookalike["spec"]["containers"][0]["resources"] = {
+        "limits": {MIG: "1"},
+        "requests": {MIG: "1"},
+    }
+    lookalike["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": A100}
+    created = member.create(lookalike)
+    assert [g["name"] for g in created["spec"]["schedulingGates"]] == [KUEUE_GATE]
+    with pytest.raises(ClusterError, match="only Kueue lifts its scheduling gate"):
+        member.merge_patch("Pod", "ddp-1", {"spec": {"schedulingGates": None}}, ns)
+    assert not (kube.get("Pod", "ddp-1", ns) or {}).get("spec", {}).get("nodeName")
+    member.delete("Pod", "ddp-1", ns)
+    assert gang_pods(kube, gang) == []
+
+    # room frees: all four start, admitted by Kueue once
+    workloads.cancel_workload(actor=world.admin, workload=blocker)
+    workload_sync.delete_from_cluster(kube, blocker.pk)
+    wait_state(kube, gang, "running", timeout=90)
+
+    def all_running():
+        pods = gang_pods(kube, gang)
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return pods if len(running) == 4 else None
+
+    pods = wait_for("all four pods running", all_running, timeout=60)
+    assert sorted(p["metadata"]["annotations"][INDEX] for p in pods) == ["0", "1", "2", "3"]
+    env = {e["name"]: e for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"]["value"] == f"{gang.k8s_name}-0.{gang.k8s_name}"
+    assert env["WORLD_SIZE"]["value"] == "4"
+    assert {p["spec"]["subdomain"] for p in pods} == {gang.k8s_name}
+    # the workload's page lists every pod with its index, node and state
+    page = Client()
+    page.force_login(world.member)
+    panel = page.get(f"/workloads/{gang.pk}/pods/").content.decode()
+    rows = pod_rows(pods)
+    assert [(r.index, r.node, r.state) for r in rows] == [
+        (str(i), "gpu-h100-0", "Running") for i in range(4)
+    ]
+    for row in rows:
+        assert row.name in panel
+    assert "(master)" in panel and "gpu-h100-0" in panel
+    (queued,) = queue_workloads(kube, gang)  # one Workload for the whole gang
+    said = conditions(queued)
+    assert said["Admitted"]["status"] == "True"
+    assert "Evicted" not in said or said["Evicted"]["status"] == "False"
+    (podset,) = queued["status"]["admission"]["podSetAssignments"]
+    assert podset["count"] == 4
+    assert not (queued["status"].get("requeueState") or {}).get("count")
+
+    # cancel removes the whole gang: the Job, every pod and the headless Service
+    workloads.cancel_workload(actor=world.admin, workload=gang)
+    workload_sync.delete_from_cluster(kube, gang.pk)
+
+    def gone():
+        return (
+            kube.get("Job", gang.k8s_name, ns) is None
+            and kube.get("Service", gang.k8s_name, ns) is None
+            and not gang_pods(kube, gang)
+        )
+
+    wait_for("the gang's Job, pods and Service gone", gone, timeout=60)
