@@ -19,8 +19,19 @@ class ApiError(Exception):
         code = body.get("code", "error")
         detail = body.get("detail", "")
         errors = body.get("errors") or {}
-        extra = "".join(f"\n  {field}: {'; '.join(msgs)}" for field, msgs in errors.items())
+        extra = "".join(
+            f"\n  {field}: {'; '.join(map(str, msgs)) if isinstance(msgs, list) else msgs}"
+            for field, msgs in (errors.items() if isinstance(errors, dict) else [])
+        )
         super().__init__(f"{status} {code}: {detail}{extra}")
+
+
+def with_query(path: str, params: dict[str, Any]) -> str:
+    """`path` with the parameters that have a value, URL-encoded."""
+    given = {k: v for k, v in params.items() if v is not None and v != ""}
+    if not given:
+        return path
+    return f"{path}{'&' if '?' in path else '?'}{urllib.parse.urlencode(given, doseq=True)}"
 
 
 @dataclass
@@ -31,8 +42,16 @@ class Client:
     timeout: float = 30.0
 
     def request(
-        self, method: str, path: str, body: Any = None, *, idempotency_key: str | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        raw: bool = False,
     ) -> Any:
+        """The answer's JSON (None for an empty body), or its text with `raw` (a CSV export).
+        A 4xx raises ApiError with the API's `code`, `detail` and field messages."""
         url = urllib.parse.urljoin(self.base_url.rstrip("/") + "/", path.lstrip("/"))
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         data = None
@@ -46,14 +65,18 @@ class Client:
             req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
-                    raw = resp.read()
-                    return json.loads(raw) if raw else None
+                    content = resp.read()
+                    if raw:
+                        return content.decode()
+                    return json.loads(content) if content else None
             except urllib.error.HTTPError as exc:
-                raw = exc.read()
+                content = exc.read()
                 try:
-                    payload = json.loads(raw) if raw else {}
+                    payload = json.loads(content) if content else {}
                 except ValueError:
-                    payload = {"code": "error", "detail": raw.decode(errors="replace")[:300]}
+                    payload = {"code": "error", "detail": content.decode(errors="replace")[:300]}
+                if not isinstance(payload, dict):
+                    payload = {"code": "error", "detail": str(payload)[:300]}
                 if (exc.code >= 500 or exc.code == 429) and attempt < self.retries:
                     time.sleep(min(2**attempt, 10))
                     continue
@@ -65,8 +88,32 @@ class Client:
                 raise ApiError(0, {"code": "unreachable", "detail": str(exc)}) from None
         raise AssertionError("unreachable")
 
-    def get(self, path: str) -> Any:
-        return self.request("GET", path)
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", with_query(path, params))
+
+    def get_text(self, path: str, **params: Any) -> str:
+        return self.request("GET", with_query(path, params), raw=True)
+
+    def get_all(self, path: str, **params: Any) -> list:
+        """Every row of a paginated list: page after page (by number, on this client's base
+        URL, whatever host a proxy put in `next`) while there is a next one."""
+        rows: list = []
+        number = 1
+        while True:
+            page = self.get(path, page=number, page_size=200, **params)
+            rows.extend(page["results"])
+            if not page.get("next"):
+                return rows
+            number += 1
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body)
+
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
 
     def post(self, path: str, body: Any = None, *, idempotency_key: str | None = None) -> Any:
         return self.request("POST", path, body or {}, idempotency_key=idempotency_key)

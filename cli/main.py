@@ -1,25 +1,32 @@
 """`gpu-portal` (or `python -m cli`): quota, request, submit --wait, status, cancel, resume,
-logs.
+logs; `admin …` for the platform team (cli/admin/); `completion bash|zsh|fish`.
 
 Configured by GPU_PORTAL_URL and GPU_PORTAL_TOKEN. Exit status of `submit --wait` and `wait`:
-0 succeeded (a deployment: running), 1 failed, 3 cancelled, 4 timed out; 5 the API refused the
-call (the reason is printed). Work waiting in the team's queue (`queued`, with its position) or
-preempted and queued again is followed until it ends.
+0 succeeded (a deployment: running), 1 failed, 3 cancelled, 4 timed out (the workload is not
+cancelled: it keeps its course), 6 timed out and cancelled (`--cancel-on-timeout`); 5 the API
+refused the call (the reason is printed), for every command. Work waiting in the team's queue
+(`queued`, with its position) or preempted and queued again is followed until it ends.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import time
 
 import click
 
-from cli.client import ApiError, Client
+from cli.admin import admin
+from cli.client import ApiError
+from cli.completion import completion
+from cli.output import fail
+from cli.session import Session, client
+from cli.waiting import follow, status_line, waiting_lines
 
-EXIT = {"succeeded": 0, "failed": 1, "cancelled": 3}
-EXIT_TIMEOUT = 4
-EXIT_API = 5
+__all__ = ["cli", "main", "status_line", "waiting_lines"]
+
+CANCEL_ON_TIMEOUT_HELP = (
+    "at the timeout, cancel the workload (exit 6); without it a timed-out wait leaves it "
+    "queued or running (exit 4)"
+)
 
 
 def _pairs(values: tuple[str, ...], what: str, as_int: bool = False) -> dict:
@@ -71,22 +78,21 @@ def _volumes(values: tuple[str, ...]) -> list[dict]:
 
 
 @click.group()
-@click.option("--url", envvar="GPU_PORTAL_URL", required=True, help="env GPU_PORTAL_URL")
-@click.option("--token", envvar="GPU_PORTAL_TOKEN", required=True, help="env GPU_PORTAL_TOKEN")
+@click.option("--url", envvar="GPU_PORTAL_URL", help="the portal (env GPU_PORTAL_URL)")
+@click.option("--token", envvar="GPU_PORTAL_TOKEN", help="an API token (env GPU_PORTAL_TOKEN)")
 @click.option("--json", "as_json", is_flag=True, help="print raw JSON")
 @click.pass_context
 def cli(ctx, url, token, as_json):
     """The GPU Portal from a shell or a CI pipeline."""
-    ctx.obj = {"client": Client(url, token), "json": as_json}
+    ctx.obj = Session(url, token, as_json)
+
+
+cli.add_command(admin)
+cli.add_command(completion)
 
 
 def _out(ctx, data, text: str) -> None:
-    click.echo(json.dumps(data, indent=2) if ctx.obj["json"] else text)
-
-
-def _fail(exc: ApiError):
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(EXIT_API)
+    click.echo(json.dumps(data, indent=2) if ctx.obj.as_json else text)
 
 
 @cli.command()
@@ -96,9 +102,9 @@ def quota(ctx, tenant):
     """Granted, in use and free per resource class, and per GPU model in compute slices."""
     try:
         path = f"/api/v1/tenants/{tenant}/" if tenant else "/api/v1/tenants/"
-        data = ctx.obj["client"].get(path)
+        data = client(ctx).get(path)
     except ApiError as exc:
-        _fail(exc)
+        fail(exc)
     tenants = [data] if tenant else data["results"]
     lines = []
     for t in tenants:
@@ -132,65 +138,11 @@ def request(ctx, tenant, items, ends_at, justification, idempotency_key):
         "justification": justification,
     }
     try:
-        data = ctx.obj["client"].post(
-            "/api/v1/capacity-requests/", body, idempotency_key=idempotency_key
-        )
+        data = client(ctx).post("/api/v1/capacity-requests/", body, idempotency_key=idempotency_key)
     except ApiError as exc:
-        _fail(exc)
+        fail(exc)
     why = f" ({'; '.join(data['policy_reasons'])})" if data["policy_reasons"] else ""
     _out(ctx, data, f"request #{data['id']}: {data['state']}{why}")
-
-
-def _status_line(w: dict, *, message: bool = True) -> str:
-    reason = f" ({w['reason']}: {w['message']})" if message and w.get("message") else ""
-    if not reason and w.get("reason"):
-        reason = f" ({w['reason']})"
-    state = w["state"]
-    if state == "queued" and w.get("queue_position"):
-        state = f"queued, position {w['queue_position']}"
-    return f"workload {w['id']} {w['name']}: {state}{reason}"
-
-
-def waiting_lines(w: dict) -> list[str]:
-    """Why a waiting workload waits (the API's `waiting`): the reason, its place in the queue,
-    what would get it in sooner, and the cluster's own words last."""
-    waiting = w.get("waiting")
-    if not waiting:
-        return []
-    lines = [f"  why: {waiting['reason']}"]
-    if waiting.get("position"):
-        lines.append(f"  position {waiting['position']} in the team's queue")
-    lines += [f"  sooner: {hint}" for hint in waiting.get("hints") or []]
-    if waiting.get("details"):
-        lines.append(f"  details: {waiting['details']}")
-    return lines
-
-
-def _wait(ctx, workload_id: int, kind: str, timeout: float, interval: float) -> None:
-    client = ctx.obj["client"]
-    deadline = time.monotonic() + timeout
-    last = last_why = None
-    while True:
-        try:
-            w = client.get(f"/api/v1/workloads/{workload_id}/")
-        except ApiError as exc:
-            _fail(exc)
-        line = _status_line(w)
-        if line != last:
-            click.echo(line, err=True)
-            last = line
-        why = (w.get("waiting") or {}).get("reason")
-        if why and why != last_why:  # the reason in words, each time it changes
-            click.echo(f"  why: {why}", err=True)
-        last_why = why
-        if w["state"] in EXIT:
-            sys.exit(EXIT[w["state"]])
-        if kind == "deployment" and w["state"] == "running":
-            sys.exit(0)
-        if time.monotonic() > deadline:
-            click.echo(f"timed out after {timeout:g} s; it is {w['state']}", err=True)
-            sys.exit(EXIT_TIMEOUT)
-        time.sleep(interval)
 
 
 def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
@@ -269,6 +221,7 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 )
 @click.option("--wait", is_flag=True, help="wait until it ends; exit status tells how")
 @click.option("--timeout", type=float, default=3600.0, help="seconds to wait")
+@click.option("--cancel-on-timeout", is_flag=True, help=CANCEL_ON_TIMEOUT_HELP)
 @click.option("--interval", type=float, default=2.0, help="seconds between polls")
 @click.option("--idempotency-key", help="reuse on a retried CI step (e.g. $CI_JOB_ID)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -277,7 +230,7 @@ def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb,
            priority, env, secret_env, replicas, pods,
            min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
            memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
-           timeout, interval, idempotency_key, command):  # fmt: skip
+           timeout, cancel_on_timeout, interval, idempotency_key, command):  # fmt: skip
     """Submit a workload; the container command follows `--`. A deployment autoscales between
     --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms.
     --cpu, --memory and --ephemeral-storage size the container (the namespace's defaults
@@ -310,27 +263,33 @@ def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb,
     if image_pull_secrets:
         body["image_pull_secrets"] = list(image_pull_secrets)
     try:
-        w = ctx.obj["client"].post("/api/v1/workloads/", body, idempotency_key=idempotency_key)
+        w = client(ctx).post("/api/v1/workloads/", body, idempotency_key=idempotency_key)
     except ApiError as exc:
-        _fail(exc)
+        fail(exc)
     _out(ctx, w, str(w["id"]))
-    click.echo(_status_line(w), err=True)
+    click.echo(status_line(w), err=True)
     if wait:
-        _wait(ctx, w["id"], kind, timeout, interval)
+        follow(client(ctx), w["id"], kind, timeout, interval, cancel_on_timeout=cancel_on_timeout)
 
 
-@cli.command()
+@cli.command(short_help="Wait for a workload to end; the exit status tells how.")
 @click.argument("workload_id", type=int)
-@click.option("--timeout", type=float, default=3600.0)
-@click.option("--interval", type=float, default=2.0)
+@click.option("--timeout", type=float, default=3600.0, help="seconds to wait")
+@click.option("--cancel-on-timeout", is_flag=True, help=CANCEL_ON_TIMEOUT_HELP)
+@click.option("--interval", type=float, default=2.0, help="seconds between polls")
 @click.pass_context
-def wait(ctx, workload_id, timeout, interval):
-    """Wait for a workload to end; the exit status tells how."""
+def wait(ctx, workload_id, timeout, cancel_on_timeout, interval):
+    """Wait for a workload to end; the exit status tells how: 0 succeeded (a deployment:
+    running), 1 failed, 3 cancelled, 4 timed out (the workload is NOT cancelled: it keeps
+    waiting or running, and the message says how to cancel it), 6 timed out and cancelled
+    (--cancel-on-timeout), 5 the API refused the call."""
     try:
-        w = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/")
+        w = client(ctx).get(f"/api/v1/workloads/{workload_id}/")
     except ApiError as exc:
-        _fail(exc)
-    _wait(ctx, workload_id, w["kind"], timeout, interval)
+        fail(exc)
+    follow(
+        client(ctx), workload_id, w["kind"], timeout, interval, cancel_on_timeout=cancel_on_timeout
+    )
 
 
 @cli.command()
@@ -339,11 +298,11 @@ def wait(ctx, workload_id, timeout, interval):
 def status(ctx, workload_id):
     """A workload's state, reason and events; why it waits, while it does."""
     try:
-        w = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/")
+        w = client(ctx).get(f"/api/v1/workloads/{workload_id}/")
     except ApiError as exc:
-        _fail(exc)
+        fail(exc)
     # While it waits, the cluster's words come last, after the reason in words.
-    lines = [_status_line(w, message=not w.get("waiting")), *waiting_lines(w)]
+    lines = [status_line(w, message=not w.get("waiting")), *waiting_lines(w)]
     if scaling := w.get("autoscaling"):
         targets = [
             f"{label} {scaling[key]}{unit}"
@@ -383,10 +342,10 @@ def status(ctx, workload_id):
 def cancel(ctx, workload_id):
     """Cancel a workload (it is deleted from the cluster)."""
     try:
-        w = ctx.obj["client"].post(f"/api/v1/workloads/{workload_id}/cancel/")
+        w = client(ctx).post(f"/api/v1/workloads/{workload_id}/cancel/")
     except ApiError as exc:
-        _fail(exc)
-    _out(ctx, w, _status_line(w))
+        fail(exc)
+    _out(ctx, w, status_line(w))
 
 
 @cli.command()
@@ -395,10 +354,10 @@ def cancel(ctx, workload_id):
 def resume(ctx, workload_id):
     """Resume a workload suspended for holding idle GPUs (back to its team's queue)."""
     try:
-        w = ctx.obj["client"].post(f"/api/v1/workloads/{workload_id}/resume/")
+        w = client(ctx).post(f"/api/v1/workloads/{workload_id}/resume/")
     except ApiError as exc:
-        _fail(exc)
-    _out(ctx, w, _status_line(w))
+        fail(exc)
+    _out(ctx, w, status_line(w))
 
 
 @cli.command()
@@ -408,9 +367,9 @@ def resume(ctx, workload_id):
 def logs(ctx, workload_id, tail):
     """The newest pod's log (where the cluster serves logs)."""
     try:
-        data = ctx.obj["client"].get(f"/api/v1/workloads/{workload_id}/logs/?tail={tail}")
+        data = client(ctx).get(f"/api/v1/workloads/{workload_id}/logs/?tail={tail}")
     except ApiError as exc:
-        _fail(exc)
+        fail(exc)
     _out(ctx, data, data["log"])
 
 

@@ -47,7 +47,7 @@ def test_status_prints_it_and_keeps_kueues_words_for_the_details(monkeypatch):
 def test_wait_says_why_while_it_waits(monkeypatch):
     answers = iter([QUEUED, QUEUED, {**QUEUED, "state": "succeeded", "waiting": None}])
     monkeypatch.setattr("cli.client.Client.get", lambda self, path: next(answers))
-    monkeypatch.setattr("cli.main.time.sleep", lambda s: None)
+    monkeypatch.setattr("cli.waiting.time.sleep", lambda s: None)
     result = CliRunner().invoke(cli, ["wait", "7", "--interval", "0"], env=ENV)
     assert result.exit_code == 0
     assert result.output.count("  why: The team's A100-80GB quota is full") == 1  # once

@@ -34,6 +34,26 @@ class SliceLineSerializer(serializers.Serializer):
     summary = serializers.CharField()
 
 
+class QueueLineSerializer(serializers.Serializer):
+    flavor = serializers.CharField(help_text="the GPU model's Kueue ResourceFlavor")
+    resource = serializers.CharField()
+    nominal = serializers.IntegerField(help_text="the team's own quota (its grants)")
+    used = serializers.IntegerField(help_text="by its admitted work, borrowed units included")
+    borrowed = serializers.IntegerField(help_text="of used, what is above its own quota")
+    lent = serializers.IntegerField(help_text="of its own idle quota, what others use now")
+
+
+class QueueSerializer(serializers.Serializer):
+    """The team's Kueue ClusterQueue as last read (the console's Queues page)."""
+
+    queue = serializers.CharField()
+    lines = QueueLineSerializer(many=True)
+    pending = serializers.IntegerField(help_text="workloads waiting in the queue")
+    admitted = serializers.IntegerField()
+    active = serializers.BooleanField(help_text="false: the queue admits nothing")
+    reason = serializers.CharField()
+
+
 def page_quota(tenant_ids: list[int]) -> dict[int, dict[str, list[dict]]]:
     """The quota lines of a page of tenants, per resource class and per model in slices, from
     the one read model (three queries a page)."""
@@ -85,6 +105,7 @@ class TenantSerializer(serializers.ModelSerializer):
     quota = serializers.SerializerMethodField()
     slices = serializers.SerializerMethodField()
     reconcile_status = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
 
     class Meta:
         model = Tenant
@@ -108,6 +129,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "quota",
             "slices",
             "reconcile_status",
+            "queue",
             "created_at",
         ]
         read_only_fields = fields
@@ -131,9 +153,22 @@ class TenantSerializer(serializers.ModelSerializer):
         what holds them (the unit Kueue counts when GPU_QUOTA_UNIT is slices)."""
         return self._quota(tenant)["slices"]
 
+    @staticmethod
+    def _sync_state(tenant: Tenant):
+        """The tenant's sync state, read once (a missing one is not cached by Django)."""
+        if "_sync_state" not in tenant.__dict__:
+            tenant.__dict__["_sync_state"] = getattr(tenant, "sync_state", None)
+        return tenant.__dict__["_sync_state"]
+
     def get_reconcile_status(self, tenant: Tenant) -> str:
-        state = getattr(tenant, "sync_state", None)
+        state = self._sync_state(tenant)
         return state.status if state else "pending"
+
+    @extend_schema_field(QueueSerializer(allow_null=True))
+    def get_queue(self, tenant: Tenant) -> dict | None:
+        """The team's Kueue queue as last read; null until the cluster has been read."""
+        state = self._sync_state(tenant)
+        return (state.queue_status or None) if state else None
 
 
 class TenantCreateSerializer(serializers.Serializer):
