@@ -1,7 +1,8 @@
 """Idle GPUs given back on the local cluster (issue 30, item 3), with a real Prometheus scraping
 the DCGM stand-in: an idle job is warned, then suspended through Kueue (its unit goes to the
 team's next job), then resumed from the API; a busy job beside it is never touched; with
-Prometheus down nothing is suspended, however long the idle clock has run."""
+Prometheus down nothing is suspended, however long the idle clock has run. An idle Deployment,
+under its team's own policy, is scaled to 0 with its spec kept and scaled back on resume."""
 
 import time
 from datetime import timedelta
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from metering import idle_runs, prometheus
 from scheduler.catalog.services import set_pool
+from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import WORKLOAD_LABEL
@@ -132,4 +134,67 @@ def test_an_idle_job_is_warned_suspended_and_resumed_and_a_busy_one_is_left_alon
     wait_state(kube, idle, "queued")
     workload_sync.delete_from_cluster(kube, nxt.pk)
     resumed = wait_state(kube, idle, "running", timeout=90)
+    assert resumed.resumed_at is not None and resumed.idle_since is None
+
+
+def test_an_idle_deployment_is_scaled_to_zero_with_its_spec_kept_and_resumed(
+    kube, tenant_namespaces, world, h100_mig, settings, client, dcgm, prometheus_server
+):
+    settings.PORTAL_INSTANCE = unique_slug("idled")
+    settings.PROMETHEUS_URL = prometheus_server.url
+    settings.IDLE_USE_WINDOW = "30s"
+    settings.IDLE_CHECK_EVERY_S = 60
+    owner = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="idled")
+    # the team's own idle policy (the pool has none): it alone decides
+    owner.idle_threshold_pct, owner.idle_warn_after_s, owner.idle_suspend_after_s = 5, 60, 120
+    owner.idle_protect_s = 0
+    owner.save()
+    served = workloads.submit_workload(
+        actor=world.admin,
+        tenant=owner,
+        name="serve",
+        kind="deployment",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+        replicas=1,
+    )
+    workload_sync.create_in_cluster(kube, served.pk)
+    wait_state(kube, served, "running")
+    pod = _pod_name(kube, served)
+    dcgm.namespaces.add(served.namespace)
+    dcgm.util[(served.namespace, pod)] = Decimal("0.02")
+    deadline = time.monotonic() + 60
+    while (served.namespace, pod) not in prometheus.pod_utilisation(
+        prometheus_server.url, window="30s"
+    ):
+        assert time.monotonic() < deadline, f"Prometheus never had the pod; {dcgm.last_error}"
+        time.sleep(0.5)
+
+    t0 = timezone.now()
+    for seconds in (0, 61):
+        idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=seconds))
+    gone = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=123))
+    assert gone.suspended == [served.pk]
+    deployment = kube.get("Deployment", served.k8s_name, served.namespace)
+    assert deployment["spec"]["replicas"] == 0  # scaled to 0, its spec (image, GPUs) kept
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.k8s.io/pause:3.10"
+    assert h100_mig.resource_name in container["resources"]["limits"]
+    wait_for(
+        "its pods gone",
+        lambda: (
+            not kube.list("Pod", served.namespace, label_selector=f"{WORKLOAD_LABEL}={served.pk}")
+        ),
+        timeout=60,
+    )
+    # the sync does not bring it back: it stays suspended until someone resumes it
+    assert workload_sync.sync_workload(kube, served.pk).state == "suspended"
+    assert kube.get("Deployment", served.k8s_name, served.namespace)["spec"]["replicas"] == 0
+
+    client.force_login(world.member)
+    answer = client.post(f"/api/v1/workloads/{served.pk}/resume/")
+    assert answer.status_code == 200, answer.content
+    assert kube.get("Deployment", served.k8s_name, served.namespace)["spec"]["replicas"] == 1
+    resumed = wait_state(kube, served, "running", timeout=90)
     assert resumed.resumed_at is not None and resumed.idle_since is None
