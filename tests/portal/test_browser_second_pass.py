@@ -1,0 +1,136 @@
+"""Issue 35, second pass, in headless Chromium against the live portal (no cluster needed): what
+decides stays in view on a phone (390 px) and on a desktop (1280 px), numbers that say what
+exists, choices that can be had, long lists capped or grouped, and waits said in words. axe-core
+checks each page, as in test_browser_ux.py."""
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.portal.test_browser import browser  # noqa: F401 (fixture)
+from tests.portal.test_browser_ux import (  # noqa: F401 (fixture)
+    DESKTOP,
+    PHONE,
+    assert_accessible,
+    no_sideways_scroll,
+    pending,
+    people,
+    running_workload,
+    sign_in,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def box(page: Page, locator) -> dict:
+    found = locator.bounding_box()
+    assert found is not None, "not rendered"
+    return found
+
+
+def in_view_across(page: Page, locator) -> bool:
+    """The element is drawn inside the window's width (not behind a sideways scroll)."""
+    found = box(page, locator)
+    width = page.viewport_size["width"]
+    return found["x"] >= 0 and found["x"] + found["width"] <= width + 0.5
+
+
+# --- (2) phones: rows are cards, state and actions first ----------------------------------------
+
+
+def test_on_a_phone_rows_are_cards_with_state_and_actions_first(live_server, browser, people):  # noqa: F811
+    running_workload(people, name="train-on-a-phone")
+    page = browser.new_page(viewport=PHONE)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/teams/team-a/")
+    row = page.locator("section[aria-labelledby='workloads-h'] tbody tr").first
+    state = row.get_by_text("Running", exact=True)
+    assert in_view_across(page, state)
+    assert box(page, state)["y"] < box(page, row.get_by_text("Job", exact=False))["y"] + 1
+    assert no_sideways_scroll(page)
+    assert_accessible(page)
+
+
+def test_the_approval_queue_on_a_phone_is_compact(live_server, browser, people):  # noqa: F811
+    asks = [pending(people, people.tenant, why=f"ask {n} " + "words " * 20) for n in range(6)]
+    page = browser.new_page(viewport=PHONE)
+    sign_in(page, live_server.url, "platform")
+    page.goto(f"{live_server.url}/console/")
+    header = box(page, page.locator("header.top"))
+    assert header["height"] <= 90, f"the menu takes {header['height']} px"
+    row = page.locator("table tbody tr").first
+    assert box(page, row)["height"] <= 200, f"a row is {box(page, row)['height']} px tall"
+    for what in (
+        row.get_by_text("$1.50/h"),
+        row.get_by_text("ask 0"),
+        page.get_by_role("button", name=f"Approve request {asks[0].pk}", exact=True),
+        page.get_by_role("button", name=f"Reject request {asks[0].pk}", exact=True),
+    ):
+        assert in_view_across(page, what)
+    page.get_by_label(f"Select request {asks[1].pk}", exact=True).check()
+    bar = box(page, page.locator(".queue-actions"))
+    assert bar["height"] <= 0.15 * PHONE["height"], f"the bulk bar is {bar['height']} px tall"
+    assert no_sideways_scroll(page)
+    assert_accessible(page)
+    more = page.locator("header.top summary")
+    more.click()
+    expect(page.get_by_role("link", name="Audit log")).to_be_visible()
+    assert_accessible(page)
+
+
+def test_the_menu_holds_one_line_at_desktop_width(live_server, browser, people):  # noqa: F811
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, live_server.url, "platform")
+    page.goto(f"{live_server.url}/console/")
+    tops = page.evaluate(
+        """() => [...document.querySelectorAll('header.top nav > *')]
+            .filter(e => e.getBoundingClientRect().height > 0)
+            .map(e => Math.round(e.getBoundingClientRect().top))"""
+    )
+    assert len(set(tops)) == 1, f"the menu wraps: {tops}"
+    assert box(page, page.locator("header.top"))["height"] <= 60
+    assert_accessible(page)
+
+
+# --- (3) desktop: the deciding columns never scroll out of view ---------------------------------
+
+
+def columns_out_of_view(page: Page, table) -> list[str]:
+    """Headers of the table drawn outside its scrolling box (behind a sideways scroll)."""
+    return table.evaluate(
+        """t => { const box = (t.closest('.scroll') || t.parentElement).getBoundingClientRect();
+            return [...t.querySelectorAll('th')].filter(th => {
+                const r = th.getBoundingClientRect();
+                return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+            }).map(th => th.textContent.trim()); }"""
+    )
+
+
+def test_tokens_and_the_team_queue_show_every_column_on_a_desktop(live_server, browser, people):  # noqa: F811
+    from scheduler.cluster.models import TenantSyncState
+
+    line = {"flavor": "a100-80gb", "resource": "nvidia.com/gpu", "nominal": 4, "used": 6}
+    TenantSyncState.objects.create(
+        tenant=people.tenant,
+        queue_status={
+            "queue": "tenant-team-a",
+            "lines": [{**line, "borrowed": 2, "lent": 0}],
+            "pending": 1,
+            "admitted": 2,
+            "active": True,
+            "reason": "",
+        },
+    )
+    page = browser.new_page(viewport=DESKTOP)
+    sign_in(page, live_server.url, "member")
+    page.goto(f"{live_server.url}/tokens/")
+    page.get_by_label("Name").fill("gitlab-ci-for-the-vision-team")
+    page.get_by_role("button", name="Create token").click()
+    tokens = page.locator("main table")
+    assert columns_out_of_view(page, tokens) == []
+    assert in_view_across(page, page.get_by_role("link", name="Revoke token", exact=False).first)
+    assert_accessible(page)
+    page.goto(f"{live_server.url}/teams/team-a/")
+    queue = page.locator("section[aria-labelledby='queue-h'] table")
+    assert columns_out_of_view(page, queue) == []
+    expect(queue.locator("th").last).to_have_text("Lent")
+    assert_accessible(page)
