@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from metering.selectors import budget_state
+from portal.promises import promises
 from scheduler.catalog import slices
 from scheduler.cluster import kube
 from scheduler.cluster.models import TenantSyncState
@@ -110,12 +111,20 @@ def team_detail(request, slug):
     )
     lines = quota_lines(tenant)
     scale = max([max(line.granted, line.in_use) for line in lines] or [1])
+    promised = promises(lines)  # quota against what the pools have (overcommit)
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
         "can_manage": permissions.can_manage_members(request.user, tenant),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
-        "lines": [{"line": line, **_bars(line.granted, line.in_use, scale)} for line in lines],
+        "lines": [
+            {
+                "line": line,
+                "promise": promised[line.resource_class.pk],
+                **_bars(line.granted, line.in_use, scale),
+            }
+            for line in lines
+        ],
         # grants per model in compute slices, where Kueue counts them so (GPU_QUOTA_UNIT)
         "slice_lines": slice_lines(lines) if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES else [],
         "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),

@@ -36,6 +36,17 @@ def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     return out
 
 
+def held_by_class() -> dict[str, int]:
+    """resource class slug -> units every team's workloads hold together (one query): what of a
+    pool is taken now."""
+    out: dict[str, int] = defaultdict(int)
+    rows = Workload.objects.holding().only("kind", "replicas", "max_replicas", "resources")
+    for w in rows:
+        for slug, units in w.units_held().items():
+            out[slug] += units
+    return dict(out)
+
+
 def can_read_env_values(user, tenant: Tenant) -> bool:
     """Those who may submit the team's workloads (members, owners, platform admins) read the
     values of their env; viewers read only the names."""

@@ -134,3 +134,37 @@ def test_tokens_and_the_team_queue_show_every_column_on_a_desktop(live_server, b
     assert columns_out_of_view(page, queue) == []
     expect(queue.locator("th").last).to_have_text("Lent")
     assert_accessible(page)
+
+
+# --- (5) unused quota says what exists ----------------------------------------------------------
+
+
+def test_unused_quota_says_what_is_promised_what_exists_and_what_is_free(
+    live_server,
+    browser,  # noqa: F811
+    people,  # noqa: F811
+):
+    from decimal import Decimal
+
+    from scheduler.workloads.models import Workload
+    from tests.scheduler.factories import WorkloadFactory
+    from tests.tenants.factories import QuotaGrantFactory
+
+    people.pool.capacity, people.pool.overcommit_ratio = 7, Decimal("2")
+    people.pool.save()
+    QuotaGrantFactory(tenant=people.tenant, resource_class=people.rc, amount=14)
+    WorkloadFactory(  # another team holds 4 of the 7 that exist
+        tenant=people.other_tenant,
+        resources={people.rc.slug: 4},
+        state=Workload.State.RUNNING,
+    )
+    for viewport in (DESKTOP, PHONE):
+        page = browser.new_page(viewport=viewport)
+        sign_in(page, live_server.url, "member")
+        page.goto(f"{live_server.url}/teams/team-a/")
+        row = page.locator("table.quota tbody tr").first
+        expect(row).to_contain_text("14 promised, 7 exist, 3 free now")
+        expect(page.get_by_text("Unused quota is what the team may still start")).to_have_count(0)
+        assert_accessible(page)
+        assert no_sideways_scroll(page)
+        page.close()
