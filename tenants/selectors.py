@@ -178,6 +178,15 @@ class PoolLine:
         return max(0, self.grantable - self.granted)
 
 
+def pooled_class_slugs() -> set[str]:
+    """Slugs of the active classes a pool has units of: what can be asked for at all."""
+    return set(
+        ResourceClass.objects.filter(active=True, pool__capacity__gt=0).values_list(
+            "slug", flat=True
+        )
+    )
+
+
 def pool_summary(now: datetime | None = None) -> list[PoolLine]:
     """Every active class with its capacity, what grants hold and what is free (two queries)."""
     now = now or timezone.now()

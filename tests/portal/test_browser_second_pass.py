@@ -168,3 +168,29 @@ def test_unused_quota_says_what_is_promised_what_exists_and_what_is_free(
         assert_accessible(page)
         assert no_sideways_scroll(page)
         page.close()
+
+
+# --- (11) choices that cannot be had ------------------------------------------------------------
+
+
+def test_forms_offer_only_what_can_be_had_and_link_to_ask(live_server, browser, people):  # noqa: F811
+    from tests.tenants.factories import QuotaGrantFactory, ResourceClassFactory
+
+    ResourceClassFactory(slug="a100-80gb-mig-2g.20gb", profile="2g.20gb")  # no pool
+    QuotaGrantFactory(tenant=people.tenant, resource_class=people.rc, amount=2)
+    for viewport in (DESKTOP, PHONE):
+        page = browser.new_page(viewport=viewport)
+        sign_in(page, live_server.url, "member")
+        page.goto(f"{live_server.url}/teams/team-a/ask/")
+        offered = page.locator("#id_resource_class option:not([value=''])")
+        expect(offered).to_have_count(1)
+        expect(offered).to_contain_text("A100-80GB MIG 3g.40gb")
+        assert_accessible(page)
+        page.goto(f"{live_server.url}/teams/team-a/workloads/new/")
+        offered = page.locator("#id_resource_class option:not([value=''])")
+        expect(offered).to_have_count(1)
+        expect(offered).to_contain_text("2 of 2 unused")
+        assert_accessible(page)
+        page.locator(".field-resource_class").get_by_role("link", name="Ask for capacity").click()
+        expect(page.get_by_role("heading", name="Ask for capacity")).to_be_visible()
+        page.close()
