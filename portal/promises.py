@@ -30,20 +30,19 @@ def promise(line: QuotaLine, *, capacity: int, held_by_all: int) -> Promise:
     return Promise(promised=line.granted, exist=capacity, free_now=min(line.free, pool_free))
 
 
+def _capacity(line: QuotaLine) -> int:
+    pool: Pool | None = getattr(line.resource_class, "pool", None)  # read with the line
+    return pool.capacity if pool is not None else 0
+
+
 def promises(lines: Iterable[QuotaLine]) -> dict[int, Promise]:
-    """resource class id -> its promise, for a team's quota lines (two queries)."""
+    """resource class id -> its promise, for a team's quota lines (one query: what every
+    team's work holds; the pools came with the lines' classes)."""
     lines = list(lines)
-    capacity = dict(
-        Pool.objects.filter(resource_class__in=[x.resource_class for x in lines]).values_list(
-            "resource_class_id", "capacity"
-        )
-    )
     held = held_by_class() if lines else {}
     return {
         x.resource_class.pk: promise(
-            x,
-            capacity=capacity.get(x.resource_class.pk, 0),
-            held_by_all=held.get(x.resource_class.slug, 0),
+            x, capacity=_capacity(x), held_by_all=held.get(x.resource_class.slug, 0)
         )
         for x in lines
     }

@@ -66,7 +66,9 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
         (
             ResourceClass.objects.filter(pk__in=wanted_pks)
             | ResourceClass.objects.filter(slug__in=wanted_slugs)
-        ).order_by("slug")
+        )
+        .select_related("pool")  # the team page weighs quota against the pool's capacity
+        .order_by("slug")
     )
     out: dict[int, list[QuotaLine]] = {}
     for tenant_id in tenant_ids:

@@ -194,3 +194,38 @@ def test_forms_offer_only_what_can_be_had_and_link_to_ask(live_server, browser, 
         page.locator(".field-resource_class").get_by_role("link", name="Ask for capacity").click()
         expect(page.get_by_role("heading", name="Ask for capacity")).to_be_visible()
         page.close()
+
+
+# --- (12) capped and grouped --------------------------------------------------------------------
+
+
+def test_an_admin_lands_on_a_grouped_queue_and_a_team_page_stays_short(
+    live_server,
+    browser,  # noqa: F811
+    people,  # noqa: F811
+):
+    people.pool.capacity = 100  # room for all of them
+    people.pool.save()
+    same = [pending(people, people.tenant, why="the same ask") for _ in range(12)]
+    for n in range(7):
+        pending(people, people.tenant, why=f"ask {n}")
+    for viewport in (DESKTOP, PHONE):
+        page = browser.new_page(viewport=viewport)
+        sign_in(page, live_server.url, "platform")
+        expect(page.get_by_role("heading", name="Approval queue")).to_contain_text("19 waiting")
+        expect(page.locator("table tbody tr")).to_have_count(8)  # 12 identical asks, one row
+        group = page.get_by_role("button", name=f"Approve 12 identical requests from {same[0].pk}")
+        assert in_view_across(page, group)
+        assert_accessible(page)
+        page.goto(f"{live_server.url}/teams/team-a/")
+        asks = page.locator("section[aria-labelledby='requests-h']")
+        expect(asks.locator("li")).to_have_count(5)
+        asks.get_by_role("link", name="Show all 19 waiting asks").click()
+        expect(page.get_by_role("heading", name="Requests of Team-A")).to_contain_text("19")
+        assert_accessible(page)
+        page.close()
+    page = browser.new_page(viewport=PHONE)
+    sign_in(page, live_server.url, "platform")
+    page.get_by_role("button", name=f"Approve 12 identical requests from {same[0].pk}").click()
+    expect(page.get_by_text("Approved 12 identical requests.")).to_be_visible()
+    expect(page.locator("table tbody tr")).to_have_count(7)
