@@ -3,6 +3,8 @@ decides stays in view on a phone (390 px) and on a desktop (1280 px), numbers th
 exists, choices that can be had, long lists capped or grouped, and waits said in words. axe-core
 checks each page, as in test_browser_ux.py."""
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -229,3 +231,53 @@ def test_an_admin_lands_on_a_grouped_queue_and_a_team_page_stays_short(
     page.get_by_role("button", name=f"Approve 12 identical requests from {same[0].pk}").click()
     expect(page.get_by_text("Approved 12 identical requests.")).to_be_visible()
     expect(page.locator("table tbody tr")).to_have_count(7)
+
+
+# --- (4) a waiting job's page says why, behind what, and when ------------------------------------
+
+
+def test_a_waiting_jobs_page_says_what_it_waits_behind_and_when(live_server, browser, people):  # noqa: F811
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.workloads.models import Workload
+    from tests.scheduler.factories import WorkloadFactory
+    from tests.tenants.factories import QuotaGrantFactory
+
+    QuotaGrantFactory(tenant=people.tenant, resource_class=people.rc, amount=2)
+    two = {people.rc.slug: 2}
+    WorkloadFactory(
+        tenant=people.tenant,
+        name="train-a",
+        state=Workload.State.RUNNING,
+        resources=two,
+        started_at=timezone.now() - timedelta(minutes=30),
+        max_run_s=3600,
+    )
+    WorkloadFactory(
+        tenant=people.tenant, name="first-in-line", state=Workload.State.QUEUED, queue_position=1
+    )
+    waits = WorkloadFactory(
+        tenant=people.tenant,
+        name="eval-c",
+        state=Workload.State.QUEUED,
+        reason="Pending",
+        queue_position=2,
+        resources={people.rc.slug: 1},
+        message="couldn't assign flavors to pod set main: insufficient unused quota, 6 more needed",
+    )
+    for viewport in (DESKTOP, PHONE):
+        page = browser.new_page(viewport=viewport)
+        sign_in(page, live_server.url, "member")
+        page.goto(f"{live_server.url}/workloads/{waits.pk}/")
+        expect(page.locator("#waiting-reason")).to_contain_text("in use by train-a")
+        expect(page.locator("#waiting-behind")).to_contain_text("first-in-line (position 1)")
+        expect(page.locator("#waiting-estimate")).to_contain_text(
+            re.compile(r"In about (29|30) min at the latest")
+        )
+        expect(page.locator("#waiting-estimate")).to_contain_text("train-a reaches its maximum")
+        expect(page.get_by_text("couldn't assign flavors")).not_to_be_visible()  # folded away
+        assert_accessible(page)
+        assert no_sideways_scroll(page)
+        page.close()
