@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from core.permissions import is_platform_admin
 from metering.selectors import budget_state
+from portal.borrowing import team_queue
 from portal.console import approvals
 from portal.promises import promises
 from scheduler.catalog import slices
@@ -166,7 +167,7 @@ def team_detail(request, slug):
         # grants per model in compute slices, where Kueue counts them so (GPU_QUOTA_UNIT)
         "slice_lines": slice_lines(lines) if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES else [],
         "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),
-        "queue": (queue := sync.queue_status if sync else {}),
+        "queue": (queue := team_queue(sync.queue_status) if sync and sync.queue_status else {}),
         # the queue card lists what waits only once the queue was read from the cluster
         **(_team_waiting(tenant) if queue else {"waiting": [], "waiting_count": 0}),
         **_team_requests(tenant),

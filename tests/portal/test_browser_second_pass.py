@@ -281,3 +281,57 @@ def test_a_waiting_jobs_page_says_what_it_waits_behind_and_when(live_server, bro
         assert_accessible(page)
         assert no_sideways_scroll(page)
         page.close()
+
+
+# --- (8) borrowing adds up ----------------------------------------------------------------------
+
+
+def test_borrowing_adds_up_and_says_whose_units(live_server, browser, people):  # noqa: F811
+    from scheduler.cluster.models import TenantSyncState
+    from tests.scheduler.factories import NodeFactory, PodAllocationFactory
+
+    mig = "nvidia.com/mig-3g.40gb"
+
+    def queue(nominal, used, borrowed, lent):
+        line = {"flavor": "h100-80gb", "resource": mig, "nominal": nominal, "used": used}
+        return {
+            "queue": "q",
+            "lines": [{**line, "borrowed": borrowed, "lent": lent}],
+            "pending": 0,
+            "admitted": 1,
+            "active": True,
+            "reason": "",
+        }
+
+    TenantSyncState.objects.create(tenant=people.tenant, queue_status=queue(4, 0, 0, 2))
+    TenantSyncState.objects.create(tenant=people.other_tenant, queue_status=queue(0, 2, 2, 0))
+    NodeFactory(
+        name="gpu-h100-0",
+        gpu_model="H100-80GB",
+        gpu_count=1,
+        mig_config="all-3g.40gb",
+        allocatable={mig: 2},
+    )
+    PodAllocationFactory(node_name="gpu-h100-0", tenant=people.other_tenant, resources={mig: 2})
+    for viewport in (DESKTOP, PHONE):
+        page = browser.new_page(viewport=viewport)
+        sign_in(page, live_server.url, "platform")
+        page.goto(f"{live_server.url}/console/queues/")
+        expect(page.locator("#cohort-borrowing")).to_have_text(
+            f"h100-80gb {mig}: team-b borrows 2, lent by team-a."
+        )
+        lender = page.locator("section[aria-labelledby='q-team-a'] tbody tr").first
+        expect(lender.locator("td").last).to_have_text("2 to team-b")
+        assert_accessible(page)
+        page.goto(f"{live_server.url}/teams/team-a/")
+        expect(page.locator("section[aria-labelledby='queue-h'] tbody td").last).to_have_text(
+            "2 to team-b"
+        )
+        page.goto(f"{live_server.url}/console/capacity/")
+        block = page.locator("svg.map g.block.borrowed").first
+        expect(block.locator("title")).to_contain_text(
+            "team-b (borrowed from the cohort): idle units lent by team-a"
+        )
+        expect(block.locator("text")).to_have_count(1)  # the label shares the block's tooltip
+        assert_accessible(page)
+        page.close()
