@@ -40,7 +40,7 @@ def held_by_node() -> dict[str, dict[str, list[tuple[str, int]]]]:
 
 
 def draw_nodes(
-    per_node: list[tuple[Node, list[layouts.GpuDrawing]]],
+    per_node: list[tuple[object, list[layouts.GpuDrawing]]],
     colours=None,
     lenders: dict[str, str] | None = None,
 ):
@@ -73,7 +73,9 @@ def draw_nodes(
                                 "title": b.label,
                                 "tenant": b.tenant,
                                 "borrowed": b.borrowed,
-                                "lenders": lenders.get(flavor_name(node.gpu_model), "")
+                                "lenders": lenders.get(
+                                    flavor_name(getattr(node, "gpu_model", "")), ""
+                                )
                                 if b.borrowed
                                 else "",
                                 "colour": colours.get(b.tenant, ""),

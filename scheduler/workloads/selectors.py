@@ -100,7 +100,7 @@ def waiting_outlook(workload: Workload, now: datetime | None = None) -> Outlook 
         rows = team.filter(
             state__in=waiting.WAITING_STATES, queue_position__lt=workload.queue_position
         ).values_list("name", "queue_position")
-        ahead = [Ahead(name, position) for name, position in rows]
+        ahead = [Ahead(name, position) for name, position in rows if position is not None]
     running = list(
         team.filter(state=Workload.State.RUNNING, gpu_model=workload.gpu_model).only(
             "name", "state", "started_at", "max_run_s"
