@@ -17,6 +17,7 @@ admin.site.index_title = "Capacity, tenants and audit"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("start/", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics_views.metrics, name="metrics"),  # Prometheus; see portal/metrics/

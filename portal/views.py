@@ -8,13 +8,17 @@ import redis.exceptions
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import InterfaceError, OperationalError, connection
-from django.db.models import F, Q
+from django.db.models import Count, F, Q, Subquery
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.permissions import is_platform_admin
 from metering.selectors import budget_state
+from portal.borrowing import team_queue
+from portal.console import approvals
+from portal.promises import promises
 from scheduler.catalog import slices
 from scheduler.cluster import kube
 from scheduler.cluster.models import TenantSyncState
@@ -66,6 +70,16 @@ def home(request):
     )
 
 
+@login_required
+def landing(request):
+    """Where signing in lands: a platform admin with asks waiting on the approval queue (the
+    work waiting for them), everyone else on their teams."""
+    if is_platform_admin(request.user):
+        if approvals.pending_asks(approvals.QueueFilters(), timezone.now()).exists():
+            return redirect("console:queue")
+    return redirect("home")
+
+
 ASKS_SEEN_KEY = "asks_seen_at"
 
 
@@ -81,10 +95,16 @@ def newly_decided(request, asks: list[CapacityRequest]) -> list[CapacityRequest]
     return told
 
 
+# The team page shows this many of a long list, and links to the whole of it (issue 35, 12).
+TEAM_PAGE_CAP = 5
+
+
 def _team_requests(tenant: Tenant, latest: int = 10) -> dict:
-    """What waits for the platform team (all of it, oldest first) and the latest decided asks,
-    in one query; the request list has the rest."""
+    """The oldest asks that wait for the platform team (at most TEAM_PAGE_CAP, with how many
+    wait in all) and the latest decided ones; the request list has the rest."""
     submitted = CapacityRequest.State.SUBMITTED
+    waiting = CapacityRequest.objects.filter(tenant=tenant, state=submitted)
+    oldest = waiting.order_by("created_at", "pk").values("pk")[:TEAM_PAGE_CAP]
     decided = (
         CapacityRequest.objects.filter(tenant=tenant)
         .exclude(state=submitted)
@@ -92,15 +112,35 @@ def _team_requests(tenant: Tenant, latest: int = 10) -> dict:
         .values("pk")[:latest]
     )
     asks = list(
-        CapacityRequest.objects.filter(Q(tenant=tenant, state=submitted) | Q(pk__in=decided))
+        CapacityRequest.objects.filter(Q(pk__in=oldest) | Q(pk__in=decided))
+        .annotate(waiting_total=_count_of(waiting, "tenant"))  # in the same query
         .select_related("requester")
         .prefetch_related("items__resource_class")
         .order_by("-created_at")
     )
     return {
         "pending_requests": [r for r in reversed(asks) if r.state == submitted],
+        "pending_count": asks[0].waiting_total if asks else 0,
         "requests": [r for r in asks if r.state != submitted],
     }
+
+
+def _count_of(rows, by: str) -> Subquery:
+    """How many `rows` there are, as a subquery a capped list's query carries along."""
+    return Subquery(rows.order_by().values(by).annotate(n=Count("pk")).values("n")[:1])
+
+
+def _team_waiting(tenant: Tenant) -> dict:
+    """The team's workloads that wait in its queue: the first TEAM_PAGE_CAP, and how many."""
+    waiting = Workload.objects.filter(
+        tenant=tenant, state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED]
+    )
+    first = list(
+        waiting.annotate(waiting_total=_count_of(waiting, "tenant")).order_by(
+            F("queue_position").asc(nulls_last=True), "created_at"
+        )[:TEAM_PAGE_CAP]
+    )
+    return {"waiting": first, "waiting_count": first[0].waiting_total if first else 0}
 
 
 @login_required
@@ -110,19 +150,26 @@ def team_detail(request, slug):
     )
     lines = quota_lines(tenant)
     scale = max([max(line.granted, line.in_use) for line in lines] or [1])
+    promised = promises(lines)  # quota against what the pools have (overcommit)
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
         "can_manage": permissions.can_manage_members(request.user, tenant),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
-        "lines": [{"line": line, **_bars(line.granted, line.in_use, scale)} for line in lines],
+        "lines": [
+            {
+                "line": line,
+                "promise": promised[line.resource_class.pk],
+                **_bars(line.granted, line.in_use, scale),
+            }
+            for line in lines
+        ],
         # grants per model in compute slices, where Kueue counts them so (GPU_QUOTA_UNIT)
         "slice_lines": slice_lines(lines) if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES else [],
         "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),
-        "queue": sync.queue_status if sync else {},
-        "waiting": Workload.objects.filter(
-            tenant=tenant, state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED]
-        ).order_by(F("queue_position").asc(nulls_last=True), "created_at")[:20],
+        "queue": (queue := team_queue(sync.queue_status) if sync and sync.queue_status else {}),
+        # the queue card lists what waits only once the queue was read from the cluster
+        **(_team_waiting(tenant) if queue else {"waiting": [], "waiting_count": 0}),
         **_team_requests(tenant),
         "grants": QuotaGrant.objects.holding()
         .filter(tenant=tenant)

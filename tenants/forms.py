@@ -22,7 +22,10 @@ class CapacityRequestForm(forms.Form):
     """What a team asks for; the service validates the rules, the form only parses."""
 
     resource_class = ResourceClassChoiceField(
-        queryset=ResourceClass.objects.filter(active=True).order_by("gpu_model", "kind", "profile"),
+        # only what a pool has: a class with no capacity can never be granted (issue 35, 11)
+        queryset=ResourceClass.objects.filter(active=True, pool__capacity__gt=0).order_by(
+            "gpu_model", "kind", "profile"
+        ),
         label="GPU model and profile",
         empty_label="Choose what you need",
     )

@@ -66,7 +66,9 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
         (
             ResourceClass.objects.filter(pk__in=wanted_pks)
             | ResourceClass.objects.filter(slug__in=wanted_slugs)
-        ).order_by("slug")
+        )
+        .select_related("pool")  # the team page weighs quota against the pool's capacity
+        .order_by("slug")
     )
     out: dict[int, list[QuotaLine]] = {}
     for tenant_id in tenant_ids:
@@ -176,6 +178,15 @@ class PoolLine:
     @property
     def free(self) -> int:
         return max(0, self.grantable - self.granted)
+
+
+def pooled_class_slugs() -> set[str]:
+    """Slugs of the active classes a pool has units of: what can be asked for at all."""
+    return set(
+        ResourceClass.objects.filter(active=True, pool__capacity__gt=0).values_list(
+            "slug", flat=True
+        )
+    )
 
 
 def pool_summary(now: datetime | None = None) -> list[PoolLine]:

@@ -148,6 +148,7 @@ def ask_hint(tenant: Tenant, data) -> dict | None:
                 model_key=rc.gpu_model,
                 workload=d.get("workload"),
                 strict_isolation=d.get("isolation") == "strict",
+                offered=selectors.pooled_class_slugs(),
             )
         ],
     )

@@ -5,6 +5,7 @@ A refused decision (a reject without a reason) shows the queue again as it was, 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -29,6 +30,8 @@ from tenants.services import requests as request_services
 
 _REQUEST_ID = re.compile(r"[0-9]{1,18}", re.ASCII)  # a primary key, never past bigint
 _ONE = re.compile(r"(approve|reject):([0-9]{1,18})", re.ASCII)  # a row's own button
+# a grouped row's button: its identical asks, the shown one first
+_MANY = re.compile(r"(approve|reject):([0-9]{1,18}(?:,[0-9]{1,18}){1,999})", re.ASCII)
 PER_PAGE = 25
 
 AGE_CHOICES = [
@@ -81,6 +84,39 @@ class QueueRow:
     items: list[tuple[int, ResourceClass, int]]  # amount, class, free in its pool
     reasons: tuple[str, ...] = ()  # the policy's, with display names
     error: str = ""  # why this row's own decision was refused
+    also: tuple[int, ...] = ()  # ids of identical asks shown in this row (grouped)
+
+    @property
+    def ids(self) -> str:
+        return ",".join(str(pk) for pk in (self.request.pk, *self.also))
+
+    @property
+    def count(self) -> int:
+        return 1 + len(self.also)
+
+
+def _sameness(row: QueueRow) -> tuple:
+    """What makes two asks identical for the one deciding: team, who, what, until, why."""
+    r = row.request
+    what = tuple(sorted((rc.pk, amount) for amount, rc, _ in row.items))
+    return (r.tenant_id, r.requester_id, what, r.ends_at.date() if r.ends_at else None,
+            r.justification.strip())  # fmt: skip
+
+
+def group_rows(rows: list[QueueRow]) -> list[QueueRow]:
+    """Identical asks (same team, asker, items, end day and reason) in one row, at the place of
+    the first in the order given: forty copies of one ask are one decision, not forty rows."""
+    first: dict[tuple, int] = {}
+    out: list[QueueRow] = []
+    for row in rows:
+        key = _sameness(row)
+        if key in first:
+            at = first[key]
+            out[at] = replace(out[at], also=(*out[at].also, row.request.pk))
+        else:
+            first[key] = len(out)
+            out.append(row)
+    return out
 
 
 def queue_rows(
@@ -142,7 +178,8 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
     now = timezone.now()
     filters = QueueFilters.from_query(request.GET)
     free = {line.resource_class.pk: line.free for line in pool_summary()}
-    rows = sort_rows(queue_rows(list(pending_asks(filters, now)), free=free, now=now), filters.sort)
+    asks = list(pending_asks(filters, now))
+    rows = group_rows(sort_rows(queue_rows(asks, free=free, now=now), filters.sort))
     query = request.GET.copy()
     query.pop("page", None)
     page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
@@ -158,6 +195,7 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
     waiting = pending_asks(QueueFilters(), now)  # unfiltered: what the filters offer
     context = {
         "page": page,
+        "waiting_count": len(asks),  # asks, not rows: identical ones share a row
         "filters": filters,
         "filtered": filters != QueueFilters(),
         "tenants": Tenant.objects.filter(capacity_requests__in=waiting).distinct().order_by("slug"),
@@ -189,9 +227,14 @@ def decide(request):
     one = _ONE.fullmatch(request.POST.get("one", ""))
     if one:
         return _decide_one(request, one.group(1), int(one.group(2)))
+    many = _MANY.fullmatch(request.POST.get("one", ""))
+    if many:
+        return _decide_group(request, many.group(1), many.group(2).split(","))
     action = request.POST.get("action")
     comment = request.POST.get("comment", "").strip()
     ids = request.POST.getlist("request")
+    for group in request.POST.getlist("group"):  # a grouped row's checkbox: all its asks
+        ids.extend(group.split(","))
     if action not in ("approve", "reject") or not ids:
         messages.error(request, "Select at least one request, then approve or reject.")
         return _back_to_queue(request)
@@ -216,6 +259,28 @@ def decide(request):
         return queue_page(
             request, status=400, selected=ids, comment=comment, comment_error=comment_error
         )
+    return _back_to_queue(request)
+
+
+def _decide_group(request, action: str, ids: list[str]):
+    """A grouped row's button: its identical asks with the row's one note."""
+    first = int(ids[0])
+    note = request.POST.get(f"note-{first}", "").strip()
+    done, refused = 0, defaultdict(list)  # one message per reason, not one per copy
+    for req in CapacityRequest.objects.filter(pk__in=ids).select_related("tenant").order_by("pk"):
+        try:
+            _apply(request.user, action, req, note)
+            done += 1
+        except ServiceError as exc:
+            if exc.field == "comment":
+                return queue_page(request, status=400, row_errors={first: exc.detail})
+            refused[(req.tenant.slug, exc.detail)].append(req.pk)
+    for (slug, detail), pks in refused.items():
+        which = f"#{pks[0]}" if len(pks) == 1 else f"{len(pks)} asks (#{pks[0]}–#{pks[-1]})"
+        messages.error(request, f"{which} ({slug}): {detail}")
+    if done:
+        verb = "Approved" if action == "approve" else "Rejected"
+        messages.success(request, f"{verb} {done} identical request{'s' if done != 1 else ''}.")
     return _back_to_queue(request)
 
 

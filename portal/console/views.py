@@ -13,8 +13,11 @@ from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
+from portal import borrowing
+from portal.borrowing import with_lent_to
 from scheduler.catalog import facts
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
+from scheduler.cluster.queues import lending
 from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
@@ -36,8 +39,14 @@ def held_by_node() -> dict[str, dict[str, list[tuple[str, int]]]]:
     return layouts.group_held(rows)
 
 
-def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=None):
-    """SVG geometry for nodes whose GPUs are drawn as bars of 7 compute slices."""
+def draw_nodes(
+    per_node: list[tuple[object, list[layouts.GpuDrawing]]],
+    colours=None,
+    lenders: dict[str, str] | None = None,
+):
+    """SVG geometry for nodes whose GPUs are drawn as bars of 7 compute slices; a block held
+    on borrowed quota names the teams that lend that model's units (`lenders`, by flavor)."""
+    lenders = lenders or {}
     colours = colours or layouts.tenant_colours(
         [b.tenant for _, gpus in per_node for g in gpus for b in g.blocks if b.tenant]
     )
@@ -64,6 +73,11 @@ def draw_nodes(per_node: list[tuple[object, list[layouts.GpuDrawing]]], colours=
                                 "title": b.label,
                                 "tenant": b.tenant,
                                 "borrowed": b.borrowed,
+                                "lenders": lenders.get(
+                                    flavor_name(getattr(node, "gpu_model", "")), ""
+                                )
+                                if b.borrowed
+                                else "",
                                 "colour": colours.get(b.tenant, ""),
                             }
                             for b in g.blocks
@@ -95,7 +109,16 @@ def capacity_map_data():
         )
         on_model = borrowed.setdefault(flavor_name(node.gpu_model), {})
         per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}), on_model)))
-    return draw_nodes(per_node)
+    return draw_nodes(per_node, lenders=lenders_by_flavor())
+
+
+def lenders_by_flavor() -> dict[str, str]:
+    """flavor -> the teams whose idle units the cohort borrows of it, in words (one query)."""
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for (flavor, _resource), sides in lending(borrowing.every_queue()).items():
+        for slug, units in sides["lenders"].items():
+            out[flavor][slug] = out[flavor].get(slug, 0) + units
+    return {flavor: ", ".join(sorted(units)) for flavor, units in out.items()}
 
 
 def borrowed_units() -> dict[str, dict[tuple[str, str], int]]:
@@ -189,13 +212,21 @@ def tenants_overview(request):
 @platform_admin_required
 def queues(request):
     """Every team's Kueue queue as last read: own, used, borrowed and lent, waiting, admitted."""
-    rows = [
-        {"tenant": t, "queue": getattr(t, "sync_state", None) and t.sync_state.queue_status}
-        for t in Tenant.objects.exclude(status=Tenant.Status.ARCHIVED)
+    tenants = (
+        Tenant.objects.exclude(status=Tenant.Status.ARCHIVED)
         .select_related("sync_state")
         .order_by("slug")
+    )
+    queues = {t.slug: getattr(t, "sync_state", None) and t.sync_state.queue_status for t in tenants}
+    # borrowed and lent side by side, and each lender's line says to whom (issue 35, 8)
+    cohort = lending({slug: q for slug, q in queues.items() if q})
+    rows = [
+        {"tenant": t, "queue": with_lent_to(q, cohort) if (q := queues[t.slug]) else q}
+        for t in tenants
     ]
-    return render(request, "console/queues.html", {"rows": rows})
+    return render(
+        request, "console/queues.html", {"rows": rows, "cohort": borrowing.cohort_lines(cohort)}
+    )
 
 
 @platform_admin_required

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from scheduler.catalog import facts
@@ -24,9 +25,22 @@ class Advice:
 
 
 def sharing_advice(
-    *, model_key: str, workload: str | None = None, strict_isolation: bool = False
+    *,
+    model_key: str,
+    workload: str | None = None,
+    strict_isolation: bool = False,
+    offered: Collection[str] | None = None,
 ) -> list[Advice]:
-    """Suggestions in order of preference; for both workloads when `workload` is None."""
+    """Suggestions in order of preference; for both workloads when `workload` is None. With
+    `offered` (the class slugs a pool has), a suggestion of any other class is left out: advice
+    to ask for what cannot be granted is no advice."""
+    found = _advice(model_key=model_key, workload=workload, strict_isolation=strict_isolation)
+    if offered is None:
+        return found
+    return [a for a in found if a.resource_class in offered]
+
+
+def _advice(*, model_key: str, workload: str | None, strict_isolation: bool) -> list[Advice]:
     model = facts.get_model(model_key)
     kinds = [workload] if workload in WORKLOADS else list(WORKLOADS)
     smallest = min(

@@ -62,6 +62,35 @@ def _usage(cq: dict) -> dict[tuple[str, str], tuple[int, int]]:
     return out
 
 
+def shares(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """`total` shared out over `weights` in whole units, each at most its weight, adding up to
+    min(total, sum of weights): largest remainders, ties to the larger weight, then by name."""
+    whole = sum(weights.values())
+    total = min(total, whole)
+    if not total:
+        return dict.fromkeys(weights, 0)
+    out = {name: total * w // whole for name, w in weights.items()}
+    left = {name: total * w % whole for name, w in weights.items()}  # exact remainders
+    order = sorted(weights, key=lambda n: (-left[n], -weights[n], n))
+    for name in order[: total - sum(out.values())]:
+        out[name] += 1
+    return out
+
+
+def lending(statuses: dict[str, dict]) -> dict[tuple[str, str], dict[str, dict[str, int]]]:
+    """(flavor, resource) -> {"borrowers": {slug: units}, "lenders": {slug: units}}, from the
+    stored queue summaries of every team: who borrows what, and whose idle units it is."""
+    out: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    for slug, status in sorted(statuses.items()):
+        for line in (status or {}).get("lines") or []:
+            key = (line["flavor"], line["resource"])
+            for side, field in (("borrowers", "borrowed"), ("lenders", "lent")):
+                if line.get(field):
+                    entry = out.setdefault(key, {"borrowers": {}, "lenders": {}})
+                    entry[side][slug] = int(line[field])
+    return out
+
+
 def summarise(cluster_queues: list[dict]) -> dict[str, dict]:
     """tenant slug -> {"lines": [...], "pending": n, "admitted": n, "active": bool, "reason"}.
     Kueue counts what each queue borrows, not whom from: a lender's `lent` is the cohort's
@@ -91,18 +120,21 @@ def summarise(cluster_queues: list[dict]) -> dict[str, dict]:
         for key, units in nominal[name].items():
             total, borrowed = usage[name].get(key, (0, 0))
             lendable[name][key] = max(0, units - (total - borrowed)) if lends.get(key) else 0
-    idle_total: dict[tuple[str, str], int] = defaultdict(int)
-    for per_key in lendable.values():
-        for key, units in per_key.items():
-            idle_total[key] += units
+    # what each lender lends of each key: the borrowed units shared out over the lenders by
+    # their idle units in whole units that add up (largest remainders), so the Queues page's
+    # lent figures sum to what was borrowed (floors alone lost a unit per lender)
+    lent_by: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
+    for key in {k for per_key in lendable.values() for k in per_key}:
+        idle = {name: per_key[key] for name, per_key in lendable.items() if per_key.get(key)}
+        for name, units in shares(borrowed_total[key], idle).items():
+            lent_by[name][key] = units
     out = {}
     for cq in cluster_queues:
         name = cq["metadata"]["name"]
         lines = []
         for key in sorted(set(nominal[name]) | set(usage[name])):
             total, borrowed = usage[name].get(key, (0, 0))
-            mine = lendable[name].get(key, 0)
-            lent = min(mine, borrowed_total[key] * mine // idle_total[key]) if mine else 0
+            lent = lent_by[name].get(key, 0)
             if nominal[name].get(key, 0) or total or lent:
                 lines.append(
                     QueueLine(key[0], key[1], nominal[name].get(key, 0), total, borrowed, lent)

@@ -1,8 +1,12 @@
 import shlex
 
 from django import forms
+from django.conf import settings
+from django.urls import reverse
+from django.utils.html import format_html
 
 from core.forms import RefuseNotCut
+from scheduler.catalog import slices
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models import Tenant
@@ -116,16 +120,12 @@ class WorkloadForm(RefuseNotCut, forms.Form):
             self._offer_grants_first(tenant)
 
     def _offer_grants_first(self, tenant: Tenant) -> None:
-        """The team's granted classes first, with what of each is unused; the others after."""
+        """Only what the team can run: its granted classes, with what of each is unused, and
+        where quota is counted in slices the other shapes of those models; a link to ask for
+        the rest (a class with no grant could only be refused, issue 35, 11)."""
         field = self.fields["resource_class"]
         assert isinstance(field, forms.ModelChoiceField)
         granted = [line for line in quota_lines(tenant) if line.granted]
-        others = [
-            (rc.slug, rc.display_name)
-            for rc in ResourceClass.objects.filter(active=True)
-            .exclude(pk__in=[line.resource_class.pk for line in granted])
-            .order_by("gpu_model", "kind", "profile")
-        ]
         mine = [
             (
                 line.resource_class.slug,
@@ -133,11 +133,32 @@ class WorkloadForm(RefuseNotCut, forms.Form):
             )
             for line in granted
         ]
+        shapes = []
+        if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES and granted:
+            shapes = [
+                (rc.slug, rc.display_name)
+                for rc in ResourceClass.objects.filter(
+                    active=True,
+                    gpu_model__in={line.resource_class.gpu_model for line in granted},
+                    pool__capacity__gt=0,  # a shape no node offers could only wait
+                )
+                .exclude(pk__in=[line.resource_class.pk for line in granted])
+                .order_by("gpu_model", "kind", "profile")
+            ]
         field.choices = [
-            ("", "Choose a GPU resource"),
+            ("", "Choose a GPU resource" if mine else "The team has no quota yet"),
             *([(f"{tenant.name}'s quota", mine)] if mine else []),
-            ("Other classes (the team has no quota of them)", others),
+            *(
+                [("Other shapes of the same GPUs (drawn on the team's slices)", shapes)]
+                if shapes
+                else []
+            ),
         ]
+        ask = reverse("tenants:request_create", args=[tenant.slug])
+        field.help_text = format_html(
+            'Only what the team has quota of. <a href="{}">Ask for capacity</a> for another.',
+            ask,
+        )
 
     def _offer_allowed_priorities(self, tenant: Tenant) -> None:
         """Only the classes the team may use are offered (the service refuses the others)."""

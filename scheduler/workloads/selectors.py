@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q, Sum
+from django.utils import timezone
 
 from core.permissions import is_platform_admin
 from scheduler.catalog import facts as catalog_facts
@@ -20,6 +22,7 @@ from scheduler.cluster.models import Node, PodAllocation
 from scheduler.workloads import waiting
 from scheduler.workloads.models import Workload
 from scheduler.workloads.waiting_facts import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
+from scheduler.workloads.waiting_outlook import Ahead, Ending, Outlook, outlook
 from tenants import hooks
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
@@ -34,6 +37,17 @@ def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
         for slug, units in w.units_held().items():
             out[w.tenant_id][slug] += units
     return out
+
+
+def held_by_class() -> dict[str, int]:
+    """resource class slug -> units every team's workloads hold together (one query): what of a
+    pool is taken now."""
+    out: dict[str, int] = defaultdict(int)
+    rows = Workload.objects.holding().only("kind", "replicas", "max_replicas", "resources")
+    for w in rows:
+        for slug, units in w.units_held().items():
+            out[slug] += units
+    return dict(out)
 
 
 def can_read_env_values(user, tenant: Tenant) -> bool:
@@ -73,6 +87,27 @@ def waiting_for(workload: Workload) -> waiting.Waiting | None:
     if not waiting.is_waiting(workload.state, workload.reason):
         return None
     return waiting.explain(waiting_facts(workload))
+
+
+def waiting_outlook(workload: Workload, now: datetime | None = None) -> Outlook | None:
+    """What the waiting workload waits behind in its team's queue and an estimate of when it
+    may start (two queries), or None when it does not wait."""
+    if not waiting.is_waiting(workload.state, workload.reason):
+        return None
+    team = Workload.objects.filter(tenant_id=workload.tenant_id).exclude(pk=workload.pk)
+    ahead = []
+    if workload.queue_position:
+        rows = team.filter(
+            state__in=waiting.WAITING_STATES, queue_position__lt=workload.queue_position
+        ).values_list("name", "queue_position")
+        ahead = [Ahead(name, position) for name, position in rows if position is not None]
+    running = list(
+        team.filter(state=Workload.State.RUNNING, gpu_model=workload.gpu_model).only(
+            "name", "state", "started_at", "max_run_s"
+        )
+    )
+    endings = [Ending(w.name, w.run_ends_at) for w in running if w.run_ends_at]
+    return outlook(ahead=ahead, endings=endings, holders=len(running), now=now or timezone.now())
 
 
 def waiting_facts(workload: Workload) -> Facts:

@@ -130,7 +130,13 @@ def _check_fits(
             granted = granted_by_class.get(rc.pk, 0)
             pool: Pool | None = getattr(rc, "pool", None)
             borrow = pool.borrowable(granted) if pool is not None else 0
-            if need > granted + borrow:
+            if pool is not None and need > pool.capacity:
+                # no grant can make it fit: asking for more would only be refused
+                parts.append(
+                    f"{rc.slug}: needs {need}, and the pool holds only {pool.capacity}; "
+                    "no grant can run it, ask for fewer units or pods"
+                )
+            elif need > granted + borrow:
                 parts.append(
                     f"{rc.slug}: needs {need}, the grant is {granted}"
                     + (f" and {borrow} may be borrowed" if borrow else "")
@@ -193,6 +199,14 @@ def _short_in_slices(
     missing = need - granted - borrow
     if missing <= 0:
         return []
+    pools = [(rc, p) for rc in classes if (p := getattr(rc, "pool", None)) is not None]
+    held = sum(p.capacity * slices.slices_per_unit(rc) for rc, p in pools)
+    if pools and need > held:
+        # no grant can make it fit: asking for more would only be refused
+        return [
+            f"{model}: needs {need} slices, and its pools hold only {held}; no grant can run "
+            "it, ask for fewer units or pods"
+        ]
     rc = asked[0][0]
     per = slices.slices_per_unit(rc)
     more = -(-missing // per)  # in the asked class, rounded up

@@ -20,7 +20,12 @@ from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
 from scheduler.workloads.forms import WorkloadForm, initial_from
 from scheduler.workloads.models import Workload
-from scheduler.workloads.selectors import can_read_env_values, env_shown, waiting_for
+from scheduler.workloads.selectors import (
+    can_read_env_values,
+    env_shown,
+    waiting_for,
+    waiting_outlook,
+)
 from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
@@ -82,6 +87,8 @@ def live_state(workload: Workload, user) -> dict:
         "can_resume": workload.state == Workload.State.SUSPENDED and can_ask(user, workload.tenant),
         # why it waits, the same answer as the API's and the CLI's (None: it does not)
         "waiting": waiting_for(workload),
+        # what it waits behind in the team's queue, and when it may start (an estimate)
+        "outlook": waiting_outlook(workload, now),
         "events": workload.events.all(),
     }
 

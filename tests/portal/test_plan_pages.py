@@ -107,10 +107,13 @@ def test_request_hint_gives_sharing_advice(client, fleet):
     from scheduler.catalog.models import Pool
 
     Pool.objects.filter(resource_class=rc).update(capacity=7)
+    # advice names only what a pool has (issue 35, 11): the shared replicas have one here
+    Pool.objects.filter(resource_class__slug="a100-80gb-shared").update(capacity=4)
     body = client.get(
         "/teams/team-a/ask/preview/", {"resource_class": rc.pk, "amount": 1, "workload": "training"}
     ).content.decode()
     assert "mps" in body and "inference" not in body
+    assert "whole" not in body  # no pool of whole A100s: not advised
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Queue summaries from Kueue's ClusterQueues are pure: own, borrowed and lent per team."""
 
-from scheduler.cluster.queues import summarise
+from scheduler.cluster.queues import lending, shares, summarise
 
 MIG = "nvidia.com/mig-3g.40gb"
 
@@ -72,3 +72,25 @@ def test_a_queue_kueue_has_not_seen_is_inactive():
     summary = summarise([fresh])["a"]
     assert summary["active"] is False and summary["reason"] == "Kueue has not seen it"
     assert summary["lines"][0]["used"] == 0
+
+
+# --- borrowing adds up (issue 35, 8) -------------------------------------------------------------
+
+
+def test_what_lenders_lend_adds_up_to_what_is_borrowed():
+    # two lenders with 2 idle each, 3 borrowed: floors alone said 1 + 1 = 2 lent
+    out = summarise([cq("a", 2), cq("c", 2), cq("b", 0, total=3, borrowed=3)])
+    lent = {slug: s["lines"][0]["lent"] for slug, s in out.items() if s["lines"]}
+    assert lent["a"] + lent["c"] == 3 and sorted([lent["a"], lent["c"]]) == [1, 2]
+
+
+def test_shares_are_whole_capped_by_each_weight_and_add_up():
+    assert shares(3, {"a": 2, "c": 2}) == {"a": 2, "c": 1}
+    assert shares(10, {"a": 2, "c": 3}) == {"a": 2, "c": 3}  # no more than is idle
+    assert shares(0, {"a": 2}) == {"a": 0}
+    assert sum(shares(7, {"a": 1, "b": 1, "c": 1, "d": 5}).values()) == 7
+
+
+def test_lending_says_who_borrows_and_whose_units_they_are():
+    statuses = summarise([cq("a", 4), cq("b", 0, total=2, borrowed=2)])
+    assert lending(statuses) == {("h100-80gb", MIG): {"borrowers": {"b": 2}, "lenders": {"a": 2}}}
