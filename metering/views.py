@@ -78,29 +78,40 @@ def _team(request, slug) -> Tenant:
 @login_required
 @answers_bad_query
 def team_usage(request, slug):
-    tenant = _team(request, slug)
+    return _render_team_usage(request, _team(request, slug))
+
+
+def _render_team_usage(request, tenant: Tenant, budget_form: dict | None = None, status=200):
     tz = display_tz(request)
     month, basis = _month(request), _basis(request)
     # override, not activate: an activated zone stays with the thread, so its next request
     # (anyone's) would show times in this viewer's zone
     context = _team_usage(tenant, tz, month, basis)
     context["can_set_budget"] = services.can_set_budget(request.user, tenant)
+    # a refused budget: the error at its field, and what was typed kept
+    context["budget_form"] = budget_form or {}
     with timezone.override(zoneinfo.ZoneInfo(tz)):
-        return render(request, "metering/team_usage.html", context)
+        return render(request, "metering/team_usage.html", context, status=status)
 
 
 @login_required
 @require_POST
 def team_budget(request, slug):
-    """An owner (or the platform team) sets the team's budget for a month; refusals come back
-    as a message on the usage page, a forbidden one as a 403."""
+    """An owner (or the platform team) sets the team's budget for a month; a refusal is a 400
+    that shows the usage page with the reason at its field and what was typed kept, a forbidden
+    one a 403."""
     tenant = _team(request, slug)
     back = redirect("metering:team_usage", slug=tenant.slug)
+    typed = {k: request.POST.get(k, "").replace("\x00", "")[:40] for k in ("month", "amount")}
+
+    def refused(field: str, why: str):
+        form = {**typed, "field": field, "error": f"Budget not set: {why}"}
+        return _render_team_usage(request, tenant, form, status=400)
+
     try:
         month = selectors.parse_month(request.POST.get("month") or None)
     except ValueError as exc:
-        messages.error(request, f"Budget not set: {exc}.")
-        return back
+        return refused("month", f"{exc}.")
     try:
         budget = services.set_budget(
             actor=request.user, tenant=tenant, month=month, amount=request.POST.get("amount", "")
@@ -108,8 +119,7 @@ def team_budget(request, slug):
     except Forbidden as exc:
         raise PermissionDenied(exc.detail) from None
     except ServiceError as exc:
-        messages.error(request, f"Budget not set: {exc.detail}")
-        return back
+        return refused(exc.field or "amount", exc.detail)
     messages.success(
         request,
         f"{tenant.name}'s budget for {budget.month:%B %Y} is {budget.amount} "

@@ -61,7 +61,11 @@ def test_members_neither_see_the_form_nor_set_a_budget(client, world):
 def test_a_budget_that_cannot_be_set_is_refused_with_the_reason(client, world, data, says):
     client.force_login(world.owner)
     response = _set(client, world, **data)
-    assert response.status_code == 200 and says in response.content.decode()
+    page = response.content.decode()
+    assert response.status_code == 400 and says in page
+    assert 'aria-invalid="true"' in page  # at the field
+    typed = {"month": "2026-11", "amount": "500", **data}
+    assert f'value="{typed["amount"]}"' in page  # what was typed is kept
     assert not Budget.objects.exists()
 
 
