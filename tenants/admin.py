@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
+from scheduler.catalog import idle_policy
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -77,6 +78,11 @@ class TenantAdmin(ServiceAdmin):
     def get_readonly_fields(self, request, obj=None):
         # The slug names the namespace: it never changes once the tenant exists.
         return [*self.readonly_fields, "slug"] if obj else self.readonly_fields
+
+    def get_exclude(self, request, obj=None):
+        # A new team starts with no idle policy of its own (the pools' apply): it is set once
+        # the team exists, through update_tenant, which checks it as a whole.
+        return [] if obj else list(idle_policy.FIELDS)
 
     @admin.action(description="Suspend selected tenants")
     def suspend(self, request, queryset):
