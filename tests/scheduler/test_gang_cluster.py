@@ -77,11 +77,17 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
     workload_sync.create_in_cluster(kube, gang.pk)
     gang.refresh_from_db()
 
+    seen: list = []
+
     def held_for_quota():
         w = workload_sync.sync_workload(kube, gang.pk)
+        seen[:] = [(w.state, w.reason, w.message)]
         return w if w.state == "queued" and "insufficient" in w.message else None
 
-    waiting = wait_for("the gang queued for want of room", held_for_quota, timeout=60)
+    try:
+        waiting = wait_for("the gang queued for want of room", held_for_quota, timeout=60)
+    except AssertionError as exc:  # say what it showed instead
+        raise AssertionError(f"{exc}; last seen {seen}") from None
     assert waiting.reason == "Pending"
     assert kube.get("Job", gang.k8s_name, ns)["spec"]["suspend"] is True
     assert gang_pods(kube, gang) == []  # not one pod of the gang started
