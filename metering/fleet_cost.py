@@ -1,7 +1,8 @@
 """The fleet's cost for a month and where it went (issue 34, item 2): allocated and used,
 allocated but idle, and unallocated, which add up to what the GPUs cost, to the cent.
 
-- The fleet's cost: every GPU node in the inventory, from when the portal first saw it, priced
+- The fleet's cost: every GPU node in the inventory, from when the portal first saw it (or its
+  first allocation, when pods held its GPUs before the inventory saw it), priced
   at its model's whole-GPU class (the price in force each hour). A model without a whole-GPU
   class is priced at its dearest class per GPU-equivalent. A node is cost whether or not it is
   healthy or schedulable: a broken GPU is paid for and shows as unallocated.
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
+from django.db.models import Min
 from django.utils import timezone
 
 from metering import pricing, selectors
+from metering.models import AllocationInterval
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
 from tenants.models import Tenant
@@ -72,11 +75,20 @@ def fleet_cost(month: date, *, now: datetime | None = None) -> FleetCost:
 
     spans: dict[str, list[pricing.Span]] = defaultdict(list)
     gpus: dict[str, int] = defaultdict(int)
-    for model, count, seen in Node.objects.filter(gpu_count__gt=0).values_list(
-        "gpu_model", "gpu_count", "first_seen_at"
+    # A node was there from when the inventory first saw it, or earlier when pods held its GPUs
+    # before that (an inventory rebuilt, or history imported): what ran on it proves it was paid.
+    held_since = {
+        (cluster, node): first
+        for cluster, node, first in AllocationInterval.objects.values("cluster_id", "node_name")
+        .annotate(first=Min("started_at"))
+        .values_list("cluster_id", "node_name", "first")
+    }
+    for cluster, name, model, count, seen in Node.objects.filter(gpu_count__gt=0).values_list(
+        "cluster_id", "name", "gpu_model", "gpu_count", "first_seen_at"
     ):
         if model:
-            spans[model].append(pricing.Span(seen, None, count))
+            since = min(seen, held_since.get((cluster, name), seen))
+            spans[model].append(pricing.Span(since, None, count))
             gpus[model] += count
 
     allocated: dict[str, Decimal] = defaultdict(Decimal)

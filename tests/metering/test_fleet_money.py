@@ -229,3 +229,11 @@ def test_bad_billing_settings_stop_the_portal(settings):
     errors = system_checks.billing(None)
     assert [e.id for e in errors] == ["portal.E010", "portal.E011", "portal.E012"]
     assert all(isinstance(e, Error) for e in errors)
+
+
+def test_a_node_the_inventory_saw_late_counts_from_its_first_allocation(world, month):
+    # the inventory was rebuilt mid-month: the node's pods prove it was there (and paid) before
+    Node.objects.filter(name="gpu-1").update(first_seen_at=T0 + timedelta(days=20))
+    assert fleet_cost.fleet_cost(JUNE, now=AFTER).total.fleet == Decimal("2880.00")
+    AllocationInterval.objects.all().delete()  # nothing ran before: from when it was seen
+    assert fleet_cost.fleet_cost(JUNE, now=AFTER).total.fleet == Decimal("960.00")  # 10 days
