@@ -15,32 +15,32 @@ BILLING_BASES = ("allocation", "quota", "max")  # metering/pricing.BASES
 @register()
 def billing(app_configs, **kwargs) -> list[Error]:
     """Bad billing settings stop the portal at start, not at the first statement."""
-    errors = []
-    if not re.fullmatch(r"[A-Z]{3}", settings.BILLING_CURRENCY):
-        errors.append(
-            Error(
-                f"BILLING_CURRENCY={settings.BILLING_CURRENCY!r} is not an ISO 4217 code.",
-                hint="Three capital letters, e.g. USD, EUR or GBP.",
-                id="portal.E010",
-            )
-        )
-    if settings.BILLING_MODE not in BILLING_MODES:
-        errors.append(
-            Error(
-                f"BILLING_MODE={settings.BILLING_MODE!r} is not one of {', '.join(BILLING_MODES)}.",
-                hint="chargeback bills the teams; showback reports the same figures to them.",
-                id="portal.E011",
-            )
-        )
-    if settings.BILLING_BASIS not in BILLING_BASES:
-        errors.append(
-            Error(
-                f"BILLING_BASIS={settings.BILLING_BASIS!r} is not one of "
-                f"{', '.join(BILLING_BASES)}.",
-                id="portal.E012",
-            )
-        )
-    return errors
+    checks = (
+        (
+            "BILLING_CURRENCY",
+            re.fullmatch(r"[A-Z]{3}", settings.BILLING_CURRENCY),
+            "is not an ISO 4217 code: three capital letters, e.g. USD, EUR or GBP",
+            "portal.E010",
+        ),
+        (
+            "BILLING_MODE",
+            settings.BILLING_MODE in BILLING_MODES,
+            f"is not one of {', '.join(BILLING_MODES)} (chargeback bills the teams; showback "
+            "reports the same figures to them)",
+            "portal.E011",
+        ),
+        (
+            "BILLING_BASIS",
+            settings.BILLING_BASIS in BILLING_BASES,
+            f"is not one of {', '.join(BILLING_BASES)}",
+            "portal.E012",
+        ),
+    )
+    return [
+        Error(f"{name}={getattr(settings, name)!r} {why}.", id=code)
+        for name, ok, why, code in checks
+        if not ok
+    ]
 
 
 @register(Tags.security, deploy=True)

@@ -159,12 +159,18 @@ def void_admin_tokens_of_former_admin(user) -> int:
     Returns how many were revoked; none while the user is still an admin."""
     if user is None or is_platform_admin(user):
         return 0
+    return _revoke_held(
+        ApiToken.objects.filter(user=user, scopes__contains=[ApiToken.Scope.ADMIN]),
+        reason=f"{user.get_username()} is no longer a platform admin",
+    )
+
+
+def _revoke_held(tokens, *, reason: str) -> int:
+    """Revoke the live ones of `tokens` by the system, each audited with `reason` and dropped
+    from the cache (now and again after commit, as `revoke_token` does). Returns how many."""
     revoked = 0
     with transaction.atomic():
-        held = ApiToken.objects.select_for_update().filter(
-            user=user, revoked_at__isnull=True, scopes__contains=[ApiToken.Scope.ADMIN]
-        )
-        for token in held:
+        for token in tokens.select_for_update().filter(revoked_at__isnull=True):
             before = audit.snapshot(token, TOKEN_FIELDS)
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
@@ -177,10 +183,7 @@ def void_admin_tokens_of_former_admin(user) -> int:
                 obj=token,
                 tenant=None,
                 before=before,
-                after={
-                    **audit.snapshot(token, TOKEN_FIELDS),
-                    "reason": f"{user.get_username()} is no longer a platform admin",
-                },
+                after={**audit.snapshot(token, TOKEN_FIELDS), "reason": reason},
             )
             revoked += 1
     return revoked
@@ -257,24 +260,4 @@ def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | N
 def revoke_tokens_of(user, *, reason: str) -> int:
     """Revoke every live token of `user` (by the system, audited, dropped from the cache as
     `revoke_token` does): their holder has left. Returns how many."""
-    revoked = 0
-    with transaction.atomic():
-        for token in ApiToken.objects.select_for_update().filter(
-            user=user, revoked_at__isnull=True
-        ):
-            before = audit.snapshot(token, TOKEN_FIELDS)
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            key = _cache_key(token.token_hash)
-            _forget(key)
-            transaction.on_commit(functools.partial(_forget, key))
-            audit.record(
-                actor=None,
-                verb="api_token.revoked",
-                obj=token,
-                tenant=None,
-                before=before,
-                after={**audit.snapshot(token, TOKEN_FIELDS), "reason": reason},
-            )
-            revoked += 1
-    return revoked
+    return _revoke_held(ApiToken.objects.filter(user=user), reason=reason)
