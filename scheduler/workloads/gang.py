@@ -112,6 +112,13 @@ def render_gang_service(spec: WorkloadSpec, *, owner_uid: str) -> dict:
     }
 
 
+def evicted_whole(pods: int, message: str) -> str:
+    """What a preempted gang's page says: Kueue evicts its one Workload, so every pod stopped."""
+    return (
+        f"the whole gang of {pods} pods was evicted together (Kueue preempts it as one): {message}"
+    )
+
+
 def pool_refusal(*, pods: int, per_pod: int, capacity: int, unit: str, pool: str) -> str | None:
     """Why a gang of `pods` pods of `per_pod` units each can never run in a pool of `capacity`
     units in all (its every node, every team's grant), else None: no grant or borrowing helps,

@@ -216,3 +216,40 @@ def test_a_gang_asking_one_rack_lands_in_one_rack_and_its_page_says_which(
     assert racks.pop() in panel  # the page shows where the gang landed
     workloads.cancel_workload(actor=world.admin, workload=gang)
     workload_sync.delete_from_cluster(kube, gang.pk)
+
+
+def test_a_preempted_gang_is_evicted_whole_and_its_page_says_so(
+    kube,
+    kube_cluster,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+):
+    tenant = team(
+        world, kube, tenant_namespaces, h100_mig, 2, prefix="gpre", classes=("gpu-high", "gpu-low")
+    )
+    gang = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name="ddp",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+        pods=2,
+    )
+    workload_sync.create_in_cluster(kube, gang.pk)
+    wait_state(kube, gang, "running", timeout=90)
+    urgent = submit(kube, world, tenant, h100_mig, units=2, name="urgent", priority="gpu-high")
+    wait_state(kube, urgent, "running", timeout=90)  # it takes both pods' room
+    gang = wait_state(kube, gang, "queued", timeout=60)
+    assert gang.reason == "Preempted"
+    assert gang.message.startswith("the whole gang of 2 pods was evicted together")
+    assert kube.get("Job", gang.k8s_name, gang.namespace)["spec"]["suspend"] is True
+    wait_for("no pod of the gang left", lambda: not gang_pods(kube, gang), timeout=60)
+    page = Client()
+    page.force_login(world.member)
+    assert (
+        "the whole gang of 2 pods was evicted together"
+        in page.get(f"/workloads/{gang.pk}/").content.decode()
+    )

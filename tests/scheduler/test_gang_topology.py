@@ -174,3 +174,13 @@ def test_the_inventory_keeps_a_nodes_topology_labels_and_no_other_foreign_one():
     kept = inventory.parse_node(node, {}, set(LEVELS.values())).labels
     assert kept == {RACK: "r1", "nvidia.com/gpu.count": "8"}
     assert RACK not in inventory.parse_node(node, {}).labels
+
+
+def test_a_preempted_gangs_message_says_every_pod_stopped():
+    from scheduler.workloads import gang
+
+    said = gang.evicted_whole(4, "Preempted to accommodate a workload; queued again")
+    assert said == (
+        "the whole gang of 4 pods was evicted together (Kueue preempts it as one): "
+        "Preempted to accommodate a workload; queued again"
+    )
