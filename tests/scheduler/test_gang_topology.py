@@ -184,3 +184,31 @@ def test_a_preempted_gangs_message_says_every_pod_stopped():
         "the whole gang of 4 pods was evicted together (Kueue preempts it as one): "
         "Preempted to accommodate a workload; queued again"
     )
+
+
+@pytest.mark.django_db
+def test_the_browser_form_takes_topology_and_keeps_the_form_on_a_bad_one(racked):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(racked.member)
+    form = {
+        "name": "ddp",
+        "kind": "job",
+        "image": "busybox:1.36",
+        "resource_class": racked.rc.slug,
+        "units": 1,
+        "priority": "gpu-low",
+        "replicas": 1,
+        "pods": 2,
+        "backoff_limit": 0,
+        "topology": "rack-required",
+    }
+    answer = client.post("/teams/team-a/workloads/new/", form)
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    w = racked.tenant.workloads.get(name="ddp")
+    assert w.topology == "rack-required"
+    page = client.get(f"/workloads/{w.pk}/").content.decode()
+    assert "a gang of 2 pods admitted, started and stopped together (rack-required)" in page
+    bad = client.post("/teams/team-a/workloads/new/", {**form, "name": "x", "topology": "row-1"})
+    assert bad.status_code == 200 and "is not one of: none, block-required" in bad.content.decode()
