@@ -212,3 +212,27 @@ def test_the_browser_form_takes_topology_and_keeps_the_form_on_a_bad_one(racked)
     assert "a gang of 2 pods admitted, started and stopped together (rack-required)" in page
     bad = client.post("/teams/team-a/workloads/new/", {**form, "name": "x", "topology": "row-1"})
     assert bad.status_code == 200 and "is not one of: none, block-required" in bad.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_asks_for_one_rack_with_same_rack(racked, live_server):
+    from click.testing import CliRunner
+
+    from cli.main import cli
+    from tenants.services import tokens as token_services
+
+    _, raw = token_services.issue_token(
+        actor=racked.member, user=racked.member, name="cli", scopes=["read", "submit"]
+    )
+    env = {"GPU_PORTAL_URL": live_server.url, "GPU_PORTAL_TOKEN": raw}
+    base = ["submit", "--tenant", "team-a", "--kind", "job", "--image", "busybox:1.36"]
+    gpu = ["--gpu", f"{racked.rc.slug}=1", "--priority", "gpu-low"]
+    done = CliRunner().invoke(
+        cli, [*base, "--name", "ddp", *gpu, "--pods", "2", "--same-rack"], env=env
+    )
+    assert done.exit_code == 0, done.output
+    assert racked.tenant.workloads.get(name="ddp").topology == "rack-required"
+    wide = CliRunner().invoke(
+        cli, [*base, "--name", "w", *gpu, "--pods", "3", "--same-rack"], env=env
+    )
+    assert wide.exit_code != 0 and "must share one rack" in wide.output
