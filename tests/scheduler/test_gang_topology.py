@@ -236,3 +236,18 @@ def test_the_cli_asks_for_one_rack_with_same_rack(racked, live_server):
         cli, [*base, "--name", "w", *gpu, "--pods", "3", "--same-rack"], env=env
     )
     assert wide.exit_code != 0 and "must share one rack" in wide.output
+
+
+@pytest.mark.django_db
+def test_the_capacity_map_names_each_nodes_block_and_rack(client, world, settings):
+    from tests.scheduler.factories import NodeFactory
+
+    settings.GPU_TOPOLOGY_LEVELS = LEVELS
+    NodeFactory(
+        name="gpu-a100-0",
+        allocatable={"nvidia.com/gpu": 2},
+        labels={"example.com/block": "block-a", RACK: "rack-a1"},
+    )
+    client.force_login(world.admin)
+    body = client.get("/console/capacity/").content.decode()
+    assert "gpu-a100-0</strong> · block-a / rack-a1 ·" in body
