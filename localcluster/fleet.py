@@ -102,8 +102,7 @@ def _taint_key(taint: dict[str, Any]) -> tuple[str, str]:
 
 def node_update(node: dict[str, Any], entry: dict | None = None) -> dict[str, Any] | None:
     """The patch that brings an existing fleet node up to date: the fleet's GPU taints added
-    (others, such as a cordon's, kept), its block and rack labels (`entry`: its fleet.yaml entry)
-    set,
+    (others, such as a cordon's, kept), its block and rack set (`entry`: its fleet.yaml entry),
     labels the fleet no longer sets removed; None when it is up to date. The GPU layout the
     simulator or a test applied is left alone (pure)."""
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
