@@ -192,6 +192,8 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 )
 @click.option("--replicas", type=int, default=1)
 @click.option("--pods", type=int, default=1, help="jobs: N pods started together (torchrun -N)")
+@click.option("--same-rack", is_flag=True, help="jobs of 2+ pods: all in one rack, else it waits")
+@click.option("--topology", help="jobs of 2+ pods: e.g. rack-preferred, block-required")
 @click.option("--min-replicas", type=int, help="autoscaling: pods at least (default --replicas)")
 @click.option("--max-replicas", type=int, help="autoscaling: pods at most (quota is held for it)")
 @click.option("--target-gpu-util", type=int, help="autoscaling: average GPU utilisation, %")
@@ -227,7 +229,7 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb, compute_slices,
-           priority, env, secret_env, replicas, pods,
+           priority, env, secret_env, replicas, pods, same_rack, topology,
            min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
            memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
            timeout, cancel_on_timeout, interval, idempotency_key, command):  # fmt: skip
@@ -252,6 +254,8 @@ def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb,
     }
     if pods != 1:
         body["pods"] = pods
+    if same_rack or topology:
+        body["topology"] = topology or "rack-required"
     if autoscaling:
         body["autoscaling"] = autoscaling
     sizes = {"cpu": cpu, "memory": memory, "ephemeral_storage": ephemeral_storage, "shm": shm}

@@ -3,8 +3,9 @@
 KWOK manages every node annotated kwok.x-k8s.io/node=fake: it fills in conditions, keeps the
 node lease fresh and moves pods bound to it to Running. Capacity is set at creation (the API
 server keeps status on create) and later rewritten by the simulator via the status subresource.
-Every GPU node carries the fleet's GPU taints; `up` adds them to nodes made before they existed
-(and drops labels the fleet no longer sets), leaving everything else as it is.
+Every GPU node carries the fleet's GPU taints and its block and rack labels; `up` adds them to
+nodes made before they existed (and drops labels the fleet no longer sets), leaving everything
+else as it is.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def gpu_tolerations() -> list[dict[str, str]]:
     return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in gpu_taints()]
 
 
+def topology_labels(spec: dict) -> dict[str, str]:
+    """A node's block and rack as node labels (fleet.yaml `topologyLabels` name the keys)."""
+    keys = gl.fleet_spec().get("topologyLabels") or {}
+    place = spec.get("topology") or {}
+    return {keys[level]: str(value) for level, value in place.items() if level in keys}
+
+
 def node_templates(large: int = 0) -> list[dict]:
     """The seed nodes, plus `large` generated ones cycling through the seed templates."""
     seed = [dict(n) for n in gl.fleet_spec()["nodes"]]
@@ -62,6 +70,7 @@ def node_manifest(spec: dict) -> dict[str, Any]:
         "kubernetes.io/arch": "amd64",
         "type": "kwok",
         **gpu_labels,
+        **topology_labels(spec),
         **(spec.get("labels") or {}),
     }
     if gl.LABEL_MIG_CONFIG in labels:
@@ -91,10 +100,11 @@ def _taint_key(taint: dict[str, Any]) -> tuple[str, str]:
     return taint.get("key") or "", taint.get("effect") or ""
 
 
-def node_update(node: dict[str, Any]) -> dict[str, Any] | None:
+def node_update(node: dict[str, Any], entry: dict | None = None) -> dict[str, Any] | None:
     """The patch that brings an existing fleet node up to date: the fleet's GPU taints added
-    (others, such as a cordon's, kept), labels the fleet no longer sets removed; None when it
-    is up to date. The GPU layout the simulator or a test applied is left alone (pure)."""
+    (others, such as a cordon's, kept), its block and rack set (`entry`: its fleet.yaml entry),
+    labels the fleet no longer sets removed; None when it is up to date. The GPU layout the
+    simulator or a test applied is left alone (pure)."""
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
     taints = [dict(t) for t in spec.get("taints") or []]
     have = {_taint_key(t): t for t in taints}
@@ -110,9 +120,13 @@ def node_update(node: dict[str, Any]) -> dict[str, Any] | None:
             changed = True
     if changed:
         patch["spec"] = {"taints": taints}
-    stale = [k for k in gl.OBSOLETE_LABELS if k in (meta.get("labels") or {})]
-    if stale:
-        patch["metadata"] = {"labels": dict.fromkeys(stale)}
+    have_labels = meta.get("labels") or {}
+    labels: dict[str, str | None] = {k: None for k in gl.OBSOLETE_LABELS if k in have_labels}
+    for key, value in topology_labels(entry or {}).items():
+        if have_labels.get(key) != value:
+            labels[key] = value
+    if labels:
+        patch["metadata"] = {"labels": labels}
     return patch or None
 
 
@@ -134,7 +148,7 @@ def ensure_nodes(api: client.ApiClient, large: int | None = None) -> list[str]:
                 if exc.status != 409:
                     raise
             continue
-        patch = node_update(api.sanitize_for_serialization(node))
+        patch = node_update(api.sanitize_for_serialization(node), spec)
         if patch:
             # a merge patch replaces the taint list whole: the list above keeps the others
             core.patch_node(spec["name"], patch)

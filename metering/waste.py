@@ -52,8 +52,9 @@ def _idle_now() -> dict[int, tuple[Decimal, int]]:
     for w in Workload.objects.filter(state=Workload.State.RUNNING, idle_since__isnull=False).only(
         "tenant_id", "kind", "replicas", "max_replicas", "resources"
     ):
-        # Running replicas, not the autoscaling reservation: what sits idle is what runs.
-        pods = w.replicas if w.kind == Workload.Kind.DEPLOYMENT else 1
+        # Running replicas, not the autoscaling reservation: what sits idle is what runs; a
+        # job's replicas are its pods (a gang's N, else 1).
+        pods = w.replicas
         gpus = sum(
             (Decimal(n) * pods * fractions.get(slug, ZERO) for slug, n in w.resources.items()),
             ZERO,

@@ -82,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
                    help="what-if: Kueue's fair sharing on (the portal leaves it off)")  # fmt: skip
     g.add_argument("--harness", choices=["none", "cluster"], default="none",
                    help="cluster: part 1's latencies at its compression")  # fmt: skip
+    g.add_argument("--gang-size", type=int, default=2,
+                   help="workers per assumed multi-node gang (replay/simulate/gangs.py); 0: "
+                   "no gang table")  # fmt: skip
     g = p.add_argument_group("calibrate: the simulator against part 1's observations, no cluster")
     g.add_argument("--observations", type=Path,
                    default=REPO / ".local" / "replay-calib" / "observations.json",
@@ -214,11 +217,37 @@ def run_simulate(args, say) -> str:
         search=not args.no_search, fair_sharing=args.fair_sharing, progress=say,
     )  # fmt: skip
     say(f"simulated in {time.monotonic() - started:.1f} s")
-    return (
+    out = (
         report.table(zero, found, base)
         + "\n"
         + goals.table(zero, found, base)
         + goals.reference(window, found, base, zero)
+    )
+    if args.gang_size >= 2:
+        out += "\n" + _gang_table(args, pods, window.length, say)
+    return out
+
+
+def _gang_table(args, pods, length: int, say) -> str:
+    """Gang admission, whole and split, on the window of the same length with the most
+    node-sized pods (the default one may have none): replay/simulate/gangs.py."""
+    from replay.simulate import gangs
+
+    big = [p.creation for p in pods if p.num_gpu == args.gpus_per_node and p.timed]
+    end = gangs.busiest_end(big, length)
+    if end is None:
+        return f"Gangs: the trace has no {args.gpus_per_node}-GPU pod to stand for one.\n"
+    window = select_window(pods, length=length, end=end, teams=args.teams, seed=args.seed)
+    jobs = gangs.form_gangs(window.pods, gpus_per_node=args.gpus_per_node, size=args.gang_size)
+    say(f"gangs: the {length / 3600:g} h window ending at trace second {end} holds "
+        f"{sum(1 for j in jobs if j.size > 1)} {args.gpus_per_node}-GPU pods")  # fmt: skip
+    results = [
+        gangs.simulate(jobs, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+                       horizon=length, mode=mode)
+        for mode in gangs.MODES
+    ]  # fmt: skip
+    return gangs.table(
+        results, nodes=args.nodes, gpus_per_node=args.gpus_per_node, size=args.gang_size
     )
 
 

@@ -46,3 +46,22 @@ def test_an_old_node_gets_the_taint_and_loses_the_model_label_keeping_the_rest()
 def test_an_up_to_date_node_needs_nothing():
     node = fleet.node_manifest(SEED)
     assert fleet.node_update(node) is None
+
+
+def test_a_node_has_its_block_and_rack_and_old_nodes_get_them():
+    placed = {**SEED, "topology": {"block": "b1", "rack": "r7"}}
+    keys = gl.fleet_spec()["topologyLabels"]
+    node = fleet.node_manifest(placed)
+    assert {k: node["metadata"]["labels"][k] for k in keys.values()} == {
+        keys["block"]: "b1",
+        keys["rack"]: "r7",
+    }
+    old = {"metadata": {"labels": {keys["rack"]: "r1"}}, "spec": {"taints": [GPU_TAINT]}}
+    assert fleet.node_update(old, placed) == {
+        "metadata": {"labels": {keys["block"]: "b1", keys["rack"]: "r7"}}
+    }
+    assert fleet.node_update(node, placed) is None
+    racks = {
+        fleet.node_manifest(n)["metadata"]["labels"][keys["rack"]] for n in fleet.node_templates()
+    }
+    assert len(racks) > 1  # the seed fleet spans racks: a gang's rack is worth showing

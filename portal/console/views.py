@@ -3,6 +3,7 @@
 from collections import defaultdict
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Q
@@ -24,6 +25,7 @@ from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, planner, plans, rollout, rollout_requests
 from scheduler.mig.models import Plan
+from scheduler.workloads import topology
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary
@@ -141,6 +143,13 @@ def mark_health(nodes: list[dict]) -> None:
             gpu["sick"] = str(gpu["index"]) in sick.get(name, set())
 
 
+def mark_places(nodes: list[dict]) -> None:
+    """Each drawn node's block and rack (GPU_TOPOLOGY_LEVELS): where a gang's pods landed."""
+    for drawn in nodes:
+        labels = drawn["node"].labels or {}
+        drawn["place"] = topology.domain_of(labels, settings.GPU_TOPOLOGY_LEVELS)
+
+
 def mark_reshapes(nodes: list[dict]) -> None:
     """MIG re-shaping on the drawn nodes: the plan changing (or that just changed) each node,
     by whom and why (elastic layouts say what waited), and which of its GPUs."""
@@ -157,6 +166,7 @@ def capacity(request):
     nodes, colours = capacity_map_data()
     mark_health(nodes)
     mark_reshapes(nodes)
+    mark_places(nodes)
     return render(
         request,
         "console/capacity.html",

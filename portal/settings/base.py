@@ -291,6 +291,16 @@ GPU_NODE_TOLERATIONS = env.json(
 # differ from the catalog's (e.g. {"H100-80GB": "NVIDIA-H100-PCIe"}); JSON object, keys are
 # catalog models or their slugs (checked at start-up: scheduler.E003).
 GPU_PRODUCT_LABELS = env.json("GPU_PRODUCT_LABELS", default={})
+# The data centre's network levels a gang may ask to share ("rack-required"), widest first, as
+# name=node label; the platform team names its nodes' keys (e.g. a cloud's topology-block and
+# topology-rack labels). The default is the local fleet's (localcluster/fleet.yaml).
+GPU_TOPOLOGY_LEVELS = env.dict(
+    "GPU_TOPOLOGY_LEVELS",
+    default={
+        "block": "topology.gpu-portal.local/block",
+        "rack": "topology.gpu-portal.local/rack",
+    },
+)
 
 # --- REST API (issue 5) ---------------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]  # Swagger UI assets served locally, no CDN

@@ -8,7 +8,7 @@ capacity of each pool.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.catalog import facts, product_labels
@@ -78,11 +78,14 @@ def class_units(
     return dict(units)
 
 
-def parse_node(node: dict, labels_by_model: Mapping[str, str] | None = None) -> NodeInfo:
+def parse_node(
+    node: dict, labels_by_model: Mapping[str, str] | None = None, keep: Collection[str] = ()
+) -> NodeInfo:
     """A node as the portal sees it. Its model comes from GFD's product label alone, the label
     workloads and Kueue's flavors select: read with `labels_by_model` (catalog key -> product,
     what `product_labels.configured_product_labels` gives: a caller parsing many nodes reads it
-    once), or the platform's `GPU_PRODUCT_LABELS` when None."""
+    once), or the platform's `GPU_PRODUCT_LABELS` when None. Its labels kept: NVIDIA's and
+    `keep` (the topology levels: where a gang may be placed and where it landed)."""
     meta = node.get("metadata", {})
     labels: dict[str, str] = meta.get("labels") or {}
     status = node.get("status", {})
@@ -110,7 +113,7 @@ def parse_node(node: dict, labels_by_model: Mapping[str, str] | None = None) -> 
         sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
         device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
         allocatable=allocatable,
-        labels={k: v for k, v in labels.items() if "nvidia.com/" in k},
+        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k in keep},
         schedulable=not node.get("spec", {}).get("unschedulable", False),
         ready=conditions.get("Ready") == "True",
         units=class_units(model_key, allocatable, sharing, product),

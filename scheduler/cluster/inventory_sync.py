@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -54,7 +55,8 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
     them. Idempotent; a pool whose capacity changes gets one audit event. Every call to the API
     server happens before the transaction: approvals never wait on the cluster for a pool lock."""
     labels_by_model = configured_product_labels()
-    nodes = [inventory.parse_node(n, labels_by_model) for n in kube.list("Node")]
+    levels = set(settings.GPU_TOPOLOGY_LEVELS.values())
+    nodes = [inventory.parse_node(n, labels_by_model, levels) for n in kube.list("Node")]
     gpu_nodes = [n for n in nodes if n.gpu_model]
     pods = [p for p in map(inventory.parse_gpu_pod, kube.list("Pod")) if p is not None]
     namespaces = {

@@ -55,6 +55,12 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     backoff_limit = forms.IntegerField(
         min_value=0, initial=0, help_text="Jobs only: retries (a gang's, over all its pods)"
     )
+    topology = forms.CharField(
+        required=False,
+        max_length=40,
+        help_text="Jobs of 2+ pods: rack-required (all pods in one rack), rack-preferred (as "
+        "close as possible), or empty",
+    )
     max_replicas = forms.IntegerField(
         required=False,
         min_value=1,
@@ -263,6 +269,7 @@ def initial_from(workload: Workload) -> dict:
         "priority": workload.priority_class,
         "replicas": workload.replicas if workload.kind == Workload.Kind.DEPLOYMENT else 1,
         "pods": workload.replicas if workload.kind == Workload.Kind.JOB else 1,
+        "topology": workload.topology,
         "backoff_limit": workload.backoff_limit,
         "max_replicas": workload.max_replicas,
         "target_gpu_util": workload.target_gpu_util,

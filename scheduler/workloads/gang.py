@@ -11,6 +11,7 @@ reads from its environment: index 0 is the master.
 
 from __future__ import annotations
 
+from scheduler.workloads import topology
 from scheduler.workloads.pod_template import WORKLOAD_LABEL, WorkloadSpec, workload_labels
 
 # torchrun's default rendezvous port (and MPI's launcher is told it the same way).
@@ -67,9 +68,14 @@ def rendezvous_env(spec: WorkloadSpec) -> list[dict]:
 
 def gang_template(spec: WorkloadSpec, template: dict) -> dict:
     """`template` (the pod every kind runs) as a gang's pod: under the Service's subdomain, with
-    the rendezvous env first (the workload's own env after it)."""
+    the rendezvous env first (the workload's own env after it), kept in one rack (or block) by
+    pod affinity when the job asked (`topology.py`)."""
     pod = dict(template["spec"])
     pod["subdomain"] = service_name(spec)
+    if spec.topology_key:
+        placement = topology.Placement("", spec.topology_key, spec.topology_required)
+        affinity = topology.pod_affinity(placement, spec.workload_id)
+        pod["affinity"] = {**(pod.get("affinity") or {}), "podAffinity": affinity}
     (container, *others) = pod["containers"]
     container = {**container, "env": [*rendezvous_env(spec), *container.get("env", [])]}
     pod["containers"] = [container, *others]
@@ -104,6 +110,13 @@ def render_gang_service(spec: WorkloadSpec, *, owner_uid: str) -> dict:
             "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}],
         },
     }
+
+
+def evicted_whole(pods: int, message: str) -> str:
+    """What a preempted gang's page says: Kueue evicts its one Workload, so every pod stopped."""
+    return (
+        f"the whole gang of {pods} pods was evicted together (Kueue preempts it as one): {message}"
+    )
 
 
 def pool_refusal(*, pods: int, per_pod: int, capacity: int, unit: str, pool: str) -> str | None:

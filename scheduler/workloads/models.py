@@ -112,6 +112,8 @@ class Workload(models.Model):
         default=DEFAULT_REPLICAS, validators=[MinValueValidator(1)]
     )
     backoff_limit = models.PositiveIntegerField(default=0)
+    # A gang's pods in one rack (or block): "rack-required", "rack-preferred"; "" anywhere.
+    topology = models.CharField(max_length=40, blank=True, default="")
     # Elastic scaling of a deployment: `replicas` is then the minimum, and admission reserves
     # quota for `max_replicas` pods (the HorizontalPodAutoscaler may scale up to it).
     max_replicas = models.PositiveIntegerField(

@@ -123,6 +123,10 @@ class WorkloadSpec:
     tolerations: tuple[dict, ...] = ()
     # A job's maximum run time (seconds; None: none), enforced by Kueue.
     max_run_s: int | None = None
+    # A gang's placement: its pods in one domain of this node label (topology.py), required
+    # or preferred; "" places them anywhere.
+    topology_key: str = ""
+    topology_required: bool = False
 
 
 def workload_labels(spec: WorkloadSpec) -> dict[str, str]:

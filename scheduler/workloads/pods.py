@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
+from scheduler.cluster.models import Node
+from scheduler.workloads import topology
 from scheduler.workloads.gang import INDEX_ANNOTATION
 from scheduler.workloads.manifests import KUEUE_GATE
 from scheduler.workloads.models import Workload
@@ -25,6 +29,7 @@ class PodRow:
     index: str  # a gang's pod: its rank ("0" is the master); "" otherwise
     node: str  # "" while not placed
     state: str  # in words: "Running", "Pending: waiting in the team's queue", ...
+    place: str = ""  # its node's block and rack, "block-a / rack-a1" ("" unknown or unplaced)
 
 
 def _state(pod: dict) -> str:
@@ -51,17 +56,24 @@ def _order(row: PodRow) -> tuple:
     return (int(row.index) if row.index.isdigit() else -1, row.name)
 
 
-def pod_rows(pods: list[dict]) -> list[PodRow]:
-    """The pods in index order (a gang's master first), then by name (pure)."""
-    rows = [
-        PodRow(
-            name=(p.get("metadata") or {}).get("name", ""),
-            index=((p.get("metadata") or {}).get("annotations") or {}).get(INDEX_ANNOTATION, ""),
-            node=(p.get("spec") or {}).get("nodeName") or "",
-            state=_state(p),
+def pod_rows(pods: list[dict], places: dict[str, str] | None = None) -> list[PodRow]:
+    """The pods in index order (a gang's master first), then by name, each with its node's
+    place in the network from `places` (node -> "block / rack"): where a gang landed (pure)."""
+    places = places or {}
+    rows = []
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName") or ""
+        rows.append(
+            PodRow(
+                name=(p.get("metadata") or {}).get("name", ""),
+                index=((p.get("metadata") or {}).get("annotations") or {}).get(
+                    INDEX_ANNOTATION, ""
+                ),
+                node=node,
+                state=_state(p),
+                place=places.get(node, ""),
+            )
         )
-        for p in pods
-    ]
     return sorted(rows, key=_order)
 
 
@@ -74,6 +86,14 @@ def workload_pod_rows(
     if workload.cluster_created_at is None:
         raise PodsUnavailable(f"workload {workload.name} is not on the cluster yet")
     try:
-        return pod_rows(workload_pods(kube or gateway(), workload))
+        pods = workload_pods(kube or gateway(), workload)
     except ClusterError as exc:
         raise PodsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc
+    return pod_rows(pods, node_places({(p.get("spec") or {}).get("nodeName") for p in pods}))
+
+
+def node_places(names: set) -> dict[str, str]:
+    """Each named node's block and rack, from the inventory's labels (no extra API call)."""
+    levels = settings.GPU_TOPOLOGY_LEVELS
+    nodes = Node.objects.filter(name__in=[n for n in names if n], cluster__archived_at=None)
+    return {n.name: place for n in nodes if (place := topology.domain_of(n.labels or {}, levels))}

@@ -45,6 +45,7 @@ from scheduler.workloads.input import (
 from scheduler.workloads.manifests import Observation
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
 from scheduler.workloads.sync import change_state
+from scheduler.workloads.topology_check import check_topology
 from tenants import hooks
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASSES
@@ -331,13 +332,15 @@ def submit_workload(
     volumes: list | None = None,
     env_from_secrets: list | None = None,
     image_pull_secrets: list | None = None,
+    topology: str | None = None,
 ) -> Workload:
     """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
     deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit.
     cpu, memory and ephemeral storage are requests = limits of its container (left out: the
     namespace's defaults); volumes, env_from_secrets and image_pull_secrets name existing
     PersistentVolumeClaims and Secrets of the team's namespace. A job of `pods` > 1 is a gang
-    (`gang.py`): N pods of one shape, quota checked for all N, admitted whole by Kueue."""
+    (`gang.py`): N pods of one shape, quota checked for all N, admitted whole by Kueue, in one
+    rack when `topology` asks (`topology_check.py`)."""
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
     try:
         dns_label(name or "")
@@ -395,6 +398,7 @@ def submit_workload(
     check_fits_namespace(pod_asks, held_pods)  # pure: no need to hold the tenant's lock for it
     if kind == Workload.Kind.JOB and held_pods > 1:
         _check_pool_holds(asked, held_pods, model_classes)  # the fleet's size, not the team's
+    topology = check_topology(topology, kind=kind, pods=held_pods, asked=asked)
     # The row and its audit picture are built before the lock: under it, only what must be
     # serialised (the tenant's state, the name, the grants, the insert) and the writes.
     workload = Workload(
@@ -411,6 +415,7 @@ def submit_workload(
         priority_class=priority,
         replicas=replicas,
         backoff_limit=backoff_limit,
+        topology=topology,
         max_replicas=scaling["max_replicas"] if scaling else None,
         target_gpu_util=scaling["target_gpu_util"] if scaling else None,
         target_latency_ms=scaling["target_latency_ms"] if scaling else None,
@@ -425,6 +430,7 @@ def submit_workload(
         "resources": workload.resources,
         "replicas": replicas,
         "autoscaling": workload.autoscaling,
+        "topology": topology,
         **audit.snapshot(workload, POD_SPEC_FIELDS),
     }
     with transaction.atomic():

@@ -8,6 +8,7 @@ from django.conf import settings
 
 from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.product_labels import product_label
+from scheduler.workloads import topology
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
 
@@ -44,7 +45,20 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         image_pull_secrets=tuple(workload.image_pull_secrets or ()),
         tolerations=tuple(settings.GPU_NODE_TOLERATIONS),
         max_run_s=workload.max_run_s,
+        **_placement(workload),
     )
+
+
+def _placement(workload: Workload) -> dict:
+    """The gang's topology as the spec's fields; a level the settings no longer name places the
+    pods anywhere (it was checked at submit)."""
+    try:
+        placement = topology.parse(workload.topology, settings.GPU_TOPOLOGY_LEVELS)
+    except ValueError:
+        placement = None
+    if placement is None:
+        return {}
+    return {"topology_key": placement.key, "topology_required": placement.required}
 
 
 def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:

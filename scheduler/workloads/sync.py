@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import transaction
 from django.db.models import Max
@@ -260,6 +260,8 @@ def sync_workload(
     events = [e for e in all_events if e.get("reason") in EVENT_REASONS and _involves(e, workload)]
     mine = queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
     obs = observe(workload.kind, obj, pods, events, mine)
+    if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
+        obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))
     if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
         return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None

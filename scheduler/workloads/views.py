@@ -188,6 +188,7 @@ def workload_create(request, slug):
                 replicas=d["replicas"],
                 pods=d.get("pods"),
                 backoff_limit=d["backoff_limit"],
+                topology=d.get("topology") or "",
                 autoscaling=form.autoscaling(),
                 **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
             )

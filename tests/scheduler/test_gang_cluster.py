@@ -1,12 +1,13 @@
 """Multi-pod jobs on the real local cluster with Kueue: a gang waits whole while its team lacks
 room for all of its pods and then starts them all at once (one admission), a member with kubectl
 cannot start its pods one by one outside the queue, and cancel removes the whole gang with its
-headless Service."""
+headless Service; a gang asking one rack lands in one rack."""
 
 import pytest
 from django.test import Client
 
 from core.errors import ClusterError
+from scheduler.cluster import inventory_sync
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
@@ -176,3 +177,85 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
         )
 
     wait_for("the gang's Job, pods and Service gone", gone, timeout=60)
+
+
+def test_a_gang_asking_one_rack_lands_in_one_rack_and_its_page_says_which(
+    kube,
+    kube_cluster,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    settings,
+):
+    settings.PORTAL_INSTANCE = unique_slug("rack")
+    inventory_sync.sync_inventory(kube)  # the nodes' racks, as the portal reads them
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="rack")
+    ask = dict(
+        actor=world.admin,
+        tenant=tenant,
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+    )
+    # (refused for want of a rack: test_gang_topology.py; here each pool is one node, one rack,
+    # so what no rack holds the pool check refuses first)
+    gang = workloads.submit_workload(**ask, name="ddp", pods=2, topology="rack-required")
+    workload_sync.create_in_cluster(kube, gang.pk)
+    gang.refresh_from_db()
+
+    def both_running():
+        pods = gang_pods(kube, gang)
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return pods if len(running) == 2 else None
+
+    pods = wait_for("both pods running", both_running, timeout=60)
+    rack_key = settings.GPU_TOPOLOGY_LEVELS["rack"]
+    affinity = pods[0]["spec"]["affinity"]["podAffinity"]
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == rack_key
+    racks = {kube.get("Node", p["spec"]["nodeName"])["metadata"]["labels"][rack_key] for p in pods}
+    assert len(racks) == 1  # one rack
+    page = Client()
+    page.force_login(world.member)
+    panel = page.get(f"/workloads/{gang.pk}/pods/").content.decode()
+    assert racks.pop() in panel  # the page shows where the gang landed
+    workloads.cancel_workload(actor=world.admin, workload=gang)
+    workload_sync.delete_from_cluster(kube, gang.pk)
+
+
+def test_a_preempted_gang_is_evicted_whole_and_its_page_says_so(
+    kube,
+    kube_cluster,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+):
+    tenant = team(
+        world, kube, tenant_namespaces, h100_mig, 2, prefix="gpre", classes=("gpu-high", "gpu-low")
+    )
+    gang = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name="ddp",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+        pods=2,
+    )
+    workload_sync.create_in_cluster(kube, gang.pk)
+    wait_state(kube, gang, "running", timeout=90)
+    urgent = submit(kube, world, tenant, h100_mig, units=2, name="urgent", priority="gpu-high")
+    wait_state(kube, urgent, "running", timeout=90)  # it takes both pods' room
+    gang = wait_state(kube, gang, "queued", timeout=60)
+    assert gang.reason == "Preempted"
+    assert gang.message.startswith("the whole gang of 2 pods was evicted together")
+    assert kube.get("Job", gang.k8s_name, gang.namespace)["spec"]["suspend"] is True
+    wait_for("no pod of the gang left", lambda: not gang_pods(kube, gang), timeout=60)
+    page = Client()
+    page.force_login(world.member)
+    assert (
+        "the whole gang of 2 pods was evicted together"
+        in page.get(f"/workloads/{gang.pk}/").content.decode()
+    )

@@ -204,6 +204,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "pods",
             "autoscaling",
             "backoff_limit",
+            "topology",
             "max_run_s",
             "max_run",
             "run_ends_at",
@@ -262,6 +263,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             if autoscaling is None
             else AutoscalingSerializer().to_representation(autoscaling),
             "backoff_limit": _integer(w.backoff_limit),
+            "topology": _text(w.topology),
             "max_run_s": _integer(w.max_run_s),
             "max_run": _text(w.max_run_words),
             "run_ends_at": _datetime(w.run_ends_at),

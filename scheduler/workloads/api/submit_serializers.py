@@ -121,6 +121,15 @@ class WorkloadCreateSerializer(serializers.Serializer):
         required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
     )
     backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
+    topology = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=40,
+        help_text="jobs of 2+ pods: `rack-required` (every pod in one rack, else it waits), "
+        "`rack-preferred` (as close as the room allows), `block-…`, or `none`; the levels are "
+        "the cluster's (setting GPU_TOPOLOGY_LEVELS), another is a 400",
+    )
     cpu = _quantity_field("cpu")
     memory = _quantity_field("memory")
     ephemeral_storage = _quantity_field("ephemeral_storage")
