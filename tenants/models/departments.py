@@ -11,9 +11,22 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
+from core.permissions import is_platform_admin
 from tenants.models.tenants import dns_label
+
+
+class DepartmentQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Platform admins see every department; others those they administer or one of whose
+        teams they are a member of."""
+        if is_platform_admin(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(Q(admins=user) | Q(teams__memberships__user=user)).distinct()
 
 
 class Department(models.Model):
@@ -37,6 +50,8 @@ class Department(models.Model):
         settings.AUTH_USER_MODEL, blank=True, related_name="administered_departments"
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = DepartmentQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
