@@ -338,3 +338,6 @@ class ApiTokenAdmin(ServiceAdmin):
             "Revoked",
             lambda t: token_services.revoke_token(actor=request.user, token=t),
         )
+
+
+from tenants import department_admin  # noqa: E402,F401 - registers the departments' admin

@@ -124,7 +124,9 @@ def _validated(department: Department) -> None:
 
 def create_department(*, actor, slug: str, name: str, **fields) -> Department:
     require_platform_admin(actor, "create departments")
-    department = Department(slug=slug, name=name, **{k: fields[k] for k in EDITABLE if k in fields})
+    department = Department(
+        slug=slug, name=name, **{k: fields[k] for k in EDITABLE if k in fields and k != "name"}
+    )
     _validated(department)
     with transaction.atomic():
         try:
