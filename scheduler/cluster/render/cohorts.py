@@ -45,41 +45,38 @@ class DepartmentSpec:
     lines: tuple[CohortLine, ...] = ()
 
 
+def _quota(line: CohortLine) -> dict:
+    quota: dict = {"name": line.resource_name, "nominalQuota": "0"}
+    if line.lending_limit is not None:
+        quota["lendingLimit"] = str(line.lending_limit)
+    if line.borrowing_limit is not None:
+        quota["borrowingLimit"] = str(line.borrowing_limit)
+    return quota
+
+
 def render_cohort(spec: DepartmentSpec) -> dict:
-    flavors = [
-        {
-            "name": line.flavor,
-            "resources": [
-                {
-                    "name": line.resource_name,
-                    "nominalQuota": "0",
-                    **(
-                        {"lendingLimit": str(line.lending_limit)}
-                        if line.lending_limit is not None
-                        else {}
-                    ),
-                    **(
-                        {"borrowingLimit": str(line.borrowing_limit)}
-                        if line.borrowing_limit is not None
-                        else {}
-                    ),
-                }
-            ],
-        }
-        for line in sorted(spec.lines, key=lambda x: (x.flavor, x.resource_name))
+    # A line with no limit says nothing Kueue's defaults do not; one group per resource (the
+    # slices), each flavor listing it alone, as Kueue wants every flavor of a group to list
+    # every covered resource.
+    limited = [
+        line
+        for line in spec.lines
         if line.lending_limit is not None or line.borrowing_limit is not None
     ]
     body: dict = {"parentName": spec.parent}
-    if flavors:
-        # Kueue wants each flavor of a group to list every covered resource: one resource
-        # (the slices) per model keeps that true.
-        names = sorted({f["resources"][0]["name"] for f in flavors})
-        groups: dict[str, list[dict]] = {name: [] for name in names}
-        for flavor in flavors:
-            groups[flavor["resources"][0]["name"]].append(flavor)
-        body["resourceGroups"] = [
-            {"coveredResources": [name], "flavors": groups[name]} for name in names
-        ]
+    groups = [
+        {
+            "coveredResources": [name],
+            "flavors": [
+                {"name": line.flavor, "resources": [_quota(line)]}
+                for line in sorted(limited, key=lambda x: x.flavor)
+                if line.resource_name == name
+            ],
+        }
+        for name in sorted({line.resource_name for line in limited})
+    ]
+    if groups:
+        body["resourceGroups"] = groups
     return _finish(
         {
             "apiVersion": KUEUE_API,
