@@ -17,3 +17,4 @@ def fill_hooks() -> None:
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
     hooks.desired_state_changed.fill(enqueue_reconcile)
     catalog_hooks.fleet_policy_changed.fill(enqueue_reconcile_all)
+    hooks.departments_changed.fill(enqueue_reconcile_all)  # cohorts and every queue

@@ -57,7 +57,8 @@ class TenantAdmin(ServiceAdmin):
     list_select_related = ["sync_state"]
     list_filter = ["status"]
     search_fields = ["slug", "name", "cost_centre"]
-    readonly_fields = ["robot", "created_at", "status", "team_page"]
+    # department: set through the department services (its quota must hold the team's grants)
+    readonly_fields = ["robot", "created_at", "status", "team_page", "department"]
     inlines = [MembershipInline]
     actions = ["suspend", "resume", "archive"]
 
@@ -344,3 +345,6 @@ class ApiTokenAdmin(ServiceAdmin):
             "Revoked",
             lambda t: token_services.revoke_token(actor=request.user, token=t),
         )
+
+
+from tenants import department_admin  # noqa: E402,F401 - registers the departments' admin

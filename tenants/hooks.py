@@ -31,3 +31,9 @@ queue_holds: Hook[[list[int]], set[int]] = Hook(
 desired_state_changed: Hook[[int], None] = Hook(
     "desired_state_changed", "a tenant's cluster objects may have to change: reconcile it"
 )
+
+# After commit, when a department changed (quota, limits, teams, deleted): its cohort and its
+# teams' queues follow. The cluster layer queues a full reconcile (departments change rarely).
+departments_changed: Hook[[], None] = Hook(
+    "departments_changed", "departments changed: reconcile the cohorts and the teams' queues"
+)

@@ -1,10 +1,17 @@
 from django.urls import path
 
-from tenants import notification_views, renewal_views, views
+from tenants import department_views, notification_views, renewal_views, views
 
 app_name = "tenants"
 
 urlpatterns = [
+    path("departments/", department_views.department_list, name="department_list"),
+    path("departments/<slug:slug>/", department_views.department_detail, name="department_detail"),
+    path(
+        "departments/<slug:slug>/decide/",
+        department_views.department_decide,
+        name="department_decide",
+    ),
     path("teams/<slug:slug>/ask/", views.request_create, name="request_create"),
     path("teams/<slug:slug>/requests/", views.request_list, name="request_list"),
     path("teams/<slug:slug>/ask/preview/", views.request_preview, name="request_preview"),

@@ -64,6 +64,7 @@ KINDS: dict[str, Kind] = {
     "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
     "LocalQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "Cohort": Kind("/apis/kueue.x-k8s.io/v1beta2", "cohorts", False),
     "WorkloadPriorityClass": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
     "KueueWorkload": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
 }

@@ -1,9 +1,10 @@
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import notifications, platform, views
+from tenants.api import departments, notifications, platform, views
 
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("departments", departments.DepartmentViewSet, basename="department")
 router.register("members", views.MembershipViewSet, basename="membership")
 router.register("capacity-requests", views.CapacityRequestViewSet, basename="capacityrequest")
 router.register("grants", views.QuotaGrantViewSet, basename="quotagrant")

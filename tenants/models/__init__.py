@@ -1,7 +1,8 @@
 """The governance core's models, a module per concept: `tenants` (tenants and memberships),
 `requests` (the auto-approval envelope, capacity requests and their items, quota grants),
-`audit` (the append-only audit log), `tokens` (API tokens), `notifications` (channels and
-deliveries) and `priority_classes` (the portal's priority classes, plain data).
+`audit` (the append-only audit log), `departments` (departments over teams), `tokens` (API
+tokens), `notifications` (channels and deliveries) and `priority_classes` (the portal's
+priority classes, plain data).
 
 Django finds an app's models through its `models` module, so this one imports every model
 class; that is its only job. Other names (querysets, validators, constants) are imported from
@@ -10,6 +11,7 @@ the module of their concept."""
 from __future__ import annotations
 
 from tenants.models.audit import AuditEvent
+from tenants.models.departments import Department, DepartmentEnvelope, DepartmentQuota
 from tenants.models.notifications import NotificationChannel, NotificationDelivery
 from tenants.models.requests import (
     AutoApprovalRule,
@@ -26,6 +28,9 @@ __all__ = [
     "AutoApprovalRule",
     "CapacityRequest",
     "CapacityRequestItem",
+    "Department",
+    "DepartmentEnvelope",
+    "DepartmentQuota",
     "Membership",
     "NotificationChannel",
     "NotificationDelivery",

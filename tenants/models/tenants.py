@@ -76,6 +76,15 @@ class Tenant(IdlePolicyFields):
         help_text="Most seconds any job of the team may run before Kueue stops it (empty: the "
         "pools' limits only; a pool's limit, when smaller, wins)",
     )
+    # Optional level above teams: its Kueue cohort, its admins' approvals, its quota.
+    department = models.ForeignKey(
+        "tenants.Department",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="teams",
+        help_text="Its teams share idle quota first and its admins approve their asks",
+    )
     robot = models.OneToOneField(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from core import audit, bounds
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
-from core.permissions import require_platform_admin
 from scheduler.catalog.models import Pool, ResourceClass
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
+from tenants.services import departments
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
     check_capacity,
@@ -54,11 +54,21 @@ def decision_comment(comment: str | None) -> str:
 def approve_capacity_request(
     *, actor, request: CapacityRequest, comment: str = ""
 ) -> CapacityRequest:
-    require_platform_admin(actor, "approve capacity requests")
-    return _approve(actor=actor, request=request, comment=decision_comment(comment))
+    """A platform admin approves any ask; an admin of the team's department only what keeps
+    the department within its quota (a 403 that says so above it)."""
+    tenant = Tenant.objects.select_related("department").get(pk=request.tenant_id)
+    bound = departments.require_approver(actor, tenant, "approve capacity requests")
+    return _approve(
+        actor=actor,
+        request=request,
+        comment=decision_comment(comment),
+        within_department=bound is not None,
+    )
 
 
-def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityRequest:
+def _approve(
+    *, actor, request: CapacityRequest, comment: str, within_department: bool = False
+) -> CapacityRequest:
     now = timezone.now()
     # Refuse a wrong state early and clearly; it is checked again under the lock below.
     CapacityRequest.objects.only("state").get(pk=request.pk).transition("approve")
@@ -82,6 +92,7 @@ def _approve(*, actor, request: CapacityRequest, comment: str) -> CapacityReques
             comment=comment,
             now=now,
             extended=locked.grants[0] if extends_id else None,
+            within_department=within_department,
         )
 
 
@@ -95,11 +106,13 @@ def approve_locked(
     comment: str,
     now: datetime,
     extended: QuotaGrant | None = None,
+    within_department: bool = False,
 ) -> CapacityRequest:
     """Approve a request whose pools and tenant the caller locked (with `lock_rows`), and the
     request too unless the caller created it in this transaction. `actor` None: the policy.
     A renewal (`request.extends`) passes its grant, locked too: approving it moves that grant's
-    end rather than creating another, so nothing is counted twice."""
+    end rather than creating another, so nothing is counted twice. `within_department`: the
+    actor is a department admin, bound by the department's quota (locked last)."""
     if extended is None:
         check_capacity(items, now, pools=pools)
     before = audit.snapshot(request, REQUEST_FIELDS)
@@ -110,6 +123,10 @@ def approve_locked(
         raise InvalidTransition(f"request #{request.pk} ended before it was approved")
     if extended is None:
         check_ceiling(tenant, items, now)
+        if tenant.department_id is not None:
+            department = departments.lock_department(tenant.department_id)
+            if within_department or actor is None:  # its admin, or its teams' envelope
+                departments.check_department_quota(department, items, now)
     request.auto_approved = actor is None
     request.decided_by = actor
     request.decided_at = now

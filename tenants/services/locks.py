@@ -10,7 +10,9 @@ these takes them through `lock_rows`, in this order, in one call:
   the transaction, and every change to one tenant's grants queues behind it;
 - the capacity request: its state machine moves once (no double approval, no cancel of an
   expired request);
-- its grants, ordered by primary key: what is ended is ended once.
+- its grants, ordered by primary key: what is ended is ended once;
+- last, the team's department (`tenants.services.departments.lock_department`, taken after
+  these): two approvals in one department cannot both see its quota free.
 
 When every transaction that waits for a second lock already holds only locks earlier in this
 order, no two can wait for each other: there is no deadlock. (Before this order, cancelling a

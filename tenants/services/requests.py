@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from core import audit, bounds
 from core.errors import InvalidInput
-from core.permissions import require_platform_admin
 from tenants import policy
 from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
+from tenants.services import departments
 from tenants.services.approvals import decision_comment, notify_decided
 from tenants.services.asks import file_ask
 from tenants.services.audit_fields import REQUEST_FIELDS
@@ -37,20 +37,32 @@ def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -
     """The auto-approval policy's answer to this ask of `tenant`. Made under the tenant's row
     lock (see `submit_capacity_request`), what the tenant holds through auto-approval cannot
     change until the ask is approved or left to a human."""
+    classes = [rc for rc, _ in items]
     rules = {
         r.resource_class.slug: policy.Envelope(r.max_amount, r.max_duration_hours)
-        for r in AutoApprovalRule.objects.filter(
-            resource_class__in=[rc for rc, _ in items]
-        ).select_related("resource_class")
+        for r in AutoApprovalRule.objects.filter(resource_class__in=classes).select_related(
+            "resource_class"
+        )
     }
+    # a team in a department: the department's envelope replaces the platform's, class by class
+    own = departments.envelopes_for(tenant, classes)
+    rules.update({slug: policy.Envelope(*bounds) for slug, bounds in (own or {}).items()})
     asked = [policy.AskedItem(rc.slug, n, rc.gpu_fraction) for rc, n in items]
-    return policy.evaluate(
+    decision = policy.evaluate(
         asked,
         starts_at=starts_at,
         ends_at=ends_at,
         envelopes=rules,
         held=auto_approved_units(tenant, now),
     )
+    department = tenant.department if tenant.department_id else None
+    if department is None:
+        return decision
+    reasons = list(decision.reasons)
+    if not department.auto_approve:
+        reasons.append(f"{department.slug}'s admins decide every ask of its teams")
+    reasons += departments.overruns(department, items, now)
+    return policy.Decision(auto_approve=not reasons, reasons=reasons)
 
 
 def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, ends_at=None):
@@ -186,7 +198,9 @@ def _undo_extension(actor, request: CapacityRequest, grant: QuotaGrant, now: dat
 
 
 def reject_capacity_request(*, actor, request: CapacityRequest, comment: str) -> CapacityRequest:
-    require_platform_admin(actor, "reject capacity requests")
+    """A platform admin, or an admin of the team's department."""
+    tenant = Tenant.objects.select_related("department").get(pk=request.tenant_id)
+    departments.require_approver(actor, tenant, "reject capacity requests")
     if not (comment or "").strip():
         raise InvalidInput("say why the request is rejected", field="comment")
     return _decide(actor=actor, request=request, action="reject", comment=comment)

@@ -79,9 +79,13 @@ def issue_token(
             f"{', '.join(ApiToken.Scope.values)}",
             field="scopes",
         )
-    if ApiToken.Scope.APPROVE in scopes and not is_platform_admin(user):
+    # department admins approve their teams' asks too (within the department's quota)
+    if ApiToken.Scope.APPROVE in scopes and not (
+        is_platform_admin(user) or user.administered_departments.exists()
+    ):
         raise InvalidInput(
-            "only platform admins' tokens may carry the approve scope", field="scopes"
+            "only platform admins' and department admins' tokens may carry the approve scope",
+            field="scopes",
         )
     if ApiToken.Scope.ADMIN in scopes:
         # Automation with the platform's authority: for platform admins, by platform admins

@@ -23,6 +23,7 @@ def test_every_declared_hook_is_filled_by_the_wiring():
         "queue_holds": f"{over_budget_tenants.__module__}.over_budget_tenants",
         "desired_state_changed": f"{enqueue_reconcile.__module__}.enqueue_reconcile",
         "fleet_policy_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
+        "departments_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
     }
     assert core_hooks.check_hooks_filled() == []
 

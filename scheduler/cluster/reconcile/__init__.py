@@ -7,6 +7,7 @@ holds it:
   `tenant_namespace`, and which LocalQueues are held (the `queue_holds` hook).
 - `converge`: desired vs live (`plan_converge`, pure), apply and prune (`converge`), drift, and
   what this instance owns (`managed_selector`).
+- `cohorts`: a Kueue Cohort per department (`reconcile_cohorts`), pruned when it is deleted.
 - `runs`: the entry points a task calls (`reconcile_tenant`, `reconcile_cluster_objects`,
   `reconcile_all`), the tenant lock, and the record of each run.
 """

@@ -20,6 +20,7 @@ from core.images import allowlist_spellings
 from core.locks import advisory_lock
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import ReconcileRun, TenantSyncState
+from scheduler.cluster.reconcile.cohorts import reconcile_cohorts
 from scheduler.cluster.reconcile.converge import (
     MANAGED,
     Outcome,
@@ -201,6 +202,8 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
         state = TenantSyncState.objects.get(tenant=tenant)
         try:
             ensure_cluster_objects(kube)
+            if tenant.department_id:  # its queue names the department's Cohort: make it first
+                reconcile_cohorts(kube)
             spec = build_specs([tenant]).get(tenant.pk)
             live = _live_for_tenant(kube, tenant)
             outcome = _sync_one(kube, tenant, spec, live, state.applied_hashes)
@@ -289,6 +292,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     A tenant whose own run is in progress is skipped (that run converges it)."""
     summary = Summary()
     reconcile_cluster_objects(kube)
+    reconcile_cohorts(kube)  # departments' Cohorts before the queues that name them
     live_by_tenant: dict[str, list[dict]] = defaultdict(list)
     tenants = list(Tenant.objects.all())
     slug_of_namespace = {tenant_namespace(t): t.slug for t in tenants}

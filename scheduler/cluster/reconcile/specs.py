@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+from core.names import dns_label
 from scheduler.catalog import slices
 from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.catalog.product_labels import product_label
@@ -24,7 +25,7 @@ from scheduler.cluster.render.specs import (
     TenantSpec,
 )
 from tenants import group_mapping, hooks
-from tenants.models import Membership, Tenant
+from tenants.models import Department, Membership, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import effective_quotas, granted_totals
 
@@ -170,6 +171,13 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
         )
     priority_names = tuple(pc.name for pc in priority_class_specs())
     unit = settings.GPU_QUOTA_UNIT
+    # a team in a department queues in the department's Cohort (render/cohorts.py)
+    in_department = {t.department_id for t in tenants if t.department_id}
+    department_slugs = (
+        dict(Department.objects.filter(pk__in=in_department).values_list("pk", "slug"))
+        if in_department
+        else {}
+    )
     # every team's grants, for the backstop of lines that may borrow without a limit
     cohort_nominal: dict[tuple[str, str], int] = defaultdict(int)
     for line in queue_lines(classes, pools, granted_totals(), unit=unit):
@@ -219,7 +227,11 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
                 for line in lines
             ),
             queue_lines=lines,
-            cohort=cohort_name(),
+            cohort=(
+                department_cohort(department_slugs[t.department_id])
+                if t.department_id in department_slugs
+                else cohort_name()
+            ),
             queue_held=t.pk in held,
             fair_share_weight=format(t.fair_share_weight.normalize(), "f"),  # 10, not 1E+1
         )
@@ -229,6 +241,11 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
 def cohort_name() -> str:
     """One cohort per portal instance: its teams lend to and borrow from each other only."""
     return f"gpu-portal-{settings.PORTAL_INSTANCE}"
+
+
+def department_cohort(slug: str) -> str:
+    """A department's Cohort, under the instance's (`cohort_name`) and named after it."""
+    return dns_label(f"{cohort_name()}-{slug}")
 
 
 def tenant_namespace(tenant: Tenant) -> str:
