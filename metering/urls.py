@@ -12,9 +12,9 @@ urlpatterns = [
         name="chargeback_export",
     ),
     path(
-        "usage/platform/cost-centres.<str:fmt>",
-        views.cost_centre_export,
-        name="cost_centre_export",
+        "usage/platform/<str:by>.<str:fmt>",
+        views.roll_up_export,
+        name="roll_up_export",
     ),
     path("usage/teams/<slug:slug>/", views.team_usage, name="team_usage"),
     path("usage/teams/<slug:slug>/budget/", views.team_budget, name="team_budget"),

@@ -13,14 +13,14 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from core.errors import Forbidden, ServiceError
 from core.permissions import platform_admin_required
-from metering import cost_centres, exports, fleet_cost, pricing, selectors, services, waste
+from metering import cost_rollups, exports, fleet_cost, pricing, selectors, services, waste
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval
 from tenants import display
@@ -211,7 +211,8 @@ def _platform_usage(tz: str, days: int, month: date) -> dict:
         "idle_month": selectors.idle_hours_this_month(month),
         "waste": waste.waste_by_team(month)[:25],
         "fleet": fleet_cost.fleet_cost(month),
-        "cost_centres": cost_centres.by_cost_centre(month),
+        "cost_centres": cost_rollups.roll_up(month, "cost_centre"),
+        "departments": [d for d in cost_rollups.roll_up(month, "department") if d.name],
         "costs_data": [[slug, float(c)] for slug, c in costs[:25]],
     }
 
@@ -226,27 +227,30 @@ def chargeback_export(request, fmt):
     return HttpResponse(json.dumps(rows, indent=1), content_type="application/json")
 
 
-CENTRE_FIELDS = ["month", "currency", "mode", "cost_centre", "teams", *cost_centres.MONEY_FIELDS]
+ROLL_UPS = {"cost-centres": "cost_centre", "departments": "department"}
 
 
 @platform_admin_required
 @answers_bad_query
-def cost_centre_export(request, fmt):
-    """The month's statements rolled up by cost centre, for finance (CSV or JSON)."""
+def roll_up_export(request, by, fmt):
+    """The month's statements rolled up by cost centre or department, for finance (CSV or
+    JSON)."""
+    if by not in ROLL_UPS:
+        raise Http404("roll up by cost-centres or departments")
+    key = ROLL_UPS[by]
     month = _month(request)
     head = {
         "month": f"{month:%Y-%m}",
         "currency": settings.BILLING_CURRENCY,
         "mode": settings.BILLING_MODE,
     }
-    rows = [{**head, **row.as_dict()} for row in cost_centres.by_cost_centre(month)]
+    rows = [{**head, **row.as_dict(key)} for row in cost_rollups.roll_up(month, key)]
     if fmt == "csv":
+        fields = [*head, key, "teams", *cost_rollups.MONEY_FIELDS]
         response = HttpResponse(
-            exports.rows_csv(rows, CENTRE_FIELDS, frozenset(cost_centres.MONEY_FIELDS)),
+            exports.rows_csv(rows, fields, frozenset(cost_rollups.MONEY_FIELDS)),
             content_type="text/csv; charset=utf-8",
         )
-        response["Content-Disposition"] = (
-            f'attachment; filename="gpu-cost-centres-{month:%Y-%m}.csv"'
-        )
+        response["Content-Disposition"] = f'attachment; filename="gpu-{by}-{month:%Y-%m}.csv"'
         return response
     return HttpResponse(json.dumps(rows, indent=1), content_type="application/json")

@@ -15,13 +15,13 @@ from django.core import mail
 from django.core.checks import Error
 from django.test import Client
 
-from metering import cost_centres, fleet_cost, selectors, services, waste
+from metering import cost_rollups, fleet_cost, selectors, services, waste
 from metering.models import AllocationInterval, BudgetAlert, UsageRollup
 from portal import system_checks
 from scheduler.cluster.models import Cluster, Node
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.suspending import IDLE_REASON
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, Department
 from tenants.notifications import deliver_due
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import ResourceClassFactory
@@ -182,7 +182,7 @@ def test_members_cannot_read_the_roll_up(world, month):
 
 
 def test_the_roll_up_sums_the_statements(world, month):
-    rows = {r.name: r for r in cost_centres.by_cost_centre(JUNE, now=AFTER)}
+    rows = {r.name: r for r in cost_rollups.roll_up(JUNE, "cost_centre", now=AFTER)}
     assert rows["CC-100"].total == Decimal("480.00") and rows["CC-100"].teams == ["team-a"]
     assert rows["CC-100"].idle_cost == Decimal("32.00")
     assert rows["CC-100"].forecast == rows["CC-100"].total  # the month is over
@@ -237,3 +237,29 @@ def test_a_node_the_inventory_saw_late_counts_from_its_first_allocation(world, m
     assert fleet_cost.fleet_cost(JUNE, now=AFTER).total.fleet == Decimal("2880.00")
     AllocationInterval.objects.all().delete()  # nothing ran before: from when it was seen
     assert fleet_cost.fleet_cost(JUNE, now=AFTER).total.fleet == Decimal("960.00")  # 10 days
+
+
+def test_departments_roll_up_with_their_own_budget_on_the_page_and_in_the_export(world, month):
+    research = Department.objects.create(
+        slug="research", name="Research", monthly_budget=Decimal("5000")
+    )
+    world.tenant.department = research
+    world.tenant.monthly_budget = Decimal("700")
+    world.tenant.save(update_fields=["department", "monthly_budget"])
+    rows = {r.name: r for r in cost_rollups.roll_up(JUNE, "department", now=AFTER)}
+    assert rows["research"].teams == ["team-a"] and rows["research"].total == Decimal("480.00")
+    assert rows["research"].budget == Decimal("5000")  # the department's own, not its teams'
+    assert rows[""].teams == ["team-b"]  # teams without a department: one row
+    with pytest.raises(ValueError, match="roll up by one of"):
+        cost_rollups.roll_up(JUNE, "colour", now=AFTER)
+
+    client = Client()
+    client.force_login(world.admin)
+    page = client.get("/usage/platform/?month=2026-06").content.decode()
+    assert "By department, June 2026" in page and "research" in page
+    exported = client.get("/usage/platform/departments.json?month=2026-06").json()
+    assert {r["department"]: r["total"] for r in exported} == {
+        "research": "480.00",
+        "": "300.00",
+    }
+    assert client.get("/usage/platform/colours.csv?month=2026-06").status_code == 404

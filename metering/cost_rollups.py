@@ -1,6 +1,7 @@
-"""The month's statements rolled up by cost centre (issue 34, item 2): what finance books, per
-cost centre, with the teams under it. The figures are the teams' statements summed, so the
-roll-up, the statements and the chargeback export always agree."""
+"""The month's statements rolled up by cost centre or by department (issue 34, item 2): what
+finance books, per cost centre or department, with the teams under it. The figures are the teams'
+statements summed, so the roll-ups, the statements and the chargeback export always agree. A
+department's budget is its own (else its teams' summed); a cost centre's is its teams'."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ MONEY_FIELDS = (
 
 
 @dataclass
-class CostCentre:
+class CostRollup:
     name: str
     teams: list[str] = field(default_factory=list)
     allocated_gpu_hours: Decimal = ZERO
@@ -39,26 +40,40 @@ class CostCentre:
     budget: Decimal = ZERO
     forecast: Decimal = ZERO
 
-    def as_dict(self) -> dict:
+    def as_dict(self, by: str = "cost_centre") -> dict:
         return {
-            "cost_centre": self.name,
+            by: self.name,
             "teams": ",".join(self.teams),
             **{k: str(getattr(self, k)) for k in MONEY_FIELDS},
         }
 
 
-def by_cost_centre(month: date, *, now: datetime | None = None) -> list[CostCentre]:
-    """One row per cost centre that holds a team, the dearest first."""
+BY = ("cost_centre", "department")
+
+
+def roll_up(month: date, by: str, *, now: datetime | None = None) -> list[CostRollup]:
+    """One row per cost centre or department (`by`) that holds a team, the dearest first;
+    teams with none are one row named ''."""
+    if by not in BY:
+        raise ValueError(f"roll up by one of {', '.join(BY)}, not {by!r}")
     now = now or timezone.now()
-    tenants = list(Tenant.objects.order_by("slug").only("pk", "slug", "cost_centre"))
+    tenants = list(
+        Tenant.objects.order_by("slug")
+        .select_related("department")
+        .only("pk", "slug", "cost_centre", "department__slug", "department__monthly_budget")
+    )
     statements = selectors.month_statements(month, [t.pk for t in tenants], now=now)
     budgets = selectors.budgets_for_month(month)
     full = pricing.month_window(month, selectors.billing_tz())
-    rows: dict[str, CostCentre] = defaultdict(lambda: CostCentre(name=""))
+    rows: dict[str, CostRollup] = defaultdict(lambda: CostRollup(name=""))
+    own_budgets = {}
     for t in tenants:
         st = statements[t.pk]
-        row = rows[t.cost_centre]
-        row.name = t.cost_centre
+        key = t.cost_centre if by == "cost_centre" else (t.department.slug if t.department else "")
+        if by == "department" and t.department and t.department.monthly_budget is not None:
+            own_budgets[key] = t.department.monthly_budget
+        row = rows[key]
+        row.name = key
         row.teams.append(t.slug)
         row.allocated_gpu_hours += st.allocated_gpu_hours
         row.allocated_cost += st.allocated_cost
@@ -67,4 +82,6 @@ def by_cost_centre(month: date, *, now: datetime | None = None) -> list[CostCent
         row.total += st.total
         row.budget += budgets.get(t.pk, ZERO)
         row.forecast += pricing.month_end_forecast(st.total, full, now)
+    for key, budget in own_budgets.items():
+        rows[key].budget = budget
     return sorted(rows.values(), key=lambda r: (-r.total, r.name))
