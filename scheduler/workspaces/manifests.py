@@ -32,7 +32,7 @@ class WorkspaceSpec:
     kind: str  # "jupyter" or "code-server"
     home_size: str
     storage_class: str  # "" leaves it to the cluster's default class
-    host: str  # the portal's host: the session cookie must reach the auth request
+    host: str  # the portal's host: the session cookie must reach the auth request ("": any)
     auth_url: str  # the portal's auth decision for this workspace
     signin_url: str
     ingress_class: str
@@ -118,7 +118,7 @@ def render_ingress(spec: WorkspaceSpec) -> dict:
             "ingressClassName": spec.ingress_class,
             "rules": [
                 {
-                    "host": spec.host,
+                    **({"host": spec.host} if spec.host else {}),  # none: any host
                     "http": {
                         "paths": [
                             {

@@ -3,11 +3,25 @@ settings to the pure manifests, applied through the one door to the cluster."""
 
 from __future__ import annotations
 
+import ipaddress
+from urllib.parse import urlsplit
+
 from django.conf import settings
 
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workspaces.manifests import WorkspaceSpec, render_objects
 from scheduler.workspaces.models import Workspace
+
+
+def ingress_host(base_url: str) -> str:
+    """WORKSPACE_HOST, else the portal's own host; "" (any host) where that is an IP address,
+    which an Ingress rule may not name."""
+    host = settings.WORKSPACE_HOST or urlsplit(base_url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return ""
 
 
 def spec_for(ws: Workspace) -> WorkspaceSpec:
@@ -22,7 +36,7 @@ def spec_for(ws: Workspace) -> WorkspaceSpec:
         kind=ws.kind,
         home_size=ws.home_size,
         storage_class=settings.WORKSPACE_STORAGE_CLASS,
-        host=settings.WORKSPACE_HOST or base.split("://", 1)[-1].split("/", 1)[0].split(":")[0],
+        host=ingress_host(base),
         auth_url=f"{internal}/workspaces/{ws.pk}/auth/",
         signin_url=f"{base}/accounts/login/?next=$escaped_request_uri",
         ingress_class=settings.WORKSPACE_INGRESS_CLASS,
