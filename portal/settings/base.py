@@ -541,6 +541,9 @@ CELERY_BEAT_SCHEDULE["seal-audit-log"] = {
 WORKSPACE_HOST = env("WORKSPACE_HOST", default="")
 WORKSPACE_AUTH_BASE_URL = env("WORKSPACE_AUTH_BASE_URL", default="")
 WORKSPACE_INGRESS_CLASS = env("WORKSPACE_INGRESS_CLASS", default="nginx")
+# The ingress controller's namespace: team namespaces let it reach workspace servers (and only
+# their port); empty: no one outside the team's and the platform's namespace can.
+WORKSPACE_INGRESS_NAMESPACE = env("WORKSPACE_INGRESS_NAMESPACE", default="ingress-nginx")
 WORKSPACE_STORAGE_CLASS = env("WORKSPACE_STORAGE_CLASS", default="")
 WORKSPACE_HOME_SIZE = env("WORKSPACE_HOME_SIZE", default="10Gi")
 WORKSPACE_MAX_HOME_SIZE = env("WORKSPACE_MAX_HOME_SIZE", default="200Gi")

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from scheduler.cluster.render.tenant import render_tenant
 from scheduler.workloads.models import Workload
 from scheduler.workspaces import services
 from scheduler.workspaces.activity import parse_activity
@@ -24,6 +25,7 @@ from scheduler.workspaces.manifests import (
 from scheduler.workspaces.models import Workspace, WorkspacePolicy
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
+from tests.scheduler.test_render import by_key, spec
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 POLICY = CullPolicy(idle_after_s=3600, notice_s=600, threshold_pct=5)
@@ -304,3 +306,26 @@ def test_stop_keeps_the_workspace_and_restart_starts_a_new_run(granted, client):
     assert "/ws/" in page and "stops after 1 h with no kernel or terminal activity" in page
     team = client.get(reverse("team_detail", args=[granted.tenant.slug])).content.decode()
     assert reverse("workspaces:workspace_list", args=[granted.tenant.slug]) in team
+
+
+def test_the_teams_network_policy_lets_the_ingress_controller_reach_workspace_servers_only():
+    np = by_key(render_tenant(spec(workspace_ingress_namespace="ingress-nginx")))[
+        ("NetworkPolicy", "gpu-portal-isolation")
+    ]
+    assert np["spec"]["ingress"][1] == {
+        "from": [
+            {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "In",
+                            "values": ["ingress-nginx"],
+                        }
+                    ]
+                }
+            }
+        ],
+        "ports": [{"protocol": "TCP", "port": 8888}],
+    }
+    assert len(np["spec"]["ingress"]) == 2
