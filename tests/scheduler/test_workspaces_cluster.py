@@ -129,8 +129,14 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     assert auth_url.endswith(f"/workspaces/{ws.pk}/auth/")
     homes(ns, claim_name("nb"))
 
+    # the ingress controller's namespace may reach the server's port (and nothing else)
+    policy = kube.get("NetworkPolicy", "gpu-portal-isolation", ns)
+    assert policy["spec"]["ingress"][1]["ports"] == [{"protocol": "TCP", "port": 8888}]
+
     run = Workload.objects.get(pk=ws.run_id)
     workload_sync.create_in_cluster(kube, run.pk)
+    job = kube.get("Job", run.k8s_name, ns)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(8 * 3600)
     run = wait_state(kube, run, "running")
     assert kueue_workload(kube, run)["status"]["admission"]["clusterQueue"] == ns
     (pod,) = kube.list("Pod", ns, label_selector=f"{WORKSPACE_LABEL}={ws.pk}")
