@@ -17,17 +17,10 @@ from scheduler.catalog.run_limits import duration_words
 from scheduler.workspaces import access, services
 from scheduler.workspaces.culling import stops_at
 from scheduler.workspaces.culls import cull_policy, facts_for
-from scheduler.workspaces.manifests import path_prefix
+from scheduler.workspaces.links import link
 from scheduler.workspaces.models import Workspace
 from tenants.models import Tenant
 from tenants.permissions import can_ask
-
-
-def link(ws: Workspace) -> str:
-    base = settings.PORTAL_BASE_URL.rstrip("/")
-    scheme = base.split("://", 1)[0] if "://" in base else "https"
-    host = settings.WORKSPACE_HOST or base.split("://", 1)[-1].split("/", 1)[0]
-    return f"{scheme}://{host}{path_prefix(ws.tenant.namespace, ws.name)}"
 
 
 @login_required
