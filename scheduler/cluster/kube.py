@@ -49,6 +49,7 @@ KINDS: dict[str, Kind] = {
     "Role": Kind("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": Kind("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "NetworkPolicy": Kind("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "Ingress": Kind("/apis/networking.k8s.io/v1", "ingresses", True),
     "PodDisruptionBudget": Kind("/apis/policy/v1", "poddisruptionbudgets", True),
     "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "Job": Kind("/apis/batch/v1", "jobs", True),

@@ -199,6 +199,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             platform_namespace=settings.PLATFORM_NAMESPACE,
             platform_web_pod_labels=tuple(sorted(settings.PLATFORM_WEB_POD_LABELS.items())),
             platform_web_port=settings.PLATFORM_WEB_PORT,
+            workspace_ingress_namespace=settings.WORKSPACE_INGRESS_NAMESPACE,
             namespace_prefix=settings.TENANT_NAMESPACE_PREFIX,
             cpu_quota=settings.TENANT_CPU_QUOTA,
             memory_quota=settings.TENANT_MEMORY_QUOTA,

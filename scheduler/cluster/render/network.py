@@ -9,6 +9,9 @@ from scheduler.cluster.render.labels import _finish
 from scheduler.cluster.render.specs import TenantSpec, _meta
 
 NETWORK_POLICY = "gpu-portal-isolation"
+# Where a workspace's server listens (scheduler/workspaces): the one port the ingress
+# controller may reach in a team's namespace.
+WORKSPACE_PORT = 8888
 
 
 def _names_in(names: list[str]) -> dict:
@@ -71,6 +74,14 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
     blocks = egress_blocks(spec.egress_allowed_cidrs, spec.egress_denied_cidrs)
     if blocks:
         egress.append({"to": blocks})
+    ingress: list[dict] = [{"from": [{"namespaceSelector": _names_in(allowed)}]}]
+    if spec.workspace_ingress_namespace:
+        ingress.append(
+            {
+                "from": [{"namespaceSelector": _names_in([spec.workspace_ingress_namespace])}],
+                "ports": [{"protocol": "TCP", "port": WORKSPACE_PORT}],
+            }
+        )
     return _finish(
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -79,7 +90,7 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
             "spec": {
                 "podSelector": {},
                 "policyTypes": ["Ingress", "Egress"],
-                "ingress": [{"from": [{"namespaceSelector": _names_in(allowed)}]}],
+                "ingress": ingress,
                 "egress": egress,
             },
         }

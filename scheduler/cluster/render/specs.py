@@ -77,6 +77,8 @@ class TenantSpec:
         ("app.kubernetes.io/name", "gpu-portal"),
     )
     platform_web_port: int = 8000
+    # The ingress controller's namespace, allowed in to workspace servers' port (empty: none).
+    workspace_ingress_namespace: str = ""
     # Egress: CIDRs pods may reach besides DNS, their own and the platform namespace, minus the
     # denied ones (cloud metadata, the API server) wherever an allowed CIDR covers them.
     egress_allowed_cidrs: tuple[str, ...] = ()

@@ -1,0 +1,331 @@
+"""Workspaces (issue 33, item 1): the pure culling decision, the rendered objects, and through
+the real Django stack the auth decision the Ingress asks, the refusals that say what to change
+(400) and the per-person cap (409)."""
+
+import html
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from scheduler.cluster.render.tenant import render_tenant
+from scheduler.workloads.models import Workload
+from scheduler.workspaces import services
+from scheduler.workspaces.activity import parse_activity
+from scheduler.workspaces.culling import Cull, CullFacts, CullPolicy, decide, stops_at
+from scheduler.workspaces.manifests import (
+    WORKSPACE_LABEL,
+    WorkspaceSpec,
+    render_claim,
+    render_ingress,
+    render_service,
+    server_command,
+)
+from scheduler.workspaces.models import Workspace, WorkspacePolicy
+from tenants.models import AuditEvent
+from tenants.services.grants import grant_quota
+from tests.scheduler.test_render import by_key, spec
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+POLICY = CullPolicy(idle_after_s=3600, notice_s=600, threshold_pct=5)
+IDLE_GPU = Decimal("0.01")
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+# --- the culling decision (pure) ---------------------------------------------------------------
+
+
+def test_quiet_and_no_gpu_use_is_warned_before_the_idle_time_then_stopped_after_the_notice():
+    facts = CullFacts(started_at=T0, last_activity=at(5), gpu_use=IDLE_GPU)
+    assert decide(POLICY, facts, at(50)).action == Cull.NONE  # 45 min quiet: not yet
+    warn = decide(POLICY, facts, at(56))  # 51 min quiet: the 10 min notice starts
+    assert warn.action == Cull.WARN and warn.quiet_since == at(5)
+    assert "no kernel or terminal activity for 51 min" in warn.why
+    assert "home volume is kept" in warn.why
+    warned = CullFacts(started_at=T0, last_activity=at(5), gpu_use=IDLE_GPU, warned_at=at(56))
+    assert decide(POLICY, warned, at(60)).action == Cull.NONE  # within the notice
+    stop = decide(POLICY, warned, at(66))
+    assert stop.action == Cull.STOP
+    assert stop.why.startswith("stopped after 1 h 1 min with no kernel or terminal activity")
+
+
+def test_activity_in_the_window_keeps_it_alive_and_withdraws_a_warning():
+    # a kernel ran 10 minutes ago: nothing happens, however long the run
+    alive = CullFacts(started_at=T0, last_activity=at(590), gpu_use=IDLE_GPU)
+    assert decide(POLICY, alive, at(600)).action == Cull.NONE
+    # activity after a warning: the warning is withdrawn, never a stop
+    after = CullFacts(started_at=T0, last_activity=at(58), gpu_use=IDLE_GPU, warned_at=at(56))
+    assert decide(POLICY, after, at(70)).action == Cull.CLEAR
+
+
+def test_gpu_use_keeps_a_quiet_workspace_alive():
+    # a long training cell: no kernel activity said, but the GPU works
+    busy = CullFacts(started_at=T0, last_activity=at(0), gpu_use=Decimal("0.40"), warned_at=None)
+    assert decide(POLICY, busy, at(300)).action == Cull.NONE
+    warned = CullFacts(
+        started_at=T0, last_activity=at(0), gpu_use=Decimal("0.40"), warned_at=at(56)
+    )
+    assert decide(POLICY, warned, at(300)).action == Cull.CLEAR
+
+
+def test_missing_signals_never_stop_anything():
+    no_activity = CullFacts(started_at=T0, last_activity=None, gpu_use=IDLE_GPU, warned_at=at(1))
+    no_gpu = CullFacts(started_at=T0, last_activity=at(0), gpu_use=None, warned_at=at(1))
+    not_started = CullFacts(started_at=None, last_activity=at(0), gpu_use=IDLE_GPU)
+    for facts in (no_activity, no_gpu, not_started):
+        assert decide(POLICY, facts, at(600)).action == Cull.NONE
+
+
+def test_quiet_time_counts_from_a_restart_and_the_idle_timer_says_when():
+    restarted = CullFacts(started_at=at(100), last_activity=at(5), gpu_use=IDLE_GPU)
+    assert decide(POLICY, restarted, at(140)).action == Cull.NONE
+    assert stops_at(POLICY, restarted) == at(160)
+
+
+def test_the_server_says_its_last_activity():
+    jupyter = parse_activity("jupyter", {"last_activity": "2026-03-02T09:05:00.000Z"})
+    assert jupyter == at(5)
+    beat = int(at(7).timestamp() * 1000)
+    assert parse_activity("code-server", {"status": "alive", "lastHeartbeat": beat}) == at(7)
+    assert parse_activity("jupyter", {"started": "x"}) is None
+    assert parse_activity("jupyter", {"last_activity": "not a time"}) is None
+
+
+# --- rendering (pure) --------------------------------------------------------------------------
+
+SPEC = WorkspaceSpec(
+    workspace_id=7,
+    name="nb",
+    namespace="tenant-team-a",
+    tenant="team-a",
+    instance="test",
+    kind="jupyter",
+    home_size="10Gi",
+    storage_class="fast",
+    host="portal.example.com",
+    auth_url="http://portal.gpu-portal.svc/workspaces/7/auth/",
+    signin_url="https://portal.example.com/accounts/login/?next=$escaped_request_uri",
+    ingress_class="nginx",
+)
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpu-portal",
+    "gpu-portal.io/instance": "test",
+    "gpu-portal.io/tenant": "team-a",
+    WORKSPACE_LABEL: "7",
+}
+
+
+def test_the_workspace_objects_a_volume_a_cluster_ip_service_and_an_ingress_asking_the_portal():
+    meta = {"namespace": "tenant-team-a", "labels": LABELS}
+    assert render_claim(SPEC) == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "ws-nb-home", **meta},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "10Gi"}},
+            "storageClassName": "fast",
+        },
+    }
+    assert render_service(SPEC)["spec"] == {
+        "type": "ClusterIP",
+        "selector": {WORKSPACE_LABEL: "7"},
+        "ports": [{"name": "http", "port": 8888, "targetPort": 8888, "protocol": "TCP"}],
+    }
+    ingress = render_ingress(SPEC)
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/auth-url"] == SPEC.auth_url
+    assert annotations["nginx.ingress.kubernetes.io/auth-signin"] == SPEC.signin_url
+    assert ingress["spec"]["rules"] == [
+        {
+            "host": "portal.example.com",
+            "http": {
+                "paths": [
+                    {
+                        "path": "/ws/tenant-team-a/nb/",
+                        "pathType": "Prefix",
+                        "backend": {"service": {"name": "ws-nb", "port": {"number": 8888}}},
+                    }
+                ]
+            },
+        }
+    ]
+    command, args = server_command("jupyter", "tenant-team-a", "nb")
+    assert command == ["jupyter", "lab"]
+    assert "--ServerApp.base_url=/ws/tenant-team-a/nb/" in args
+
+
+# --- through the Django stack ------------------------------------------------------------------
+
+
+@pytest.fixture
+def granted(world):
+    grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=2)
+    return world
+
+
+def open_one(world, actor=None, name="nb", **over):
+    fields = {
+        "name": name,
+        "kind": "jupyter",
+        "image": "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+        "resource_class": world.rc.slug,
+        "time_limit_h": "4",
+    }
+    return services.open_workspace(
+        actor=actor or world.member, tenant=world.tenant, **{**fields, **over}
+    )
+
+
+@pytest.mark.django_db
+def test_the_auth_request_lets_the_teams_members_in_and_no_one_else(granted, client):
+    world = granted
+    ws = open_one(world)
+    url = reverse("workspaces:workspace_auth", args=[ws.pk])
+    assert client.get(url).status_code == 401  # anonymous: the Ingress sends it to sign in
+    for person, status in (
+        (world.member, 200),
+        (world.owner, 200),
+        (world.outsider, 403),  # another team's owner
+        (world.viewer, 403),  # may read the team's pages, not run code in its namespace
+        (world.admin, 403),  # not a member: a notebook holds the team's data
+    ):
+        client.force_login(person)
+        response = client.get(url)
+        assert response.status_code == status, person
+        if status == 200:
+            assert response["X-Auth-Request-User"] == person.get_username()
+    client.force_login(world.member)
+    assert client.get(reverse("workspaces:workspace_auth", args=[ws.pk + 999])).status_code == 403
+
+
+@pytest.mark.django_db
+def test_opening_a_workspace_submits_its_run_in_the_teams_grant_at_a_priority_batch_never_preempts(
+    granted,
+):
+    ws = open_one(granted)
+    run = Workload.objects.get(pk=ws.run_id)
+    assert (run.kind, run.priority_class, run.resources) == (
+        "job",
+        "gpu-high",
+        {granted.rc.slug: 1},
+    )
+    assert run.labels == {WORKSPACE_LABEL: str(ws.pk), "gpu-portal.io/idle-exempt": "true"}
+    assert run.volumes == [
+        {"claim": "ws-nb-home", "mount_path": "/home/jovyan", "read_only": False}
+    ]
+    assert run.max_run_s == 4 * 3600
+    assert ws.state == Workspace.State.STARTING
+    assert AuditEvent.objects.filter(verb="workspace.opened", object_id=str(ws.pk)).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        (
+            "resource_class",
+            "h100-80gb",
+            "has no grant for 'h100-80gb'; open the workspace on a class",
+        ),
+        ("image", "bad image", "give an image reference without spaces"),
+        ("time_limit_h", "900", "out of range: give a time limit between 15 min and 7 d"),
+        ("time_limit_h", "soon", "time limit: give hours"),
+        ("name", "Not_A_Name", "name 'Not_A_Name'"),
+        ("kind", "rstudio", "kind must be one of"),
+        ("home_size", "5Ti", "home size '5Ti': give a size between 1Gi and 200Gi"),
+    ],
+)
+def test_bad_input_is_a_400_that_says_what_to_change(granted, client, field, value, said):
+    client.force_login(granted.member)
+    body = {
+        "name": "nb",
+        "kind": "jupyter",
+        "image": "quay.io/jupyter/base-notebook",
+        "resource_class": granted.rc.slug,
+        "time_limit_h": "4",
+        field: value,
+    }
+    response = client.post(reverse("workspaces:workspace_list", args=[granted.tenant.slug]), body)
+    assert response.status_code == 400
+    assert said in html.unescape(response.content.decode())
+    assert not Workspace.objects.exists() and not Workload.objects.exists()  # nothing half-written
+
+
+@pytest.mark.django_db
+def test_one_person_holds_at_most_the_teams_cap_a_409_that_says_so(granted, client):
+    WorkspacePolicy.objects.create(tenant=granted.tenant, max_per_person=1)
+    open_one(granted, name="first")
+    client.force_login(granted.member)
+    body = {
+        "name": "second",
+        "kind": "jupyter",
+        "image": "quay.io/jupyter/base-notebook",
+        "resource_class": granted.rc.slug,
+        "time_limit_h": "4",
+    }
+    response = client.post(reverse("workspaces:workspace_list", args=[granted.tenant.slug]), body)
+    assert response.status_code == 409
+    assert (
+        "already holds 1 running workspace(s) in team-a (first) and the team's cap is 1"
+        in html.unescape(response.content.decode())
+    )
+    # another person of the team still may
+    open_one(granted, actor=granted.owner, name="owners")
+
+
+@pytest.mark.django_db
+def test_workspaces_stay_within_the_teams_own_grant(granted):
+    open_one(granted, name="one")
+    open_one(granted, actor=granted.owner, name="two")
+    with pytest.raises(
+        services.QuotaExceeded, match="workspaces run only within team-a's own grant"
+    ):
+        WorkspacePolicy.objects.create(tenant=granted.tenant, max_per_person=5)
+        open_one(granted, name="three")
+
+
+@pytest.mark.django_db
+def test_stop_keeps_the_workspace_and_restart_starts_a_new_run(granted, client):
+    ws = open_one(granted)
+    client.force_login(granted.member)
+    client.post(reverse("workspaces:workspace_stop", args=[ws.pk]))
+    ws.refresh_from_db()
+    assert ws.state == Workspace.State.STOPPED and ws.run.state == Workload.State.CANCELLED
+    client.post(reverse("workspaces:workspace_restart", args=[ws.pk]))
+    ws.refresh_from_db()
+    assert ws.runs == 2 and ws.state == Workspace.State.STARTING
+    verbs = set(AuditEvent.objects.filter(object_id=str(ws.pk)).values_list("verb", flat=True))
+    assert {"workspace.opened", "workspace.stopped", "workspace.restarted"} <= verbs
+    # the page: state, link, idle timer
+    page = client.get(reverse("workspaces:workspace_detail", args=[ws.pk])).content.decode()
+    assert "/ws/" in page and "stops after 1 h with no kernel or terminal activity" in page
+    team = client.get(reverse("team_detail", args=[granted.tenant.slug])).content.decode()
+    assert reverse("workspaces:workspace_list", args=[granted.tenant.slug]) in team
+
+
+def test_the_teams_network_policy_lets_the_ingress_controller_reach_workspace_servers_only():
+    np = by_key(render_tenant(spec(workspace_ingress_namespace="ingress-nginx")))[
+        ("NetworkPolicy", "gpu-portal-isolation")
+    ]
+    assert np["spec"]["ingress"][1] == {
+        "from": [
+            {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "In",
+                            "values": ["ingress-nginx"],
+                        }
+                    ]
+                }
+            }
+        ],
+        "ports": [{"protocol": "TCP", "port": 8888}],
+    }
+    assert len(np["spec"]["ingress"]) == 2

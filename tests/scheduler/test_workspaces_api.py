@@ -1,0 +1,75 @@
+"""The workspaces' API: the page's services as JSON, with the same refusals (400 that says what to
+change, 409 at the cap) and the same tenant scoping (another team's workspace is a 404)."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from scheduler.workspaces.models import WorkspacePolicy
+from tenants.services.grants import grant_quota
+from tests.portal.api.conftest import session
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/workspaces/"
+
+
+@pytest.fixture
+def granted(world):
+    grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=2)
+    return world
+
+
+def body(world, **over):
+    return {
+        "tenant": world.tenant.slug,
+        "name": "nb",
+        "kind": "jupyter",
+        "image": "quay.io/jupyter/base-notebook",
+        "resource_class": world.rc.slug,
+        "time_limit_h": "2.5",
+        **over,
+    }
+
+
+def test_open_read_stop_and_restart_by_api(granted):
+    member = session(granted.member)
+    opened = member.post(URL, body(granted), format="json")
+    assert opened.status_code == 201, opened.data
+    ws = opened.data
+    assert (ws["state"], ws["time_limit_s"], ws["owner"]) == ("starting", 9000, "member")
+    assert ws["link"].endswith(f"/ws/{granted.tenant.namespace}/nb/")
+    assert member.get(f"{URL}{ws['id']}/").status_code == 200
+    stopped = member.post(f"{URL}{ws['id']}/stop/")
+    assert stopped.status_code == 200 and stopped.data["state"] == "stopped"
+    again = member.post(f"{URL}{ws['id']}/stop/")
+    assert again.status_code == 409 and again.data["code"] == "invalid_transition"
+    restarted = member.post(f"{URL}{ws['id']}/restart/")
+    assert restarted.status_code == 200 and restarted.data["runs"] == 2
+    # another team sees nothing of it; an anonymous caller is asked to sign in
+    outsider = session(granted.outsider)
+    assert outsider.get(f"{URL}{ws['id']}/").status_code == 404
+    assert outsider.get(URL).data["count"] == 0
+    assert APIClient().get(URL).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("over", "said"),
+    [
+        ({"resource_class": "h100-80gb"}, "team-a has no grant for 'h100-80gb'"),
+        ({"image": "bad image"}, "give an image reference without spaces"),
+        ({"time_limit_h": "0.1"}, "give a time limit between 15 min and 7 d"),
+    ],
+)
+def test_bad_input_is_a_json_400_that_says_what_to_change(granted, over, said):
+    response = session(granted.member).post(URL, body(granted, **over), format="json")
+    assert response.status_code == 400
+    assert said in response.data["detail"]
+
+
+def test_the_cap_is_a_409_that_says_so(granted):
+    WorkspacePolicy.objects.create(tenant=granted.tenant, max_per_person=1)
+    member = session(granted.member)
+    assert member.post(URL, body(granted), format="json").status_code == 201
+    response = member.post(URL, body(granted, name="second"), format="json")
+    assert response.status_code == 409
+    assert response.data["code"] == "workspace_cap"
+    assert "the team's cap is 1 per person" in response.data["detail"]
