@@ -14,7 +14,7 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import pods as workload_pods
-from scheduler.workloads import presenting, suspending
+from scheduler.workloads import presenting, scaling, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
@@ -156,6 +156,19 @@ def workload_pods_panel(request, pk):
     except (ServiceError, ClusterError) as exc:
         context["unavailable"] = getattr(exc, "detail", None) or str(exc)
     return render(request, "scheduler/_workload_pods.html", context)
+
+
+@login_required
+def workload_scaling_panel(request, pk):
+    """The scaling panel of an autoscaled deployment (htmx, polled while it lives): replicas
+    now and wanted, each metric against its target, the autoscaler's conditions and events."""
+    workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    context: dict = {"w": workload}
+    try:
+        context["scaling"] = scaling.workload_scaling(actor=request.user, workload=workload)
+    except (ServiceError, ClusterError) as exc:
+        context["unavailable"] = getattr(exc, "detail", None) or str(exc)
+    return render(request, "scheduler/_workload_scaling.html", context)
 
 
 @login_required
