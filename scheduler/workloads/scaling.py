@@ -57,7 +57,7 @@ class ScalingView:
     events: list[EventRow]
 
 
-def _metric_value(block: dict) -> str:
+def _metric_value(block: dict | None) -> str:
     for key in ("averageValue", "value", "averageUtilization"):
         if (value := (block or {}).get(key)) is not None:
             return str(value)

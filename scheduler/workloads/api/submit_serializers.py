@@ -144,7 +144,7 @@ class WorkloadCreateSerializer(serializers.Serializer):
 
     ports = serializers.JSONField(
         required=False,
-        default=list,
+        default=list,  # type: ignore[arg-type]  # the stubs take only a mapping; DRF any value
         help_text='deployments only: [{"name": "http", "port": 8080}] the container serves on; '
         "the portal puts a ClusterIP Service in front",
     )
