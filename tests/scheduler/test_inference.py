@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from django.urls import reverse
 
 from core.errors import InvalidInput
 from localcluster import metrics_adapter
@@ -330,3 +331,25 @@ def test_bad_service_input_is_a_400_that_says_what_to_change(granted, changes, s
     )
     assert created.status_code == 201, created.data
     assert created.data["ports"] == [{"name": "http", "port": 8080}]
+
+
+@pytest.mark.django_db
+def test_the_page_shows_the_service_and_says_why_its_scaling_is_not_there_yet(granted, client):
+    w = submit(
+        granted,
+        kind="deployment",
+        ports=[8080],
+        probes={"readiness": {"path": "/ready", "port": 8080}},
+        autoscaling={"min_replicas": 1, "max_replicas": 4, "target_gpu_util": 50},
+    )
+    client.force_login(granted.member)
+    page = client.get(reverse("scheduler:workload_detail", args=[w.pk])).content.decode()
+    assert "1–4 replicas as its autoscaler decides" in page
+    assert "<code>http</code> 8080" in page and "GET /ready" in page
+    assert reverse("scheduler:workload_scaling", args=[w.pk]) in page
+    panel = client.get(reverse("scheduler:workload_scaling", args=[w.pk]))
+    assert panel.status_code == 200
+    assert "is not on the cluster yet" in panel.content.decode()
+    fixed = submit(granted, name="fixed", kind="deployment")
+    answer = client.get(reverse("scheduler:workload_scaling", args=[fixed.pk]))
+    assert "has a fixed number of replicas" in answer.content.decode()
