@@ -286,7 +286,9 @@ def sync_workload(
     mine = queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
     obs = observe(workload.kind, obj, pods, events, mine)
     if workload.max_replicas is not None and obj is not None:
-        record_scale(workload.pk, *serving.replica_counts(obj, pods))
+        counts = serving.replica_counts(obj, pods)
+        if counts != (workload.held_replicas, workload.desired_replicas):  # no lock otherwise
+            record_scale(workload.pk, *counts)
     if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
         return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None
