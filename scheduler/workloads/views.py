@@ -195,6 +195,7 @@ def workload_create(request, slug):
                 pods=d.get("pods"),
                 backoff_limit=d["backoff_limit"],
                 autoscaling=form.autoscaling(),
+                **form.serving(),
                 **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
             )
         except ServiceError as exc:
@@ -202,6 +203,8 @@ def workload_create(request, slug):
                 "resources": "resource_class",
                 "priority_class": "priority",
                 "autoscaling": "max_replicas",
+                "ports": "port",
+                "probes": "readiness_path",
             }.get(exc.field or "", exc.field)
             form.add_error(field if field in form.fields else None, exc.detail)
         else:

@@ -12,7 +12,9 @@ from django.urls import reverse
 from core.errors import InvalidInput
 from localcluster import metrics_adapter
 from scheduler.workloads import serving
+from scheduler.workloads.forms import initial_from
 from scheduler.workloads.manifests import render_deployment, render_service
+from scheduler.workloads.models import Workload
 from scheduler.workloads.scaling import scaling_view
 from scheduler.workloads.serving import Probe, ServicePort
 from tenants.models import AuditEvent
@@ -353,3 +355,37 @@ def test_the_page_shows_the_service_and_says_why_its_scaling_is_not_there_yet(gr
     fixed = submit(granted, name="fixed", kind="deployment")
     answer = client.get(reverse("scheduler:workload_scaling", args=[fixed.pk]))
     assert "has a fixed number of replicas" in answer.content.decode()
+
+
+def _form(client, tenant, rc, **overrides):
+    data = {
+        "name": "serve",
+        "kind": "deployment",
+        "image": "vllm/vllm-openai:v0.6.3",
+        "resource_class": rc.slug,
+        "units": 1,
+        "priority": "gpu-low",
+        "replicas": 1,
+        "backoff_limit": 0,
+        **overrides,
+    }
+    url = reverse("scheduler:workload_create", args=[tenant.slug])
+    return client.post(url, data, follow=True)
+
+
+@pytest.mark.django_db
+def test_the_form_submits_a_service_and_shows_bad_ports_and_probes_at_their_fields(granted, client):
+    client.force_login(granted.member)
+    bad = _form(client, granted.tenant, granted.rc, port=70000)
+    assert "port 1 must be a whole number 1–65535, not 70000" in bad.content.decode()
+    no_port = _form(client, granted.tenant, granted.rc, readiness_path="/ready")
+    assert "probes.readiness has a path but no port" in no_port.content.decode()
+    assert not Workload.objects.filter(name="serve").exists()
+    _form(client, granted.tenant, granted.rc, port=8080, readiness_path="/ready")
+    w = Workload.objects.get(name="serve")
+    assert (w.ports, w.probes) == (
+        [{"name": "http", "port": 8080}],
+        {"readiness": {"path": "/ready", "port": 8080}},
+    )
+    again = initial_from(w)
+    assert (again["port"], again["readiness_path"], again["liveness_path"]) == (8080, "/ready", "")
