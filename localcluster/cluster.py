@@ -49,13 +49,18 @@ from .pki import admin_token, ensure_pki, write_kubeconfig
 
 
 def _code_version(comp: Component) -> str:
-    """A digest of the simulator's sources, or of the configuration files a component read
-    ("" for the other built binaries: their tag pins them)."""
+    """A digest of the simulator's sources, of the configuration files a component read or of
+    the controller-manager's command line ("" for the other built binaries: their tag pins
+    them)."""
     if comp.name in CONFIG_FILES:
         digest = hashlib.sha256()
         for path in CONFIG_FILES[comp.name]:
             digest.update(path.read_bytes() if path.exists() else b"")
         return digest.hexdigest()[:16]
+    if comp.name == "kube-controller-manager":
+        # its controllers and their periods are its command line: a checkout that adds one
+        # (the autoscaler) restarts it once
+        return hashlib.sha256("\0".join(comp.argv).encode()).hexdigest()[:16]
     if comp.name == "kueue":
         # its configuration is made by code (kueue.config), not read from a checked-in file
         config = json.dumps([kueue.config(), kueue.FEATURE_GATES], sort_keys=True)

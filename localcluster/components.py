@@ -45,6 +45,8 @@ CONTROLLERS = ",".join(
         "ttl-after-finished-controller",
         "endpoints-controller",
         "endpointslice-controller",
+        # inference services scale on the custom metrics API (localcluster/metrics_adapter.py)
+        "horizontal-pod-autoscaler-controller",
     ]
 )
 
@@ -121,6 +123,8 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
                 # Quicker quota and namespace bookkeeping for tests (defaults are 5 min / 5 min).
                 "--resource-quota-sync-period=30s",
                 "--namespace-sync-period=1m",
+                # the autoscaler looks every 5 s (default 15 s), so scaling tests stay short
+                "--horizontal-pod-autoscaler-sync-period=5s",
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
                 "--v=1",

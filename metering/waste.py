@@ -50,7 +50,7 @@ def _idle_now() -> dict[int, tuple[Decimal, int]]:
     fractions = dict(ResourceClass.objects.values_list("slug", "gpu_fraction"))
     out: dict[int, tuple[Decimal, int]] = {}
     for w in Workload.objects.filter(state=Workload.State.RUNNING, idle_since__isnull=False).only(
-        "tenant_id", "kind", "replicas", "max_replicas", "resources"
+        "tenant_id", "kind", "replicas", "max_replicas", "held_replicas", "resources"
     ):
         # Running replicas, not the autoscaling reservation: what sits idle is what runs; a
         # job's replicas are its pods (a gang's N, else 1).

@@ -173,11 +173,11 @@ def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
     assert code == 2 and "autoscaling needs --max-replicas" in err
     code, _, err = run(
         url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",
-        "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=1", "--max-replicas", "3",
-        "--target-gpu-util", "70",
+        "--image", "busybox:1.36", "--gpu", "h100-80gb-mig-3g.40gb=1", "--min-replicas", "3",
+        "--max-replicas", "4", "--target-gpu-util", "70",
     )  # fmt: skip
     assert code == 5
-    assert "3 pods at max replicas" in err and "ask for 3 more slices (1 more" in err
+    assert "3 pods at min replicas" in err and "ask for 3 more slices (1 more" in err
 
     code, out, err = run(
         url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localcluster import build, components, fleet, simulator
+from localcluster import build, cluster, components, fleet, simulator
 from localcluster import gpu_layout as gl
 from localcluster.pytest_plugin import wait_for
 from scheduler.catalog import facts
@@ -225,6 +225,18 @@ def test_the_simulator_restarts_when_any_file_it_reads_changes():
     read = {gl.MIG_CONFIG_FILE, gl.DEVICE_PLUGIN_CONFIG_FILE, gl.FLEET_FILE, facts.CATALOG_PATH}
     assert read <= sources
     assert {Path(simulator.__file__), Path(gl.__file__), Path(facts.__file__)} <= sources
+
+
+def test_the_controller_manager_runs_the_autoscaler_and_restarts_when_its_flags_change():
+    specs = {c.name: c for c in components.component_specs(build.binaries())}
+    manager = specs["kube-controller-manager"]
+    flags = " ".join(manager.argv)
+    assert "horizontal-pod-autoscaler-controller" in flags
+    assert "--horizontal-pod-autoscaler-sync-period=5s" in flags
+    version = cluster._code_version(manager)
+    assert version and version == cluster._code_version(manager)
+    changed = components.Component(manager.name, [*manager.argv, "--v=2"])
+    assert cluster._code_version(changed) != version
 
 
 def test_pod_larger_than_any_node_stays_pending(kube_cluster, kube_namespace):

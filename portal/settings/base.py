@@ -372,6 +372,9 @@ AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_F
 AUTOSCALING_LATENCY_METRIC = env(
     "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
 )
+# How long an inference service's metric must stay below target before it scales down (its
+# HPA's behavior.scaleDown.stabilizationWindowSeconds; Kubernetes' default).
+AUTOSCALING_SCALE_DOWN_WINDOW_S = env.int("AUTOSCALING_SCALE_DOWN_WINDOW_S", default=300)
 # What grants are counted in, in Kueue as in the portal (scheduler/catalog/slices.py):
 # "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
 # carry the matching resources.transformations, as the chart and the local cluster do) or

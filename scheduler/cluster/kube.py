@@ -61,6 +61,8 @@ KINDS: dict[str, Kind] = {
     "ValidatingAdmissionPolicyBinding": Kind(
         "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
     ),
+    # where the custom metrics API is served from (the local cluster's adapter registers one)
+    "APIService": Kind("/apis/apiregistration.k8s.io/v1", "apiservices", False),
     # Kueue (v1beta2 is its storage version)
     "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),

@@ -65,13 +65,25 @@ class WorkloadForm(RefuseNotCut, forms.Form):
         required=False,
         min_value=1,
         label="Autoscale up to (replicas)",
-        help_text="Deployments only: scale between Replicas and this; quota is held for the most",
+        help_text="Deployments only: scale between Replicas and this; quota is held for the "
+        "replicas running, and those beyond the grant wait in the queue",
     )
     target_gpu_util = forms.IntegerField(
         required=False, min_value=1, max_value=100, label="Target GPU utilisation (%)"
     )
     target_latency_ms = forms.IntegerField(
         required=False, min_value=1, label="Target request latency (ms, p95)"
+    )
+    port = forms.IntegerField(
+        required=False,
+        label="Serves on port",
+        help_text="Deployments only: the container's port; a Service inside the cluster in front",
+    )
+    readiness_path = forms.CharField(
+        required=False, max_length=200, help_text="e.g. /ready: in the Service once it answers"
+    )
+    liveness_path = forms.CharField(
+        required=False, max_length=200, help_text="e.g. /healthz: restarted while it fails"
     )
     env = forms.CharField(
         required=False,
@@ -249,6 +261,18 @@ class WorkloadForm(RefuseNotCut, forms.Form):
                 ask[name] = d[name]
         return ask
 
+    def serving(self) -> dict:
+        """The API's `ports` and `probes`, on the one port the form asks for (a path without
+        a port is passed on, for the service to say what to change)."""
+        d = self.cleaned_data
+        port = d.get("port")
+        probes = {
+            kind: {"path": d[f"{kind}_path"], "port": port}
+            for kind in ("readiness", "liveness")
+            if d.get(f"{kind}_path")
+        }
+        return {"ports": [port] if port is not None else [], "probes": probes}
+
 
 def initial_from(workload: Workload) -> dict:
     """The form's fields filled from a workload, for "run again" (the inverse of the parsing
@@ -274,6 +298,9 @@ def initial_from(workload: Workload) -> dict:
         "max_replicas": workload.max_replicas,
         "target_gpu_util": workload.target_gpu_util,
         "target_latency_ms": workload.target_latency_ms,
+        "port": (workload.ports or [{}])[0].get("port"),
+        "readiness_path": (workload.probes or {}).get("readiness", {}).get("path", ""),
+        "liveness_path": (workload.probes or {}).get("liveness", {}).get("path", ""),
         "env": "\n".join(env_lines),
         "cpu": workload.cpu,
         "memory": workload.memory,

@@ -230,7 +230,9 @@ def check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None
         )
     if high < low:
         raise InvalidInput(
-            f"max_replicas ({high}) is below min_replicas ({low})", field="autoscaling"
+            f"max_replicas ({high}) is below min_replicas ({low}): raise max_replicas to at "
+            f"least {low} or lower min_replicas",
+            field="autoscaling",
         )
     gpu_util = whole("target_gpu_util", 1, 100)
     latency_ms = whole("target_latency_ms", 1, MAX_TARGET_LATENCY_MS)

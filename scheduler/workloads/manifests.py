@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from scheduler.catalog.run_limits import duration_words
 from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
-from scheduler.workloads import gang
+from scheduler.workloads import gang, serving
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import (
     WORKLOAD_LABEL,
@@ -30,7 +30,7 @@ from scheduler.workloads.pod_template import (
 PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
 # Kueue: the scheduling gate it puts on pods it has not admitted yet, and the label that ties a
 # Kueue Workload to its Job.
-KUEUE_GATE = "kueue.x-k8s.io/admission"
+KUEUE_GATE = serving.KUEUE_GATE
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # A container that cannot start for what its spec refers to: a Secret (or key) that is missing.
 CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
@@ -83,6 +83,8 @@ def render_job(spec: WorkloadSpec) -> dict:
 
 
 def render_deployment(spec: WorkloadSpec) -> dict:
+    """A Deployment whose rollouts never run more pods than its replicas (`serving.py`): each
+    pod is its own Kueue workload, so a surge pod would need quota the grant may not have."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -90,9 +92,24 @@ def render_deployment(spec: WorkloadSpec) -> dict:
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": {WORKLOAD_LABEL: str(spec.workload_id)}},
+            "strategy": serving.ROLLING_UPDATE,
             "template": render_pod_template(spec, "Always"),
         },
     }
+
+
+def render_service(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
+    """The ClusterIP Service of an inference deployment with ports, named like it."""
+    if not spec.ports:
+        raise ValueError(f"workload {spec.workload_id} serves on no port")
+    return serving.render_service(
+        name=spec.name,
+        namespace=spec.namespace,
+        labels=workload_labels(spec),
+        selector={WORKLOAD_LABEL: str(spec.workload_id)},
+        ports=spec.ports,
+        owner_uid=owner_uid,
+    )
 
 
 def _pods_metric(name: str, average_value: str) -> dict:
@@ -108,7 +125,8 @@ def _pods_metric(name: str, average_value: str) -> dict:
 def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
     """An autoscaling/v2 HorizontalPodAutoscaler of the workload's Deployment on pod metrics:
     GPU utilisation in percent (DCGM's gauge, 0–100) and request latency in seconds (a latency
-    of 200 ms is the quantity `200m`). With `owner_uid` (the Deployment's), the garbage collector
+    of 200 ms is the quantity `200m`); it scales down once the metric stayed low for the spec's
+    window (`serving.hpa_behavior`). With `owner_uid` (the Deployment's), the garbage collector
     deletes it with the Deployment as well."""
     scaling = spec.autoscaling
     if scaling is None:
@@ -137,6 +155,7 @@ def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
             "minReplicas": scaling.min_replicas,
             "maxReplicas": scaling.max_replicas,
             "metrics": metrics,
+            "behavior": serving.hpa_behavior(scaling.scale_down_window_s),
         },
     }
 

@@ -114,8 +114,9 @@ class Workload(models.Model):
     backoff_limit = models.PositiveIntegerField(default=0)
     # A gang's pods in one rack (or block): "rack-required", "rack-preferred"; "" anywhere.
     topology = models.CharField(max_length=40, blank=True, default="")
-    # Elastic scaling of a deployment: `replicas` is then the minimum, and admission reserves
-    # quota for `max_replicas` pods (the HorizontalPodAutoscaler may scale up to it).
+    # Elastic scaling of a deployment: `replicas` is then the minimum, which admission checks
+    # against the grant; the HorizontalPodAutoscaler may scale up to `max_replicas`, each pod
+    # admitted by Kueue on its own (a pod beyond the grant waits, gated, with Kueue's reason).
     max_replicas = models.PositiveIntegerField(
         null=True, blank=True, help_text="Autoscaling: the most replicas (empty: fixed replicas)"
     )
@@ -131,6 +132,14 @@ class Workload(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Autoscaling: average request latency (ms) the pods should answer in",
     )
+    # An inference service: [{name, port}] its container serves on (a ClusterIP Service in
+    # front) and {readiness, liveness: {path, port}} HTTP probes (scheduler/workloads/serving.py).
+    ports = models.JSONField(default=list, blank=True)
+    probes = models.JSONField(default=dict, blank=True)
+    # What the cluster last showed of an autoscaled deployment (sync.py): pods Kueue admitted
+    # (they hold quota; None until seen) and the replicas its autoscaler wants.
+    held_replicas = models.PositiveIntegerField(null=True, blank=True)
+    desired_replicas = models.PositiveIntegerField(null=True, blank=True)
     # What the main container asks for besides GPUs, as Kubernetes quantities (requests =
     # limits); "" leaves it to the namespace's LimitRange defaults.
     cpu = models.CharField(max_length=32, blank=True, help_text="e.g. 8 or 500m")
@@ -219,10 +228,18 @@ class Workload(models.Model):
         run at once), a deployment's replicas, its max replicas when autoscaled."""
         return self.max_replicas or self.replicas
 
+    @property
+    def pods_held(self) -> int:
+        """The pods whose quota this workload holds: an autoscaled deployment's admitted pods
+        as last seen (its minimum until seen), else all of its pods."""
+        if self.max_replicas is None:
+            return self.replicas
+        return self.held_replicas if self.held_replicas is not None else self.replicas
+
     def units_held(self) -> dict[str, int]:
-        """resource class slug -> units all of this workload's pods may hold (an autoscaled
-        deployment reserves its max replicas)."""
-        pods = self.max_pods
+        """resource class slug -> units this workload's pods hold (an autoscaled deployment:
+        the pods Kueue admitted, not its max replicas)."""
+        pods = self.pods_held
         return {slug: int(n) * pods for slug, n in (self.resources or {}).items()}
 
     @property

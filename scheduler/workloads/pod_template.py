@@ -23,6 +23,7 @@ from scheduler.cluster.render.labels import (
     QUEUE_PRIORITY_LABEL,
     TENANT_LABEL,
 )
+from scheduler.workloads.serving import Probe, ServicePort, container_fields
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"
 CONTAINER_NAME = "main"
@@ -43,6 +44,9 @@ class AutoscalingSpec:
     target_latency_ms: int | None = None  # averaged over the pods
     gpu_util_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     latency_metric: str = "http_request_duration_seconds_p95"
+    # how long the metric must stay low before it scales down (setting
+    # AUTOSCALING_SCALE_DOWN_WINDOW_S; Kubernetes' default is 300 s)
+    scale_down_window_s: int = 300
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,9 @@ class WorkloadSpec:
     # or preferred; "" places them anywhere.
     topology_key: str = ""
     topology_required: bool = False
+    # An inference service's ports (a Service in front) and readiness/liveness probes.
+    ports: tuple[ServicePort, ...] = ()
+    probes: dict[str, Probe] = field(default_factory=dict)
 
 
 def workload_labels(spec: WorkloadSpec) -> dict[str, str]:
@@ -210,6 +217,7 @@ def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
     if spec.env_from_secrets:
         # the whole Secret as env; `env` above wins where a name is in both (Kubernetes' order)
         container["envFrom"] = [{"secretRef": {"name": name}} for name in spec.env_from_secrets]
+    container.update(container_fields(spec.ports, spec.probes))
     volumes, mounts = _volumes(spec)
     if mounts:
         container["volumeMounts"] = mounts

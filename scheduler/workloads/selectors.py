@@ -33,7 +33,9 @@ def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     """tenant id -> {resource class slug -> units its workloads hold} (one query)."""
     out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     rows = Workload.objects.holding().filter(tenant_id__in=tenant_ids)
-    for w in rows.only("tenant_id", "kind", "replicas", "max_replicas", "resources"):
+    for w in rows.only(
+        "tenant_id", "kind", "replicas", "max_replicas", "held_replicas", "resources"
+    ):
         for slug, units in w.units_held().items():
             out[w.tenant_id][slug] += units
     return out
@@ -193,7 +195,14 @@ def _holding(
         .filter(Q(tenant_id=tenant.pk) | Q(gpu_model=model, tenant__status=Tenant.Status.ACTIVE))
         .exclude(pk=workload.pk)
         .only(
-            "tenant_id", "name", "kind", "replicas", "max_replicas", "resources", "priority_class"
+            "tenant_id",
+            "name",
+            "kind",
+            "replicas",
+            "max_replicas",
+            "held_replicas",
+            "resources",
+            "priority_class",
         )
         .order_by("created_at", "id")
     )

@@ -27,7 +27,7 @@ from core.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from core.tasks import send_hint
 from scheduler.catalog import run_limits, slices
 from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.workloads import gang, tasks
+from scheduler.workloads import gang, serving, tasks
 from scheduler.workloads.input import (
     MAX_BACKOFF_LIMIT,
     MAX_REPLICAS,
@@ -144,7 +144,7 @@ def _check_fits(
                     + f"; ask for {need - granted - borrow} more"
                 )
     if parts:
-        at = f" ({pods} pods at max replicas)" if autoscaled else ""
+        at = f" ({pods} pods at min replicas)" if autoscaled else ""
         if not autoscaled and pods > 1:
             at = f" (a gang of {pods} pods, admitted all at once)"
         raise QuotaExceeded(
@@ -333,9 +333,13 @@ def submit_workload(
     env_from_secrets: list | None = None,
     image_pull_secrets: list | None = None,
     topology: str | None = None,
+    ports: list | None = None,
+    probes: dict | None = None,
 ) -> Workload:
     """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
-    deployment starts at `min_replicas` and is admitted only when `max_replicas` pods fit.
+    deployment starts at `min_replicas` and is admitted when they fit the grant; its autoscaler
+    may go up to `max_replicas`, each pod beyond the grant waiting in Kueue. A deployment with
+    `ports` is an inference service (a ClusterIP Service, `probes`: `serving.py`).
     cpu, memory and ephemeral storage are requests = limits of its container (left out: the
     namespace's defaults); volumes, env_from_secrets and image_pull_secrets name existing
     PersistentVolumeClaims and Secrets of the team's namespace. A job of `pods` > 1 is a gang
@@ -391,11 +395,15 @@ def submit_workload(
     volumes = check_volumes(volumes)
     env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
     image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
+    ports = serving.check_ports(ports, kind)
+    probes = serving.check_probes(probes, kind, ports)
     asked, model_classes = _resolve_resources(resources)
-    held_pods = replicas  # a deployment's replicas, a job's gang
-    if scaling is not None:
-        held_pods = scaling["max_replicas"]
-    check_fits_namespace(pod_asks, held_pods)  # pure: no need to hold the tenant's lock for it
+    # a deployment's replicas (an autoscaled one's minimum: quota follows the pods Kueue
+    # admits as it scales), a job's gang
+    held_pods = replicas
+    # the namespace's cpu/memory backstop is fixed: the most pods must fit it
+    most_pods = scaling["max_replicas"] if scaling is not None else replicas
+    check_fits_namespace(pod_asks, most_pods)  # pure: no need to hold the tenant's lock for it
     if kind == Workload.Kind.JOB and held_pods > 1:
         _check_pool_holds(asked, held_pods, model_classes)  # the fleet's size, not the team's
     topology = check_topology(topology, kind=kind, pods=held_pods, asked=asked)
@@ -423,6 +431,8 @@ def submit_workload(
         volumes=volumes,
         env_from_secrets=env_from_secrets,
         image_pull_secrets=image_pull_secrets,
+        ports=ports,
+        probes=probes,
         submitted_by=actor,
     )
     audited = {
@@ -431,6 +441,8 @@ def submit_workload(
         "replicas": replicas,
         "autoscaling": workload.autoscaling,
         "topology": topology,
+        "ports": ports,
+        "probes": probes,
         **audit.snapshot(workload, POD_SPEC_FIELDS),
     }
     with transaction.atomic():

@@ -11,6 +11,7 @@ from scheduler.catalog.product_labels import product_label
 from scheduler.workloads import topology
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
+from scheduler.workloads.serving import service_ports, service_probes
 
 
 def spec_for(workload: Workload) -> WorkloadSpec:
@@ -46,6 +47,8 @@ def spec_for(workload: Workload) -> WorkloadSpec:
         tolerations=tuple(settings.GPU_NODE_TOLERATIONS),
         max_run_s=workload.max_run_s,
         **_placement(workload),
+        ports=service_ports(workload.ports or []),
+        probes=service_probes(workload.probes or {}),
     )
 
 
@@ -71,4 +74,5 @@ def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
         target_latency_ms=workload.target_latency_ms,
         gpu_util_metric=settings.AUTOSCALING_GPU_UTIL_METRIC,
         latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+        scale_down_window_s=settings.AUTOSCALING_SCALE_DOWN_WINDOW_S,
     )

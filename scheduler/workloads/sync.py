@@ -18,7 +18,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
-from scheduler.workloads import gang
+from scheduler.workloads import gang, serving
 from scheduler.workloads.manifests import (
     KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,
@@ -26,6 +26,7 @@ from scheduler.workloads.manifests import (
     observe,
     queue_position,
     render_hpa,
+    render_service,
     render_workload,
 )
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -107,6 +108,27 @@ def change_state(
     return workload
 
 
+def record_scale(workload_id: int, held: int, desired: int | None) -> None:
+    """Keep an autoscaled deployment's pods holding quota (what its team's usage counts) and
+    the replicas its autoscaler wants; each change of the wanted replicas is a `Scaled` event,
+    the page's history of its size. The autoscaler's doing, not the portal's: no audit."""
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().get(pk=workload_id)
+        if (workload.held_replicas, workload.desired_replicas) == (held, desired):
+            return
+        was = workload.desired_replicas if workload.desired_replicas is not None else None
+        if desired is not None and desired != (was if was is not None else workload.replicas):
+            WorkloadEvent.objects.create(
+                workload=workload,
+                state=workload.state,
+                reason="Scaled",
+                message=f"{was if was is not None else workload.replicas} → {desired} replicas"
+                f" ({held} admitted)",
+            )
+        workload.held_replicas, workload.desired_replicas = held, desired
+        workload.save(update_fields=["held_replicas", "desired_replicas", "updated_at"])
+
+
 def _notify_ended_badly(workload: Workload, obs: Observation) -> None:
     """Tell the submitter and the team's channels (sent by Celery after commit)."""
     detail = ": ".join(part for part in (obs.reason, obs.message) if part)
@@ -135,6 +157,8 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
     try:
         live = kube.apply(manifest)
         uid = ((live or {}).get("metadata") or {}).get("uid", "")
+        if spec.ports:  # an inference service: owned by the Deployment, deleted with it
+            kube.apply(render_service(spec, owner_uid=uid))
         if spec.autoscaling is not None:
             kube.apply(render_hpa(spec, owner_uid=uid))
         if gang.is_gang(spec):  # owned by the Job: deleted with it
@@ -162,6 +186,7 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
             state=workload.state,
             reason="Created",
             message=f"{manifest['kind']} {workload.namespace}/{workload.k8s_name}"
+            + (" with a Service" if spec.ports else "")
             + (" with a HorizontalPodAutoscaler" if spec.autoscaling else "")
             + (f" of {spec.replicas} pods with a headless Service" if gang.is_gang(spec) else ""),
         )
@@ -262,6 +287,10 @@ def sync_workload(
     obs = observe(workload.kind, obj, pods, events, mine)
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
         obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))
+    if workload.max_replicas is not None and obj is not None:
+        counts = serving.replica_counts(obj, pods)
+        if counts != (workload.held_replicas, workload.desired_replicas):  # no lock otherwise
+            record_scale(workload.pk, *counts)
     if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
         return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None
@@ -312,7 +341,8 @@ def sync_all_live(kube: KubeGateway) -> tuple[int, list[int]]:
 
 def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:
     """Delete the workload's object (and its HorizontalPodAutoscaler first, so that nothing
-    scales a Deployment that is going away); True when something was deleted."""
+    scales a Deployment that is going away; its Service goes with it, by owner); True when
+    something was deleted."""
     workload = Workload.objects.filter(pk=workload_id).first()
     if workload is None or not workload.k8s_name:
         return False

@@ -14,7 +14,7 @@ from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import pods as workload_pods
-from scheduler.workloads import presenting, suspending
+from scheduler.workloads import presenting, scaling, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
@@ -166,6 +166,19 @@ def workload_pods_panel(request, pk):
 
 
 @login_required
+def workload_scaling_panel(request, pk):
+    """The scaling panel of an autoscaled deployment (htmx, polled while it lives): replicas
+    now and wanted, each metric against its target, the autoscaler's conditions and events."""
+    workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
+    context: dict = {"w": workload}
+    try:
+        context["scaling"] = scaling.workload_scaling(actor=request.user, workload=workload)
+    except (ServiceError, ClusterError) as exc:
+        context["unavailable"] = getattr(exc, "detail", None) or str(exc)
+    return render(request, "scheduler/_workload_scaling.html", context)
+
+
+@login_required
 def workload_create(request, slug):
     tenant = _tenant(request, slug)
     again = _workload_to_run_again(request, tenant)
@@ -190,6 +203,7 @@ def workload_create(request, slug):
                 backoff_limit=d["backoff_limit"],
                 topology=d.get("topology") or "",
                 autoscaling=form.autoscaling(),
+                **form.serving(),
                 **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
             )
         except ServiceError as exc:
@@ -197,6 +211,8 @@ def workload_create(request, slug):
                 "resources": "resource_class",
                 "priority_class": "priority",
                 "autoscaling": "max_replicas",
+                "ports": "port",
+                "probes": "readiness_path",
             }.get(exc.field or "", exc.field)
             form.add_error(field if field in form.fields else None, exc.detail)
         else:

@@ -184,15 +184,16 @@ def test_approve_scope_refused_for_non_admins_with_the_reason(client, world):
     assert "only platform admins" in body and not ApiToken.objects.exists()
 
 
-def test_autoscaled_deployment_from_the_form_is_admitted_at_max_replicas(client, granted):
+def test_autoscaled_deployment_from_the_form_is_admitted_at_min_replicas(client, granted):
     client.force_login(granted.member)
     refused = submit(
-        client, name="serve", kind="deployment", max_replicas=3, target_gpu_util=70
+        client, name="serve", kind="deployment", replicas=3, max_replicas=4, target_gpu_util=70
     ).content.decode()
-    assert "at max replicas" in refused and not Workload.objects.exists()
-    submit(client, name="serve", kind="deployment", max_replicas=2, target_gpu_util=70)
+    assert "at min replicas" in refused and not Workload.objects.exists()
+    # a max beyond the grant is taken: replicas past it wait in the team's queue
+    submit(client, name="serve", kind="deployment", max_replicas=3, target_gpu_util=70)
     w = Workload.objects.get()
-    assert (w.replicas, w.max_replicas, w.target_gpu_util) == (1, 2, 70)
+    assert (w.replicas, w.max_replicas, w.target_gpu_util) == (1, 3, 70)
 
 
 # --- tokens: nothing guessed, nothing cut (issue 35, 12) ------------------------------------------

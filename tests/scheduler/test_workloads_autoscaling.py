@@ -1,5 +1,6 @@
-"""Elastic scaling of inference deployments: the pure HorizontalPodAutoscaler, admission at max
-replicas, and the API and its schema. The cluster side is in test_workloads_cluster.py."""
+"""Elastic scaling of inference deployments: the pure HorizontalPodAutoscaler, admission at min
+replicas with quota held for the pods Kueue admitted, and the API and its schema. The cluster
+side is in test_workloads_cluster.py and test_inference_cluster.py."""
 
 from dataclasses import replace
 
@@ -68,6 +69,21 @@ def test_the_hpa_scales_the_deployment_on_pod_metrics_with_the_workloads_labels(
                     },
                 },
             ],
+            "behavior": {
+                "scaleUp": {
+                    "stabilizationWindowSeconds": 0,
+                    "selectPolicy": "Max",
+                    "policies": [
+                        {"type": "Percent", "value": 100, "periodSeconds": 15},
+                        {"type": "Pods", "value": 4, "periodSeconds": 15},
+                    ],
+                },
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 300,
+                    "selectPolicy": "Max",
+                    "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+                },
+            },
         },
     }
     # The Deployment starts at the minimum; the HPA takes it from there.
@@ -116,7 +132,7 @@ def granted(world):
 
 
 @pytest.mark.django_db
-def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
+def test_admission_checks_min_replicas_and_quota_follows_the_admitted_pods(granted):
     world = granted
     submit(world, name="one")  # 1 of 4 in use
     with pytest.raises(QuotaExceeded) as exc:
@@ -124,24 +140,33 @@ def test_admission_reserves_max_replicas_and_says_what_to_ask_for(granted):
             world,
             name="serve",
             kind="deployment",
-            autoscaling={"min_replicas": 1, "max_replicas": 5, "target_gpu_util": 70},
+            autoscaling={"min_replicas": 5, "max_replicas": 6, "target_gpu_util": 70},
         )
     assert exc.value.field == "autoscaling"
-    assert "5 pods at max replicas" in exc.value.detail
+    assert "5 pods at min replicas" in exc.value.detail
     assert "needs 15 slices, the grant is 12; ask for 3 more slices (1 more" in exc.value.detail
 
+    # a max beyond the grant is taken: the replicas past it wait in the team's queue
     w = submit(
         world,
         name="serve",
         kind="deployment",
-        autoscaling={"min_replicas": 1, "max_replicas": 3, "target_latency_ms": 200},
+        autoscaling={"min_replicas": 1, "max_replicas": 5, "target_latency_ms": 200},
     )
-    assert (w.replicas, w.max_replicas, w.target_gpu_util, w.target_latency_ms) == (1, 3, None, 200)
+    assert (w.replicas, w.max_replicas, w.target_gpu_util, w.target_latency_ms) == (1, 5, None, 200)
+    assert w.units_held() == {world.rc.slug: 1}  # its minimum until the cluster is seen
+
+    def free() -> int:
+        lines = tenant_selectors.quota_lines(world.tenant)
+        return {line.resource_class.slug: line for line in lines}[world.rc.slug].free
+
+    assert free() == 2  # 1 + 1, not 1 + 5
+    w.held_replicas, w.desired_replicas = 3, 5  # as the sync saw it: 3 admitted, 2 waiting
+    w.save()
     assert w.units_held() == {world.rc.slug: 3}
-    lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
-    assert lines[world.rc.slug].free == 0  # 1 + 3 at max replicas: the rest waits in the queue
+    assert free() == 0
     audit = AuditEvent.objects.filter(verb="workload.submitted", object_id=str(w.pk)).get()
-    assert audit.after["autoscaling"]["max_replicas"] == 3
+    assert audit.after["autoscaling"]["max_replicas"] == 5
 
 
 @pytest.mark.django_db
@@ -215,7 +240,11 @@ def test_the_api_takes_and_shows_autoscaling(granted):
     }
     too_big = client.post(
         "/api/v1/workloads/",
-        {**body, "name": "serve-2", "autoscaling": {"max_replicas": 5, "target_gpu_util": 70}},
+        {
+            **body,
+            "name": "serve-2",
+            "autoscaling": {"min_replicas": 5, "max_replicas": 6, "target_gpu_util": 70},
+        },
         format="json",
     )
     assert too_big.status_code == 409

@@ -74,7 +74,8 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
 
 class AutoscalingSerializer(serializers.Serializer):
     """Elastic scaling of an inference deployment: a HorizontalPodAutoscaler between min and
-    max replicas on pod metrics. Admission reserves quota for max_replicas pods."""
+    max replicas on pod metrics. Admission checks min_replicas against the grant; quota is held
+    for the pods Kueue admits as it scales, and a pod beyond the grant waits in the queue."""
 
     min_replicas = serializers.IntegerField(
         min_value=1,
@@ -166,6 +167,18 @@ class WorkloadSerializer(serializers.ModelSerializer):
         help_text="the most pods it runs at once: a job's gang (all admitted together), a "
         "deployment's replicas (its max replicas when autoscaled)",
     )
+    ports = serializers.JSONField(read_only=True, help_text="[{name, port}] it serves on")
+    probes = serializers.JSONField(
+        read_only=True, help_text="{readiness, liveness: {path, port}} HTTP probes"
+    )
+    held_replicas = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="autoscaled: pods Kueue admitted as last seen (they hold quota)",
+    )
+    desired_replicas = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="autoscaled: replicas its autoscaler wants"
+    )
     max_run = serializers.CharField(
         source="max_run_words",
         read_only=True,
@@ -203,6 +216,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "replicas",
             "pods",
             "autoscaling",
+            "ports",
+            "probes",
+            "held_replicas",
+            "desired_replicas",
             "backoff_limit",
             "topology",
             "max_run_s",
@@ -262,6 +279,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "autoscaling": None
             if autoscaling is None
             else AutoscalingSerializer().to_representation(autoscaling),
+            "ports": w.ports,
+            "probes": w.probes,
+            "held_replicas": _integer(w.held_replicas),
+            "desired_replicas": _integer(w.desired_replicas),
             "backoff_limit": _integer(w.backoff_limit),
             "topology": _text(w.topology),
             "max_run_s": _integer(w.max_run_s),

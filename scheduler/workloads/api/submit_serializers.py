@@ -151,6 +151,19 @@ class WorkloadCreateSerializer(serializers.Serializer):
         "(kubernetes.io/dockerconfigjson)",
     )
 
+    ports = serializers.JSONField(
+        required=False,
+        default=list,  # type: ignore[arg-type]  # the stubs take only a mapping; DRF any value
+        help_text='deployments only: [{"name": "http", "port": 8080}] the container serves on; '
+        "the portal puts a ClusterIP Service in front",
+    )
+    probes = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text='deployments only: {"readiness": {"path": "/ready", "port": "http"}, '
+        '"liveness": {"path": "/healthz", "port": 8080}} (port: a number or a port name)',
+    )
+
     @cached_property
     def fields(self) -> BindingDict:
         return shared_fields(type(self))
