@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
 from scheduler.catalog import services as catalog
-from scheduler.workloads import manifests
+from scheduler.workloads import admission, manifests
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import Observation, observe, render_job
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -568,14 +568,14 @@ def test_the_admission_statement_reads_what_the_orm_reads(world, settings):
     asked = [(rc, 1), (other_rc, 1)]
     ids = []
     for name in [f"w-{state}" for state in Workload.State.values] + ["elsewhere", "new"]:
-        taken, grants, next_id = workloads._admission_reads(world.tenant, name, asked)
+        taken, grants, next_id = admission.admission_reads(world.tenant, name, asked)
         assert taken == Workload.objects.live().filter(tenant=world.tenant, name=name).exists()
         assert grants == tenant_selectors.effective_quotas([world.tenant.pk])[world.tenant.pk]
         ids.append(next_id)
     assert grants == {rc.pk: 5, other_rc.pk: 13}
     assert ids == sorted(set(ids)) and ids[0] > Workload.objects.order_by("-pk")[0].pk
     # only the asked classes are read
-    assert workloads._admission_reads(world.tenant, "new", [(rc, 1)])[1] == {rc.pk: 5}
+    assert admission.admission_reads(world.tenant, "new", [(rc, 1)])[1] == {rc.pk: 5}
 
 
 def test_a_submit_writes_its_k8s_name_with_the_row_and_its_id_in_order(granted):
