@@ -150,7 +150,7 @@ class Kueue:
         return quota is not None and q.usage[key] + extra > quota.nominal
 
     def can_ever_fit(self, q: ClusterQueue, resource: str, units: float) -> bool:
-        """The portal's admission rule (`submit_workload`'s `_check_fits`), read off the
+        """The portal's admission rule (`admission.check_fits`), read off the
         rendered queue: refuse what exceeds nominal + borrowing limit on every flavor."""
         for flavor in q.flavors.get(resource, []):
             quota = q.quotas[(flavor, resource)]

@@ -77,7 +77,7 @@ def check_fits(
     borrow. What fits that but not the free grant is admitted and waits in the team's Kueue
     queue until the capacity is there (its own work finishing, or idle units of other teams).
     `granted_by_class`: the grant alone (read under the lock); what the team's pods hold is
-    Kueue's to weigh, not this. The pools came with the classes (`_resolve_resources`)."""
+    Kueue's to weigh, not this. The pools came with the classes (`resolve_resources`)."""
     if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
         parts = short_in_slices(asked, pods, granted_by_class, model_classes)
     else:
