@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from .celery_settings import *  # noqa: F403 - the Celery settings (broker, routes, beat)
 from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
 from .environment import BASE_DIR, env
+from .metering_settings import *  # noqa: F403 - metering, GPU health signals, billing, idle
+from .workspace_settings import *  # noqa: F403 - workspaces and their culling
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")
 DEBUG = env.bool("DEBUG", default=False)
@@ -450,78 +452,6 @@ METRICS_GRANTS_EXPIRING_WITHIN_HOURS = env.int("METRICS_GRANTS_EXPIRING_WITHIN_H
 # Each Celery worker serves its task metrics on this port (0: not at all).
 WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=9808)
 
-# --- metering (issue 7) -------------------------------------------------------------------------
-PROMETHEUS_URL = env("PROMETHEUS_URL", default="")
-# The labels dcgm-exporter's series carry the pod's namespace and name in; a ServiceMonitor
-# without honorLabels renames them to exported_namespace / exported_pod.
-DCGM_NAMESPACE_LABEL = env("DCGM_NAMESPACE_LABEL", default="namespace")
-DCGM_POD_LABEL = env("DCGM_POD_LABEL", default="pod")
-# GPU health (scheduler/health, docs/health.md): the labels naming a series' node, GPU index and
-# UUID, the metric of each signal, the window of counters, and how often the check runs.
-DCGM_NODE_LABEL = env("DCGM_NODE_LABEL", default="Hostname")
-DCGM_GPU_LABEL = env("DCGM_GPU_LABEL", default="gpu")
-DCGM_UUID_LABEL = env("DCGM_UUID_LABEL", default="UUID")
-GPU_HEALTH_METRICS = {
-    "xid": env("GPU_HEALTH_XID_METRIC", default="DCGM_FI_DEV_XID_ERRORS"),
-    "gpu_temp": env("GPU_HEALTH_GPU_TEMP_METRIC", default="DCGM_FI_DEV_GPU_TEMP"),
-    "memory_temp": env("GPU_HEALTH_MEMORY_TEMP_METRIC", default="DCGM_FI_DEV_MEMORY_TEMP"),
-    "ecc_uncorrectable": env("GPU_HEALTH_ECC_METRIC", default="DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
-    "row_remap_failure": env(
-        "GPU_HEALTH_ROW_REMAP_METRIC", default="DCGM_FI_DEV_ROW_REMAP_FAILURE"
-    ),
-    "power_throttle": env("GPU_HEALTH_POWER_METRIC", default="DCGM_FI_DEV_POWER_VIOLATION"),
-    "nvlink_errors": env(
-        "GPU_HEALTH_NVLINK_METRIC", default="DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
-    ),
-}
-GPU_HEALTH_WINDOW = env("GPU_HEALTH_WINDOW", default="5m")
-CELERY_BEAT_SCHEDULE["check-gpu-health"] = {
-    "task": "scheduler.tasks.check_gpu_health",
-    "schedule": env.float("GPU_HEALTH_EVERY_S", default=60.0),
-    "options": {"expires": 55},
-}
-RAW_SAMPLE_RETENTION_DAYS = env.int("RAW_SAMPLE_RETENTION_DAYS", default=35)
-BILLING_BASIS = env("BILLING_BASIS", default="allocation")  # allocation | quota | max
-BILLING_TIME_ZONE = env("BILLING_TIME_ZONE", default="")  # empty: TIME_ZONE
-# The currency every price, budget and statement is in (an ISO 4217 code; prices are entered in
-# it, nothing is converted), and whether statements bill the teams (chargeback) or only report
-# to them (showback: the same figures, said to be for information).
-BILLING_CURRENCY = env("BILLING_CURRENCY", default="USD")
-BILLING_MODE = env("BILLING_MODE", default="chargeback")  # chargeback | showback
-BUDGET_ENFORCE = env.bool("BUDGET_ENFORCE", default=False)
-# A team is warned when its month-end forecast (the month-so-far burn rate) passes its budget,
-# once this many hours of the month have given a rate worth trusting.
-BUDGET_FORECAST_AFTER_H = env.int("BUDGET_FORECAST_AFTER_H", default=24)
-# After an outage, the ingest fills the minutes it missed from the allocation intervals (up to
-# this many minutes back).
-METERING_BACKFILL_MAX_MINUTES = env.int("METERING_BACKFILL_MAX_MINUTES", default=1440)
-CELERY_BEAT_SCHEDULE["ingest-allocations"] = {
-    "task": "metering.tasks.ingest_allocations",
-    "schedule": env.float("METERING_INGEST_EVERY_S", default=60.0),
-    "options": {"expires": 55},
-}
-CELERY_BEAT_SCHEDULE["roll-up-usage"] = {
-    "task": "metering.tasks.roll_up",
-    "schedule": env.float("METERING_ROLLUP_EVERY_S", default=300.0),
-    "options": {"expires": 280},
-}
-CELERY_BEAT_SCHEDULE["warn-budgets"] = {
-    "task": "metering.tasks.warn_budgets",
-    "schedule": env.float("BUDGET_WARN_EVERY_S", default=900.0),
-    "options": {"expires": 850},
-}
-# Idle GPUs given back (metering/idle_runs.py): each pool's idle policy (off by default) is
-# applied this often, from DCGM's GPU use averaged over IDLE_USE_WINDOW. Workloads of these
-# priority classes are never suspended for idleness.
-IDLE_CHECK_EVERY_S = env.int("IDLE_CHECK_EVERY_S", default=60)
-IDLE_USE_WINDOW = env("IDLE_USE_WINDOW", default="2m")
-IDLE_EXEMPT_PRIORITY_CLASSES = env.list("IDLE_EXEMPT_PRIORITY_CLASSES", default=["gpu-critical"])
-CELERY_BEAT_SCHEDULE["give-back-idle-gpus"] = {
-    "task": "metering.tasks.give_back_idle_gpus",
-    "schedule": float(IDLE_CHECK_EVERY_S),
-    "options": {"expires": max(IDLE_CHECK_EVERY_S - 5, 5)},
-}
-
 # --- Retention (portal/retention.py, docs/configuration.md) -------------------------------------
 # Days each kind of record is kept (a whole number, 1 or more); usage samples keep
 # RAW_SAMPLE_RETENTION_DAYS above. The purge runs in batches of RETENTION_PURGE_BATCH rows.
@@ -543,36 +473,4 @@ CELERY_BEAT_SCHEDULE["seal-audit-log"] = {
     "task": "tenants.tasks.seal_audit_log",
     "schedule": env.float("AUDIT_SEAL_EVERY_S", default=60.0),
     "options": {"expires": 55},
-}
-
-# --- Workspaces (scheduler/workspaces/, docs/workspaces.md) --------------------------------------
-# Interactive servers on a team's GPUs, reached through an Ingress on WORKSPACE_HOST (default: the
-# portal's own host, so the session cookie reaches the auth request) whose auth request goes to
-# WORKSPACE_AUTH_BASE_URL (the portal as the ingress controller reaches it; default
-# PORTAL_BASE_URL). Culled after WORKSPACE_IDLE_AFTER_S with no activity and GPU use under
-# WORKSPACE_IDLE_GPU_PCT, warned WORKSPACE_IDLE_NOTICE_S before.
-WORKSPACE_HOST = env("WORKSPACE_HOST", default="")
-WORKSPACE_AUTH_BASE_URL = env("WORKSPACE_AUTH_BASE_URL", default="")
-WORKSPACE_INGRESS_CLASS = env("WORKSPACE_INGRESS_CLASS", default="nginx")
-# The ingress controller's namespace: team namespaces let it reach workspace servers (and only
-# their port); empty: no one outside the team's and the platform's namespace can.
-WORKSPACE_INGRESS_NAMESPACE = env("WORKSPACE_INGRESS_NAMESPACE", default="ingress-nginx")
-WORKSPACE_STORAGE_CLASS = env("WORKSPACE_STORAGE_CLASS", default="")
-WORKSPACE_HOME_SIZE = env("WORKSPACE_HOME_SIZE", default="10Gi")
-WORKSPACE_MAX_HOME_SIZE = env("WORKSPACE_MAX_HOME_SIZE", default="200Gi")
-WORKSPACE_DEFAULT_IMAGE = env(
-    "WORKSPACE_DEFAULT_IMAGE", default="quay.io/jupyter/pytorch-notebook:cuda12-latest"
-)
-WORKSPACE_MIN_TIME_LIMIT_S = env.int("WORKSPACE_MIN_TIME_LIMIT_S", default=900)
-WORKSPACE_MAX_TIME_LIMIT_S = env.int("WORKSPACE_MAX_TIME_LIMIT_S", default=7 * 86400)
-WORKSPACE_MAX_PER_PERSON = env.int("WORKSPACE_MAX_PER_PERSON", default=2)
-WORKSPACE_IDLE_AFTER_S = env.int("WORKSPACE_IDLE_AFTER_S", default=3600)
-WORKSPACE_MIN_IDLE_AFTER_S = env.int("WORKSPACE_MIN_IDLE_AFTER_S", default=300)
-WORKSPACE_IDLE_NOTICE_S = env.int("WORKSPACE_IDLE_NOTICE_S", default=900)
-WORKSPACE_IDLE_GPU_PCT = env.int("WORKSPACE_IDLE_GPU_PCT", default=5)
-WORKSPACE_CULL_EVERY_S = env.int("WORKSPACE_CULL_EVERY_S", default=60)
-CELERY_BEAT_SCHEDULE["cull-workspaces"] = {
-    "task": "scheduler.tasks.cull_workspaces",
-    "schedule": float(WORKSPACE_CULL_EVERY_S),
-    "options": {"expires": max(WORKSPACE_CULL_EVERY_S - 5, 5)},
 }
