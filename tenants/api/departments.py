@@ -11,7 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from core.api.viewsets import PortalGenericViewSet
-from core.errors import NotFound
+from core.errors import Forbidden, NotFound
+from core.permissions import is_platform_admin
 from tenants.api import serializers as s
 from tenants.models import ApiToken, CapacityRequest, Department, Tenant
 from tenants.services import approvals as approval_services
@@ -210,8 +211,14 @@ class DepartmentViewSet(
     @extend_schema(responses=s.CapacityRequestSerializer(many=True))
     @action(detail=True, methods=["get"])
     def requests(self, request, slug=None):
-        """Its teams' asks waiting for a decision."""
+        """Its teams' asks waiting for a decision: for its admins and the platform team only (a
+        member of one team must not read another team's asks and justifications)."""
         department = self.get_object()
+        if not (
+            is_platform_admin(request.user)
+            or department_services.is_department_admin(request.user, department)
+        ):
+            raise Forbidden(f"only {department.slug}'s admins and the platform team see its asks")
         waiting = (
             CapacityRequest.objects.filter(
                 tenant__department=department, state=CapacityRequest.State.SUBMITTED

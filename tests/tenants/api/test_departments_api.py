@@ -112,3 +112,6 @@ def test_another_department_and_outsiders_see_nothing(world, research):
     # a member of one of its teams reads it
     member_view = session(world.member).get("/api/v1/departments/")
     assert [d["slug"] for d in member_view.data["results"]] == ["research"]
+    # ...but not its teams' waiting asks: those are for its admins and the platform team
+    peek = session(world.viewer).get("/api/v1/departments/research/requests/")
+    assert peek.status_code == 403 and "admins and the platform team" in peek.data["detail"]
