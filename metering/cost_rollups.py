@@ -51,9 +51,16 @@ class CostRollup:
 BY = ("cost_centre", "department")
 
 
-def roll_up(month: date, by: str, *, now: datetime | None = None) -> list[CostRollup]:
+def roll_up(
+    month: date,
+    by: str,
+    *,
+    now: datetime | None = None,
+    statements: dict[int, pricing.Statement] | None = None,
+) -> list[CostRollup]:
     """One row per cost centre or department (`by`) that holds a team, the dearest first;
-    teams with none are one row named ''."""
+    teams with none are one row named ''. `statements`: every tenant's for the month, when the
+    caller has them already."""
     if by not in BY:
         raise ValueError(f"roll up by one of {', '.join(BY)}, not {by!r}")
     now = now or timezone.now()
@@ -62,7 +69,8 @@ def roll_up(month: date, by: str, *, now: datetime | None = None) -> list[CostRo
         .select_related("department")
         .only("pk", "slug", "cost_centre", "department__slug", "department__monthly_budget")
     )
-    statements = selectors.month_statements(month, [t.pk for t in tenants], now=now)
+    if statements is None:
+        statements = selectors.all_statements(month, now)
     budgets = selectors.budgets_for_month(month)
     full = pricing.month_window(month, selectors.billing_tz())
     rows: dict[str, CostRollup] = defaultdict(lambda: CostRollup(name=""))

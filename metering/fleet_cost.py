@@ -28,7 +28,6 @@ from metering import pricing, selectors
 from metering.models import AllocationInterval
 from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
-from tenants.models import Tenant
 
 ZERO = Decimal(0)
 
@@ -66,8 +65,16 @@ def gpu_price_schedules(classes: list[ResourceClass]) -> dict[str, pricing.Price
     return out
 
 
-def fleet_cost(month: date, *, now: datetime | None = None) -> FleetCost:
+def fleet_cost(
+    month: date,
+    *,
+    now: datetime | None = None,
+    statements: dict[int, pricing.Statement] | None = None,
+) -> FleetCost:
+    """`statements`: every tenant's for the month, when the caller has them already."""
     now = now or timezone.now()
+    if statements is None:
+        statements = selectors.all_statements(month, now)
     window = selectors.month_window_until(month, now)
     classes = list(ResourceClass.objects.all())
     model_of = {rc.slug: rc.gpu_model for rc in classes}
@@ -93,8 +100,7 @@ def fleet_cost(month: date, *, now: datetime | None = None) -> FleetCost:
 
     allocated: dict[str, Decimal] = defaultdict(Decimal)
     idle: dict[str, Decimal] = defaultdict(Decimal)
-    tenant_ids = list(Tenant.objects.values_list("pk", flat=True))
-    for statement in selectors.month_statements(month, tenant_ids, now=now).values():
+    for statement in statements.values():
         for line in statement.lines:
             model = model_of.get(line.slug, "")
             allocated[model] += line.allocated_cost

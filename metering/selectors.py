@@ -167,6 +167,12 @@ def _failed_gpu_pods(tenant_ids: list[int], window: pricing.Window) -> dict[str,
     return out
 
 
+def all_statements(month: date, now: datetime) -> dict[int, pricing.Statement]:
+    """Every tenant's statement for the month: the one batch the platform page's fleet split,
+    waste ranking and roll-ups share."""
+    return month_statements(month, list(Tenant.objects.values_list("pk", flat=True)), now=now)
+
+
 def tenant_statement(
     tenant: Tenant, month: date, *, basis: str | None = None, now: datetime | None = None
 ) -> pricing.Statement:

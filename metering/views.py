@@ -201,6 +201,9 @@ def platform_usage(request):
 def _platform_usage(tz: str, days: int, month: date) -> dict:
     data = selectors.platform_series(days=days)
     costs = selectors.cost_by_tenant(month)
+    # every tenant's statement once, for the fleet split, the waste ranking and the roll-ups
+    now = timezone.now()
+    statements = selectors.all_statements(month, now)
     return {
         "charts": chart_figures(data["series"], "day", {}),
         "days": days,
@@ -209,10 +212,14 @@ def _platform_usage(tz: str, days: int, month: date) -> dict:
         "data": data,
         "costs": costs[:25],
         "idle_month": selectors.idle_hours_this_month(month),
-        "waste": waste.waste_by_team(month)[:25],
-        "fleet": fleet_cost.fleet_cost(month),
-        "cost_centres": cost_rollups.roll_up(month, "cost_centre"),
-        "departments": [d for d in cost_rollups.roll_up(month, "department") if d.name],
+        "waste": waste.waste_by_team(month, now=now, statements=statements)[:25],
+        "fleet": fleet_cost.fleet_cost(month, now=now, statements=statements),
+        "cost_centres": cost_rollups.roll_up(month, "cost_centre", now=now, statements=statements),
+        "departments": [
+            d
+            for d in cost_rollups.roll_up(month, "department", now=now, statements=statements)
+            if d.name
+        ],
         "costs_data": [[slug, float(c)] for slug, c in costs[:25]],
     }
 

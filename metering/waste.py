@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from metering import selectors
+from metering import pricing, selectors
 from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.suspending import IDLE_REASON
@@ -78,12 +78,19 @@ def _suspensions(month: date, now: datetime) -> dict[int, int]:
     return out
 
 
-def waste_by_team(month: date, *, now: datetime | None = None) -> list[TeamWaste]:
+def waste_by_team(
+    month: date,
+    *,
+    now: datetime | None = None,
+    statements: dict[int, pricing.Statement] | None = None,
+) -> list[TeamWaste]:
     """Every team that held GPUs this month or holds idle ones now, the most idle cost first
-    (then the most idle GPU-hours, then the most GPUs idle now)."""
+    (then the most idle GPU-hours, then the most GPUs idle now). `statements`: every tenant's
+    for the month, when the caller has them already."""
     now = now or timezone.now()
     tenants = list(Tenant.objects.order_by("slug").only("pk", "slug", "name"))
-    statements = selectors.month_statements(month, [t.pk for t in tenants], now=now)
+    if statements is None:
+        statements = selectors.all_statements(month, now)
     idle_now = _idle_now()
     suspended = _suspensions(month, now)
     rows = []

@@ -13,7 +13,9 @@ from decimal import Decimal
 import pytest
 from django.core import mail
 from django.core.checks import Error
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from metering import cost_rollups, fleet_cost, selectors, services, waste
 from metering.models import AllocationInterval, BudgetAlert, UsageRollup
@@ -263,3 +265,14 @@ def test_departments_roll_up_with_their_own_budget_on_the_page_and_in_the_export
         "": "300.00",
     }
     assert client.get("/usage/platform/colours.csv?month=2026-06").status_code == 404
+
+
+def test_the_platform_page_prices_the_month_once(world, month):
+    """The fleet split, the waste ranking and both roll-ups share one batch of statements:
+    the grants a statement prices are read once, not once per table."""
+    client = Client()
+    client.force_login(world.admin)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/usage/platform/?month=2026-06").status_code == 200
+    grant_reads = [q["sql"] for q in queries if 'FROM "tenants_quotagrant"' in q["sql"]]
+    assert len(grant_reads) == 1, grant_reads
