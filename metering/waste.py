@@ -52,9 +52,8 @@ def _idle_now() -> dict[int, tuple[Decimal, int]]:
     for w in Workload.objects.filter(state=Workload.State.RUNNING, idle_since__isnull=False).only(
         "tenant_id", "kind", "replicas", "max_replicas", "held_replicas", "resources"
     ):
-        # Running replicas, not the autoscaling reservation: what sits idle is what runs; a
-        # job's replicas are its pods (a gang's N, else 1).
-        pods = w.replicas
+        # the pods that hold quota (an autoscaled service's admitted ones, a gang's N)
+        pods = w.pods_held
         gpus = sum(
             (Decimal(n) * pods * fractions.get(slug, ZERO) for slug, n in w.resources.items()),
             ZERO,
