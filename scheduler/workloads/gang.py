@@ -11,11 +11,16 @@ reads from its environment: index 0 is the master.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from scheduler.workloads import topology
 from scheduler.workloads.pod_template import WORKLOAD_LABEL, WorkloadSpec, workload_labels
 
 # torchrun's default rendezvous port (and MPI's launcher is told it the same way).
 MASTER_PORT = 29500
+# Kueue's reason (on the Workload's Evicted condition) for a workload whose pods were not all
+# ready within waitForPodsReady's timeout.
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
 # The Job controller's annotation (and env JOB_COMPLETION_INDEX) of an Indexed Job's pod.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
@@ -110,6 +115,17 @@ def render_gang_service(spec: WorkloadSpec, *, owner_uid: str) -> dict:
             "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}],
         },
     }
+
+
+def not_ready_in_time(evictions: int | None, requeue_at: datetime | None) -> str:
+    """What the page of a workload Kueue evicted for want of all its pods running within the
+    ready timeout says (`waitForPodsReady`, kueue_config.PodsReady): it holds no quota now."""
+    again = f"; it may be admitted again from {requeue_at:%H:%M:%S} UTC" if requeue_at else ""
+    times = f" (eviction {evictions})" if evictions else ""
+    return (
+        "not all of its pods were running within the ready timeout, so Kueue stopped every pod "
+        f"and freed its quota{times}; queued again{again}"
+    )
 
 
 def evicted_whole(pods: int, message: str) -> str:

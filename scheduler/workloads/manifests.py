@@ -328,6 +328,15 @@ def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observati
     if taken or preempted:
         message = (taken or {}).get("message") or preempted
         return Observation(Workload.State.QUEUED, "Preempted", f"{message}; queued again")
+    if evicted and evicted.get("reason") == gang.PODS_READY_TIMEOUT:
+        requeue = (queue_workload.get("status") or {}).get("requeueState") or {}
+        return Observation(
+            Workload.State.QUEUED,
+            gang.PODS_READY_TIMEOUT,
+            gang.not_ready_in_time(
+                requeue.get("count"), parse_datetime(requeue.get("requeueAt") or "")
+            ),
+        )
     reserved = conditions.get("QuotaReserved")
     if reserved and reserved.get("status") == "True":
         return Observation(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from scheduler.workloads.gang import PODS_READY_TIMEOUT
 from scheduler.workloads.waiting_facts import Facts, Line, Shape, Units, line_of, placeable
 
 WAITING_STATES = frozenset({"queued", "preempted"})
@@ -292,6 +293,11 @@ def explain(f: Facts) -> Waiting | None:
         hints += [h for h in [_priority_hint(u, None)] if h]
     if f.state == "preempted" or f.kueue_reason == "Preempted":
         reason = f"It was preempted (its units were taken back) and waits again. {reason}"
+    elif f.kueue_reason == PODS_READY_TIMEOUT:
+        reason = (
+            "Not all its pods were running within the ready timeout, so every pod was stopped "
+            f"and its units freed; it waits again. {reason}"
+        )
     return Waiting(code, reason, position, hints, f.kueue_message)
 
 

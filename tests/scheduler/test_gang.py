@@ -9,8 +9,9 @@ import pytest
 from core.errors import InvalidInput, QuotaExceeded
 from scheduler.catalog.kueue_config import PodsReady, kueue_configuration
 from scheduler.workloads import gang
-from scheduler.workloads.manifests import KUEUE_GATE, render_job
+from scheduler.workloads.manifests import KUEUE_GATE, queue_wait, render_job
 from scheduler.workloads.pods import pod_rows
+from scheduler.workloads.waiting import explain
 from tenants import selectors as tenant_selectors
 from tenants.services import grants as grant_services
 from tests.portal.api.conftest import session
@@ -246,6 +247,42 @@ def test_pods_ready_as_the_platform_team_sets_it():
     assert PodsReady.from_env({"KUEUE_PODS_READY_REQUEUE_LIMIT": ""}).requeue_limit is None
     with pytest.raises(ValueError, match="too small"):
         PodsReady.from_env({"KUEUE_PODS_READY_TIMEOUT_S": "0"})
+
+
+def test_a_gang_evicted_by_the_ready_timeout_is_queued_again_saying_so_and_when():
+    queue_workload = {
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending"},
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "PodsReadyTimeout",
+                    "message": "Exceeded the PodsReady timeout ns/job-ddp",
+                },
+                {"type": "Requeued", "status": "False", "reason": "PodsReadyTimeout"},
+            ],
+            "requeueState": {"count": 2, "requeueAt": "2026-12-03T10:04:05Z"},
+        }
+    }
+    said = queue_wait(queue_workload)
+    assert (said.state, said.reason) == ("queued", "PodsReadyTimeout")
+    assert said.message == (
+        "not all of its pods were running within the ready timeout, so Kueue stopped every pod "
+        "and freed its quota (eviction 2); queued again; it may be admitted again from "
+        "10:04:05 UTC"
+    )
+    # once its backoff is over Kueue drops requeueAt: no time is promised
+    del queue_workload["status"]["requeueState"]["requeueAt"]
+    assert queue_wait(queue_workload).message.endswith("(eviction 2); queued again")
+
+
+def test_why_a_gang_stopped_by_the_ready_timeout_waits_says_that_first():
+    from tests.scheduler.test_waiting import FULL
+
+    w = explain(replace(FULL, state="queued", kueue_reason="PodsReadyTimeout"))
+    assert w.reason.startswith("Not all its pods were running within the ready timeout")
+    assert "quota is full" in w.reason  # and what keeps it waiting now
 
 
 # --- the pods on the workload's page ----------------------------------------------------------

@@ -1,12 +1,17 @@
 """Multi-pod jobs on the real local cluster with Kueue: a gang waits whole while its team lacks
 room for all of its pods and then starts them all at once (one admission), a member with kubectl
 cannot start its pods one by one outside the queue, and cancel removes the whole gang with its
-headless Service; a gang asking one rack lands in one rack."""
+headless Service; a gang asking one rack lands in one rack; a gang whose pods cannot all be
+placed is evicted whole after Kueue's ready timeout and waits again holding no quota."""
+
+import os
+import time
 
 import pytest
 from django.test import Client
 
 from core.errors import ClusterError
+from scheduler.catalog.kueue_config import PODS_READY_ENV
 from scheduler.cluster import inventory_sync
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
@@ -23,6 +28,7 @@ from tests.scheduler.cluster_helpers import (
 from tests.scheduler.test_kueue_cluster import (
     A100,
     MIG,
+    SLICES,
     h100_mig,  # noqa: F401 - a fixture
     member_job,
     submit,
@@ -88,7 +94,7 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
     try:
         waiting = wait_for("the gang queued for want of room", held_for_quota, timeout=60)
     except AssertionError as exc:  # say what it showed instead
-        raise AssertionError(f"{exc}; last seen {seen}") from None
+        raise AssertionError(f"{exc}; seen {seen}") from None
     assert waiting.reason == "Pending"
     assert kube.get("Job", gang.k8s_name, ns)["spec"]["suspend"] is True
     assert gang_pods(kube, gang) == []  # not one pod of the gang started
@@ -259,3 +265,152 @@ def test_a_preempted_gang_is_evicted_whole_and_its_page_says_so(
         "the whole gang of 2 pods was evicted together"
         in page.get(f"/workloads/{gang.pk}/").content.decode()
     )
+
+
+# Kueue reads waitForPodsReady once, at start: a test of the timeout restarts it with short
+# numbers and restores the suite's after (the default, 300 s, would make the test wait 5 min).
+SHORT_READY = {"timeout_s": "15", "requeue_base_s": "60"}
+
+
+@pytest.fixture
+def short_ready_timeout(kube_cluster):
+    from localcluster import cluster
+
+    names = {PODS_READY_ENV[field]: value for field, value in SHORT_READY.items()}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        cluster.up()  # restarts Kueue: its generated configuration changed
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        cluster.up()
+
+
+def free_units(kube, node: str, resource: str) -> int:
+    """What of `resource` the node has that no pod bound to it holds."""
+    allocatable = int(kube.get("Node", node)["status"]["allocatable"].get(resource, "0"))
+    held = 0
+    for pod in kube.list("Pod", field_selector=f"spec.nodeName={node}"):
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in pod["spec"]["containers"]:
+            held += int(((c.get("resources") or {}).get("requests") or {}).get(resource, "0"))
+    return allocatable - held
+
+
+def reserved_slices(kube, queue_name: str) -> int:
+    """The GPU slices the ClusterQueue reserves for admitted workloads, whatever the flavor."""
+    cq = kube.get("ClusterQueue", queue_name) or {}
+    return sum(
+        int(r.get("total") or 0)
+        for f in (cq.get("status") or {}).get("flavorsReservation") or []
+        for r in f.get("resources") or []
+        if r["name"] == SLICES
+    )
+
+
+def reserving(kube, queue_name: str, slices: int) -> None:
+    """Wait until the ClusterQueue's status (which Kueue updates after the fact) says `slices`."""
+    wait_for(
+        f"{queue_name} reserving {slices} slices",
+        lambda: reserved_slices(kube, queue_name) == slices,
+        timeout=30,
+    )
+
+
+def test_a_gang_whose_pods_cannot_all_start_is_evicted_whole_and_waits_holding_no_quota(
+    kube,
+    kube_admin,
+    kube_namespace,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    settings,
+    short_ready_timeout,
+):
+    settings.PORTAL_INSTANCE = unique_slug("ready")  # a cohort of its own: nothing to borrow
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="ready")
+    # the H100 node full but for one 3g.40gb: a pod outside any queue holds the rest, so Kueue
+    # (which counts quota, not nodes) admits a gang of two of which only one pod can be placed
+    # (critical: kube-scheduler would otherwise preempt it for the gang's second pod)
+    node = "gpu-h100-0"
+    free = free_units(kube_admin, node, MIG)
+    filler = restricted_pod("filler", {MIG: free - 1}, priority_class="gpu-critical")
+    filler["metadata"]["namespace"] = kube_namespace
+    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    kube_admin.create(filler)
+    wait_for(
+        "the filler running",
+        lambda: (
+            (kube_admin.get("Pod", "filler", kube_namespace) or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+        timeout=60,
+    )
+    assert free_units(kube_admin, node, MIG) == 1
+
+    gang = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name="ddp",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={h100_mig.slug: 1},
+        priority="gpu-low",
+        pods=2,
+    )
+    workload_sync.create_in_cluster(kube, gang.pk)
+    gang.refresh_from_db()
+
+    seen: list = []
+
+    def one_running_one_stuck():
+        phases = sorted(p["status"].get("phase") for p in gang_pods(kube, gang))
+        said = [
+            sorted(k for k, c in conditions(q).items() if c["status"] == "True")
+            for q in queue_workloads(kube, gang)
+        ]
+        if not seen or seen[-1][1:] != [phases, said]:
+            seen.append([time.strftime("%H:%M:%S"), phases, said])
+        return phases == ["Pending", "Running"]
+
+    try:
+        wait_for("one pod of the gang placed, one not", one_running_one_stuck, timeout=60)
+    except AssertionError as exc:  # say what it showed instead
+        raise AssertionError(f"{exc}; seen {seen}") from None
+    reserving(kube, tenant.namespace, 6)  # both pods' quota, while admitted
+
+    def evicted_for_the_timeout():
+        (queued,) = queue_workloads(kube, gang)
+        said = conditions(queued).get("Evicted") or {}
+        if said.get("status") == "True" and said.get("reason") == "PodsReadyTimeout":
+            return None if queued["status"].get("admission") else queued
+        return None
+
+    queued = wait_for("evicted by the ready timeout", evicted_for_the_timeout, timeout=60)
+    requeue = queued["status"]["requeueState"]
+    assert requeue["count"] == 1 and requeue.get("requeueAt")  # requeued, after a backoff
+    assert conditions(queued)["QuotaReserved"]["status"] == "False"
+    reserving(kube, tenant.namespace, 0)  # holds no quota while it waits
+    assert kube.get("Job", gang.k8s_name, gang.namespace)["spec"]["suspend"] is True
+    wait_for("no pod of the gang left", lambda: not gang_pods(kube, gang), timeout=60)
+    waiting = workload_sync.sync_workload(kube, gang.pk)
+    assert (waiting.state, waiting.reason) == ("queued", "PodsReadyTimeout")
+    assert waiting.message.startswith(
+        "not all of its pods were running within the ready timeout, so Kueue stopped every pod "
+        "and freed its quota (eviction 1); queued again"
+    )
+
+    # the units it freed are the team's to use at once: a one-pod job takes the free 3g
+    single = submit(kube, world, tenant, h100_mig, name="single")
+    wait_state(kube, single, "running", timeout=60)
+    reserving(kube, tenant.namespace, 3)
+    page = Client()
+    page.force_login(world.member)
+    body = page.get(f"/workloads/{gang.pk}/").content.decode()
+    assert "not all of its pods were running within the ready timeout" in body
