@@ -63,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="team split (part 1), first seed (part 2)")
     g = p.add_argument_group("part 1: over time on the local cluster")
     g.add_argument("--policies", default=PART_ONE_POLICIES,
-                   help="letters of abcde, in order (default all; simulate: also f…j)")  # fmt: skip
+                   help="rows, in order (default abcde; the cluster also g, h, i; simulate: "
+                        "also f…l)")  # fmt: skip
     g.add_argument("--repeat", type=_positive(int), default=1,
                    help="runs of each policy, interleaved (a…e, a…e): mean and range")  # fmt: skip
     g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
@@ -131,11 +132,15 @@ def run_overtime(args, say) -> tuple[str, list]:
     # the Celery app. Part 2 (packing) is pure Python and runs without them.
     from portal.celery import app
     from replay import overtime, report
+    from replay.simulate.rows import CLUSTER_ROWS
 
     policies = [c for c in args.policies if c.strip()]
-    unknown = [c for c in policies if c not in POLICIES]
+    unknown = [c for c in policies if c not in CLUSTER_ROWS]
     if unknown or not policies:
-        raise SystemExit(f"--policies: {''.join(unknown) or 'none'} unknown; use letters of abcde")
+        raise SystemExit(
+            f"--policies: {''.join(unknown) or 'none'} cannot run on the cluster; use letters "
+            f"of {''.join(CLUSTER_ROWS)}"
+        )
     pods = trace.read_pods(args.trace / args.pods_file)
     window = select_window(
         pods, length=round(args.window_hours * 3600), teams=args.teams, seed=args.seed
@@ -148,6 +153,7 @@ def run_overtime(args, say) -> tuple[str, list]:
         f"{args.seconds_per_policy:g} s per policy"
     )
     cluster.up()
+    cluster.fresh_kwok()  # pods run as long as asked, however long the cluster has run
     settings.PORTAL_INSTANCE = "replay"
     settings.TENANT_NAMESPACE_PREFIX = "replay-"
     settings.KUBECONFIG = str(portal_account.kubeconfig())
@@ -256,6 +262,7 @@ def run_calibrate(args, say) -> str:
     The window, teams, seed and fleet are this command's flags: they must be part 1's."""
     django.setup()
     from replay.simulate import calibrate, fleet
+    from replay.simulate.rows import CLUSTER_ROWS
 
     try:
         runs = json.loads(args.observations.read_text())["runs"]
@@ -275,12 +282,18 @@ def run_calibrate(args, say) -> str:
             )
     base = fleet.Fleet(args.nodes, args.gpus_per_node, args.model)
     keys = list(dict.fromkeys(r["policy"] for r in runs))
-    setups = {k: fleet.set_up(window, POLICIES[k], base, args.teams) for k in keys}
+    unknown = [k for k in keys if k not in CLUSTER_ROWS]
+    if unknown:
+        raise SystemExit(f"replay: {args.observations} has rows {''.join(unknown)}, not part 1's")
+    # each row as the cluster ran it: slice lines, fair sharing (calibrate.run_jobs)
+    setups = {
+        k: fleet.set_up(window, CLUSTER_ROWS[k], base, args.teams, as_cluster=True) for k in keys
+    }
     zero = {k: calibrate.run_jobs(window, setups[k], calibrate.Harness(), args.seed) for k in keys}
     fit = calibrate.fit_harness(
         runs,
         immediate={k: zero[k][2] for k in keys},
-        no_borrowing={k for k in keys if not POLICIES[k].borrowing},
+        no_borrowing={k for k in keys if not CLUSTER_ROWS[k].borrowing},
         arrivals={p.name: p.arrival for p in window.pods},
         asked_run={p.name: p.run for p in window.pods},
     )
@@ -292,7 +305,7 @@ def run_calibrate(args, say) -> str:
         figures.append(
             calibrate.PolicyFigures(
                 key=k,
-                title=POLICIES[k].title,
+                title=CLUSTER_ROWS[k].title,
                 cluster_alloc=[r["alloc_milli"] for r in mine],
                 cluster_started=[r["started"] for r in mine],
                 cluster_refused=[r["refused"] for r in mine],

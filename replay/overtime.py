@@ -35,8 +35,8 @@ from localcluster import fleet
 from localcluster import gpu_layout as gl
 from replay import metrics
 from replay.pod_watch import PodWatch
+from replay.simulate.rows import CLUSTER_ROWS
 from replay.workload import (
-    POLICIES,
     Policy,
     ReplayPod,
     Window,
@@ -56,8 +56,8 @@ from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.mig import plans, rollout
+from scheduler.workloads import reclaiming, sync
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
@@ -67,6 +67,8 @@ NODE_LABEL = "gpu-portal.local/replay"
 IMAGE = "registry.k8s.io/pause:3.10"
 MIN_RUN_S = 0.05  # a KWOK delay of 0 would end the pod at once: the shortest run we ask
 SUBMITTERS = 4  # clients submitting at once
+RECLAIM_PERIOD_S = 30.0  # the reclaim pass's beat period (RECLAIM_EVERY_S), in trace time
+RECLAIM_MIN_PERIOD_S = 0.5  # a pass lists every queue and workload: no faster than this
 
 
 @dataclass
@@ -160,6 +162,30 @@ def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: 
     return changed
 
 
+def borrowing_limit(policy: Policy, capacity: int) -> int | None:
+    """The pool's borrowing limit a row means: none (Kueue: unlimited), up to the pool, or 0."""
+    if policy.unlimited_borrowing:
+        return None
+    return capacity if policy.borrowing else 0
+
+
+def grace_wall_s(policy: Policy, compression: float) -> int:
+    """The row's reclaim grace in wall seconds (whole, as the portal stores it; at least 1
+    where the row has one, so a short grace never turns into Kueue's immediate reclaim)."""
+    if not policy.grace_s:
+        return 0
+    return max(1, round(policy.grace_s / compression))
+
+
+def _reclaim_controller(kube: KubeGateway, period_s: float, stop: threading.Event) -> None:
+    """The portal's reclaim pass (beat runs it every 30 s), at the replay's compressed pace."""
+    try:
+        while not stop.wait(period_s):
+            reclaiming.reclaim_borrowed_units(kube)
+    finally:
+        connection.close()  # this thread's
+
+
 def _grant(admin_user, tenants: list[Tenant], grants: dict[tuple[int, str], int]) -> None:
     classes = {rc.slug: rc for rc in ResourceClass.objects.filter(slug__in={s for _, s in grants})}
     for (team, slug), units in sorted(grants.items()):
@@ -223,8 +249,12 @@ def run_policy(
         catalog.set_pool(
             actor=admin_user,
             resource_class=pool.resource_class,
-            borrowing_limit=pool.capacity if policy.borrowing else 0,
+            borrowing_limit=borrowing_limit(policy, pool.capacity),
             lend_idle=True,
+            # every setting the row names is set, not left to the product's defaults: a grace
+            # of 0 is Kueue's own immediate reclaim (what a…g mean), above 0 the portal's
+            # controller reclaims, run here (`_replay`) as beat runs it
+            reclaim_grace_s=grace_wall_s(policy, compression),
         )
     tenants = [
         tenant_services.create_tenant(
@@ -274,6 +304,13 @@ def _replay(
     t0 = time.monotonic()
     watcher = PodWatch(api, prefix, t0)
     watcher.start()
+    stop_reclaim = threading.Event()
+    if policy.grace_s:
+        period = max(RECLAIM_MIN_PERIOD_S, RECLAIM_PERIOD_S / compression)
+        threading.Thread(
+            target=_reclaim_controller, args=(kube, period, stop_reclaim), daemon=True,
+            name="replay-reclaim",
+        ).start()  # fmt: skip
     records: dict[int, metrics.JobRecord] = {}
     lateness: list[float] = []
     lock = threading.Lock()
@@ -326,6 +363,7 @@ def _replay(
     if rest > 0:
         time.sleep(rest)
     seen = watcher.stop()
+    stop_reclaim.set()
     for pod_seen in seen.values():
         job = records.get(pod_seen.workload)
         if job is None or pod_seen.running is None:
@@ -411,7 +449,7 @@ def run_all(
             repeat = policies[:n].count(key)  # 0 for the first run of a policy
             runs.append(
                 run_policy(
-                    POLICIES[key],
+                    CLUSTER_ROWS[key],
                     window,
                     compression=compression,
                     cfg=cfg,

@@ -164,11 +164,12 @@ def fit_harness(
 
 
 def run_jobs(
-    window: Window, setup: Setup, harness: Harness, seed: int
+    window: Window, setup: Setup, harness: Harness, seed: int, *, fair_sharing: bool = True
 ) -> tuple[Result, int, set[str]]:
     """The simulation, with what part 1 measures besides: jobs started within the window, and
-    the names of those started on arrival."""
-    engine = build(setup, window, harness, seed)
+    the names of those started on arrival. Fair sharing on by default: the cluster's Kueue
+    Configuration has it for every row (`kueue_config.kueue_configuration`)."""
+    engine = build(setup, window, harness, seed, fair_sharing=fair_sharing)
     engine.run(window.length + DRAIN_LIMIT_S)
     model = facts.get_model(setup.fleet.model)
     result = measure(engine, window.length, setup.fleet.gpus, model.compute_slices)

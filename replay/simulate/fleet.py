@@ -132,11 +132,12 @@ def layouts(
 
 def queue_lines(
     team: int, grants: dict[tuple[int, str], int], supply: dict[str, int], model: facts.GpuModel,
-    borrowing: bool,
+    borrowing: bool, *, unit: str = slices.UNIT_CLASS, unlimited: bool = False,
 ) -> tuple[QueueLine, ...]:  # fmt: skip
     """The reconciler's own `queue_lines` for the team, over the catalog's classes of the model
     (`catalog_resource_classes`, unsaved: nothing is read from a database): nominal its grant,
-    each pool's borrowing limit its capacity from d on (else 0), idle units lent."""
+    each pool's borrowing limit its capacity from d on (else 0; none where `unlimited`), idle
+    units lent; in `unit` (per class, or the classes folded into one line of slices)."""
     classes = {
         pk: ResourceClass(pk=pk, **fields)
         for pk, fields in enumerate(catalog_resource_classes(model), start=1)
@@ -146,16 +147,24 @@ def queue_lines(
         pk: Pool(
             resource_class=rc,
             capacity=supply[rc.slug],
-            borrowing_limit=supply[rc.slug] if borrowing else 0,
+            borrowing_limit=None if unlimited else supply[rc.slug] if borrowing else 0,
             lend_idle=True,
         )
         for pk, rc in classes.items()
     }
     granted = {pk: grants.get((team, rc.slug), 0) for pk, rc in classes.items()}
-    return reconciler_queue_lines(classes, pools, granted)
+    return reconciler_queue_lines(classes, pools, granted, unit=unit)
 
 
-def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
+def set_up(
+    window: Window, policy: Policy, fleet: Fleet, teams: int, *, as_cluster: bool = False
+) -> Setup:
+    """The row's fleet, layouts, grants and rendered queues. `as_cluster`: as part 1's cluster
+    replay sets the row up on the portal as it is (calibration): the grants per class as every
+    row makes them, folded by the reconciler into one line of slices per model
+    (`GPU_QUOTA_UNIT=slices`, the product's default) with Kueue's transformations, the
+    borrowing limit the row names (none for unlimited borrowing); fair sharing is the caller's
+    (`build`), as it is the cluster's Kueue Configuration."""
     model = facts.get_model(fleet.model)
     demand = mean_demand(window, policy, model)
     shapes, changed = layouts(policy, demand, fleet)
@@ -170,7 +179,9 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         granted[team] += units * unit_gpus(slug, model)
     names = tuple(sorted({resource_name(model, s) for s in supply}))
     transformations: kq.Transformations = {}
-    if policy.slices:
+    if as_cluster:
+        transformations = slice_quota.transformations(model)
+    elif policy.slices:
         transformations = slice_quota.transformations(model)
         by_team = slice_quota.grants(window, policy, model, supply)
         grants = {(team, slice_quota.SLICES): n for team, n in by_team.items()}
@@ -178,8 +189,12 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         capacity = sum(by_team.values())
     queues, namespaces = [], []
     for team in range(teams):
-        lines = queue_lines(team, grants, supply, model, policy.borrowing)
-        if policy.slices:
+        lines = queue_lines(
+            team, grants, supply, model, policy.borrowing,
+            unit=slices.UNIT_SLICES if as_cluster else slices.UNIT_CLASS,
+            unlimited=as_cluster and policy.unlimited_borrowing,
+        )  # fmt: skip
+        if policy.slices and not as_cluster:
             grant = by_team.get(team, 0)
             lines = slice_quota.lines(model, grant, capacity, policy.borrowing)
         spec = TenantSpec(
@@ -196,7 +211,8 @@ def set_up(window: Window, policy: Policy, fleet: Fleet, teams: int) -> Setup:
         namespace = f"{INSTANCE}-{spec.slug}"
         namespaces.append(namespace)
         manifest = render_cluster_queue(spec, namespace)
-        queues.append(slice_quota.what_if_queue(manifest, policy) if policy.slices else manifest)
+        what_if = policy.slices and not as_cluster
+        queues.append(slice_quota.what_if_queue(manifest, policy) if what_if else manifest)
     return Setup(
         policy=policy,
         fleet=fleet,

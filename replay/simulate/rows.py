@@ -70,6 +70,13 @@ def _what_if() -> dict[str, Policy]:
 
 WHAT_IF = _what_if()
 ROWS = {**POLICIES, **WHAT_IF}
+# The rows part 1 can also run on the local cluster through the portal as it is: there every
+# row's quota is one line of slices per model (the classes' grants folded: GPU_QUOTA_UNIT's
+# default) and Kueue shares fairly (its Configuration), so f is d there; g's unlimited
+# borrowing, h's grace (the portal's reclaim controller) and i's priorities are settings the
+# portal has. Not j (the cluster replay time-slices whole nodes), k (the elastic controller is
+# not run at the replay's pace) or l (an assumed idle tail).
+CLUSTER_ROWS = {k: ROWS[k] for k in "abcdeghi"}
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""The smoke version of `make replay`'s part 1: every policy on the local cluster, over a small
-trace written here in the trace's own format (the real one is evaluation data that the project
-never carries), a 2-node fleet and a few seconds per policy."""
+"""The smoke version of `make replay`'s part 1: every policy (and row h, whose reclaim is the
+portal's own controller) on the local cluster, over a small trace written here in the trace's
+own format (the real one is evaluation data that the project never carries), a 2-node fleet
+and a few seconds per policy."""
 
 import csv
 import random
@@ -9,6 +10,7 @@ import pytest
 
 from replay import overtime, report, trace
 from replay.workload import select_window
+from scheduler.catalog.models import Pool
 from scheduler.cluster.kube import KubeGateway
 
 # transaction=True: the replay submits from several threads, each with its own connection
@@ -46,7 +48,7 @@ def test_every_policy_replays_through_the_portal_and_is_measured(
     settings.KUBECONFIG = portal_kubeconfig
     runs = overtime.run_all(
         window,
-        list("abcde"),
+        list("abcdeh"),
         compression=TRACE_SECONDS / SECONDS_PER_POLICY,
         cfg=cfg,
         teams=3,
@@ -55,7 +57,7 @@ def test_every_policy_replays_through_the_portal_and_is_measured(
         progress=lambda msg: None,
     )
     by_key = {r.policy.key: r for r in runs}
-    assert list(by_key) == list("abcde")
+    assert list(by_key) == list("abcdeh")
     for run in runs:
         m = run.measured
         assert run.submitted + run.refused == len(window.pods), run.notes
@@ -67,11 +69,15 @@ def test_every_policy_replays_through_the_portal_and_is_measured(
     # grants fill the small fleet, and the planner keeps it whole.
     assert by_key["a"].reconfigured_gpus == 0
     assert by_key["c"].reconfigured_gpus >= cfg.gpus_per_node
+    # h: the portal's reclaim controller ran beside it, with the row's grace at the replay's
+    # pace (10 trace minutes at 720× rounds up to 1 s); a…e left reclaim to Kueue
+    replayed = Pool.objects.filter(resource_class__gpu_model=cfg.model)
+    assert replayed and {p.reclaim_grace_s for p in replayed} == {1}
     # a static team never holds more than its grant; with borrowing someone may
     assert all(s <= 1.0 + 1e-6 for s in by_key["a"].measured.team_share.values())
     table = report.overtime_table(runs)
     assert (
-        table.count("\n| ") == 5
+        table.count("\n| ") == 6
         and "| refused |" in table
         and "+35" in table
         and "the seed claims +50" in table

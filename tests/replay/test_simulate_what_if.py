@@ -63,6 +63,44 @@ def test_the_rows_queues_drop_the_borrowing_limit_and_carry_a_weight():
         assert weights == [{"weight": "1"}] * 2
 
 
+@pytest.mark.parametrize("key", ["a", "d", "g"])
+def test_as_the_cluster_runs_it_each_rows_class_grants_fold_into_one_line_of_slices(key):
+    # calibration simulates each row as part 1's cluster ran it: the portal's default unit
+    w = window((0, 0, HOUR, 1, 1000, "BE"), (1, 0, HOUR, 2, 1000, "LS"))
+    policy = rows.ROWS[key]
+    per_class = set_up(w, replace(policy, slices=False, unlimited_borrowing=False), Fleet(1, 4), 2)
+    setup = set_up(w, policy, Fleet(1, 4), teams=2, as_cluster=True)
+    assert setup.grants == per_class.grants  # the grants every row makes, per class
+    assert setup.transformations == slice_quota.transformations(B200)
+    for team, manifest in enumerate(setup.cluster_queues):
+        quotas = kq.cluster_queue(manifest).quotas
+        assert not [r for _, r in quotas if r.startswith("nvidia.com/")]  # no per-class line
+        line = quotas[(B200.key.lower(), slices.SLICE_RESOURCE)]  # one line: the model's slices
+        granted = sum(
+            n * slice_quota.unit_slices(slug, B200)
+            for (t, slug), n in setup.grants.items()
+            if t == team
+        )
+        assert line.nominal == granted
+        if policy.unlimited_borrowing:
+            assert line.borrowing_limit is None
+        elif policy.borrowing:
+            assert line.borrowing_limit == 4 * slices.SLICES_PER_GPU
+        else:
+            assert line.borrowing_limit == 0
+
+
+def test_the_cluster_replay_sets_what_each_row_names():
+    from replay.overtime import borrowing_limit, grace_wall_s
+
+    assert set(rows.CLUSTER_ROWS) == set("abcdeghi")
+    assert [borrowing_limit(rows.ROWS[k], 16) for k in "adg"] == [0, 16, None]
+    # a…g: Kueue's own immediate reclaim (grace 0), not the product's 10-minute default
+    assert [grace_wall_s(rows.ROWS[k], 60.0) for k in "aeg"] == [0, 0, 0]
+    assert grace_wall_s(rows.ROWS["h"], 60.0) == 10  # 10 trace minutes at 60×
+    assert grace_wall_s(rows.ROWS["h"], 1440.0) == 1  # never rounded down to "at once"
+
+
 def test_reclaim_waits_out_the_grace_and_loses_that_run():
     # team 0 borrows team 1's GPU at 0; team 1's own pod arrives at 60 s: with a 10 min grace
     # it reclaims at 600, team 0's borrowed run so far (600 s of one GPU) is lost
