@@ -177,11 +177,18 @@ def grace_wall_s(policy: Policy, compression: float) -> int:
     return max(1, round(policy.grace_s / compression))
 
 
-def _reclaim_controller(kube: KubeGateway, period_s: float, stop: threading.Event) -> None:
-    """The portal's reclaim pass (beat runs it every 30 s), at the replay's compressed pace."""
+def _reclaim_controller(
+    kube: KubeGateway, period_s: float, stop: threading.Event, failed: list[str]
+) -> None:
+    """The portal's reclaim pass (beat runs it every 30 s), at the replay's compressed pace. A
+    pass that fails is noted in `failed` (the run's notes), and the next one runs as beat's
+    would."""
     try:
         while not stop.wait(period_s):
-            reclaiming.reclaim_borrowed_units(kube)
+            try:
+                reclaiming.reclaim_borrowed_units(kube)
+            except Exception as exc:  # noqa: BLE001 - said in the run's notes, not lost
+                failed.append(f"a reclaim pass failed: {exc}")
     finally:
         connection.close()  # this thread's
 
@@ -308,7 +315,7 @@ def _replay(
     if policy.grace_s:
         period = max(RECLAIM_MIN_PERIOD_S, RECLAIM_PERIOD_S / compression)
         threading.Thread(
-            target=_reclaim_controller, args=(kube, period, stop_reclaim), daemon=True,
+            target=_reclaim_controller, args=(kube, period, stop_reclaim, notes), daemon=True,
             name="replay-reclaim",
         ).start()  # fmt: skip
     records: dict[int, metrics.JobRecord] = {}

@@ -55,6 +55,24 @@ def conditions(obj: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
+def submit_gang(kube, world, tenant, rc, pods: int, **extra):
+    """A gang of `pods` pods of one unit of `rc` each (gpu-low), created in the cluster."""
+    gang = workloads.submit_workload(
+        actor=world.admin,
+        tenant=tenant,
+        name="ddp",
+        kind="job",
+        image="registry.k8s.io/pause:3.10",
+        resources={rc.slug: 1},
+        priority="gpu-low",
+        pods=pods,
+        **extra,
+    )
+    workload_sync.create_in_cluster(kube, gang.pk)
+    gang.refresh_from_db()
+    return gang
+
+
 def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_stop_together(
     kube,
     kube_cluster,
@@ -71,18 +89,7 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
     wait_state(kube, blocker, "running")
 
     # 4 pods x 1 3g.40gb: the grant covers them, but only 3 units are free
-    gang = workloads.submit_workload(
-        actor=world.admin,
-        tenant=tenant,
-        name="ddp",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={h100_mig.slug: 1},
-        priority="gpu-low",
-        pods=4,
-    )
-    workload_sync.create_in_cluster(kube, gang.pk)
-    gang.refresh_from_db()
+    gang = submit_gang(kube, world, tenant, h100_mig, 4)
 
     seen: list = []
 
@@ -196,19 +203,9 @@ def test_a_gang_asking_one_rack_lands_in_one_rack_and_its_page_says_which(
     settings.PORTAL_INSTANCE = unique_slug("rack")
     inventory_sync.sync_inventory(kube)  # the nodes' racks, as the portal reads them
     tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="rack")
-    ask = dict(
-        actor=world.admin,
-        tenant=tenant,
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={h100_mig.slug: 1},
-        priority="gpu-low",
-    )
     # (refused for want of a rack: test_gang_topology.py; here each pool is one node, one rack,
     # so what no rack holds the pool check refuses first)
-    gang = workloads.submit_workload(**ask, name="ddp", pods=2, topology="rack-required")
-    workload_sync.create_in_cluster(kube, gang.pk)
-    gang.refresh_from_db()
+    gang = submit_gang(kube, world, tenant, h100_mig, 2, topology="rack-required")
 
     def both_running():
         pods = gang_pods(kube, gang)
@@ -240,17 +237,7 @@ def test_a_preempted_gang_is_evicted_whole_and_its_page_says_so(
     tenant = team(
         world, kube, tenant_namespaces, h100_mig, 2, prefix="gpre", classes=("gpu-high", "gpu-low")
     )
-    gang = workloads.submit_workload(
-        actor=world.admin,
-        tenant=tenant,
-        name="ddp",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={h100_mig.slug: 1},
-        priority="gpu-low",
-        pods=2,
-    )
-    workload_sync.create_in_cluster(kube, gang.pk)
+    gang = submit_gang(kube, world, tenant, h100_mig, 2)
     wait_state(kube, gang, "running", timeout=90)
     urgent = submit(kube, world, tenant, h100_mig, units=2, name="urgent", priority="gpu-high")
     wait_state(kube, urgent, "running", timeout=90)  # it takes both pods' room
@@ -354,18 +341,7 @@ def test_a_gang_whose_pods_cannot_all_start_is_evicted_whole_and_waits_holding_n
     )
     assert free_units(kube_admin, node, MIG) == 1
 
-    gang = workloads.submit_workload(
-        actor=world.admin,
-        tenant=tenant,
-        name="ddp",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={h100_mig.slug: 1},
-        priority="gpu-low",
-        pods=2,
-    )
-    workload_sync.create_in_cluster(kube, gang.pk)
-    gang.refresh_from_db()
+    gang = submit_gang(kube, world, tenant, h100_mig, 2)
 
     seen: list = []
 
