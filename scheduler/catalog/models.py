@@ -35,7 +35,7 @@ class ResourceClass(models.Model):
         decimal_places=4,
         default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0"))],
-        help_text="USD per unit-hour",
+        help_text="Per unit-hour, in the billing currency (BILLING_CURRENCY)",
     )
     active = models.BooleanField(default=True)
 

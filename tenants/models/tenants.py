@@ -42,7 +42,7 @@ class Tenant(IdlePolicyFields):
         null=True,
         blank=True,
         validators=[MinValueValidator(Decimal("0"))],
-        help_text="USD per month; empty: none",
+        help_text="Per month, in the billing currency (BILLING_CURRENCY); empty: none",
     )
     gpu_ceiling = models.DecimalField(
         max_digits=8,

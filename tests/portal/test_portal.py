@@ -79,3 +79,11 @@ def test_readyz_checks_the_database_redis_and_the_cluster(client, kube, settings
     assert checks["redis"].startswith("unavailable") and checks["cluster"].startswith("unavailable")
     # liveness asks nothing of them
     assert client.get(reverse("healthz")).status_code == 200
+
+
+def test_prices_are_in_the_billing_currency_on_every_page(client, world, settings):
+    settings.BILLING_CURRENCY = "EUR"
+    client.force_login(world.owner)
+    for url in (reverse("home"), reverse("tenants:request_create", args=["team-a"])):
+        body = client.get(url).content.decode()
+        assert "EUR / h" in body and "USD" not in body, url
