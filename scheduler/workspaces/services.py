@@ -68,33 +68,49 @@ def workspace_priority(tenant: Tenant) -> str:
     )
 
 
-def _granted(tenant: Tenant, rc: ResourceClass) -> int:
-    """The team's own grant that covers `rc`: in slices, every grant of its GPU model."""
-    grants = QuotaGrant.objects.effective().filter(tenant=tenant).select_related("resource_class")
+def _granted(tenant: Tenant, rc: ResourceClass, grants: list[QuotaGrant] | None = None) -> int:
+    """The team's own grant that covers `rc`: in slices, every grant of its GPU model.
+    `grants`: the team's effective grants, when the caller read them already."""
+    if grants is None:
+        grants = list(
+            QuotaGrant.objects.effective().filter(tenant=tenant).select_related("resource_class")
+        )
     if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
         return sum(
             g.amount * slices.slices_per_unit(g.resource_class)
-            for g in grants.filter(resource_class__gpu_model=rc.gpu_model)
+            for g in grants
+            if g.resource_class.gpu_model == rc.gpu_model
         )
-    return sum(g.amount for g in grants.filter(resource_class=rc))
+    return sum(g.amount for g in grants if g.resource_class_id == rc.pk)
 
 
 def _units(rc: ResourceClass) -> int:
     return slices.slices_per_unit(rc) if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES else 1
 
 
+def covered_classes(tenant: Tenant) -> list[ResourceClass]:
+    """The active classes of which the team's own grants cover one workspace: the form's
+    choices, and what a refusal names. One read of the grants for all of them."""
+    grants = list(
+        QuotaGrant.objects.effective().filter(tenant=tenant).select_related("resource_class")
+    )
+    return [
+        c
+        for c in ResourceClass.objects.filter(active=True).order_by("slug")
+        if _granted(tenant, c, grants) >= _units(c)
+    ]
+
+
 def granted_class(tenant: Tenant, slug: str) -> ResourceClass:
-    """The asked class, when the team's grant covers it (else a 400 naming the ones it may use)."""
-    rc = ResourceClass.objects.filter(slug=slug, active=True).first()
-    if rc is None or _granted(tenant, rc) <= 0:
-        covered = sorted(
-            c.slug
-            for c in ResourceClass.objects.filter(active=True)
-            if _granted(tenant, c) >= _units(c)
-        )
+    """The asked class, when the team's grant covers one unit of it (else a 400 naming the
+    ones it may use)."""
+    covered = covered_classes(tenant)
+    rc = next((c for c in covered if c.slug == slug), None)
+    if rc is None:
+        names = ", ".join(c.slug for c in covered) or "none: ask for capacity first"
         raise InvalidInput(
             f"{tenant.slug} has no grant for {slug!r}; open the workspace on a class its grants "
-            f"cover ({', '.join(covered) or 'none: ask for capacity first'})",
+            f"cover ({names})",
             field="resource_class",
             code="no_grant",
         )

@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import ClusterError, ServiceError
-from scheduler.catalog.models import ResourceClass
 from scheduler.catalog.run_limits import duration_words
 from scheduler.workspaces import access, services
 from scheduler.workspaces.culling import stops_at
@@ -50,7 +49,7 @@ def workspace_list(request, slug):
         "workspaces": workspaces,
         "can_open": tenant.is_active and can_ask(request.user, tenant),
         "kinds": Workspace.Kind.choices,
-        "classes": ResourceClass.objects.filter(active=True).order_by("slug"),
+        "classes": services.covered_classes(tenant),  # only what the team can open
         "error": error,
         "form": form,
         "default_image": settings.WORKSPACE_DEFAULT_IMAGE,

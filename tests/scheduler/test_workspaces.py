@@ -329,3 +329,27 @@ def test_the_teams_network_policy_lets_the_ingress_controller_reach_workspace_se
         "ports": [{"protocol": "TCP", "port": 8888}],
     }
     assert len(np["spec"]["ingress"]) == 2
+
+
+@pytest.mark.django_db
+def test_the_form_offers_only_classes_the_grant_covers_one_of(granted, client):
+    from tests.tenants.factories import PoolFactory, ResourceClassFactory
+
+    # 2 × 3g.40gb granted: 6 of the A100's 7 slices, less than one whole A100
+    whole = ResourceClassFactory(
+        slug="a100-80gb", kind="whole", profile="", resource_name="nvidia.com/gpu",
+        gpu_fraction=Decimal("1"), memory_gb=80,
+    )  # fmt: skip
+    PoolFactory(resource_class=whole, capacity=4)
+    other = ResourceClassFactory(slug="h100-80gb-mig-3g.40gb", gpu_model="H100-80GB")
+    PoolFactory(resource_class=other, capacity=4)
+    assert [c.slug for c in services.covered_classes(granted.tenant)] == [granted.rc.slug]
+    client.force_login(granted.member)
+    page = client.get(reverse("workspaces:workspace_list", args=[granted.tenant.slug]))
+    options = page.content.decode()
+    assert f'value="{granted.rc.slug}"' in options
+    assert 'value="a100-80gb"' not in options and 'value="h100-80gb-mig-3g.40gb"' not in options
+    with pytest.raises(services.InvalidInput, match="has no grant for 'a100-80gb'") as refused:
+        open_one(granted, resource_class="a100-80gb")  # 6 slices do not make a whole GPU
+    assert granted.rc.slug in str(refused.value)
+    assert not Workspace.objects.exists()
