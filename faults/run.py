@@ -34,6 +34,8 @@ from tests.metering.standins.dcgm_standin import DcgmStandin
 from tests.metering.standins.prometheus_server import PrometheusServer
 from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
 
+# Keeps every pod but the rollout fault's own off the nodes it creates.
+ROLLOUT_NODE_TAINT = {"key": "gpu-portal.local/faults", "value": "rollout", "effect": "NoSchedule"}
 # Issue 30: a MIG rollout whose worker is killed is resumed and applied within this.
 ROLLOUT_GOAL_S = 30
 
@@ -236,17 +238,19 @@ class Run:
         self._cleanup += [("Node", n, None) for n in nodes] + [("Namespace", ns, None)]
         self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         for name in nodes:
-            self.kube.create(
-                node_manifest(
-                    {
-                        "name": name,
-                        "model": "A100-80GB",
-                        "gpus": 1,
-                        "migConfig": "all-1g.10gb",
-                        "devicePluginConfig": "default",
-                    }
-                )
+            manifest = node_manifest(
+                {
+                    "name": name,
+                    "model": "A100-80GB",
+                    "gpus": 1,
+                    "migConfig": "all-1g.10gb",
+                    "devicePluginConfig": "default",
+                }
             )
+            # The load's 1g workloads fit these nodes: kube-scheduler placed one on the second
+            # node, and the rollout rightly cordoned it too. Only this fault's pod goes there.
+            manifest["spec"]["taints"].append(ROLLOUT_NODE_TAINT)
+            self.kube.create(manifest)
         self._guarded_pod(ns, nodes[0])
         entries = [
             {
@@ -316,7 +320,14 @@ class Run:
 
     def _guarded_pod(self, ns: str, node: str) -> None:
         """A GPU pod on `node` that its PodDisruptionBudget lets nobody evict."""
-        gpu_pod_on(self.kube, ns, node, "guarded", labels={"app": "guarded"})
+        gpu_pod_on(
+            self.kube,
+            ns,
+            node,
+            "guarded",
+            labels={"app": "guarded"},
+            tolerations=[{**ROLLOUT_NODE_TAINT, "operator": "Equal"}],
+        )
         self.kube.create(no_disruption_budget("guarded", ns, {"app": "guarded"}))
 
     def _redis(self, keep: bool) -> None:

@@ -169,8 +169,9 @@ def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     return tenant, mig, h200
 
 
-def gpu_pod_on(kube, namespace, node, name, labels=None):
-    """A running pod holding one MIG 1g slice, bound to `node` (what a drain must move)."""
+def gpu_pod_on(kube, namespace, node, name, labels=None, tolerations=()):
+    """A running pod holding one MIG 1g slice, bound to `node` (what a drain must move);
+    `tolerations` beyond the GPU taints', for a node tainted for one test."""
     kube.create(
         {
             "apiVersion": "v1",
@@ -179,7 +180,8 @@ def gpu_pod_on(kube, namespace, node, name, labels=None):
             "spec": {
                 "nodeName": node,
                 "terminationGracePeriodSeconds": 0,
-                "tolerations": gpu_tolerations(),  # bound by name, but as a GPU pod would be
+                # bound by name, but as a GPU pod would be
+                "tolerations": gpu_tolerations() + list(tolerations),
                 "containers": [
                     {
                         "name": "main",
