@@ -22,15 +22,23 @@ def quota_overruns(
     quota: Mapping[str, int],
     held: Mapping[str, int],
     asked: Mapping[str, int],
+    *,
+    renewal: bool = False,
 ) -> list[str]:
     """Why this ask does not fit the department's quota (empty: it fits). A model the
-    department has no quota of has none to give."""
+    department has no quota of has none to give. A `renewal` asks to keep its slices longer:
+    `held` is then what the other grants hold (the quota may have been lowered since)."""
     reasons = []
     for model in sorted(asked):
         limit, already, more = quota.get(model, 0), held.get(model, 0), asked[model]
         if already + more > limit:
+            this = (
+                f"besides the {more} this renewal keeps held"
+                if renewal
+                else f"and this asks for {more} more"
+            )
             reasons.append(
-                f"{model}: {department}'s teams hold {already} slices and this asks for {more} "
-                f"more, above the department's quota of {limit} slices"
+                f"{model}: {department}'s teams hold {already} slices {this}, above the "
+                f"department's quota of {limit} slices"
             )
     return reasons

@@ -16,8 +16,9 @@ from core import audit
 from core.errors import Forbidden, InvalidInput
 from core.permissions import is_platform_admin, require_platform_admin
 from scheduler.catalog.models import ResourceClass
-from tenants import department_rules, hooks
+from tenants import department_rules, hooks, policy
 from tenants.models import (
+    AutoApprovalRule,
     Department,
     DepartmentEnvelope,
     DepartmentQuota,
@@ -57,12 +58,12 @@ def require_approver(actor, tenant: Tenant, doing: str) -> Department | None:
 # --- quota --------------------------------------------------------------------------------
 
 
-def held_slices(department_id: int, now: datetime, *, except_request=None) -> dict[str, int]:
-    """GPU model -> slices its teams hold in grants (now or later)."""
+def held_slices(department_id: int, now: datetime, *, except_grant=None) -> dict[str, int]:
+    """GPU model -> slices its teams hold in grants (now or later), but for `except_grant`."""
     rows = (
         QuotaGrant.objects.holding(now)
         .filter(tenant__department_id=department_id)
-        .exclude(request_id=except_request)
+        .exclude(pk=except_grant)
         .values("resource_class")
         .annotate(n=Sum("amount"))
     )
@@ -100,15 +101,52 @@ def lock_department(department_id: int) -> Department:
     return Department.objects.select_for_update().get(pk=department_id)
 
 
-def envelopes_for(tenant: Tenant, classes) -> dict[str, tuple[int, int]] | None:
-    """The department's own envelope of these classes (slug -> (amount, hours)), or None when
-    the team has no department."""
-    if tenant.department_id is None:
-        return None
-    rows = DepartmentEnvelope.objects.filter(
-        department_id=tenant.department_id, resource_class__in=classes
-    ).select_related("resource_class")
-    return {e.resource_class.slug: (e.max_amount, e.max_duration_hours) for e in rows}
+def team_envelopes(tenant: Tenant, classes) -> dict[str, policy.Envelope]:
+    """The auto-approval envelope of each of these classes for `tenant`: the platform's rule,
+    replaced class by class by the envelope of the team's department where it sets one."""
+    envelopes = {
+        r.resource_class.slug: policy.Envelope(r.max_amount, r.max_duration_hours)
+        for r in AutoApprovalRule.objects.filter(resource_class__in=classes).select_related(
+            "resource_class"
+        )
+    }
+    if tenant.department_id is not None:
+        own = DepartmentEnvelope.objects.filter(
+            department_id=tenant.department_id, resource_class__in=classes
+        ).select_related("resource_class")
+        envelopes |= {
+            e.resource_class.slug: policy.Envelope(e.max_amount, e.max_duration_hours) for e in own
+        }
+    return envelopes
+
+
+def with_department_rules(
+    decision: policy.Decision,
+    tenant: Tenant,
+    items,
+    now: datetime,
+    *,
+    extends: QuotaGrant | None = None,
+) -> policy.Decision:
+    """The policy's `decision` on an ask of `tenant`, with its department's rules added: its
+    admins decide every ask when it has auto-approval off, and what its teams hold must stay
+    inside its quota. A renewal (`extends`) adds no slices but keeps its grant's held longer,
+    so it is measured against what the other grants hold."""
+    department = tenant.department if tenant.department_id else None
+    if department is None:
+        return decision
+    reasons = list(decision.reasons)
+    if not department.auto_approve:
+        reasons.append(f"{department.slug}'s admins decide every ask of its teams")
+    held = held_slices(department.pk, now, except_grant=extends.pk if extends else None)
+    reasons += department_rules.quota_overruns(
+        department.slug,
+        quota_of(department),
+        held,
+        department_rules.slices_by_model(items),
+        renewal=extends is not None,
+    )
+    return policy.Decision(auto_approve=not reasons, reasons=reasons)
 
 
 # --- the platform team's changes -------------------------------------------------------------

@@ -12,9 +12,10 @@ from django.utils import timezone
 from core import bounds
 from core.errors import InvalidInput, InvalidTransition
 from tenants import policy
-from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant
+from tenants.models import CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
+from tenants.services import departments
 from tenants.services.asks import file_ask
 from tenants.services.capacity import check_horizon
 from tenants.services.locks import lock_rows
@@ -42,22 +43,24 @@ def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> pol
     """The policy's answer to extending `grant` to `ends_at`: the time given without a person
     deciding (`automatic_since` to the new end) must fit the class's envelope in length, and
     the grant's units, with what else the team holds through auto-approval, in amount. The
-    grant itself is not counted twice when it is among those."""
-    rule = AutoApprovalRule.objects.filter(resource_class_id=grant.resource_class_id).first()
-    slug = grant.resource_class.slug
-    envelopes = {slug: policy.Envelope(rule.max_amount, rule.max_duration_hours)} if rule else {}
-    held = dict(auto_approved_units(grant.tenant, now))
+    grant itself is not counted twice when it is among those. A team in a department gets
+    its department's envelope and rules, as its asks do."""
+    tenant, rc = grant.tenant, grant.resource_class
+    held = dict(auto_approved_units(tenant, now))
     counted = (grant.request is not None and grant.request.auto_approved) or grant.renewals.filter(
         auto_approved=True, state__in=RENEWAL_GRANTED
     ).exists()
     if counted:
-        held[slug] = max(0, held.get(slug, 0) - grant.amount)
-    return policy.evaluate(
-        [policy.AskedItem(slug, grant.amount, grant.resource_class.gpu_fraction)],
+        held[rc.slug] = max(0, held.get(rc.slug, 0) - grant.amount)
+    decision = policy.evaluate(
+        [policy.AskedItem(rc.slug, grant.amount, rc.gpu_fraction)],
         starts_at=automatic_since(grant) or now,
         ends_at=ends_at,
-        envelopes=envelopes,
+        envelopes=departments.team_envelopes(tenant, [rc]),
         held=held,
+    )
+    return departments.with_department_rules(
+        decision, tenant, [(rc, grant.amount)], now, extends=grant
     )
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from core import audit, bounds
 from core.errors import InvalidInput
 from tenants import policy
-from tenants.models import AutoApprovalRule, CapacityRequest, QuotaGrant, Tenant
+from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
 from tenants.services import departments
@@ -34,35 +34,19 @@ from tenants.services.locks import lock_rows
 
 
 def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -> policy.Decision:
-    """The auto-approval policy's answer to this ask of `tenant`. Made under the tenant's row
-    lock (see `submit_capacity_request`), what the tenant holds through auto-approval cannot
-    change until the ask is approved or left to a human."""
+    """The auto-approval policy's answer to this ask of `tenant`, its department's rules
+    included. Made under the tenant's row lock (see `submit_capacity_request`), what the
+    tenant holds through auto-approval cannot change until the ask is approved or left to a
+    human."""
     classes = [rc for rc, _ in items]
-    rules = {
-        r.resource_class.slug: policy.Envelope(r.max_amount, r.max_duration_hours)
-        for r in AutoApprovalRule.objects.filter(resource_class__in=classes).select_related(
-            "resource_class"
-        )
-    }
-    # a team in a department: the department's envelope replaces the platform's, class by class
-    own = departments.envelopes_for(tenant, classes)
-    rules.update({slug: policy.Envelope(*bounds) for slug, bounds in (own or {}).items()})
-    asked = [policy.AskedItem(rc.slug, n, rc.gpu_fraction) for rc, n in items]
     decision = policy.evaluate(
-        asked,
+        [policy.AskedItem(rc.slug, n, rc.gpu_fraction) for rc, n in items],
         starts_at=starts_at,
         ends_at=ends_at,
-        envelopes=rules,
+        envelopes=departments.team_envelopes(tenant, classes),
         held=auto_approved_units(tenant, now),
     )
-    department = tenant.department if tenant.department_id else None
-    if department is None:
-        return decision
-    reasons = list(decision.reasons)
-    if not department.auto_approve:
-        reasons.append(f"{department.slug}'s admins decide every ask of its teams")
-    reasons += departments.overruns(department, items, now)
-    return policy.Decision(auto_approve=not reasons, reasons=reasons)
+    return departments.with_department_rules(decision, tenant, items, now)
 
 
 def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, ends_at=None):

@@ -13,6 +13,7 @@ from tenants import department_rules
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, Department, QuotaGrant
 from tenants.services import approvals as approval_services
 from tenants.services import departments as department_services
+from tenants.services import renewals as renewal_services
 from tenants.services import requests as request_services
 from tests.tenants.factories import MembershipFactory, TenantFactory, UserFactory
 
@@ -186,3 +187,61 @@ def test_quota_overruns_counts_per_model_in_slices():
     ]
     # a model the department has no quota of has none to give
     assert department_rules.quota_overruns("r", {}, {}, {"H100": 7})
+    # a renewal keeps its slices: measured against what the other grants hold
+    assert (
+        department_rules.quota_overruns("r", {"A100": 9}, {"A100": 3}, {"A100": 6}, renewal=True)
+        == []
+    )
+    assert department_rules.quota_overruns(
+        "r", {"A100": 9}, {"A100": 3}, {"A100": 9}, renewal=True
+    ) == [
+        "A100: r's teams hold 3 slices besides the 9 this renewal keeps held, above the "
+        "department's quota of 9 slices"
+    ]
+
+
+def _renew(world, grant, days=7):
+    return renewal_services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=grant.ends_at + timedelta(days=days)
+    )
+
+
+@pytest.mark.django_db
+def test_a_renewal_gets_the_departments_envelope_and_policy_as_an_ask_does(world, research):
+    """No platform rule for the class: only research's envelope lets its teams' renewals through;
+    with auto-approval off, its admins decide them."""
+    department_services.set_department_envelope(
+        actor=world.admin,
+        department=research,
+        resource_class=world.rc.slug,
+        max_amount=2,
+        hours=24 * 30,
+    )
+    grant = QuotaGrant.objects.get(request=ask(world, world.tenant, 2))
+    renewal = _renew(world, grant)
+    assert renewal.state == CapacityRequest.State.APPROVED and renewal.auto_approved
+    grant.refresh_from_db()
+    assert grant.ends_at == renewal.ends_at
+
+    department_services.update_department(
+        actor=world.admin, department=research, auto_approve=False
+    )
+    waiting = _renew(world, grant)
+    assert waiting.state == CapacityRequest.State.SUBMITTED
+    assert waiting.policy_reasons == ["research's admins decide every ask of its teams"]
+
+
+@pytest.mark.django_db
+def test_a_renewal_that_keeps_the_department_above_its_quota_goes_to_a_person(world, research):
+    """A platform admin approved above research's quota; extending that grant is not automatic,
+    however generous the envelope."""
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=9, max_duration_hours=9999)
+    request = ask(world, world.tenant, 4)  # 12 of 9 slices: the department's admins decide
+    assert request.state == CapacityRequest.State.SUBMITTED
+    approval_services.approve_capacity_request(actor=world.admin, request=request)
+    renewal = _renew(world, QuotaGrant.objects.get(request=request))
+    assert renewal.state == CapacityRequest.State.SUBMITTED
+    assert renewal.policy_reasons == [
+        "A100-80GB: research's teams hold 0 slices besides the 12 this renewal keeps held, "
+        "above the department's quota of 9 slices"
+    ]
