@@ -295,3 +295,30 @@ class ModelRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_model} {self.start:%Y-%m-%d}"
+
+
+class DepartmentBudgetAlert(models.Model):
+    """A warning to a department's admins, sent once per department, month, kind and threshold:
+    its teams' spend at 80 or 100 % of the department's budget, or its month-end forecast over."""
+
+    department = models.ForeignKey("tenants.Department", on_delete=models.CASCADE, related_name="+")
+    month = models.DateField()
+    kind = models.CharField(
+        max_length=8, choices=BudgetAlert.Kind.choices, default=BudgetAlert.Kind.SPEND
+    )
+    threshold = models.PositiveSmallIntegerField()
+    cost = models.DecimalField(max_digits=14, decimal_places=2)
+    budget = models.DecimalField(max_digits=12, decimal_places=2)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["department", "month", "kind", "threshold"],
+                name="unique_department_budget_alert",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.department_id} {self.month:%Y-%m} {self.kind} {self.threshold}%"

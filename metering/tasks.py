@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.tasks import portal_task
-from metering import idle_runs, ingest, rollups, services
+from metering import department_budgets, idle_runs, ingest, rollups, services
 from scheduler.cluster import kube
 
 
@@ -31,7 +31,8 @@ def roll_up() -> dict:
 
 @portal_task(name="metering.tasks.warn_budgets")
 def warn_budgets() -> int:
-    return len(services.warn_budgets())
+    """The teams' budget warnings due, then the departments'."""
+    return len(services.warn_budgets()) + len(department_budgets.warn_department_budgets())
 
 
 @portal_task(name="metering.tasks.give_back_idle_gpus", soft_time_limit=50, time_limit=58)

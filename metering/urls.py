@@ -17,6 +17,7 @@ urlpatterns = [
         name="roll_up_export",
     ),
     path("usage/teams/<slug:slug>/", views.team_usage, name="team_usage"),
+    path("usage/departments/<slug:slug>/", views.department_usage, name="department_usage"),
     path("usage/teams/<slug:slug>/budget/", views.team_budget, name="team_budget"),
     path(
         "usage/teams/<slug:slug>/statement.<str:fmt>",

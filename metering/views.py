@@ -20,11 +20,21 @@ from django.views.decorators.http import require_POST
 
 from core.errors import Forbidden, ServiceError
 from core.permissions import platform_admin_required
-from metering import cost_rollups, exports, fleet_cost, pricing, selectors, services, waste
+from metering import (
+    cost_rollups,
+    department_budgets,
+    exports,
+    fleet_cost,
+    pricing,
+    selectors,
+    services,
+    waste,
+)
 from metering.api.views import csv_response, statement_dicts
-from metering.models import AllocationInterval
+from metering.models import AllocationInterval, DepartmentBudgetAlert
 from tenants import display
-from tenants.models import Tenant
+from tenants.models import Department, Tenant
+from tenants.services.departments import can_see_department_spend
 
 TZ_SESSION_KEY = "metering_tz"
 
@@ -92,6 +102,26 @@ def _render_team_usage(request, tenant: Tenant, budget_form: dict | None = None,
     context["budget_form"] = budget_form or {}
     with timezone.override(zoneinfo.ZoneInfo(tz)):
         return render(request, "metering/team_usage.html", context, status=status)
+
+
+@login_required
+@answers_bad_query
+def department_usage(request, slug):
+    """A department's spend this month against its budget, by team: for its admins and the
+    platform team (a member of one of its teams sees the department, not its teams' costs)."""
+    department = get_object_or_404(Department.objects.visible_to(request.user), slug=slug)
+    if not can_see_department_spend(request.user, department):
+        raise PermissionDenied(f"only {department.slug}'s admins and platform admins see its spend")
+    month, now = _month(request), timezone.now()
+    spent = department_budgets.spend(department, month, now)
+    context = {
+        "department": department,
+        "month": month,
+        "budget": spent.state,
+        "teams": spent.teams,
+        "alerts": DepartmentBudgetAlert.objects.filter(department=department, month=month),
+    }
+    return render(request, "metering/department_usage.html", context)
 
 
 @login_required

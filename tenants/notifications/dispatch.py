@@ -23,17 +23,20 @@ def _emails(users: Iterable) -> list[str]:
     return sorted({u.email for u in users if getattr(u, "email", "")})
 
 
-def _audience(name: str, tenant: Tenant | None, person) -> list[str]:
+def _audience(name: str, tenant: Tenant | None, person, department) -> list[str]:
     audience = event(name).audience
     if audience == Audience.OWNERS and tenant is not None:
         return tenant.owner_emails()
     if audience == Audience.APPROVERS:
-        # `core.permissions.is_platform_admin`, as one query.
-        admins = User.objects.filter(
-            Q(is_superuser=True) | Q(is_staff=True, groups__name=settings.PLATFORM_ADMIN_GROUP),
-            is_active=True,
-        )
+        # `core.permissions.is_platform_admin`, as one query; and the admins of the team's
+        # department, who decide its asks within the department's quota.
+        who = Q(is_superuser=True) | Q(is_staff=True, groups__name=settings.PLATFORM_ADMIN_GROUP)
+        if tenant is not None and tenant.department_id is not None:
+            who |= Q(administered_departments=tenant.department_id)
+        admins = User.objects.filter(who, is_active=True)
         return _emails(admins.exclude(email="").distinct())
+    if audience == Audience.DEPARTMENT_ADMINS and department is not None:
+        return _emails(department.admins.filter(is_active=True).exclude(email=""))
     if audience == Audience.PERSON and person is not None and person.is_active:
         return _emails([person])
     return []
@@ -47,16 +50,23 @@ def notify(
     text: str,
     data: dict | None = None,
     person=None,
+    department=None,
 ) -> list[NotificationDelivery]:
     """Tell the people and channels concerned that `name` happened (see `events.EVENTS`).
     Call it inside the transaction that made the change: the deliveries are written with it
     and sent by Celery only once it commits (a rollback sends nothing). `person`: the
-    requester or submitter, for the events addressed to one person. Never raises for a
+    requester or submitter, for the events addressed to one person; `department`, for those
+    addressed to a department's admins (`tenant` None: only the platform's channels hear of
+    them besides). Never raises for a
     delivery problem; an unknown event name is a programming error (ValueError)."""
     event(name)  # refuse unknown names at once
     data = {"event": name, "tenant": tenant.slug if tenant else None, **(data or {})}
+    if department is not None:
+        data["department"] = department.slug
     deliveries: list[NotificationDelivery] = []
-    recipients = _audience(name, tenant, person) if settings.NOTIFY_PERSONAL_EMAIL else []
+    recipients = (
+        _audience(name, tenant, person, department) if settings.NOTIFY_PERSONAL_EMAIL else []
+    )
     if recipients:
         deliveries.append(
             NotificationDelivery(

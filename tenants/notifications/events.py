@@ -12,6 +12,7 @@ class Audience(StrEnum):
     APPROVERS = "approvers"  # platform admins with an e-mail address
     OWNERS = "owners"  # the tenant's owners
     PERSON = "person"  # the one person the caller names (requester, submitter)
+    DEPARTMENT_ADMINS = "department_admins"  # the admins of the department the caller names
     NOBODY = "nobody"  # channels only
 
 
@@ -29,7 +30,7 @@ EVENTS: dict[str, Event] = {
     for e in (
         Event(
             "capacity_request.submitted",
-            "An ask waits for a platform admin",
+            "An ask waits for a platform admin (or its team's department admin)",
             Audience.APPROVERS,
             for_platform=True,
         ),
@@ -68,6 +69,23 @@ EVENTS: dict[str, Event] = {
             "budget.reached_100",
             "A team used its whole monthly budget",
             Audience.OWNERS,
+            for_platform=True,
+        ),
+        Event(
+            "department.budget_reached_80",
+            "A department's teams used 80 % of its monthly budget",
+            Audience.DEPARTMENT_ADMINS,
+        ),
+        Event(
+            "department.budget_forecast_over",
+            "A department is on course to pass its monthly budget by the month's end",
+            Audience.DEPARTMENT_ADMINS,
+            for_platform=True,
+        ),
+        Event(
+            "department.budget_reached_100",
+            "A department's teams used its whole monthly budget",
+            Audience.DEPARTMENT_ADMINS,
             for_platform=True,
         ),
         Event(

@@ -42,6 +42,12 @@ def is_department_admin(user, department: Department | None) -> bool:
     return department.admins.filter(pk=user.pk).exists()
 
 
+def can_see_department_spend(user, department: Department) -> bool:
+    """Its admins and platform admins: its teams' members see the department, not what the
+    other teams cost."""
+    return is_platform_admin(user) or is_department_admin(user, department)
+
+
 def require_approver(actor, tenant: Tenant, doing: str) -> Department | None:
     """Who may decide a team's asks: a platform admin (returns None: no department bound), or
     an admin of the team's department (returns it: its quota bounds what they approve)."""

@@ -6,11 +6,13 @@ is audited."""
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput
 from tenants import department_rules
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, Department, QuotaGrant
+from tenants.notifications import deliver_due
 from tenants.services import approvals as approval_services
 from tenants.services import departments as department_services
 from tenants.services import renewals as renewal_services
@@ -141,6 +143,30 @@ def test_a_department_without_auto_approval_decides_every_ask(world, research):
     request = ask(world, world.tenant, 1)
     assert request.state == CapacityRequest.State.SUBMITTED
     assert request.policy_reasons == ["research's admins decide every ask of its teams"]
+
+
+@pytest.mark.django_db
+def test_an_ask_that_waits_is_mailed_to_the_departments_admins_too(
+    world, research, django_capture_on_commit_callbacks
+):
+    research.head.email = "head@example.com"
+    research.head.save()
+    world.admin.email = "platform@example.com"
+    world.admin.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        ask(world, world.tenant, 1)  # no envelope: a person decides
+        ask(world, research.team_c, 1)
+    deliver_due()
+    to = {m.subject.split(": ")[0]: sorted(m.to) for m in mail.outbox}
+    assert to == {
+        "[GPU Portal] team-a asks for capacity": ["head@example.com", "platform@example.com"],
+        # product's admin, not research's
+        "[GPU Portal] team-c asks for capacity": [
+            research.product_head.email,
+            "platform@example.com",
+        ],
+    }
+    assert research.product_head.email != "head@example.com"
 
 
 @pytest.mark.django_db
