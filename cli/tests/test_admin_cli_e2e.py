@@ -12,7 +12,14 @@ from click.testing import CliRunner
 from django.utils import timezone
 
 from cli.main import cli
-from tenants.models import AuditEvent, CapacityRequest, Membership, QuotaGrant
+from tenants.models import (
+    AuditEvent,
+    CapacityRequest,
+    DepartmentEnvelope,
+    Membership,
+    QuotaGrant,
+)
+from tenants.services import requests as request_services
 from tenants.services.tokens import issue_token
 from tests.tenants.factories import UserFactory
 
@@ -173,3 +180,69 @@ def test_queues_and_why_through_the_api(portal, world):
 
     code, _, err = run(url, admin, "admin", "why", "999999")
     assert code == 5 and "404 not_found" in err
+
+
+def test_departments_through_the_cli_set_up_by_the_platform_and_decided_by_their_admin(
+    portal, world
+):
+    """The platform team sets a department up; a team's ask then waits for the department's
+    admin, who approves it inside the quota with their own token and is refused above it."""
+    url, admin = portal
+    head = UserFactory(username="head")
+    steps = [
+        ("create", "research", "--name", "Research", "--budget", "900", "--admins-decide"),
+        ("quota", "research", "A100-80GB", "9"),
+        ("add-team", "research", world.tenant.slug),
+        ("admins", "research", "head"),
+        ("envelope", "research", world.rc.slug, "--max-amount", "1", "--max-duration-hours", "48"),
+    ]
+    for step in steps:
+        code, out, err = run(url, admin, "admin", "departments", *step)
+        assert code == 0, (step, err)
+    code, out, err = run(url, admin, "admin", "departments", "show", "research")
+    assert code == 0, err
+    assert "quota (held/slices): A100-80GB 0/9" in out and "monthly budget:      900.00" in out
+    code, out, err = run(url, admin, "admin", "departments", "list", "-o", "json")
+    (shown,) = json.loads(out)
+    assert (shown["teams"], shown["admins"], shown["auto_approve"]) == (
+        [world.tenant.slug],
+        ["head"],
+        False,
+    )
+
+    envelope = DepartmentEnvelope.objects.get(department__slug="research")
+    assert (envelope.resource_class, envelope.max_amount, envelope.max_duration_hours) == (
+        world.rc,
+        1,
+        48,
+    )
+
+    # refusals are the API's words, exit 5
+    code, _, err = run(url, admin, "admin", "departments", "remove-team", "research", "team-b")
+    assert code == 5 and "404 " in err and "team-b is not in research" in err
+    code, _, err = run(url, admin, "admin", "departments", "quota", "research", "Z9", "7")
+    assert code == 5 and "unknown GPU model 'Z9'" in err
+    code, _, err = run(url, admin, "admin", "departments", "set", "research")
+    assert code == 2 and "nothing to set" in err
+
+    asks = [
+        request_services.submit_capacity_request(
+            actor=world.member, tenant=world.tenant, items={world.rc.slug: n},
+            ends_at=timezone.now() + timedelta(days=7), justification="training",
+        )
+        for n in (2, 2)
+    ]  # fmt: skip
+    _, head_token = issue_token(actor=head, user=head, name="head-cli", scopes=["read", "approve"])
+    code, out, err = run(url, head_token, "admin", "departments", "asks", "research")
+    assert code == 0, err
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [str(a.pk) for a in asks]
+    code, out, err = run(
+        url, head_token, "admin", "departments", "approve", "research", str(asks[0].pk)
+    )
+    assert code == 0, err
+    assert out.startswith(f"request #{asks[0].pk} ({world.tenant.slug}): approved by head")
+    code, _, err = run(
+        url, head_token, "admin", "departments", "approve", "research", str(asks[1].pk)
+    )  # 12 of 9 slices: a platform admin's decision
+    assert code == 5 and "above the department's quota of 9 slices" in err
+    assert CapacityRequest.objects.get(pk=asks[1].pk).state == "submitted"
