@@ -20,6 +20,7 @@ from cli.completion import completion
 from cli.output import fail
 from cli.session import Session, client
 from cli.waiting import follow, status_line, waiting_lines
+from cli.workspaces import workspace
 
 __all__ = ["cli", "main", "status_line", "waiting_lines"]
 
@@ -89,6 +90,7 @@ def cli(ctx, url, token, as_json):
 
 cli.add_command(admin)
 cli.add_command(completion)
+cli.add_command(workspace)
 
 
 def _out(ctx, data, text: str) -> None:

@@ -19,15 +19,16 @@ class NotFound(click.ClickException):
     exit_code = EXIT_API
 
 
-def api_errors(f: Callable) -> Callable:
-    """Run the command; an ApiError is printed (code, detail, field messages) and exits 5."""
+def api_errors(f: Callable, hint: str | None = ADMIN_HINT) -> Callable:
+    """Run the command; an ApiError is printed (code, detail, field messages, and `hint` on a
+    403) and exits 5."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
         except ApiError as exc:
-            fail(exc, hint=ADMIN_HINT)
+            fail(exc, hint=hint)
 
     return wrapper
 
@@ -38,12 +39,14 @@ def admin_command(
     *,
     outputs: Sequence[str] = OUTPUTS,
     fallback: str = "table",
+    hint: str | None = ADMIN_HINT,
 ):
     """A command (of `group`, or on its own with None) that takes the context, `--output`, and
-    turns the API's refusals into their messages on stderr and a non-zero exit."""
+    turns the API's refusals into their messages on stderr and a non-zero exit (a team's
+    commands pass `hint=None`: the admin token hint is not theirs)."""
 
     def decorate(f: Callable) -> click.Command:
-        f = api_errors(f)
+        f = api_errors(f, hint)
         f = click.pass_context(f)
         f = output_option(outputs, fallback)(f)
         return (group.command if group is not None else click.command)(name)(f)
