@@ -56,9 +56,9 @@ def notify(
     Call it inside the transaction that made the change: the deliveries are written with it
     and sent by Celery only once it commits (a rollback sends nothing). `person`: the
     requester or submitter, for the events addressed to one person; `department`, for those
-    addressed to a department's admins (`tenant` None: only the platform's channels hear of
-    them besides). Never raises for a
-    delivery problem; an unknown event name is a programming error (ValueError)."""
+    addressed to a department's admins (with `tenant` None, only the platform's channels hear
+    of them besides). Never raises for a delivery problem; an unknown event name is a
+    programming error (ValueError)."""
     event(name)  # refuse unknown names at once
     data = {"event": name, "tenant": tenant.slug if tenant else None, **(data or {})}
     if department is not None:

@@ -17,6 +17,7 @@ from tenants.services import approvals as approval_services
 from tenants.services import departments as department_services
 from tenants.services import renewals as renewal_services
 from tenants.services import requests as request_services
+from tenants.services.grants import grant_quota
 from tests.tenants.factories import MembershipFactory, TenantFactory, UserFactory
 
 # world.rc is an A100-80GB 3g.40gb: one unit is 3 of the model's 7 compute slices.
@@ -132,6 +133,18 @@ def test_the_departments_envelope_replaces_the_platforms_and_never_passes_its_qu
     third = ask(world, world.other_tenant, 1)  # 12 of 9: the department's admins decide
     assert third.state == CapacityRequest.State.SUBMITTED
     assert any("above the department's quota" in r for r in third.policy_reasons)
+
+
+@pytest.mark.django_db
+def test_a_grant_the_platform_team_gave_directly_counts_against_the_departments_quota(
+    world, research
+):
+    """A grant made without an ask (`grant_quota`) holds slices as any other."""
+    grant_quota(actor=world.admin, tenant=world.tenant, resource_class=world.rc, amount=2)
+    assert department_services.held_slices(research.pk, timezone.now()) == {"A100-80GB": 6}
+    request = ask(world, world.other_tenant, 2)  # 6 + 6 of 9
+    with pytest.raises(Forbidden, match="hold 6 slices and this asks for 6 more"):
+        approval_services.approve_capacity_request(actor=research.head, request=request)
 
 
 @pytest.mark.django_db
