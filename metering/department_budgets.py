@@ -27,6 +27,35 @@ class DepartmentSpend:
     state: selectors.BudgetState  # all its teams together against its own budget
     teams: list[tuple[Tenant, pricing.Statement]]  # the dearest first
 
+    def as_dict(self, department: Department) -> dict:
+        """As the API gives it: decimal strings (cents, and hours to 4 places), in
+        BILLING_CURRENCY."""
+        state = self.state
+
+        def cents(value: Decimal | None) -> str | None:
+            return None if value is None else str(pricing.money(value))
+
+        return {
+            "department": department.slug,
+            "month": f"{state.month:%Y-%m}",
+            "currency": settings.BILLING_CURRENCY,
+            "cost": cents(state.cost),
+            "budget": cents(state.budget),
+            "percent": state.percent,
+            "forecast": cents(state.forecast),
+            "teams": [
+                {
+                    "tenant": tenant.slug,
+                    "allocated_gpu_hours": str(
+                        st.allocated_gpu_hours.quantize(pricing.HOURS_PLACES)
+                    ),
+                    "idle_cost": cents(st.idle_cost),
+                    "total": cents(st.total),
+                }
+                for tenant, st in self.teams
+            ],
+        }
+
 
 def spend(department: Department, month: date, now: datetime) -> DepartmentSpend:
     """What the department's teams cost in `month` (its teams now, as the roll-up counts)."""

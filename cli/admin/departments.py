@@ -168,6 +168,33 @@ def departments_remove_team(ctx, output, slug, tenant):
     emit(ctx, output, d, lambda: f"{tenant} is no longer in {d['slug']}")
 
 
+SPEND = [
+    ("tenant", "TEAM"),
+    ("allocated_gpu_hours", "GPU-HOURS"),
+    ("idle_cost", "IDLE"),
+    ("total", "BILLED"),
+]
+
+
+@admin_command(departments, "spend")
+@click.argument("slug")
+@click.option("--month", help="YYYY-MM (default: this month)")
+def departments_spend(ctx, output, slug, month):
+    """Its teams' spend in a month against its budget, by team (its admins and the platform)."""
+    spent = client(ctx).get(f"/api/v1/usage/departments/{slug}/", month=month)
+
+    def text() -> str:
+        cur, budget = spent["currency"], spent["budget"]
+        against = f" of {budget} {cur} ({spent['percent']} %)" if budget else " (no budget)"
+        head = (
+            f"{spent['department']} · {spent['month']}: {spent['cost']} {cur}{against}; "
+            f"at this rate the month ends at {spent['forecast']} {cur}"
+        )
+        return head + "\n" + table(spent["teams"], SPEND, empty="no teams")
+
+    emit(ctx, output, spent, text)
+
+
 @admin_command(departments, "asks")
 @click.argument("slug")
 def departments_asks(ctx, output, slug):

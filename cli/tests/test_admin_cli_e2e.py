@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from django.utils import timezone
 
 from cli.main import cli
+from metering import selectors
 from tenants.models import (
     AuditEvent,
     CapacityRequest,
@@ -107,7 +108,7 @@ def test_the_admin_cli_onboards_a_team_approves_its_ask_and_exports_its_statemen
     assert code == 5 and "409 invalid_transition" in err
 
     # 3. its statement and the chargeback export
-    month = f"{timezone.now():%Y-%m}"
+    month = f"{selectors.current_month():%Y-%m}"  # the billing month
     code, out, err = run(url, admin, "admin", "statements", "show", "team-vision", "-o", "json")
     assert code == 0, err
     statement = json.loads(out)
@@ -209,6 +210,14 @@ def test_departments_through_the_cli_set_up_by_the_platform_and_decided_by_their
         ["head"],
         False,
     )
+
+    code, out, err = run(url, admin, "admin", "departments", "spend", "research")
+    assert code == 0, err
+    month = f"{selectors.current_month():%Y-%m}"  # the billing month; nothing used yet
+    assert out.splitlines()[0] == (
+        f"research · {month}: 0.00 USD of 900.00 USD (0 %); at this rate the month ends at 0.00 USD"
+    )
+    assert out.splitlines()[2].split() == [world.tenant.slug, "0.0000", "0.00", "0.00"]
 
     envelope = DepartmentEnvelope.objects.get(department__slug="research")
     assert (envelope.resource_class, envelope.max_amount, envelope.max_duration_hours) == (

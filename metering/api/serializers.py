@@ -93,3 +93,23 @@ class StatementSerializer(serializers.Serializer):
     lines = StatementLineSerializer(many=True)
     totals = serializers.DictField()
     budget = serializers.CharField(allow_null=True)
+
+
+class DepartmentTeamSpendSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    allocated_gpu_hours = serializers.CharField()
+    idle_cost = serializers.CharField()
+    total = serializers.CharField(help_text="what its statement bills (or shows, in showback)")
+
+
+class DepartmentSpendSerializer(serializers.Serializer):
+    """A department's month: its teams' statements summed against its own budget."""
+
+    department = serializers.CharField()
+    month = serializers.CharField()
+    currency = serializers.CharField()
+    cost = serializers.CharField()
+    budget = serializers.CharField(allow_null=True)
+    percent = serializers.IntegerField(allow_null=True)
+    forecast = serializers.CharField(allow_null=True, help_text="at the month-so-far rate")
+    teams = DepartmentTeamSpendSerializer(many=True)

@@ -7,6 +7,7 @@ from datetime import date
 
 from django.conf import settings
 from django.http import HttpResponse
+from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -14,13 +15,14 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
-from core.errors import InvalidInput, NotFound
+from core.errors import Forbidden, InvalidInput, NotFound
 from core.filters import UTCIsoDateTimeFilter
-from metering import exports, pricing, selectors, services
+from metering import department_budgets, exports, pricing, selectors, services
 from metering.api import serializers as s
 from metering.models import AllocationInterval, Budget, PriceRule
 from scheduler.catalog.models import ResourceClass
-from tenants.models import ApiToken, Tenant
+from tenants.models import ApiToken, Department, Tenant
+from tenants.services.departments import can_see_department_spend
 
 MONTH = OpenApiParameter("month", str, description="YYYY-MM (default: this month)")
 BASIS = OpenApiParameter("basis", str, enum=list(pricing.BASES), description="default: setting")
@@ -96,6 +98,25 @@ class StatementViewSet(PortalGenericViewSet):
         month = _month(request)
         rows = statement_dicts([tenant], month, _basis(request))
         return csv_response(rows, f"gpu-statement-{tenant.slug}-{month:%Y-%m}.csv")
+
+
+class DepartmentSpendViewSet(PortalGenericViewSet):
+    """A department's spend in a month by team, against its budget: for its admins and the
+    platform team (a member of one of its teams gets a 403: not the other teams' costs)."""
+
+    queryset = Department.objects.all()
+    lookup_field = "slug"
+    lookup_value_regex = r"[a-z0-9-]+"
+    serializer_class = s.DepartmentSpendSerializer
+    filter_backends: list = []
+
+    @extend_schema(parameters=[MONTH], responses=s.DepartmentSpendSerializer)
+    def retrieve(self, request, slug=None):
+        department = self.get_object()
+        if not can_see_department_spend(request.user, department):
+            raise Forbidden(f"only {department.slug}'s admins and platform admins see its spend")
+        spent = department_budgets.spend(department, _month(request), timezone.now())
+        return Response(spent.as_dict(department))
 
 
 class IntervalFilter(filters.FilterSet):

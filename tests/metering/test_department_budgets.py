@@ -15,6 +15,7 @@ from scheduler.cluster.models import Cluster
 from tenants.models import AuditEvent, NotificationDelivery
 from tenants.notifications import deliver_due
 from tenants.services import departments as department_services
+from tests.portal.api.conftest import session
 from tests.tenants.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -127,3 +128,34 @@ def test_the_spend_page_is_for_the_departments_admins_and_the_platform_team(
     assert client.get(url).status_code == 404
     client.force_login(research.head)
     assert client.get(url + "?month=2026-13").status_code == 400
+
+
+def test_the_spend_api_says_the_same_to_the_same_people(world, research, time_machine):
+    time_machine.move_to(t(2026, 11, 20))
+    used(world.tenant, world.rc, t(2026, 11, 2), t(2026, 11, 2, 4), "a")  # 6.00
+    used(world.other_tenant, world.rc, t(2026, 11, 3), t(2026, 11, 3, 1), "b")  # 1.50
+    url = "/api/v1/usage/departments/research/"
+    answer = session(research.head).get(url)
+    assert answer.status_code == 200, answer.data
+    assert answer.data == {
+        "department": "research",
+        "month": "2026-11",
+        "currency": "USD",
+        "cost": "7.50",
+        "budget": "10.00",
+        "percent": 75,
+        "forecast": "11.84",  # 7.50 over 19 of November's 30 days
+        "teams": [
+            {"tenant": "team-a", "allocated_gpu_hours": "1.7144", "idle_cost": "0.00",
+             "total": "6.00"},
+            {"tenant": "team-b", "allocated_gpu_hours": "0.4286", "idle_cost": "0.00",
+             "total": "1.50"},
+        ],
+    }  # fmt: skip
+    # 4 h and 1 h of a 3g.40gb, 3 of 7 slices of a GPU
+    assert session(world.admin).get(url).data == answer.data
+    october = session(research.head).get(url + "?month=2026-10")
+    assert (october.data["cost"], october.data["teams"][0]["total"]) == ("0.00", "0.00")
+    assert session(research.head).get(url + "?month=2026-13").status_code == 400
+    assert session(world.member).get(url).status_code == 403  # in research, not its admin
+    assert session(UserFactory()).get(url).status_code == 404
