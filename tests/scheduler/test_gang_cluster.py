@@ -364,11 +364,28 @@ def test_a_gang_whose_pods_cannot_all_start_is_evicted_whole_and_waits_holding_n
     def evicted_for_the_timeout():
         (queued,) = queue_workloads(kube, gang)
         said = conditions(queued).get("Evicted") or {}
+        admitted = bool(queued["status"].get("admission"))
+        pods = sorted(
+            p["status"].get("phase")
+            + ("-deleting" if p["metadata"].get("deletionTimestamp") else "")
+            for p in gang_pods(kube, gang)
+        )
+        now = [said.get("reason"), admitted, pods]
+        if not seen or seen[-1][1:] != now:
+            seen.append([time.strftime("%H:%M:%S"), *now])
         if said.get("status") == "True" and said.get("reason") == "PodsReadyTimeout":
-            return None if queued["status"].get("admission") else queued
+            # Kueue frees the quota once the Job is suspended and its pods are gone
+            return None if admitted else queued
         return None
 
-    queued = wait_for("evicted by the ready timeout", evicted_for_the_timeout, timeout=60)
+    # 15 s to the timeout, then the Job suspended and its pods deleted before Kueue frees the
+    # quota. It missed 60 s once, on a 2-core machine busy with a second test run (cause not
+    # seen): a wider margin, and the timeline says which step lags if it misses again.
+    seen.clear()
+    try:
+        queued = wait_for("evicted by the ready timeout", evicted_for_the_timeout, timeout=120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; seen (eviction, admitted, pods) {seen}") from None
     requeue = queued["status"]["requeueState"]
     assert requeue["count"] == 1 and requeue.get("requeueAt")  # requeued, after a backoff
     assert conditions(queued)["QuotaReserved"]["status"] == "False"
