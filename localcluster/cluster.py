@@ -269,8 +269,8 @@ def fresh_kwok() -> None:
     """Restart KWOK, for a measurement. After hours of test runs (thousands of pods) a KWOK
     process ended lone Job pods late (`sleep 30` ran 54 s, `sleep 60` 108 s) where a fresh one
     ended them on the second; a benchmark or replay should not measure how long the local
-    cluster has been up. (Under the fill bench's load even a fresh KWOK ends some pods late:
-    the bench prints how long its pods ran.)"""
+    cluster has been up. (Under load KWOK also restarted a pod's delay whenever the pod
+    changed; the stages now count from the pod's start: localcluster/kwok-stages.yaml.)"""
     comp = next(c for c in component_specs(build.binaries()) if c.name == "kwok")
     stop(comp)
     up()

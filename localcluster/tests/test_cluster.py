@@ -305,6 +305,40 @@ def test_job_pods_keep_running_until_the_test_finishes_them(kube_cluster, kube_n
     )
 
 
+def test_a_sleeping_pod_changed_while_it_runs_still_ends_when_its_sleep_does(
+    kube_cluster, kube_namespace
+):
+    """KWOK computes a stage's delay again at every change of the pod, from then: a `sleep 4`
+    pod labelled 2 s into its run ended 6 s after it started, before the stage counted from the
+    pod's start. Now it ends at 4 s, or within the second after (the start is kept to the
+    second)."""
+    core, batch = kube_cluster.core, client.BatchV1Api(kube_cluster.api_client)
+    pod_spec = gpu_pod("unused", {"nvidia.com/gpu": 1}, "gpu-h200-0")["spec"]
+    pod_spec["containers"][0]["command"] = ["sleep", "4"]
+    batch.create_namespaced_job(
+        kube_namespace,
+        {
+            "metadata": {"name": "sleeper"},
+            "spec": {"backoffLimit": 0, "template": {"spec": pod_spec}},
+        },
+    )
+
+    def phase():
+        pods = core.list_namespaced_pod(kube_namespace, label_selector="job-name=sleeper").items
+        return (pods[0].metadata.name, pods[0].status.phase) if pods else (None, None)
+
+    name = wait_for(
+        "the pod running", lambda: phase()[1] == "Running" and phase()[0], interval=0.05
+    )
+    started = time.monotonic()
+    time.sleep(2)
+    core.patch_namespaced_pod(name, kube_namespace, {"metadata": {"labels": {"poked": "yes"}}})
+    wait_for("the pod done", lambda: phase()[1] == "Succeeded", timeout=15, interval=0.05)
+    ran = time.monotonic() - started
+    # 4 s, up to 1 s more (the start is kept to the second), and the polling: not the 6 s of old
+    assert 3.8 <= ran <= 5.5, f"ran {ran:.2f} s for a sleep of 4"
+
+
 # --- quota -----------------------------------------------------------------------------------
 
 
