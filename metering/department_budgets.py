@@ -7,7 +7,7 @@ department's usage page and the roll-up agree."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -72,14 +72,12 @@ def warn_department_budgets(*, now: datetime | None = None) -> list[DepartmentBu
     run again: each is sent once)."""
     now = now or timezone.now()
     month = selectors.current_month(now)
-    started = pricing.month_window(month, selectors.billing_tz()).start
-    forecast_from = started + timedelta(hours=settings.BUDGET_FORECAST_AFTER_H)
     alerts = []
     for department in Department.objects.exclude(monthly_budget=None):
         state = spend(department, month, now).state
         if state.level:
             alerts.append(_warn(department, state, BudgetAlert.Kind.SPEND, state.level))
-        if state.forecast_over and now >= forecast_from:
+        if state.forecast_warning_due(now):
             alerts.append(_warn(department, state, BudgetAlert.Kind.FORECAST, 100))
     return [a for a in alerts if a is not None]
 

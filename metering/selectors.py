@@ -219,6 +219,14 @@ class BudgetState:
             self.budget and self.forecast is not None and self.cost < self.budget < self.forecast
         )
 
+    def forecast_warning_due(self, now: datetime) -> bool:
+        """The forecast passes the budget, and BUDGET_FORECAST_AFTER_H hours of the month have
+        given a burn rate to trust (a team's or a department's warning alike)."""
+        started = pricing.month_window(self.month, billing_tz()).start
+        return self.forecast_over and now - started >= timedelta(
+            hours=settings.BUDGET_FORECAST_AFTER_H
+        )
+
 
 def budget_state_of(
     month: date, cost: Decimal, budget: Decimal | None, now: datetime

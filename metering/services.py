@@ -5,7 +5,7 @@ in its transaction."""
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -15,7 +15,7 @@ from django.utils import timezone
 from core import audit, bounds
 from core.errors import Forbidden, InvalidInput, ServiceError
 from core.permissions import is_platform_admin
-from metering import pricing, selectors
+from metering import selectors
 from metering.models import Budget, BudgetAlert, PriceRule
 from scheduler.catalog.models import ResourceClass
 from tenants.models import Membership, Tenant
@@ -168,8 +168,7 @@ def warn_forecast(
 ) -> BudgetAlert | None:
     """Warn the owners once a month when the month-end forecast passes the budget before the
     spend does, once BUDGET_FORECAST_AFTER_H hours of the month have given a burn rate."""
-    started = pricing.month_window(state.month, selectors.billing_tz()).start
-    if not state.forecast_over or now - started < timedelta(hours=settings.BUDGET_FORECAST_AFTER_H):
+    if not state.forecast_warning_due(now):
         return None
     cur = settings.BILLING_CURRENCY
     with transaction.atomic():
