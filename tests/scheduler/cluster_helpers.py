@@ -129,6 +129,14 @@ def tenant_namespaces(kube):
         # a team's Kueue ClusterQueue is cluster-scoped and named like its namespace: left
         # behind, its quota would stay in the cohort for other tests to borrow
         kube.delete("ClusterQueue", name)
+    # The namespace controller takes seconds to reach the pods, which hold their GPUs until
+    # then: a next test that counts a node's free units would count them as held (the gang
+    # ready-timeout test did). Leave only when they are gone.
+    wait_for(
+        "the test's tenant pods gone",
+        lambda: not any(kube.list("Pod", name) for name in names),
+        timeout=60,
+    )
 
 
 def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
