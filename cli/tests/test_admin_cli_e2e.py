@@ -184,7 +184,7 @@ def test_queues_and_why_through_the_api(portal, world):
 
 
 def test_departments_through_the_cli_set_up_by_the_platform_and_decided_by_their_admin(
-    portal, world
+    portal, world, settings
 ):
     """The platform team sets a department up; a team's ask then waits for the department's
     admin, who approves it inside the quota with their own token and is refused above it."""
@@ -211,6 +211,7 @@ def test_departments_through_the_cli_set_up_by_the_platform_and_decided_by_their
         False,
     )
 
+    settings.BILLING_CURRENCY = "USD"  # the line names it; not this machine's environment
     code, out, err = run(url, admin, "admin", "departments", "spend", "research")
     assert code == 0, err
     month = f"{selectors.current_month():%Y-%m}"  # the billing month; nothing used yet
