@@ -2,7 +2,7 @@
 
 Nothing is downloaded but Go modules (through the Go module proxy). Binaries are cached by
 version under ${XDG_CACHE_HOME:-~/.cache}/gpu-portal/bin/<tag>/, so only the first run pays the
-cold build (measured on 2 cores: 7.5 minutes for etcd, kwok and Kubernetes, 4 more for Kueue);
+cold build (see localcluster/README.md for the cold timings measured on 2 cores);
 later runs find the finished directory at once. Kueue's CRDs and webhook manifest are copied
 next to its binary, so starting the cluster needs neither Go nor the module cache.
 """
@@ -20,17 +20,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KUBERNETES_VERSION = "v1.33.5"
-ETCD_VERSION = "v3.5.24"
-KWOK_VERSION = "v0.7.0"
-KUEUE_VERSION = "v0.17.0"
+KUBERNETES_VERSION = "v1.36.3"
+# kubeadm's default etcd for Kubernetes 1.36 (cmd/kubeadm/app/constants: 3.6.8-0).
+ETCD_VERSION = "v3.6.8"
+KWOK_VERSION = "v0.8.0"  # its consts.KubeVersion is 1.36.1
+KUEUE_VERSION = "v0.19.2"
 # Helm, for `helm lint` / `helm template` of the chart in deploy/helm (not a cluster component,
-# but built and cached the same way so make test needs no download but Go modules).
-HELM_VERSION = "v3.22.0"
-HELM_K8S_MINOR = "37"  # helm v3.22.0's go.mod: k8s.io/client-go v0.37.0
-# Kubernetes 1.33's go.mod says go 1.24.0, Kueue v0.17's go 1.25.0; GOTOOLCHAIN=local cannot
-# switch toolchains, so the local Go must satisfy the newest of them.
-MIN_GO = (1, 25)
+# but built and cached the same way so make test needs no download but Go modules). Helm 4 reads
+# the Kubernetes version it assumes from its client-go's build info: no ldflags needed for it.
+HELM_VERSION = "v4.3.2"
+# Kubernetes 1.36, Kueue v0.19, KWOK v0.8 and Helm v4.3 all say `go 1.26.0`; GOTOOLCHAIN=local
+# cannot switch toolchains, so the local Go must satisfy it.
+MIN_GO = (1, 26)
 
 # Kueue's main.go reads the metrics serving cert from a hard-coded /etc/kueue/metrics/certs when
 # its internal cert management is off (and exits if absent, even with metrics disabled); no flag
@@ -44,14 +45,16 @@ KUEUE_METRICS_CERT_EDIT = (
     "\t\t}",
 )
 
-# Staging modules of Kubernetes 1.33: k8s.io/kubernetes' go.mod replaces each with ./staging/...,
-# which only works inside its own repository, so our wrapper module pins them to v0.33.x.
+# Staging modules of Kubernetes 1.36 (33 of them; cri-streaming and streaming are new since 1.33):
+# k8s.io/kubernetes' go.mod replaces each with ./staging/..., which only works inside its own
+# repository, so our wrapper module pins them to v0.36.x.
 K8S_STAGING = """api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
 cloud-provider cluster-bootstrap code-generator component-base component-helpers
-controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation endpointslice
+controller-manager cri-api cri-client cri-streaming csi-translation-lib dynamic-resource-allocation
+endpointslice
 externaljwt kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet
 metrics mount-utils pod-security-admission sample-apiserver sample-cli-plugin
-sample-controller""".split()
+sample-controller streaming""".split()
 
 
 class BuildError(RuntimeError):
@@ -60,14 +63,14 @@ class BuildError(RuntimeError):
 
 @dataclass
 class Component:
-    tag: str  # cache directory name, e.g. kubernetes-v1.33.5
+    tag: str  # cache directory name, e.g. kubernetes-v1.36.3
     module: str  # the module whose version we pin
     version: str
     packages: dict[str, str]  # binary name -> Go package path
     replaces: dict[str, str] = field(default_factory=dict)
     ldflags: str = "-s -w"
     tags: str = ""
-    go_version: str = "1.24.0"  # the wrapper's `go` line: at least what the module's go.mod says
+    go_version: str = "1.26.0"  # the wrapper's `go` line: at least what the module's go.mod says
     # Module files copied next to the binaries: glob relative to the module dir -> folder in the
     # bin dir (the built component must run without Go or the module cache).
     assets: dict[str, str] = field(default_factory=dict)
@@ -102,12 +105,8 @@ def _k8s_ldflags() -> str:
 
 
 def _helm_ldflags() -> str:
-    # As helm's Makefile: the Kubernetes version `helm template` and `helm lint` assume is the
-    # one of its client-go (v0.37 for helm v3.22), not the v1.20 fallback.
-    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"]
-    for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
-        flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_K8S_MINOR}"]
-    return " ".join(flags)
+    # As helm's Makefile: the version `helm version` reports.
+    return f"-s -w -X helm.sh/helm/v4/internal/version.version={HELM_VERSION}"
 
 
 def components() -> list[Component]:
@@ -141,7 +140,6 @@ def components() -> list[Component]:
             version=KUEUE_VERSION,
             packages={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
             ldflags=f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}",
-            go_version="1.25.0",
             assets={
                 "config/components/crd/bases/*.yaml": "crds",
                 # The kustomization says which CRDs get a conversion webhook (the patches).
@@ -153,11 +151,10 @@ def components() -> list[Component]:
         ),
         Component(
             tag=f"helm-{HELM_VERSION}",
-            module="helm.sh/helm/v3",
+            module="helm.sh/helm/v4",
             version=HELM_VERSION,
-            packages={"helm": "helm.sh/helm/v3/cmd/helm"},
+            packages={"helm": "helm.sh/helm/v4/cmd/helm"},
             ldflags=_helm_ldflags(),
-            go_version="1.25.0",
         ),
     ]
 

@@ -2,6 +2,7 @@ from django.conf import settings
 
 from core.permissions import is_platform_admin
 from scheduler.catalog.slices import SLICE_RESOURCE
+from scheduler.cluster import support
 
 
 def portal(request):
@@ -13,4 +14,6 @@ def portal(request):
         "slice_resource": SLICE_RESOURCE,
         "currency": settings.BILLING_CURRENCY,
         "showback": settings.BILLING_MODE == "showback",
+        # the last verdict on the cluster's versions (a banner below the floor); never asked here
+        "cluster_support": support.remembered() if user and user.is_authenticated else None,
     }

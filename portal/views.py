@@ -200,14 +200,15 @@ def healthz(request):
 
 
 def readyz(request):
-    """Readiness: PostgreSQL, Redis (Celery's broker) and the cluster's API server all answer;
-    503 with `Retry-After` and what failed otherwise."""
+    """Readiness: PostgreSQL, Redis (Celery's broker) and the cluster's API server all answer,
+    and the cluster runs versions the portal supports; 503 with `Retry-After` and what failed
+    (or what to upgrade) otherwise. A warning (a version it cannot tell) is said, not failed."""
     checks = {name: _probe(check) for name, check in READINESS_CHECKS.items()}
     ready = all(value == "ok" for value in checks.values())
-    response = JsonResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
-        status=200 if ready else 503,
-    )
+    body: dict = {"status": "ready" if ready else "not ready", "checks": checks}
+    if checks["cluster"] == "ok" and (warnings := kube.gateway().support.verdict().warnings):
+        body["warnings"] = list(warnings)
+    response = JsonResponse(body, status=200 if ready else 503)
     if not ready:
         response["Retry-After"] = "10"
     return response
@@ -215,10 +216,10 @@ def readyz(request):
 
 def _probe(check) -> str:
     try:
-        check()
+        problem = check()
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready", said in the body
         return f"unavailable: {exc.__class__.__name__}"
-    return "ok"
+    return f"unsupported: {problem}" if problem else "ok"
 
 
 def _database() -> None:
@@ -238,8 +239,11 @@ def _redis() -> None:
         client.close()
 
 
-def _cluster() -> None:
-    kube.gateway().server_version()
+def _cluster() -> str:
+    """The API server answers, and with versions the portal supports (what to upgrade if not)."""
+    gateway = kube.gateway()
+    gateway.server_version()  # answers now (the verdict is read again every five minutes)
+    return gateway.support.verdict().refusal
 
 
 READINESS_CHECKS = {"database": _database, "redis": _redis, "cluster": _cluster}

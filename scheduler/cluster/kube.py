@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from core.errors import PermanentClusterError, TransientClusterError
+from scheduler.cluster import support
 
 FIELD_MANAGER = "gpu-portal"
 
@@ -63,6 +64,10 @@ KINDS: dict[str, Kind] = {
     ),
     # where the custom metrics API is served from (the local cluster's adapter registers one)
     "APIService": Kind("/apis/apiregistration.k8s.io/v1", "apiservices", False),
+    # read only: which Kueue the cluster runs (support.py)
+    "CustomResourceDefinition": Kind(
+        "/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False
+    ),
     # Kueue (v1beta2 is its storage version)
     "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
@@ -73,6 +78,11 @@ KINDS: dict[str, Kind] = {
 }
 
 TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
+WRITE_VERBS = frozenset({"apply", "patch", "delete"})
+
+
+class Forbidden(PermanentClusterError):
+    """403: the portal's account may not do this."""
 
 
 @dataclass
@@ -111,7 +121,7 @@ def _translate(exc: Exception, what: str) -> Exception:
         message = f"{what}: {exc.status} {detail}"
         if exc.status in TRANSIENT_STATUSES:
             return TransientClusterError(message)
-        return PermanentClusterError(message)
+        return Forbidden(message) if exc.status == 403 else PermanentClusterError(message)
     return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
 
 
@@ -136,6 +146,8 @@ class KubeGateway:
         self.api = api_client
         self.stats = CallStats()
         self.cluster_objects_at = float("-inf")  # when cluster-wide objects were last converged
+        # Nothing is written to a cluster below the supported versions (read at the first write).
+        self.support = support.SupportCheck(self._support_facts)
 
     @classmethod
     def configured(cls) -> KubeGateway:
@@ -197,6 +209,8 @@ class KubeGateway:
         query=None,
         content_type: str = "application/json",
     ) -> Any:
+        if verb in WRITE_VERBS:
+            self.support.require()
         self.stats.calls[(verb, kind)] += 1
         try:
             data = self.api.call_api(
@@ -346,6 +360,14 @@ class KubeGateway:
         data = self._call("get", "Version", "GET", "/version")
         return data.get("gitVersion", "") if data else ""
 
+    def _support_facts(self) -> tuple[str, dict | None, bool]:
+        """What support.judge reads: the server's version and Kueue's ClusterQueue CRD."""
+        version = self.server_version()
+        try:
+            return version, self.get("CustomResourceDefinition", support.KUEUE_PROBE_CRD), True
+        except Forbidden:
+            return version, None, False
+
     # --- writes ---------------------------------------------------------------------------
 
     def apply(self, manifest: dict) -> dict:
@@ -398,6 +420,7 @@ class KubeGateway:
     def evict(self, name: str, namespace: str) -> str:
         """Ask to evict a pod through the Eviction API, which honours PodDisruptionBudgets:
         "evicted", "blocked" (a budget allows no disruption now: 429) or "gone"."""
+        self.support.require()
         self.stats.calls[("create", "Eviction")] += 1
         body = {
             "apiVersion": "policy/v1",

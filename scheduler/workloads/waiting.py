@@ -7,6 +7,11 @@ it borrow and what the other teams of the cohort leave idle, which shapes the fl
 now, and whether the team's queue is held (over budget) or the team is suspended. Counted in
 compute slices per GPU model or in units per resource class, as GPU_QUOTA_UNIT says.
 
+Where Kueue names the cause itself (v0.19's reasons on `QuotaReserved=False`, with its
+UnadmittedWorkloadsObservability gate on: `KUEUE_REASONS`), the code follows Kueue's reason; the
+portal's numbers still name the team's holders, and what Kueue cannot know (a budget hold, a
+suspended team, the department's quota) stays in the portal's words.
+
 Other teams appear only as anonymous numbers (`waiting_facts.TeamUse`): a reason names the
 team's own workloads, never another team's. Kueue's message stays as `details`, never as the
 only words.
@@ -33,10 +38,27 @@ def is_waiting(state: str, reason: str) -> bool:
     return state in WAITING_STATES or (state == "pending" and reason in STUCK_PENDING_REASONS)
 
 
+# Kueue v0.19's reasons for a workload it has not admitted (QuotaReserved=False) -> the code the
+# portal says. `WaitingForQuota` goes through the portal's quota lines first (they name the
+# team's own holders); the deprecated catch-all `Pending` (the gate off, or Kueue < 0.19) through
+# the portal's reading of Kueue's message.
+KUEUE_REASONS = {
+    "WaitingForQuota": "quota",
+    "ExceedsMaxQuota": "exceeds_max",
+    "NoMatchingFlavor": "no_flavor",
+    "TopologyPlacementFailed": "no_placement",  # said as no_shape
+    "WaitingForPodsReady": "pods_ready",
+    "WaitingForPreemptedWorkloads": "making_room",
+    "Suspended": "queue_inactive",
+    "Misconfigured": "misconfigured",
+}
+
+
 @dataclass(frozen=True)
 class Waiting:
     code: str  # suspended, over_budget, quota_full, borrowing_capped, nothing_idle, no_shape,
-    # quota, queue_inactive, in_queue
+    # quota, queue_inactive, in_queue, and from Kueue's own reasons: exceeds_max, no_flavor,
+    # pods_ready, making_room, misconfigured
     reason: str
     position: int | None
     hints: list[str]
@@ -256,6 +278,17 @@ _SAID = {
     "team's quota and the cohort than it asks for (the portal's numbers may lag a few seconds).",
     "queue_inactive": "The team's queue is not admitting work right now (it is being set up or "
     "held).",
+    "exceeds_max": "It asks for more {label} than the team's queue can ever admit, even with "
+    "everything it may borrow: it will not start as it is, whatever the team frees.",
+    "no_flavor": "No GPU model or shape of the team's grant matches it: its node selector, "
+    "tolerations or the resources it asks for point at none of the team's flavors.",
+    "no_placement": "Kueue finds no place in the fleet's topology for all its pods together.",
+    "pods_ready": "Kueue admits nothing more until the pods of the work it admitted last are all "
+    "running: it is next once they are.",
+    "making_room": "Kueue is making room for it: the work it preempted is stopping, and it "
+    "starts once that work has left.",
+    "misconfigured": "The team's queue is missing or misconfigured in the cluster: the portal "
+    "repairs it at its next reconcile.",
     "refused": "The team's namespace quota refused its pod for now: it is created once the "
     "team's work frees room.",
     "unschedulable": "The cluster finds no node for its pod yet: the nodes of its model are busy "
@@ -269,6 +302,9 @@ _HINTS = {
     "suspended": "Ask the platform team to resume the team.",
     "over_budget": "The team's owners can ask for a higher budget; the hold lifts when it is "
     "raised or the month turns.",
+    "exceeds_max": "Ask for less, or ask for a larger grant.",
+    "no_flavor": "Ask for a GPU model the team's grant covers, and drop a node selector or "
+    "toleration that points elsewhere.",
 }
 
 
@@ -283,6 +319,10 @@ def explain(f: Facts) -> Waiting | None:
         return Waiting(held, _SAID[held], position, [_HINTS[held]], f.kueue_message)
     code, reason, line = _why(u)
     hints: list[str] = []
+    if code == "exceeds_max" and line is not None:
+        hints += [h for h in [_smaller_ask(u, line)] if h]
+    if code in _HINTS:
+        hints.append(_HINTS[code])
     if code in QUOTA_CODES or code == "no_shape":
         if line is not None:
             hints += [h for h in [_smaller_ask(u, line)] if h]
@@ -310,6 +350,14 @@ def _why(u: Units) -> tuple[str, str, Line | None]:
         key = u.key(slug)
         lines[key] = line_of(u, key, u.amount(slug, per_pod * f.pods) + _asked(u, key, slug))
     first = next(iter(lines.values()), None)
+    label = u.label(first.key) if first else "GPU"
+    kueue = KUEUE_REASONS.get(f.kueue_reason, "")
+    if kueue == "exceeds_max":  # no freeing helps: said before the team's holders
+        return kueue, _SAID[kueue].format(label=label), first
+    if kueue == "no_placement":
+        return "no_shape", _SAID[kueue], first
+    if kueue and kueue != "quota":
+        return kueue, _SAID[kueue], None
     for line in lines.values():
         if not line.fits:
             code, reason = _quota_reason(u, line)
@@ -318,11 +366,11 @@ def _why(u: Units) -> tuple[str, str, Line | None]:
         for slug, per_pod in f.ask.items():
             if not placeable(f.fleet, slug, per_pod, f.pods):
                 return "no_shape", _shape_reason(u, slug, per_pod), lines[u.key(slug)]
-    says = _kueue_says(f.kueue_message)
+    says = _kueue_says(f.kueue_message) or kueue
     if says == "borrowing_capped" and first is not None:
         return says, _quota_reason(u, first)[1], first
     if says == "quota":
-        return says, _SAID["quota"].format(label=u.label(first.key) if first else "GPU"), first
+        return says, _SAID["quota"].format(label=label), first
     if says == "queue_inactive":
         return says, _SAID[says], None
     if f.state == "pending":

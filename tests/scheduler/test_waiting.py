@@ -250,3 +250,49 @@ def test_many_holders_are_counted_not_all_named(n):
     facts = replace(FULL, granted={"a100-80gb-mig-1g.10gb": n}, holders=holders)
     w = explain(facts)
     assert f"{n - 5} more" in w.reason and "w4 (1 × 1g)" in w.reason and "w5 (" not in w.reason
+
+
+# --- Kueue v0.19's own reasons (UnadmittedWorkloadsObservability) ---------------------------------
+
+
+def test_kueue_says_it_exceeds_what_the_queue_can_ever_admit():
+    """Before the team's holders: freeing them would not help."""
+    w = explain(replace(FULL, kueue_reason="ExceedsMaxQuota", kueue_message="exceeds max quota"))
+    assert w.code == "exceeds_max"
+    assert w.reason.startswith("It asks for more A100-80GB than the team's queue can ever admit")
+    assert w.hints[-1] == "Ask for less, or ask for a larger grant." and w.details
+
+
+def test_kueue_says_no_flavor_matches():
+    w = explain(replace(FULL, holders=(), kueue_reason="NoMatchingFlavor", kueue_message="x"))
+    assert w.code == "no_flavor" and "none of the team's flavors" in w.reason
+    assert "GPU model the team's grant covers" in w.hints[0]
+
+
+@pytest.mark.parametrize(
+    "reason, code, words",
+    [
+        ("WaitingForPodsReady", "pods_ready", "until the pods of the work it admitted last"),
+        ("WaitingForPreemptedWorkloads", "making_room", "the work it preempted is stopping"),
+        ("Suspended", "queue_inactive", "not admitting work right now"),
+        ("Misconfigured", "misconfigured", "missing or misconfigured"),
+        ("TopologyPlacementFailed", "no_shape", "no place in the fleet's topology"),
+    ],
+)
+def test_kueue_reasons_that_are_not_about_the_teams_quota(reason, code, words):
+    w = explain(replace(FULL, kueue_reason=reason, kueue_message="Kueue's words"))
+    assert (w.code, w.details) == (code, "Kueue's words") and words in w.reason
+
+
+def test_waiting_for_quota_still_names_the_teams_holders():
+    w = explain(replace(FULL, kueue_reason="WaitingForQuota"))
+    assert w.code == "quota_full" and "in use by train-a" in w.reason
+    lagging = explain(replace(FULL, holders=(), kueue_reason="WaitingForQuota", kueue_message=""))
+    assert lagging.code == "quota" and "Kueue counts less A100-80GB free" in lagging.reason
+
+
+def test_what_kueue_cannot_know_stays_in_the_portals_words():
+    """Kueue sees a stopped queue; the portal knows it is the budget, or a suspended team."""
+    stopped = replace(FULL, kueue_reason="Suspended")
+    assert explain(replace(stopped, queue_held=True)).code == "over_budget"
+    assert explain(replace(stopped, team_active=False)).code == "suspended"

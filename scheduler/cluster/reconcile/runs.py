@@ -201,6 +201,7 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
         tenant.refresh_from_db()
         state = TenantSyncState.objects.get(tenant=tenant)
         try:
+            kube.support.require()  # a cluster below the supported versions: refused, recorded
             ensure_cluster_objects(kube)
             if tenant.department_id:  # its queue names the department's Cohort: make it first
                 reconcile_cohorts(kube)
@@ -291,6 +292,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
     """Every tenant and the cluster-wide objects, from one listing of each managed kind.
     A tenant whose own run is in progress is skipped (that run converges it)."""
     summary = Summary()
+    kube.support.require()  # below the supported versions: nothing is read or written
     reconcile_cluster_objects(kube)
     reconcile_cohorts(kube)  # departments' Cohorts before the queues that name them
     live_by_tenant: dict[str, list[dict]] = defaultdict(list)
