@@ -12,10 +12,12 @@ from __future__ import annotations
 import fcntl
 import glob
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,11 +265,28 @@ def _run_logged(
         text=True,
     )
     assert proc.stdout is not None
-    for line in proc.stdout:
-        log.write(line)
-        tail = (tail + [line.rstrip()])[-25:]
-        if count_progress and not line.startswith(("#", " ", "go: ")):
-            compiled += 1
+    # A reader thread, so that progress is printed every 30 s even while the linker, which
+    # prints nothing for minutes, runs.
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read(stream) -> None:
+        for text in stream:
+            lines.put(text)
+        lines.put(None)
+
+    threading.Thread(target=read, args=(proc.stdout,), daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=5)
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        if line:
+            log.write(line)
+            tail = (tail + [line.rstrip()])[-25:]
+            if count_progress and not line.startswith(("#", " ", "go: ")):
+                compiled += 1
         now = time.monotonic()
         if now - last_report >= 30:
             last_report = now

@@ -217,10 +217,53 @@ def _free_ports(comp: Component) -> None:
             )
 
 
+def _other_build_pid(comp: Component) -> int | None:
+    """The pid of this component run from another build (an older version's cache folder)."""
+    try:
+        pid = int(_pidfile(comp.name).read_text())
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    binary = Path(comp.argv[0])
+    if comp.name == "gpu-simulator" or argv0 == str(binary):
+        return None
+    same_cache = Path(argv0).parent.parent == binary.parent.parent
+    return pid if same_cache and Path(argv0).name == binary.name else None
+
+
+STACK_FILE = STATE_DIR / "stack"  # the versions that made the state (etcd's data among it)
+
+
+def _follow_new_stack(specs: list[Component]) -> None:
+    """After a version change (a pull that moves Kubernetes, etcd or Kueue), stop what runs
+    from the old builds and start from empty state: the local cluster is a test bed whose
+    contents the portal's reconcile makes again from PostgreSQL, and an etcd data dir is not
+    carried across minor versions here (`reset` would do the same by hand)."""
+    stack = " ".join(sorted(c.tag for c in build.components()))
+    for comp in reversed(specs):
+        if (pid := _other_build_pid(comp)) is not None:
+            log(f"stopping {comp.name} (pid {pid}): it runs an older build")
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            _pidfile(comp.name).unlink(missing_ok=True)
+    known = STACK_FILE.read_text() if STACK_FILE.is_file() else None
+    if known != stack and (STATE_DIR / "etcd").exists():
+        was = known or "versions not recorded"
+        log(f"the cluster's versions changed ({was} -> {stack}): starting from empty state")
+        for comp in reversed(specs):
+            stop(comp)
+        shutil.rmtree(STATE_DIR / "etcd")
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    STACK_FILE.write_text(stack)
+
+
 def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: float) -> None:
     ensure_pki()
     write_kubeconfig()
     specs = component_specs(bins)
+    _follow_new_stack(specs)
     api_comp = next(c for c in specs if c.name == "kube-apiserver")
     kueue_proc = None
     for comp in specs:

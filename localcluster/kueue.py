@@ -45,23 +45,37 @@ from .base import (
 QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
 TENANT_SELECTOR = {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}}
 
-# "deployment" implicitly enables "pod" in v0.17 (ImplicitlyEnabledFrameworkNames); listing it
+# "deployment" implicitly enables "pod" (v0.19: ImplicitlyEnabledFrameworkNames); listing it
 # makes the pod integration explicit (bare pods are queued too).
 FRAMEWORKS = ["batch/job", "pod", "deployment"]
 # The (API group, resource) of those integrations: their webhook entries get TENANT_SELECTOR.
 WORKLOAD_RESOURCES = {("batch", "jobs"), ("", "pods"), ("apps", "deployments")}
 KUEUE_GROUP = "kueue.x-k8s.io"
 
-# Off, though beta and on by default in v0.17: TopologyAwareScheduling (with it the pod webhook
+# Off, though beta and on by default in v0.19: TopologyAwareScheduling (with it the pod webhook
 # adds a second gate, kueue.x-k8s.io/topology, to every managed pod) and its TASProfileMixed
-# (Kueue's gate validation rejects a TAS profile without TAS; v0.17 happens to validate before
-# applying the flag), MultiKueue, and VisibilityOnDemand (its API server reads a cert from a
-# hard-coded /visibility, exits without it, and needs an APIService routed to it). Given by
-# flag only: flag and config's featureGates together is a start-up error.
-# On: the gates the portal's fragment names (kueue_config.FEATURE_GATES).
+# (Kueue's gate validation rejects a TAS profile without TAS), MultiKueue, and
+# VisibilityOnDemand (its API server reads a cert from a hard-coded /visibility, exits without
+# it, and needs an APIService routed to it). Given by flag only: flag and config's featureGates
+# together is a start-up error. None of them is among v0.18/v0.19's removed gates.
+# Since v0.19 Kueue refuses to start with a TAS gate on (by default) while TopologyAwareScheduling
+# is off ("TASMultiLayerTopology requires TopologyAwareScheduling to be enabled", ...): those it
+# named are off too.
+# On: the gates the portal's fragment names (kueue_config.FEATURE_GATES), among them
+# UnadmittedWorkloadsObservability (beta, off by default), whose reasons "why it waits" reads.
+TAS_DEPENDENT_GATES = (
+    "TASHandleOverlappingFlavors",
+    "TASFailedNodeReplacement",
+    "TASFailedNodeReplacementFailFast",
+    "TASReplaceNodeOnPodTermination",
+    "TASReplaceNodeOnNodeTaints",
+    "TASMultiLayerTopology",
+    "TASRecomputeAssignmentWithinSchedulingCycle",
+)
 FEATURE_GATES = ",".join(
     [
         "TopologyAwareScheduling=false,TASProfileMixed=false,MultiKueue=false",
+        *(f"{gate}=false" for gate in TAS_DEPENDENT_GATES),
         "VisibilityOnDemand=false",
         *(f"{gate}={str(on).lower()}" for gate, on in kueue_config.FEATURE_GATES.items()),
     ]

@@ -343,9 +343,11 @@ def test_job_pinned_to_a100_stays_suspended(kube_cluster, kueue_env, admitted_jo
 
     def pending_message() -> str | None:
         c = condition(workload_for(env, job.metadata.uid), "QuotaReserved")
-        return c["message"] if c and c["status"] == "False" and c["reason"] == "Pending" else None
+        # Kueue v0.19's own reason (UnadmittedWorkloadsObservability; `Pending` without it)
+        said = c and c["status"] == "False" and c["reason"] == "NoMatchingFlavor"
+        return c["message"] if said else None
 
-    message = wait_for("Workload Pending", pending_message, timeout=60)
+    message = wait_for("Workload NoMatchingFlavor", pending_message, timeout=60)
     assert "doesn't match node affinity" in message, message
     job = env.batch.read_namespaced_job("wants-a100", env.namespace)
     assert job.spec.suspend is True
@@ -372,9 +374,10 @@ def test_bare_gpu_pod_is_gated_while_quota_is_used(kube_cluster, kueue_env, admi
 
     def pending_message() -> str | None:
         c = condition(workload_for(env, pod.metadata.uid), "QuotaReserved")
-        return c["message"] if c and c["status"] == "False" and c["reason"] == "Pending" else None
+        said = c and c["status"] == "False" and c["reason"] == "WaitingForQuota"
+        return c["message"] if said else None
 
-    message = wait_for("pod Workload Pending", pending_message, timeout=60)
+    message = wait_for("pod Workload WaitingForQuota", pending_message, timeout=60)
     assert f"insufficient unused quota for {SLICES}" in message, message
     pod = env.core.read_namespaced_pod("bare-mig", env.namespace)
     assert ADMISSION_GATE in [g.name for g in pod.spec.scheduling_gates or []]

@@ -391,6 +391,7 @@ KUEUE_PODS_READY_REQUEUE_BASE_S = env.int("KUEUE_PODS_READY_REQUEUE_BASE_S", def
 KUEUE_PODS_READY_REQUEUE_MAX_S = env.int("KUEUE_PODS_READY_REQUEUE_MAX_S", default=3600)
 _requeue_limit = env("KUEUE_PODS_READY_REQUEUE_LIMIT", default="").strip()  # the chart sets ""
 KUEUE_PODS_READY_REQUEUE_LIMIT = int(_requeue_limit) if _requeue_limit else None
+KUEUE_PODS_READY_BLOCK_ADMISSION = env.bool("KUEUE_PODS_READY_BLOCK_ADMISSION", default=False)
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

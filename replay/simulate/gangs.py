@@ -15,7 +15,10 @@ milli-GPUs per node (a pod sharing a GPU holds its `gpu_milli`, GPU boundaries i
 ignored: optimistic for shared pods, the same in both modes); pods placed best-fit.
 - `whole`: Kueue's batch/job admission with waitForPodsReady, idealised: a job starts when all
   of its pods fit at once; a job that does not fit waits and later ones that fit go first
-  (BestEffortFIFO, which can keep a big gang waiting while small jobs pass it).
+  (BestEffortFIFO, which can keep a big gang waiting while small jobs pass it). That is
+  `blockAdmission: false`, as the portal's Configuration states it; the same in Kueue v0.17
+  and v0.19 (v0.19 turns waitForPodsReady on by default, 30 min, only where the Configuration
+  says nothing; the portal always states it).
 - `split`: each worker starts as soon as it fits by itself; the job computes only once its last
   worker runs, so a started worker holds its GPUs idle until then ("held idle").
 Allocation counts GPU-seconds of computing pods over the window's GPU-seconds; wait is from the

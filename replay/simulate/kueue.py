@@ -1,5 +1,9 @@
-"""A model of Kueue's admission (v0.17 semantics, flat cohort), built from the ClusterQueue and
+"""A model of Kueue's admission (v0.19 semantics, flat cohort), built from the ClusterQueue and
 WorkloadPriorityClass manifests the portal renders: nothing here restates a limit.
+
+What it models is the same in v0.17 and v0.19 for the portal's configuration: no difference
+between the two reaches the order of heads, quota or preemption as modelled here (docs/replay.md,
+"Kueue v0.19").
 
 What is modelled, and where Kueue documents it:
 - quota per (flavor, resource): `nominalQuota`, `borrowingLimit` (absent: unlimited),
@@ -7,7 +11,8 @@ What is modelled, and where Kueue documents it:
   (nominal − lending limit) plus what the cohort's lent pool has left, never more than
   nominal + borrowing limit (`concepts/cluster_queue.md`, "Borrowing/Lending limits");
 - flavors tried in the order the queue lists them; the first that fits wins, and with the
-  default `whenCanBorrow: Borrow` one that fits by borrowing also wins;
+  default `whenCanBorrow: MayStopSearch` (v1beta1's `Borrow`) one that fits by borrowing also
+  wins;
 - queues: `BestEffortFIFO` (a head that does not fit is set aside as inadmissible until quota
   is released in the cohort; the next one is tried) and `StrictFIFO` (the head blocks);
   order within a queue: higher priority first, then the older queue timestamp;
@@ -252,9 +257,10 @@ class Kueue:
         flavor = self.assign(w)
         borrows = flavor is not None and self.borrowing(q, (flavor, w.resource), w.units)
         if self.fair_sharing:
-            # the tournament (`fair_sharing_iterator.go`): no borrowing first
-            # (FairSharingPrioritizeNonBorrowing, on by default in v0.17), then the lower
-            # share with the workload admitted, then priority, then age
+            # the tournament (`fair_sharing_iterator.go`, `entryComparer.less`): no borrowing
+            # first (FairSharingPrioritizeNonBorrowing, beta and on by default since v0.17,
+            # still in v0.19), then the lower share with the workload admitted, then priority,
+            # then age (v0.19's PrioritizePreemptorWorkloads, before these, is alpha and off)
             key = (flavor, w.resource) if flavor else None
             return (borrows, self.share(q, key, w.units), *w.order())
         return (borrows, *w.order())

@@ -1,6 +1,9 @@
-"""Which admitted workloads the Kueue model preempts to admit one more: Kueue v0.17's classic
+"""Which admitted workloads the Kueue model preempts to admit one more: Kueue v0.19's classic
 preemption, its fair-sharing preemption when the Configuration enables fair sharing, and the
-issue's reclaim policy as two options of either.
+issue's reclaim policy as two options of either. Both Kueue rules are unchanged from v0.17 to
+v0.19 (`classicalPreemptions`, `fairPreemptions`, the strategies and `CandidatesOrdering` are
+the same; v0.19 only skips the per-candidate loop when the preemptor's share is +Inf, a zero
+weight, which no candidate could pass anyway).
 
 Classic (`pkg/scheduler/preemption/preemption.go`, `classicalPreemptions`): lower-priority work
 of the same queue, and work of cohort peers that borrow when the preemptor then fits within its
@@ -13,7 +16,7 @@ counted first; the target queue is the one with the highest dominant resource sh
 preemptor's own queue and the peers that borrow (ties: the queue whose first candidate orders
 first); a peer's workload is taken while the preemptor's share ≤ the peer's share after it is
 gone (rule S2-a), else set aside; with the preemptor within its nominal quota every peer
-candidate may be taken (`FairSharingPreemptWithinNominal`, on by default in v0.17); if that
+candidate may be taken (`FairSharingPreemptWithinNominal`, on by default since v0.17); if that
 does not make room, the set-aside ones are taken one per queue while the preemptor's share <
 that queue's share before (S2-b).
 

@@ -10,13 +10,19 @@ Kueue's Helm value `managerConfig.controllerManagerConfigYaml`; docs/deploy.md).
   must leave the preemptor's share no higher than the victim's;
 - a client rate that does not throttle a deep queue: every admission and every failed head is
   a status write (client-go's default 20/30 per second is reached long before the API server
-  is busy), and SchedulingEquivalenceHashing (beta, off by default in v0.17), with which a head
-  that cannot be admitted marks the queued workloads of the same shape inadmissible too, so a
-  deep queue of equal asks costs one attempt per cycle, not one per workload (kueue#9694);
+  is busy), and SchedulingEquivalenceHashing (beta, on by default since v0.18; stated so that a
+  Kueue whose default moves keeps it), with which a head that cannot be admitted marks the
+  queued workloads of the same shape inadmissible too, so a deep queue of equal asks costs one
+  attempt per cycle, not one per workload (kueue#9694);
+- Kueue's own reasons for a workload it has not admitted (`UnadmittedWorkloadsObservability`,
+  beta but off by default in v0.19): `WaitingForQuota`, `ExceedsMaxQuota`, `NoMatchingFlavor`,
+  ... on its `QuotaReserved` condition, which "why it waits" reads (workloads/waiting.py);
 - all or nothing for a gang (`waitForPodsReady`, docs/distributed.md): a workload whose pods are
   not all ready within the timeout after admission is evicted, frees its quota and is requeued
   after a backoff that doubles from a base up to a maximum, so no partial gang holds GPUs; the
   platform team sets the numbers (settings `KUEUE_PODS_READY_*`, `PodsReady.from_env`).
+  Since v0.19 Kueue waits for pods ready by default (30 min) when its Configuration says
+  nothing; the portal always states the section, so its numbers are chosen, never inherited.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from scheduler.catalog import slices
 
 CLIENT_QPS = 200
 CLIENT_BURST = 400
-FEATURE_GATES = {"SchedulingEquivalenceHashing": True}
+FEATURE_GATES = {"SchedulingEquivalenceHashing": True, "UnadmittedWorkloadsObservability": True}
 FAIR_SHARING_PREEMPTION = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
 
 
@@ -38,6 +44,7 @@ PODS_READY_ENV = {
     "requeue_base_s": "KUEUE_PODS_READY_REQUEUE_BASE_S",
     "requeue_max_s": "KUEUE_PODS_READY_REQUEUE_MAX_S",
     "requeue_limit": "KUEUE_PODS_READY_REQUEUE_LIMIT",
+    "block_admission": "KUEUE_PODS_READY_BLOCK_ADMISSION",
 }
 
 
@@ -47,12 +54,16 @@ class PodsReady:
     workload's pods have to be all ready (also how long a gang may run short of a pod before
     it is evicted whole: Kueue's recoveryTimeout defaults to it); `requeue_base_s` and
     `requeue_max_s`: the backoff before an evicted workload may be admitted again (doubling);
-    `requeue_limit`: evictions after which Kueue deactivates it (None: requeue for ever)."""
+    `requeue_limit`: evictions after which Kueue deactivates it (None: requeue for ever);
+    `block_admission`: admit nothing more cluster-wide while an admitted workload's pods are not
+    all ready (off by default: one slow gang would stop every team; Kueue then says
+    `WaitingForPodsReady` of what waits)."""
 
     timeout_s: int = 300
     requeue_base_s: int = 60
     requeue_max_s: int = 3600
     requeue_limit: int | None = None
+    block_admission: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> PodsReady:
@@ -62,6 +73,11 @@ class PodsReady:
         for field, name in PODS_READY_ENV.items():
             raw = (environ.get(name) or "").strip()
             if not raw:
+                continue
+            if field == "block_admission":
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(f"{name}={raw}: say true or false")
+                values[field] = raw.lower() in ("true", "1")
                 continue
             number = int(raw)
             if number < (1 if field == "timeout_s" else 0):
@@ -77,11 +93,11 @@ class PodsReady:
         }
         if self.requeue_limit is not None:
             strategy["backoffLimitCount"] = self.requeue_limit
-        # blockAdmission off: on, one gang waiting for its pods would stop every team's
-        # admissions cluster-wide until it is ready or evicted.
+        # blockAdmission off by default: on, one gang waiting for its pods would stop every
+        # team's admissions cluster-wide until it is ready or evicted.
         return {
             "timeout": f"{self.timeout_s}s",
-            "blockAdmission": False,
+            "blockAdmission": self.block_admission,
             "requeuingStrategy": strategy,
         }
 

@@ -110,7 +110,7 @@ def test_a_workload_not_yet_running_loses_nothing_and_goes_first():
 
 
 def test_fair_sharing_admits_work_within_nominal_before_a_lower_share_that_borrows():
-    # FairSharingPrioritizeNonBorrowing (on in v0.17): b's head needs no borrowing and goes
+    # FairSharingPrioritizeNonBorrowing (on since v0.17): b's head needs no borrowing and goes
     # first although its share after admission would not be the lowest
     k = model(queue("a", 1), queue("b", 2), queue("c", 2), fair_sharing=True)
     for w in (wl("b"), wl("c"), wl("c")):
@@ -148,7 +148,7 @@ def test_fair_sharing_preempts_only_a_queue_whose_share_stays_at_or_above_the_pr
 
 
 def test_fair_sharing_reclaims_for_a_queue_within_its_nominal_whatever_the_shares():
-    # FairSharingPreemptWithinNominal (on in v0.17): c owns 4, lent 3 of them to a
+    # FairSharingPreemptWithinNominal (on since v0.17): c owns 4, lent 3 of them to a
     k = model(queue("a", 1), queue("c", 4), fair_sharing=True)
     a = [running(k, wl("a"), since=t) for t in range(4)]
     running(k, wl("c"), since=0)

@@ -1,6 +1,6 @@
 """Which clusters the portal serves (issue 44, item 4): the verdict on a cluster's versions (pure),
 the local cluster judged as it is (Kubernetes 1.36, Kueue 0.19, read as the chart's account),
-and an old cluster refused: a stand-in API server that answers like Kubernetes 1.33 with Kueue
+and an old cluster refused: a stand-in API server that answers like Kubernetes 1.34 with Kueue
 0.17's CRD, to which the portal writes nothing while it says what to upgrade."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_supported_versions_are_served_without_a_word(version):
     assert verdict.kueue == "0.18 or newer"
 
 
-@pytest.mark.parametrize("version", ["v1.33.5", "v1.34.2"])
+@pytest.mark.parametrize("version", ["v1.32.4", "v1.34.2"])
 def test_kubernetes_below_the_floor_is_refused_with_what_to_upgrade(version):
     verdict = judge(version, crd())
     assert not verdict.supported
@@ -75,8 +75,8 @@ def test_a_kueue_without_v1beta2_or_none_at_all_is_refused():
 
 
 def test_both_too_old_says_both():
-    refusal = judge("v1.33.5", KUEUE_017).refusal
-    assert "Kubernetes v1.33.5" in refusal and "Kueue is older than 0.18" in refusal
+    refusal = judge("v1.34.2", KUEUE_017).refusal
+    assert "Kubernetes v1.34.2" in refusal and "Kueue is older than 0.18" in refusal
 
 
 def test_what_the_portal_cannot_tell_is_a_warning_not_a_refusal():
@@ -106,7 +106,7 @@ def test_the_local_cluster_is_judged_supported_as_the_charts_account(kube):
 
 
 class _OldCluster(BaseHTTPRequestHandler):
-    """Answers /version as Kubernetes 1.33.5 and the ClusterQueue CRD as Kueue 0.17 publishes
+    """Answers /version as Kubernetes 1.34.2 and the ClusterQueue CRD as Kueue 0.17 publishes
     it; anything else gets 404 and is recorded, so a test sees every request the portal made."""
 
     requests: list[tuple[str, str]]
@@ -122,7 +122,7 @@ class _OldCluster(BaseHTTPRequestHandler):
     def _any(self) -> None:
         self.requests.append((self.command, self.path.split("?")[0]))
         if self.command == "GET" and self.path == "/version":
-            return self._answer(200, {"gitVersion": "v1.33.5", "major": "1", "minor": "33"})
+            return self._answer(200, {"gitVersion": "v1.34.2", "major": "1", "minor": "34"})
         if self.command == "GET" and self.path.endswith(
             "/customresourcedefinitions/clusterqueues.kueue.x-k8s.io"
         ):
@@ -176,7 +176,7 @@ def test_an_old_cluster_is_refused_and_nothing_is_written_to_it(old_cluster, wor
     # the reconciler records the refusal and writes nothing
     run = reconcile_tenant(kube_module.gateway(), world.tenant.pk)
     assert run.status == ReconcileRun.Status.FAILED
-    assert "Kubernetes v1.33.5 is older than 1.35" in run.error
+    assert "Kubernetes v1.34.2 is older than 1.35" in run.error
     assert "Kueue is older than 0.18" in run.error
     assert {method for method, _ in old_cluster} == {"GET"}
     assert {path for _, path in old_cluster} == {
@@ -188,7 +188,7 @@ def test_an_old_cluster_is_refused_and_nothing_is_written_to_it(old_cluster, wor
     ready = client.get(reverse("readyz"))
     assert ready.status_code == 503
     assert ready.json()["checks"]["cluster"].startswith(
-        "unsupported: Kubernetes v1.33.5 is older than 1.35"
+        "unsupported: Kubernetes v1.34.2 is older than 1.35"
     )
 
     # the console: the platform team reads what to upgrade, a member that changes are paused

@@ -247,6 +247,10 @@ def test_pods_ready_as_the_platform_team_sets_it():
     assert PodsReady.from_env({"KUEUE_PODS_READY_REQUEUE_LIMIT": ""}).requeue_limit is None
     with pytest.raises(ValueError, match="too small"):
         PodsReady.from_env({"KUEUE_PODS_READY_TIMEOUT_S": "0"})
+    blocking = PodsReady.from_env({"KUEUE_PODS_READY_BLOCK_ADMISSION": "true"})
+    assert blocking.kueue()["blockAdmission"] is True
+    with pytest.raises(ValueError, match="say true or false"):
+        PodsReady.from_env({"KUEUE_PODS_READY_BLOCK_ADMISSION": "sometimes"})
 
 
 def test_a_gang_evicted_by_the_ready_timeout_is_queued_again_saying_so_and_when():

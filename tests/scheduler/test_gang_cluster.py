@@ -102,7 +102,7 @@ def test_a_gang_waits_whole_for_room_and_then_all_its_pods_start_at_once_and_sto
         waiting = wait_for("the gang queued for want of room", held_for_quota, timeout=60)
     except AssertionError as exc:  # say what it showed instead
         raise AssertionError(f"{exc}; seen {seen}") from None
-    assert waiting.reason == "Pending"
+    assert waiting.reason == "WaitingForQuota"
     assert kube.get("Job", gang.k8s_name, ns)["spec"]["suspend"] is True
     assert gang_pods(kube, gang) == []  # not one pod of the gang started
     service = kube.get("Service", gang.k8s_name, ns)

@@ -311,7 +311,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     # new work waits until the team is back under it.
     assert wait_state(kube, running, "running").state == "running"
     late = submit(kube, world, tenant, h100_mig, name="late")
-    assert wait_state(kube, late, "queued").reason == "Pending"
+    assert wait_state(kube, late, "queued").reason == "WaitingForQuota"
 
 
 def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(

@@ -29,6 +29,7 @@ class Command(BaseCommand):
                 requeue_base_s=settings.KUEUE_PODS_READY_REQUEUE_BASE_S,
                 requeue_max_s=settings.KUEUE_PODS_READY_REQUEUE_MAX_S,
                 requeue_limit=settings.KUEUE_PODS_READY_REQUEUE_LIMIT,
+                block_admission=settings.KUEUE_PODS_READY_BLOCK_ADMISSION,
             ),
         )
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")

@@ -1,0 +1,189 @@
+"""Why it waits, in Kueue v0.19's own reasons (issue 44, item 3), on the real local cluster:
+with UnadmittedWorkloadsObservability on, Kueue says WaitingForQuota, ExceedsMaxQuota,
+NoMatchingFlavor, Suspended and (with blockAdmission) WaitingForPodsReady on the Workload's
+QuotaReserved condition; the portal's sync stores the reason, and the page's explanation and the
+API's `waiting` (which the CLI prints) say it in the portal's words."""
+
+import os
+
+import pytest
+
+from scheduler.catalog.kueue_config import PODS_READY_ENV
+from scheduler.cluster.reconcile.runs import reconcile_tenant
+from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.selectors import waiting_for
+from tenants.models import QuotaGrant
+from tenants.services.grants import grant_quota, revoke_grant
+from tenants.services.tenants import change_tenant_status
+from tests.portal.api.conftest import session
+from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
+from tests.scheduler.test_gang_cluster import free_units, leaving
+from tests.scheduler.test_kueue_cluster import (
+    A100,
+    MIG,
+    h100_mig,  # noqa: F401 - a fixture
+    submit,
+    team,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
+
+
+def said(kube, workload, reason: str, timeout: float = 60):
+    """The workload synced until Kueue's reason is `reason`; what it said last on a miss."""
+    seen: list = []
+
+    def check():
+        w = workload_sync.sync_workload(kube, workload.pk)
+        seen[:] = [(w.state, w.reason, w.message)]
+        return w if w.reason == reason else None
+
+    try:
+        return wait_for(f"{workload.name}: Kueue says {reason}", check, timeout=timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen {seen}") from None
+
+
+def api_waiting(world, workload) -> dict:
+    answer = session(world.admin).get(f"/api/v1/workloads/{workload.pk}/")
+    assert answer.status_code == 200, answer.content
+    return answer.json()["waiting"]
+
+
+@pytest.fixture
+def own_cohort(settings):
+    # a cohort of its own: another team's idle units lent to this one would admit it early
+    settings.PORTAL_INSTANCE = unique_slug("why")
+
+
+def test_waiting_for_quota_names_the_teams_own_holders(
+    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="wfq")
+    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
+    wait_state(kube, blocker, "running")
+    late = submit(kube, world, tenant, h100_mig, name="late")
+
+    waiting = said(kube, late, "WaitingForQuota")
+    assert waiting.state == "queued"
+    why = waiting_for(waiting)
+    assert why.code == "quota_full" and "in use by blocker" in why.reason
+    assert api_waiting(world, late)["code"] == "quota_full"
+
+
+def test_exceeds_max_quota_once_the_grant_shrinks_below_the_ask(
+    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="emq")
+    extra = grant_quota(actor=world.admin, tenant=tenant, resource_class=h100_mig, amount=1)
+    reconcile_tenant(kube, tenant.pk)
+    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
+    wait_state(kube, blocker, "running")
+    big = submit(kube, world, tenant, h100_mig, units=2, name="big")  # fits the grant of 2
+    said(kube, big, "WaitingForQuota")
+
+    revoke_grant(actor=world.admin, grant=QuotaGrant.objects.get(pk=extra.pk), comment="test")
+    reconcile_tenant(kube, tenant.pk)  # the queue's quota is now one unit: 2 can never fit
+
+    waiting = said(kube, big, "ExceedsMaxQuota")
+    why = waiting_for(waiting)
+    assert why.code == "exceeds_max"
+    assert why.reason.startswith("It asks for more H100-80GB than the team's queue can ever")
+    assert "Ask for less, or ask for a larger grant." in why.hints
+    assert api_waiting(world, big)["code"] == "exceeds_max"
+
+
+def test_no_matching_flavor_after_the_job_is_pinned_to_a_model_the_team_has_no_grant_of(
+    kube, kube_admin, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="nmf")
+    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
+    wait_state(kube, blocker, "running")
+    late = submit(kube, world, tenant, h100_mig, name="late")
+    said(kube, late, "WaitingForQuota")
+    # a `kubectl edit` of the suspended Job: its pods now want the A100 nodes
+    late.refresh_from_db()
+    kube_admin.merge_patch(
+        "Job",
+        late.k8s_name,
+        {"spec": {"template": {"spec": {"nodeSelector": {"nvidia.com/gpu.product": A100}}}}},
+        late.namespace,
+    )
+
+    waiting = said(kube, late, "NoMatchingFlavor")
+    why = waiting_for(waiting)
+    assert why.code == "no_flavor" and "none of the team's flavors" in why.reason
+    assert waiting.message  # Kueue's own words stay as the details
+    assert api_waiting(world, late)["code"] == "no_flavor"
+
+
+def test_suspended_when_the_queue_is_stopped_and_the_portal_says_why(
+    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="sus")
+    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
+    wait_state(kube, blocker, "running")
+    late = submit(kube, world, tenant, h100_mig, name="late")
+    said(kube, late, "WaitingForQuota")
+
+    change_tenant_status(actor=world.admin, tenant=tenant, action="suspend")
+    reconcile_tenant(kube, tenant.pk)  # the ClusterQueue's stopPolicy: HoldAndDrain
+
+    waiting = said(kube, late, "Suspended")
+    why = waiting_for(waiting)  # Kueue sees a stopped queue; the portal knows whose doing
+    assert why.code == "suspended" and why.reason.startswith("The team is suspended")
+    assert api_waiting(world, late)["code"] == "suspended"
+
+
+# Kueue reads waitForPodsReady once, at start: this test restarts it with blockAdmission on and
+# restores the suite's configuration after.
+@pytest.fixture
+def blocking_admission(kube_cluster):
+    from localcluster import cluster
+
+    name = PODS_READY_ENV["block_admission"]
+    saved = os.environ.get(name)
+    os.environ[name] = "true"
+    try:
+        cluster.up()  # restarts Kueue: its generated configuration changed
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+        cluster.up()
+
+
+def test_waiting_for_pods_ready_while_admitted_work_cannot_start(
+    kube,
+    kube_admin,
+    kube_namespace,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    own_cohort,
+    blocking_admission,
+):
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="wpr")
+    # the H100 node full: a pod outside any queue holds every 3g.40gb, so Kueue (which counts
+    # quota, not nodes) admits a job whose pod then cannot be placed, and is not ready
+    node = "gpu-h100-0"
+    wait_for("no pod leaving the node", lambda: not leaving(kube_admin, node), timeout=60)
+    filler = restricted_pod(
+        "filler", {MIG: free_units(kube_admin, node, MIG)}, priority_class="gpu-critical"
+    )
+    filler["metadata"]["namespace"] = kube_namespace
+    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    kube_admin.create(filler)
+    wait_for("the node full", lambda: free_units(kube_admin, node, MIG) == 0, timeout=60)
+
+    stuck = submit(kube, world, tenant, h100_mig, name="stuck")
+    wait_state(kube, stuck, "pending")  # admitted; its pod finds no room on the node
+    after = submit(kube, world, tenant, h100_mig, name="after")  # quota free, admission blocked
+
+    waiting = said(kube, after, "WaitingForPodsReady")
+    why = waiting_for(waiting)
+    assert why.code == "pods_ready" and "until the pods of the work it admitted last" in why.reason
+    assert api_waiting(world, after)["code"] == "pods_ready"
