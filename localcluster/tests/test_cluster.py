@@ -367,9 +367,10 @@ def test_quota_on_requests_gpu_refuses_third_pod(kube_cluster, kube_namespace):
 
 def test_quota_limits_prefix_for_gpu_is_accepted_but_not_enforced(kube_cluster, kube_namespace):
     """Verified on v1.36.3 (as on 1.33 before): `limits.nvidia.com/gpu` (and a bare
-    `nvidia.com/gpu`) pass validation, since any quota resource name containing '/' does, so the API server answers
-    201, not 422. The pod quota evaluator only counts extended resources as `requests.<name>`,
-    so such lines are never tracked in status.used and never enforced. Only write requests.*."""
+    `nvidia.com/gpu`) pass validation, since any quota resource name containing '/' does, so the
+    API server answers 201, not 422. The pod quota evaluator only counts extended resources as
+    `requests.<name>`, so such lines are never tracked in status.used and never enforced. Only
+    write requests.*."""
     core = kube_cluster.core
     hard = {"limits.nvidia.com/gpu": "1", "nvidia.com/gpu": "1"}
     quota = core.create_namespaced_resource_quota(

@@ -175,4 +175,6 @@ class SupportCheck:
         """Raise `UnsupportedCluster` (nothing may be written) below the supported floor."""
         verdict = self.verdict()
         if verdict.refusal:
-            raise UnsupportedCluster(f"the portal does not write to this cluster: {verdict.refusal}")
+            raise UnsupportedCluster(
+                f"the portal does not write to this cluster: {verdict.refusal}"
+            )

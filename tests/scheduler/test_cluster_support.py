@@ -23,7 +23,8 @@ from scheduler.cluster.support import UnsupportedCluster, judge
 def crd(*, served: tuple[str, ...] = ("v1beta1", "v1beta2"), fields=("concurrentAdmissionPolicy",)):
     """A ClusterQueue CRD as Kueue publishes it, cut to what the verdict reads: v0.18 and later
     have spec.concurrentAdmissionPolicy, v0.17 has not."""
-    spec = {"type": "object", "properties": {f: {"type": "object"} for f in ("cohortName", *fields)}}
+    properties = {f: {"type": "object"} for f in ("cohortName", *fields)}
+    spec = {"type": "object", "properties": properties}
     return {
         "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
         "spec": {

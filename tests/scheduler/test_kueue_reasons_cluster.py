@@ -58,7 +58,11 @@ def own_cohort(settings):
 
 
 def test_waiting_for_quota_names_the_teams_own_holders(
-    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+    kube,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="wfq")
     blocker = submit(kube, world, tenant, h100_mig, name="blocker")
@@ -73,7 +77,11 @@ def test_waiting_for_quota_names_the_teams_own_holders(
 
 
 def test_exceeds_max_quota_once_the_grant_shrinks_below_the_ask(
-    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+    kube,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="emq")
     extra = grant_quota(actor=world.admin, tenant=tenant, resource_class=h100_mig, amount=1)
@@ -95,7 +103,12 @@ def test_exceeds_max_quota_once_the_grant_shrinks_below_the_ask(
 
 
 def test_no_matching_flavor_after_the_job_is_pinned_to_a_model_the_team_has_no_grant_of(
-    kube, kube_admin, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+    kube,
+    kube_admin,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="nmf")
     blocker = submit(kube, world, tenant, h100_mig, name="blocker")
@@ -119,7 +132,11 @@ def test_no_matching_flavor_after_the_job_is_pinned_to_a_model_the_team_has_no_g
 
 
 def test_suspended_when_the_queue_is_stopped_and_the_portal_says_why(
-    kube, tenant_namespaces, world, h100_mig, own_cohort  # noqa: F811 - the fixture
+    kube,
+    tenant_namespaces,
+    world,
+    h100_mig,  # noqa: F811 - the fixture
+    own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="sus")
     blocker = submit(kube, world, tenant, h100_mig, name="blocker")
