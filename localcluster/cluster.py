@@ -170,7 +170,7 @@ def apiserver_ready() -> bool:
     return (PKI / "ca.crt").is_file() and http_ok(f"{server_url()}/readyz", admin_token())
 
 
-def _wait(
+def wait_until(
     what: str, check, comp: Component, timeout: float, proc: subprocess.Popen | None = None
 ) -> None:
     deadline = time.monotonic() + timeout
@@ -275,7 +275,7 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         _free_ports(comp)
         if comp.name == "kueue":
             # Its CRDs, cert, config and webhooks first; the API server may have been running.
-            _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
+            wait_until("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
             prep = time.monotonic()
             api = api_client()
             try:
@@ -286,13 +286,13 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
         log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
-            _wait("etcd", etcd_healthy, comp, 60, proc)
+            wait_until("etcd", etcd_healthy, comp, 60, proc)
         elif comp.name == "kube-apiserver":
-            _wait("kube-apiserver /readyz", apiserver_ready, comp, 120, proc)
+            wait_until("kube-apiserver /readyz", apiserver_ready, comp, 120, proc)
         elif comp.name == "kueue":
             kueue_proc = proc  # waited for below: its start overlaps the fleet's
     if not apiserver_ready():
-        _wait("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
+        wait_until("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
     api = api_client()
     try:
         names = fleet.ensure_nodes(api, large)
@@ -300,8 +300,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     finally:
         api.close()
     kueue_comp = next(c for c in specs if c.name == "kueue")
-    _wait("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
-    _wait("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
+    wait_until("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
+    wait_until("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
     log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"

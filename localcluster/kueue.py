@@ -95,16 +95,16 @@ def component() -> build.Component:
     return next(c for c in build.components() if c.module == "sigs.k8s.io/kueue")
 
 
-def assets_dir() -> Path:
-    return build.bin_dir(component())
+def assets_dir(comp: build.Component | None = None) -> Path:
+    return build.bin_dir(comp or component())
 
 
-def argv(binary: Path) -> list[str]:
+def argv(binary: Path, feature_gates: str = FEATURE_GATES) -> list[str]:
     return [
         str(binary),
         f"--config={CONFIG}",
         f"--kubeconfig={KUBECONFIG}",
-        f"--feature-gates={FEATURE_GATES}",
+        f"--feature-gates={feature_gates}",
         "--zap-encoder=console",
     ]
 
@@ -188,9 +188,9 @@ def _load(path: Path) -> list[dict]:
     return [d for d in yaml.load_all(path.read_text(), Loader=loader) if d]
 
 
-def _conversions() -> dict[str, dict]:
+def _conversions(comp: build.Component | None = None) -> dict[str, dict]:
     """CRD name -> spec.conversion, for the CRDs the module's kustomization patches."""
-    base = assets_dir() / "crds"
+    base = assets_dir(comp) / "crds"
     kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
     out: dict[str, dict] = {}
     for patch in kustomization.get("patches") or []:
@@ -205,10 +205,10 @@ def _conversions() -> dict[str, dict]:
     return out
 
 
-def crd_files() -> dict[str, Path]:
+def crd_files(comp: build.Component | None = None) -> dict[str, Path]:
     """CRD name -> its file; controller-gen names them <group>_<plural>.yaml."""
     files = {}
-    for path in sorted((assets_dir() / "crds").glob("*.yaml")):
+    for path in sorted((assets_dir(comp) / "crds").glob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
         group, plural = path.stem.split("_", 1)
@@ -216,11 +216,13 @@ def crd_files() -> dict[str, Path]:
     return files
 
 
-def crds(skip_digests: set[str] | frozenset[str] = frozenset()) -> list[dict]:
+def crds(
+    skip_digests: set[str] | frozenset[str] = frozenset(), comp: build.Component | None = None
+) -> list[dict]:
     """Kueue's CRDs, with the /convert webhook on those its kustomization patches, each
     annotated with the digest of its source (file, conversion stanza): those whose digest is in
     skip_digests (already applied) are left out unparsed."""
-    files, conversions = crd_files(), _conversions()
+    files, conversions = crd_files(comp), _conversions(comp)
     if unknown := set(conversions) - set(files):
         raise ClusterError(f"Kueue conversion patches for unknown CRDs: {unknown}")
     docs = []
@@ -260,13 +262,13 @@ def _applied_digests(api: ApiClient) -> set[str]:
     } - {""}
 
 
-def webhook_configurations() -> list[dict]:
+def webhook_configurations(comp: build.Component | None = None) -> list[dict]:
     """Kueue's webhook manifest, pointed at the local process. Kept: Kueue's own kinds (rules
     as shipped) and the enabled integrations (scoped to tenant namespaces); dropped: the other
     integrations (Kueue answers them with no-op handlers; the API server need not call it for
     kinds it ignores)."""
     out = []
-    for doc in _load(assets_dir() / "webhook" / "manifests.yaml"):
+    for doc in _load(assets_dir(comp) / "webhook" / "manifests.yaml"):
         kept, workload_kinds = [], set()
         for hook in doc["webhooks"]:
             targets = {
@@ -330,16 +332,17 @@ def served_resources(api: ApiClient) -> set[str]:
     return {r["name"] for r in resp.get("resources", [])}
 
 
-def prepare(api: ApiClient, timeout: float = 30) -> None:
-    """CRDs, cert, config and webhook configurations: all Kueue needs before it starts."""
+def prepare(api: ApiClient, timeout: float = 30, comp: build.Component | None = None) -> None:
+    """CRDs, cert, config and webhook configurations: all Kueue needs before it starts (`comp`:
+    another build of Kueue than the checkout's, e.g. the previous release's)."""
     ensure_cert()
     write_config()
     # Applying all 11 CRDs takes 1.5 s; only those whose source changed are applied again.
-    for doc in crds(skip_digests=_applied_digests(api)):
+    for doc in crds(skip_digests=_applied_digests(api), comp=comp):
         name = doc["metadata"]["name"]
         _apply(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", doc)
     # Kueue's manager fails at start on a kind the API server does not serve yet.
-    want = {name.split(".", 1)[0] for name in crd_files()}
+    want = {name.split(".", 1)[0] for name in crd_files(comp)}
     deadline = time.monotonic() + timeout
     while not want <= served_resources(api):
         if time.monotonic() > deadline:
@@ -348,7 +351,7 @@ def prepare(api: ApiClient, timeout: float = 30) -> None:
                 f"{sorted(want - served_resources(api))}"
             )
         time.sleep(0.1)
-    for doc in webhook_configurations():
+    for doc in webhook_configurations(comp):
         plural = doc["kind"].lower() + "s"
         path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
         _apply(api, path, doc)
@@ -371,15 +374,13 @@ def ready() -> bool:
     return http_ok(f"http://127.0.0.1:{kueue_ports()[1]}/readyz")
 
 
-STORED_KINDS = ("resourceflavors", "clusterqueues", "localqueues", "workloads")
-
-
 def storage_ready() -> bool:
-    """A LIST of Kueue's kinds answers: for a moment after the API server starts, custom
-    resources that discovery already lists answer 429 "storage is (re)initializing"."""
+    """A LIST of each of Kueue's kinds answers: for a moment after the API server starts, or
+    after a CRD changed (an upgrade applies Kueue's new ones), custom resources that discovery
+    already lists answer 429 "storage is (re)initializing"."""
     api = api_client()
     try:
-        for plural in STORED_KINDS:
+        for plural in sorted(name.split(".", 1)[0] for name in crd_files()):
             api.call_api(
                 f"/apis/{KUEUE_GROUP}/v1beta2/{plural}",
                 "GET",

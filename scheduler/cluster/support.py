@@ -39,7 +39,8 @@ KUEUE_PROBE_CRD = "clusterqueues.kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 KUEUE_FLOOR_FIELD = "concurrentAdmissionPolicy"
 
-CHECK_TTL_S = 300.0  # an upgraded cluster is noticed within five minutes
+CHECK_TTL_S = 300.0  # a downgraded (or replaced) cluster is noticed within five minutes
+REFUSED_TTL_S = 15.0  # a refused one is read again sooner: its upgrade is served at once
 CACHE_KEY = "cluster-support"  # the last verdict, for the console banner (any process)
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
@@ -149,7 +150,8 @@ def remembered() -> dict | None:
 
 
 class SupportCheck:
-    """One gateway's verdict, read at its first write and again after `CHECK_TTL_S`.
+    """One gateway's verdict, read at its first write and again after `CHECK_TTL_S` (after
+    `REFUSED_TTL_S` while it refuses).
     `read` returns (`/version`'s gitVersion, the CRD or None, whether the CRD was readable)."""
 
     def __init__(self, read: Callable[[], tuple[str, dict | None, bool]]):
@@ -167,7 +169,8 @@ class SupportCheck:
                         log.error("cluster not supported, nothing is written: %s", verdict.refusal)
                     for warning in verdict.warnings:
                         log.warning("cluster support: %s", warning)
-                self._verdict, self._until = verdict, time.monotonic() + CHECK_TTL_S
+                ttl = REFUSED_TTL_S if verdict.refusal else CHECK_TTL_S
+                self._verdict, self._until = verdict, time.monotonic() + ttl
                 remember(verdict)
             return self._verdict
 
