@@ -1,7 +1,8 @@
 """Helpers for tests against the local cluster."""
 
+import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
 
@@ -54,6 +55,29 @@ def celery_worker(queues: list[str], concurrency: int = 1):
         queues=queues,
     ) as worker:
         yield worker
+
+
+@contextmanager
+def kueue_restarted_with(pods_ready: Mapping[str, str]) -> Iterator[None]:
+    """Kueue reads its Configuration once, at start: run it with `pods_ready` (PodsReady's
+    fields -> values, as their KUEUE_PODS_READY_* names say them) and restore the suite's after.
+    """
+    from localcluster import cluster
+    from scheduler.catalog.kueue_config import PODS_READY_ENV
+
+    names = {PODS_READY_ENV[field]: value for field, value in pods_ready.items()}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        cluster.up()  # restarts Kueue: its generated configuration changed
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        cluster.up()
 
 
 def unique_slug(prefix="rt") -> str:

@@ -4,14 +4,12 @@ cannot start its pods one by one outside the queue, and cancel removes the whole
 headless Service; a gang asking one rack lands in one rack; a gang whose pods cannot all be
 placed is evicted whole after Kueue's ready timeout and waits again holding no quota."""
 
-import os
 import time
 
 import pytest
 from django.test import Client
 
 from core.errors import ClusterError
-from scheduler.catalog.kueue_config import PODS_READY_ENV
 from scheduler.cluster import inventory_sync
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
@@ -20,6 +18,7 @@ from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.pods import pod_rows
 from tests.scheduler.cluster_helpers import (
     as_user,
+    kueue_restarted_with,
     restricted_pod,
     unique_slug,
     wait_for,
@@ -261,21 +260,8 @@ SHORT_READY = {"timeout_s": "15", "requeue_base_s": "60"}
 
 @pytest.fixture
 def short_ready_timeout(kube_cluster):
-    from localcluster import cluster
-
-    names = {PODS_READY_ENV[field]: value for field, value in SHORT_READY.items()}
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(names)
-    try:
-        cluster.up()  # restarts Kueue: its generated configuration changed
+    with kueue_restarted_with(SHORT_READY):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        cluster.up()
 
 
 def leaving(kube, node: str) -> list[str]:

@@ -4,11 +4,8 @@ NoMatchingFlavor, Suspended and (with blockAdmission) WaitingForPodsReady on the
 QuotaReserved condition; the portal's sync stores the reason, and the page's explanation and the
 API's `waiting` (which the CLI prints) say it in the portal's words."""
 
-import os
-
 import pytest
 
-from scheduler.catalog.kueue_config import PODS_READY_ENV
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.selectors import waiting_for
@@ -16,7 +13,12 @@ from tenants.models import QuotaGrant
 from tenants.services.grants import grant_quota, revoke_grant
 from tenants.services.tenants import change_tenant_status
 from tests.portal.api.conftest import session
-from tests.scheduler.cluster_helpers import restricted_pod, unique_slug, wait_for
+from tests.scheduler.cluster_helpers import (
+    kueue_restarted_with,
+    restricted_pod,
+    unique_slug,
+    wait_for,
+)
 from tests.scheduler.test_gang_cluster import free_units, leaving
 from tests.scheduler.test_kueue_cluster import (
     MIG,
@@ -51,6 +53,14 @@ def api_waiting(world, workload) -> dict:
     return answer.json()["waiting"]
 
 
+def one_running_one_waiting(kube, world, tenant, rc, units=1):
+    """A one-unit job running on the team's grant, and one of `units` queued behind it."""
+    blocker = submit(kube, world, tenant, rc, name="blocker")
+    wait_state(kube, blocker, "running")
+    late = submit(kube, world, tenant, rc, units=units, name="late")
+    return late, said(kube, late, "WaitingForQuota")
+
+
 @pytest.fixture
 def own_cohort(settings):
     # a cohort of its own: another team's idle units lent to this one would admit it early
@@ -65,11 +75,7 @@ def test_waiting_for_quota_names_the_teams_own_holders(
     own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="wfq")
-    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
-    wait_state(kube, blocker, "running")
-    late = submit(kube, world, tenant, h100_mig, name="late")
-
-    waiting = said(kube, late, "WaitingForQuota")
+    late, waiting = one_running_one_waiting(kube, world, tenant, h100_mig)
     assert waiting.state == "queued"
     why = waiting_for(waiting)
     assert why.code == "quota_full" and "in use by blocker" in why.reason
@@ -86,10 +92,7 @@ def test_exceeds_max_quota_once_the_grant_shrinks_below_the_ask(
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="emq")
     extra = grant_quota(actor=world.admin, tenant=tenant, resource_class=h100_mig, amount=1)
     reconcile_tenant(kube, tenant.pk)
-    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
-    wait_state(kube, blocker, "running")
-    big = submit(kube, world, tenant, h100_mig, units=2, name="big")  # fits the grant of 2
-    said(kube, big, "WaitingForQuota")
+    big, _ = one_running_one_waiting(kube, world, tenant, h100_mig, units=2)  # grant: 2
 
     revoke_grant(actor=world.admin, grant=QuotaGrant.objects.get(pk=extra.pk), comment="test")
     reconcile_tenant(kube, tenant.pk)  # the queue's quota is now one unit: 2 can never fit
@@ -119,10 +122,7 @@ def test_no_matching_flavor_once_the_teams_grant_of_its_model_is_gone(
     PoolFactory(resource_class=a100, capacity=7)
     grant_quota(actor=world.admin, tenant=tenant, resource_class=a100, amount=1)
     reconcile_tenant(kube, tenant.pk)
-    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
-    wait_state(kube, blocker, "running")
-    late = submit(kube, world, tenant, h100_mig, name="late")
-    said(kube, late, "WaitingForQuota")
+    late, _ = one_running_one_waiting(kube, world, tenant, h100_mig)
 
     for grant in QuotaGrant.objects.filter(tenant=tenant, resource_class=h100_mig):
         revoke_grant(actor=world.admin, grant=grant, comment="test")
@@ -143,10 +143,7 @@ def test_suspended_when_the_queue_is_stopped_and_the_portal_says_why(
     own_cohort,
 ):
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="sus")
-    blocker = submit(kube, world, tenant, h100_mig, name="blocker")
-    wait_state(kube, blocker, "running")
-    late = submit(kube, world, tenant, h100_mig, name="late")
-    said(kube, late, "WaitingForQuota")
+    late, _ = one_running_one_waiting(kube, world, tenant, h100_mig)
 
     change_tenant_status(actor=world.admin, tenant=tenant, action="suspend")
     reconcile_tenant(kube, tenant.pk)  # the ClusterQueue's stopPolicy: HoldAndDrain
@@ -157,24 +154,10 @@ def test_suspended_when_the_queue_is_stopped_and_the_portal_says_why(
     assert api_waiting(world, late)["code"] == "suspended"
 
 
-# Kueue reads waitForPodsReady once, at start: this test restarts it with blockAdmission on and
-# restores the suite's configuration after.
 @pytest.fixture
 def blocking_admission(kube_cluster):
-    from localcluster import cluster
-
-    name = PODS_READY_ENV["block_admission"]
-    saved = os.environ.get(name)
-    os.environ[name] = "true"
-    try:
-        cluster.up()  # restarts Kueue: its generated configuration changed
+    with kueue_restarted_with({"block_admission": "true"}):
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
-        cluster.up()
 
 
 def test_waiting_for_pods_ready_while_admitted_work_cannot_start(
