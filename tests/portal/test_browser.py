@@ -40,8 +40,9 @@ SHOTS = Path(settings.BASE_DIR) / (
 
 
 @pytest.fixture
-def browser():
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs a loop here
+def browser(monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; for this test only
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)

@@ -139,8 +139,9 @@ def provider(tmp_path, live_server, settings):
 
 
 @pytest.fixture
-def browser():
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs a loop here
+def browser(monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; for this test only
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         yield chromium

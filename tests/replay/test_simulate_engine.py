@@ -4,7 +4,6 @@ refuses by the portal's rule, preemption loses the run so far, rows and the flee
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
@@ -127,12 +126,11 @@ TRACE = trace.DEFAULT_TRACE_DIR / trace.POD_FILE
 
 
 @pytest.mark.skipif(not TRACE.exists(), reason="the trace is not on this machine")
-def test_a_slice_of_the_real_trace_is_deterministic_and_quick():
+def test_a_slice_of_the_real_trace_is_deterministic():
+    # (how fast the simulator runs is make replay's to measure, against its baseline)
     pods = trace.read_pods(TRACE)
     w = select_window(pods, length=2 * 3600, teams=4, seed=0)
-    started = time.monotonic()
     results = [simulate(w, set_up(w, POLICIES["e"], Fleet(2), 4)) for _ in range(2)]
-    assert time.monotonic() - started < 5
     assert results[0].waits == results[1].waits
     assert results[0].alloc_milli == results[1].alloc_milli > 0
 

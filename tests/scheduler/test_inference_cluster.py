@@ -6,7 +6,6 @@ real Prometheus that scrapes the DCGM stand-in). Quota in use follows the pods K
 and the replica beyond the grant waits with the reason. KWOK pods run nothing: the probes and
 the Service are proven as objects the API server accepts, not as traffic."""
 
-import time
 from decimal import Decimal
 
 import pytest
@@ -125,7 +124,6 @@ def test_a_service_scales_up_on_its_metric_waits_beyond_the_grant_and_scales_bac
             ) from None
 
     # 90 % against a target of 50 %: up to the max, 4; the grant holds 3, the 4th waits
-    t0 = time.monotonic()
     got = scaled_to("0.9", 3, 4, "3/4 running")
     assert got.state == "running"
     assert got.reason == "PartlyRunning"
@@ -137,7 +135,6 @@ def test_a_service_scales_up_on_its_metric_waits_beyond_the_grant_and_scales_bac
     got = scaled_to("0.1", 1, 1, "1/1 running")
     assert got.reason == "Running"
     assert _in_use(tenant, h200) == 1
-    assert time.monotonic() - t0 < 110
 
     scaled = list(WorkloadEvent.objects.filter(workload=w, reason="Scaled"))
     assert scaled[0].message.startswith("1 → ")

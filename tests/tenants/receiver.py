@@ -27,6 +27,9 @@ class Receiver:
     statuses: dict[str, deque] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     delay_s: float = 0.0
+    # Set to hold every answer until the test releases it (hold.set()): a barrier, not a clock.
+    hold: threading.Event | None = None
+    arrived: int = 0  # requests read, whether answered yet or not
 
     @property
     def url(self) -> str:
@@ -51,6 +54,9 @@ def start_receiver() -> Receiver:
         def do_POST(self):  # noqa: N802 - http.server's name
             length = int(self.headers.get("Content-Length", 0))
             body = self.rfile.read(length)
+            receiver.arrived += 1
+            if receiver.hold is not None:
+                receiver.hold.wait(timeout=60)
             if receiver.delay_s:
                 time.sleep(receiver.delay_s)
             receiver.received.append(Received(self.path, dict(self.headers.items()), body))

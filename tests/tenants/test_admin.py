@@ -88,7 +88,10 @@ def test_audit_log_is_read_only_and_filterable(admin_client, world):
     submit(world, 1)
     event = AuditEvent.objects.get()
     url = reverse("admin:tenants_auditevent_changelist")
-    assert admin_client.get(url + "?verb=capacity_request.submitted").status_code == 200
+    shown = admin_client.get(url + "?verb=capacity_request.submitted")
+    assert shown.status_code == 200 and shown.context["cl"].result_count == 1
+    other = admin_client.get(url + "?verb=capacity_request.approved")
+    assert other.status_code == 200 and other.context["cl"].result_count == 0  # filtered out
     change = admin_client.get(reverse("admin:tenants_auditevent_change", args=[event.pk]))
     assert change.status_code == 200 and b'name="_save"' not in change.content
     assert (

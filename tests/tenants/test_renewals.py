@@ -22,7 +22,7 @@ from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
 from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer
-from tests.race import race
+from tests.race import race, wait_until_another_waits_for_a_lock
 from tests.tenants.factories import (
     CapacityRequestFactory,
     CapacityRequestItemFactory,
@@ -359,7 +359,6 @@ def test_the_expiry_job_never_ends_a_grant_a_renewal_moved_while_it_waited():
     approval holds; the approval moves the end. Under the lock the job looks again and leaves
     the grant running."""
     import threading
-    import time
 
     from django.db import transaction
 
@@ -385,7 +384,8 @@ def test_the_expiry_job_never_ends_a_grant_a_renewal_moved_while_it_waited():
         with transaction.atomic():
             lock_rows(tenant=tenant.pk)
             holding.set()
-            time.sleep(1.0)  # the job has listed the grant as due by now and waits here
+            # the job has listed the grant as due and now waits for this lock
+            wait_until_another_waits_for_a_lock()
             QuotaGrant.objects.filter(pk=grant.pk).update(ends_at=now + timedelta(days=2))
         return "moved"
 

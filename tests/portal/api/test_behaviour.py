@@ -45,7 +45,8 @@ def test_same_key_and_body_replays_the_first_answer(api, world):
 
 def test_same_key_with_another_body_is_409(api, world):
     client = bearer(api.raw["all"])
-    client.post("/api/v1/workloads/", job(world), format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    first = client.post("/api/v1/workloads/", job(world), format="json", HTTP_IDEMPOTENCY_KEY="k2")
+    assert first.status_code == 201 and first.data["name"] == "idem-1"  # the key is now taken
     other = client.post(
         "/api/v1/workloads/", job(world, "idem-2"), format="json", HTTP_IDEMPOTENCY_KEY="k2"
     )
@@ -64,7 +65,9 @@ def test_a_refused_create_is_not_remembered(api, world):
 
 def test_keys_are_per_user(api, world):
     body = job(world)
-    bearer(api.raw["all"]).post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="x")
+    mine = bearer(api.raw["all"])
+    first = mine.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY="x")
+    assert first.status_code == 201
     owner = session(world.owner).post(
         "/api/v1/workloads/", job(world, "idem-own"), format="json", HTTP_IDEMPOTENCY_KEY="x"
     )
