@@ -308,6 +308,29 @@ def reserving(kube, queue_name: str, slices: int) -> None:
     )
 
 
+def fill_node(kube_admin, namespace: str, node: str, leave: int) -> None:
+    """A pod outside any queue holds every 3g.40gb of `node` but `leave` (critical: kube-scheduler
+    would otherwise preempt it for the pods a test places there)."""
+    # an earlier test's pods still leaving free their units after the count (the preempted
+    # gang test's left 2 of 16 held for 3 s): the gang's second pod was then placed, and the
+    # gang never timed out (both symptoms seen in full runs)
+    wait_for("no pod leaving the node", lambda: not leaving(kube_admin, node), timeout=60)
+    free = free_units(kube_admin, node, MIG)
+    filler = restricted_pod("filler", {MIG: free - leave}, priority_class="gpu-critical")
+    filler["metadata"]["namespace"] = namespace
+    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    kube_admin.create(filler)
+    wait_for(
+        "the filler running",
+        lambda: (
+            (kube_admin.get("Pod", "filler", namespace) or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+        timeout=60,
+    )
+    assert free_units(kube_admin, node, MIG) == leave
+
+
 def test_a_gang_whose_pods_cannot_all_start_is_evicted_whole_and_waits_holding_no_quota(
     kube,
     kube_admin,
@@ -324,24 +347,7 @@ def test_a_gang_whose_pods_cannot_all_start_is_evicted_whole_and_waits_holding_n
     # (which counts quota, not nodes) admits a gang of two of which only one pod can be placed
     # (critical: kube-scheduler would otherwise preempt it for the gang's second pod)
     node = "gpu-h100-0"
-    # an earlier test's pods still leaving free their units after the count (the preempted
-    # gang test's left 2 of 16 held for 3 s): the gang's second pod was then placed, and the
-    # gang never timed out (both symptoms seen in full runs)
-    wait_for("no pod leaving the node", lambda: not leaving(kube_admin, node), timeout=60)
-    free = free_units(kube_admin, node, MIG)
-    filler = restricted_pod("filler", {MIG: free - 1}, priority_class="gpu-critical")
-    filler["metadata"]["namespace"] = kube_namespace
-    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    kube_admin.create(filler)
-    wait_for(
-        "the filler running",
-        lambda: (
-            (kube_admin.get("Pod", "filler", kube_namespace) or {}).get("status", {}).get("phase")
-            == "Running"
-        ),
-        timeout=60,
-    )
-    assert free_units(kube_admin, node, MIG) == 1
+    fill_node(kube_admin, kube_namespace, node, leave=1)
 
     gang = submit_gang(kube, world, tenant, h100_mig, 2)
 

@@ -15,13 +15,11 @@ from tenants.services.tenants import change_tenant_status
 from tests.portal.api.conftest import session
 from tests.scheduler.cluster_helpers import (
     kueue_restarted_with,
-    restricted_pod,
     unique_slug,
     wait_for,
 )
-from tests.scheduler.test_gang_cluster import free_units, leaving
+from tests.scheduler.test_gang_cluster import fill_node
 from tests.scheduler.test_kueue_cluster import (
-    MIG,
     h100_mig,  # noqa: F401 - a fixture
     submit,
     team,
@@ -173,15 +171,7 @@ def test_waiting_for_pods_ready_while_admitted_work_cannot_start(
     tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="wpr")
     # the H100 node full: a pod outside any queue holds every 3g.40gb, so Kueue (which counts
     # quota, not nodes) admits a job whose pod then cannot be placed, and is not ready
-    node = "gpu-h100-0"
-    wait_for("no pod leaving the node", lambda: not leaving(kube_admin, node), timeout=60)
-    filler = restricted_pod(
-        "filler", {MIG: free_units(kube_admin, node, MIG)}, priority_class="gpu-critical"
-    )
-    filler["metadata"]["namespace"] = kube_namespace
-    filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-    kube_admin.create(filler)
-    wait_for("the node full", lambda: free_units(kube_admin, node, MIG) == 0, timeout=60)
+    fill_node(kube_admin, kube_namespace, "gpu-h100-0", leave=0)
 
     stuck = submit(kube, world, tenant, h100_mig, name="stuck")
     wait_state(kube, stuck, "pending")  # admitted; its pod finds no room on the node
