@@ -81,7 +81,7 @@ TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
 WRITE_VERBS = frozenset({"apply", "patch", "delete"})
 
 
-class Forbidden(PermanentClusterError):
+class ClusterForbidden(PermanentClusterError):
     """403: the portal's account may not do this."""
 
 
@@ -121,7 +121,7 @@ def _translate(exc: Exception, what: str) -> Exception:
         message = f"{what}: {exc.status} {detail}"
         if exc.status in TRANSIENT_STATUSES:
             return TransientClusterError(message)
-        return Forbidden(message) if exc.status == 403 else PermanentClusterError(message)
+        return ClusterForbidden(message) if exc.status == 403 else PermanentClusterError(message)
     return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
 
 
@@ -365,7 +365,7 @@ class KubeGateway:
         version = self.server_version()
         try:
             return version, self.get("CustomResourceDefinition", support.KUEUE_PROBE_CRD), True
-        except Forbidden:
+        except ClusterForbidden:
             return version, None, False
 
     # --- writes ---------------------------------------------------------------------------

@@ -342,7 +342,8 @@ class WaitingSerializer(serializers.Serializer):
 
     code = serializers.CharField(
         help_text="suspended, over_budget, quota_full, borrowing_capped, nothing_idle, "
-        "no_shape, quota, queue_inactive or in_queue"
+        "no_shape, quota, queue_inactive or in_queue; from Kueue's own reasons also "
+        "exceeds_max, no_flavor, pods_ready, making_room or misconfigured"
     )
     reason = serializers.CharField(help_text="the reason in words, in the quota unit in force")
     position = serializers.IntegerField(

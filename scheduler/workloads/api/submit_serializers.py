@@ -176,7 +176,11 @@ class WorkloadCreateSerializer(serializers.Serializer):
     def to_internal_value(self, data):
         """`resources` or `need`, exactly one, said beside the other fields' errors (a field
         cannot be required only when another is absent)."""
-        given = [k for k in ("resources", "need") if hasattr(data, "get") and k in data]
+        # a null counts as not given: `"need": null` alone asks for nothing (found by the
+        # schema fuzz: it reached the service with neither)
+        given = [
+            k for k in ("resources", "need") if hasattr(data, "get") and data.get(k) is not None
+        ]
         wrong = len(given) != 1 and hasattr(data, "get")
         try:
             value = super().to_internal_value(data)
@@ -186,6 +190,8 @@ class WorkloadCreateSerializer(serializers.Serializer):
                     "resources", [serializers.ErrorDetail(self.ONE_ASK, code="required")]
                 )
             raise
-        if wrong:
+        # and exactly one in what was parsed: a form's `resources=x` parses to nothing
+        parsed = [k for k in ("resources", "need") if value.get(k) is not None]
+        if wrong or len(parsed) != 1:
             raise serializers.ValidationError({"resources": [self.ONE_ASK]}, code="required")
         return value
