@@ -137,15 +137,28 @@ def stop(comp: Component, timeout: float = 15) -> bool:
     if pid is None:
         _pidfile(comp.name).unlink(missing_ok=True)
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and running_pid(comp) == pid:
-        time.sleep(0.1)
-    if running_pid(comp) == pid:
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+    _end(pid, timeout)
     _pidfile(comp.name).unlink(missing_ok=True)
     return True
+
+
+def _end(pid: int, timeout: float) -> None:
+    """SIGTERM, then SIGKILL if it still runs after `timeout` s."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    """Runs (a zombie, which our own child becomes until reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _tail(name: str, lines: int = 15) -> str:
@@ -243,10 +256,7 @@ def _follow_new_stack(specs: list[Component]) -> None:
     for comp in reversed(specs):
         if (pid := _other_build_pid(comp)) is not None:
             log(f"stopping {comp.name} (pid {pid}): it runs an older build")
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            _end(pid, 15)
             _pidfile(comp.name).unlink(missing_ok=True)
     known = STACK_FILE.read_text() if STACK_FILE.is_file() else None
     if known != stack and (STATE_DIR / "etcd").exists():

@@ -190,8 +190,8 @@ class WorkloadCreateSerializer(serializers.Serializer):
                     "resources", [serializers.ErrorDetail(self.ONE_ASK, code="required")]
                 )
             raise
-        # and exactly one in what was parsed: a form's `resources=x` parses to nothing
-        parsed = [k for k in ("resources", "need") if value.get(k) is not None]
-        if wrong or len(parsed) != 1:
+        # exactly one in what was parsed (this also covers `wrong`): what a key held may
+        # parse to nothing
+        if sum(value.get(k) is not None for k in ("resources", "need")) != 1:
             raise serializers.ValidationError({"resources": [self.ONE_ASK]}, code="required")
         return value

@@ -191,30 +191,17 @@ def test_a_tenant_whose_robot_username_is_taken_is_a_400_via_the_api(api, world)
 
 def test_a_null_need_and_no_resources_is_a_400_that_names_the_field(api, world):
     """Found by the schema fuzz: `"need": null` alone reached the service with no ask (500)."""
-    body = {
-        "tenant": world.tenant.slug,
-        "name": "no-ask",
-        "kind": "job",
-        "image": "busybox:1.36",
-        "priority": "gpu-low",
-        "need": None,
-    }
+    body = workload(world, name="no-ask", need=None)
+    del body["resources"]
     answer = bearer(api.raw["all"]).post("/api/v1/workloads/", body, format="json")
-    assert answer.status_code == 400
-    assert "exactly one of them" in str(answer.json()["errors"]["resources"])
+    errors = assert_json_error(answer, 400)["errors"]
+    assert "exactly one of them" in str(errors["resources"])
 
 
 def test_a_form_whose_resources_parse_to_nothing_is_a_400(api, world):
     """A form-encoded `resources=x` is no ask: refused with the field named, not a 500."""
-    body = {
-        "tenant": world.tenant.slug,
-        "name": "form-ask",
-        "kind": "job",
-        "image": "busybox:1.36",
-        "priority": "gpu-low",
-        "resources": "x",
-    }
+    body = workload(world, name="form-ask", resources="x")
     answer = bearer(api.raw["all"]).post("/api/v1/workloads/", body)  # multipart, as a form
-    assert answer.status_code == 400
-    assert "Expected a dictionary" in str(answer.json()["errors"]["resources"])
+    errors = assert_json_error(answer, 400)["errors"]
+    assert "Expected a dictionary" in str(errors["resources"])
     assert not Workload.objects.filter(name="form-ask").exists()
