@@ -87,16 +87,18 @@ def submit(kube, world, tenant, rc, units=1, name="train", priority="gpu-low"):
     return w
 
 
-def wait_state(kube, workload, state, timeout=60):
+def wait_state(kube, workload, state, timeout=60, reason=None):
+    """The workload synced until it is in `state` (and, given one, Kueue says `reason`): a
+    workload is queued before Kueue's scheduler has tried it, so its reason comes later."""
     seen = []
 
     def check():
         w = workload_sync.sync_workload(kube, workload.pk)
         seen[:] = [(w.state, w.reason, w.message)]
-        return w if w.state == state else None
+        return w if w.state == state and reason in (None, w.reason) else None
 
     try:
-        return wait_for(f"workload {workload.name} {state}", check, timeout=timeout)
+        return wait_for(f"workload {workload.name} {state} {reason or ''}", check, timeout=timeout)
     except AssertionError as exc:  # say where it got stuck, and who holds the cohort's units
         raise AssertionError(
             f"{exc}; last seen {seen}; cohort: {cohort_usage(kube, workload.namespace)}"
@@ -311,7 +313,7 @@ def test_a_grant_that_ends_lowers_the_queue_within_one_reconcile(
     # new work waits until the team is back under it.
     assert wait_state(kube, running, "running").state == "running"
     late = submit(kube, world, tenant, h100_mig, name="late")
-    assert wait_state(kube, late, "queued").reason == "WaitingForQuota"
+    wait_state(kube, late, "queued", reason="WaitingForQuota")
 
 
 def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(

@@ -93,7 +93,7 @@ def test_seven_1g_slices_run_a_4g_and_a_3g_or_a_whole_gpu_and_no_more(
 
     # a whole GPU draws on the same slices: it waits until both are done
     whole = submit(kube, world, tenant, a100_classes["a100-80gb"], name="whole")
-    assert wait_state(kube, whole, "queued").reason == "WaitingForQuota"
+    wait_state(kube, whole, "queued", reason="WaitingForQuota")
     for w in (four, three):
         workloads.cancel_workload(actor=world.admin, workload=w)
         workload_sync.delete_from_cluster(kube, w.pk)
