@@ -54,7 +54,8 @@ chart:
 	@echo "==> helm lint, helm template (deploy/helm/gpu-portal)"
 	@PY=$(PY) bash deploy/helm/check.sh
 
-# The 30 slowest tests are printed at the end (make test's summary times the stages).
+# Every test in one process, the 30 slowest printed at the end (make test runs the same tests
+# in lanes, the database lane in parallel: scripts/test.sh).
 pytest:
 	@echo "==> pytest"
 	@$(PY) -m pytest --ds=portal.settings.test --durations=30; rc=$$?; \

@@ -1,4 +1,5 @@
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -8,19 +9,22 @@ pytest_plugins = [
     "tests.tenants.fixtures",
     "tests.scheduler.cluster_helpers",
     "tests.metering.standins.fixtures",
+    "tests.browsers",
 ]
 
 
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
-    """One test database per checkout: a session in a worktree or a CI clone never drops the
-    database another checkout's session is using (pytest-django recreates it at start)."""
+    """One test database per checkout and lane: a session in a worktree or a CI clone never
+    drops the database another checkout's session is using (pytest-django recreates it at
+    start), and each xdist worker of the database lane has its own."""
     from django.conf import settings
 
     checkout = hashlib.sha256(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     for db in settings.DATABASES.values():
         test = db.setdefault("TEST", {})
-        test["NAME"] = f"test_{db['NAME']}_{checkout}"
+        test["NAME"] = f"test_{db['NAME']}_{checkout}" + (f"_{worker}" if worker else "")
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,15 @@
 # `make test`: every check and every test, stage by stage, each timed. The summary prints each
 # stage's time and the total, and fails loudly when the total passes the standing limit (45
 # minutes for a fresh machine, Debian packages, venv and Go builds included; TEST_LIMIT_S moves
-# it). pytest prints its 30 slowest tests itself (--durations in the Makefile's pytest target).
+# it).
+#
+# pytest runs in three lanes, each printing its slowest tests:
+#   pure      no database, no Redis, no cluster (conftest.py marks them), first: seconds;
+#   database  PostgreSQL and the cache only, in two xdist workers, each with its own test
+#             database, cache prefix (portal/settings/test.py) and broker database, beside
+#   cluster   the local cluster, Celery workers and the shared Redis: one process, one test at a
+#             time (they share the cluster's queues, nodes and Kueue's settings).
+# The database lane's output is kept in .local/test-lanes/database.log and printed when both end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +39,8 @@ summary() {
     printf '  %-18s %4d s  %s\n' "${names[$i]}" "${seconds[$i]}" \
       "$([[ " ${failed[*]} " == *" ${names[$i]} "* ]] && echo FAILED)"
   done
+  [[ " ${names[*]} " == *" database "* ]] &&
+    printf '  (the database lane ran beside the cluster lane: the total is not the sum)\n'
   printf '  %-18s %4d s  (%d min %02d s; the limit is %d min)\n' total "$total" \
     $((total / 60)) $((total % 60)) $((LIMIT_S / 60))
   if [ "$total" -gt "$LIMIT_S" ]; then
@@ -45,7 +55,35 @@ m() { make --no-print-directory "$@"; }
 
 # Nothing else can run without these two.
 stage setup m setup && stage cluster .venv/bin/python -m localcluster up || { summary; exit 1; }
-for target in lint layers typecheck migrations-check deploy-check chart pytest; do
+for target in lint layers typecheck migrations-check deploy-check chart; do
   stage "$target" m "$target"
 done
+
+SERIAL="cluster or celery or redis"
+lane() {
+  .venv/bin/python -m pytest --ds=portal.settings.test -p no:cacheprovider --durations=15 "$@"
+  local rc=$?
+  [ "$rc" -eq 5 ] && echo "pytest collected no tests in this lane: failing on purpose" && rc=1
+  return "$rc"
+}
+database_lane() {
+  # its own broker database: a task a test queues never reaches the cluster lane's worker
+  TEST_CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \
+    lane -n 2 -m "not pure and not ($SERIAL)" >"$lanes/database.log" 2>&1
+}
+
+lanes=.local/test-lanes
+mkdir -p "$lanes"
+stage pure lane -q -m pure
+echo "==> pytest: the database lane (two workers) beside the cluster lane; its log: $lanes/database.log"
+( stage database database_lane; echo "${seconds[-1]} ${failed[*]}" >"$lanes/database.stage" ) &
+database=$!
+stage cluster lane -m "$SERIAL"
+wait "$database"
+echo "==> pytest: the database lane"
+cat "$lanes/database.log"
+read -r took lane_failed <"$lanes/database.stage"
+names+=(database)
+seconds+=("$took")
+[[ " $lane_failed " == *" database "* ]] && failed+=(database)
 summary

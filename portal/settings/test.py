@@ -1,9 +1,12 @@
 import hashlib
+import os
 
 from .base import *  # noqa: F403
 from .base import BASE_DIR, env
 
 _CHECKOUT = hashlib.sha256(str(BASE_DIR.resolve()).encode()).hexdigest()[:8]
+# An xdist worker of the database lane (scripts/test.sh) keys its cache apart from the other.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast user factories
@@ -27,9 +30,9 @@ CACHES = {
     "default": {
         **CACHES["default"],  # noqa: F405
         "LOCATION": env("TEST_CACHE_URL", default="redis://127.0.0.1:6379/14"),
-        # Per checkout, as the test database is (root conftest.py): a suite in another
-        # worktree or CI clone clears only its own keys, never this one's sign-in lockouts.
-        "KEY_PREFIX": f"test-{PORTAL_INSTANCE}-{_CHECKOUT}",
+        # Per checkout and worker, as the test database is (root conftest.py): a suite in
+        # another worktree, CI clone or lane clears only its own keys, never this one's lockouts.
+        "KEY_PREFIX": f"test-{PORTAL_INSTANCE}-{_CHECKOUT}{_WORKER}",
     }
 }
 WORKLOAD_IMAGE_ALLOWLIST = ["*"]  # tests that need an allow-list set one

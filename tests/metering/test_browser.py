@@ -12,7 +12,7 @@ from metering import rollups, selectors
 from metering.models import AllocationInterval, UsageSample
 from scheduler.cluster.models import Cluster, Node
 from tenants.services import grants as grant_services
-from tests.portal.test_browser import SHOTS, browser, csp_refusals, sign_in  # noqa: F401 (fixture)
+from tests.portal.test_browser import SHOTS, csp_refusals, sign_in
 from tests.tenants.factories import PlatformAdminFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from portal.celery import app
 from scheduler.catalog.models import ResourceClass
@@ -25,29 +25,10 @@ from tests.tenants.factories import MembershipFactory, PlatformAdminFactory, Use
 
 pytestmark = [pytest.mark.cluster, pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = Path(settings.BASE_DIR) / (
     "docs/screenshots" if os.environ.get("SAVE_SCREENSHOTS") else ".local/screenshots"
 )
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; for this test only
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+SHOTS.mkdir(parents=True, exist_ok=True)  # every browser test may save what it saw
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.portal.test_browser import browser  # noqa: F401 (fixture)
 from tests.portal.test_browser_ux import (  # noqa: F401 (fixture)
     DESKTOP,
     PHONE,

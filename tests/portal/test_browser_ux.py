@@ -21,7 +21,7 @@ from scheduler.workloads.sync import change_state
 from tenants.models import ApiToken, CapacityRequest, Membership
 from tenants.services import approvals as approval_services
 from tenants.services import requests as request_services
-from tests.portal.test_browser import SHOTS, browser, csp_refusals, sign_in  # noqa: F401 (fixture)
+from tests.portal.test_browser import SHOTS, csp_refusals, sign_in
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import (
     CapacityRequestFactory,

@@ -5,7 +5,7 @@ tests/metering/test_browser.py.)"""
 import pytest
 from playwright.sync_api import expect
 
-from tests.portal.test_browser import browser, csp_refusals, sign_in  # noqa: F401 (fixture)
+from tests.portal.test_browser import csp_refusals, sign_in
 from tests.tenants.factories import PlatformAdminFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
-from playwright.sync_api import sync_playwright
 
 from core.permissions import is_platform_admin
 from portal.models import OIDCIdentity
@@ -30,7 +29,6 @@ PROVIDER_SCRIPT = Path(__file__).with_name("oidc_provider.mjs")
 CLIENT_ID = "gpu-portal"
 CLIENT_SECRET = "portal-test-secret"  # noqa: S105 - a test provider's client secret
 KIM_PASSWORD = "kim-password"  # noqa: S105 - a test provider's person
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 
 
 def _node() -> str:
@@ -136,16 +134,6 @@ def provider(tmp_path, live_server, settings):
     settings.OIDC_PLATFORM_ADMIN_GROUPS = ["gpu-platform"]
     yield provider
     provider.stop()
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; for this test only
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def _sign_in(browser, live_server) -> str:
