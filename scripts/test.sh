@@ -39,7 +39,7 @@ summary() {
     printf '  %-18s %4d s  %s\n' "${names[$i]}" "${seconds[$i]}" \
       "$([[ " ${failed[*]} " == *" ${names[$i]} "* ]] && echo FAILED)"
   done
-  [[ " ${names[*]} " == *" database "* ]] &&
+  [[ " ${names[*]} " == *" pytest-database "* ]] &&
     printf '  (the database lane ran beside the cluster lane: the total is not the sum)\n'
   printf '  %-18s %4d s  (%d min %02d s; the limit is %d min)\n' total "$total" \
     $((total / 60)) $((total % 60)) $((LIMIT_S / 60))
@@ -61,7 +61,10 @@ done
 
 SERIAL="cluster or celery or redis"
 lane() {
-  .venv/bin/python -m pytest --ds=portal.settings.test -p no:cacheprovider --durations=15 "$@"
+  local name=$1
+  shift
+  .venv/bin/python -m pytest --ds=portal.settings.test -p no:cacheprovider --durations=15 \
+    --junitxml="$lanes/$name.xml" "$@"
   local rc=$?
   [ "$rc" -eq 5 ] && echo "pytest collected no tests in this lane: failing on purpose" && rc=1
   return "$rc"
@@ -69,21 +72,25 @@ lane() {
 database_lane() {
   # its own broker database: a task a test queues never reaches the cluster lane's worker
   TEST_CELERY_BROKER_URL=redis://127.0.0.1:6379/13 \
-    lane -n 2 -m "not pure and not ($SERIAL)" >"$lanes/database.log" 2>&1
+    lane database -n 2 -m "not pure and not ($SERIAL)" >"$lanes/database.log" 2>&1
 }
 
 lanes=.local/test-lanes
-mkdir -p "$lanes"
-stage pure lane -q -m pure
+rm -rf "$lanes" && mkdir -p "$lanes"
+stage pytest-pure lane pure -q -m pure
 echo "==> pytest: the database lane (two workers) beside the cluster lane; its log: $lanes/database.log"
-( stage database database_lane; echo "${seconds[-1]} ${failed[*]}" >"$lanes/database.stage" ) &
+(
+  stage pytest-database database_lane
+  echo "${seconds[-1]} ${failed[*]}" >"$lanes/database.stage"
+) &
 database=$!
-stage cluster lane -m "$SERIAL"
+stage pytest-cluster lane cluster -m "$SERIAL"
 wait "$database"
 echo "==> pytest: the database lane"
 cat "$lanes/database.log"
 read -r took lane_failed <"$lanes/database.stage"
-names+=(database)
+names+=(pytest-database)
 seconds+=("$took")
-[[ " $lane_failed " == *" database "* ]] && failed+=(database)
+[[ " $lane_failed " == *" pytest-database "* ]] && failed+=(pytest-database)
+.venv/bin/python scripts/lane_minutes.py "$lanes"
 summary
