@@ -59,9 +59,9 @@ from bench.api_server import (
     wait_http,
 )
 from bench.api_wrk import WRK_FLOOR, WRK_STATUS, WRK_SUBMIT, run_wrk
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from localcluster import cluster
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 

@@ -12,8 +12,8 @@ import time
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from catalog.models import Pool, ResourceClass
 from portal.celery import app
-from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL

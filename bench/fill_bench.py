@@ -21,11 +21,11 @@ import time
 from datetime import datetime
 
 from bench.isolation import platform_admin, run_of_its_own, throwaway_database
+from catalog import facts
+from catalog.models import Pool, ResourceClass
+from catalog.services import ensure_resource_classes
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
-from scheduler.catalog import facts
-from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all, reconcile_tenant
 from scheduler.workloads import services as workloads

@@ -26,10 +26,10 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from localcluster import cluster
 from metering import ingest, rollups, selectors
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
 from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from scheduler.catalog import facts
+from catalog import facts
 from scheduler.mig import planner as pl
 
 MODELS = ("A100-80GB", "H100-80GB")

@@ -21,9 +21,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from localcluster import build, cluster
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.cluster.reconcile.specs import build_specs

@@ -39,8 +39,8 @@ def main() -> int:
     from rest_framework.test import APIClient
 
     from bench import api_fixture
-    from scheduler.catalog.models import ResourceClass
-    from scheduler.catalog.services import ensure_resource_classes
+    from catalog.models import ResourceClass
+    from catalog.services import ensure_resource_classes
 
     settings.ALLOWED_HOSTS = ["*"]
     settings.API_TOKEN_CACHE_SECONDS = 3600  # the token cached, as in a steady load

@@ -1,7 +1,7 @@
 """Hooks: a question a lower layer asks that only a higher layer can answer.
 
 A hook is declared once with its signature, in the room that asks (`tenants/hooks.py`,
-`scheduler/catalog/hooks.py`), filled once at start-up by `portal/wiring.py` (from
+`catalog/hooks.py`), filled once at start-up by `portal/wiring.py` (from
 `PortalConfig.ready`), and called by name where it is needed, so the call site says what runs
 there: `hooks.workload_admission(tenant)`.
 `manage.py check` fails (core.E001) while a declared hook is unfilled, and calling one raises

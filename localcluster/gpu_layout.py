@@ -2,7 +2,7 @@
 
 Pure functions shared by the fleet (seed nodes) and the simulator (relabelled nodes): from a GPU
 model, a GPU count, a mig-parted config and a device-plugin config to the node's extended
-resources and labels. Packing facts come from scheduler/catalog/facts.py (the project's catalog).
+resources and labels. Packing facts come from catalog/facts.py (the project's catalog).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.catalog import facts
+from catalog import facts
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The portal's own configs (what it writes for the GPU operator); the simulator reads the same.

@@ -25,7 +25,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
 
-from scheduler.catalog import kueue_config, slices
+from catalog import kueue_config, slices
 
 from . import build
 from .base import (

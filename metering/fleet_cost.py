@@ -24,9 +24,9 @@ from decimal import Decimal
 from django.db.models import Min
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from metering import pricing, selectors
 from metering.models import AllocationInterval
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
 
 ZERO = Decimal(0)

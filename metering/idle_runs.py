@@ -24,11 +24,11 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
+from catalog.idle_policy import IdlePolicy, strictest
+from catalog.models import Pool
 from core.errors import ClusterError
 from core.locks import advisory_lock
 from metering import prometheus
-from scheduler.catalog.idle_policy import IdlePolicy, strictest
-from scheduler.catalog.models import Pool
 from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads import suspending

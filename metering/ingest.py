@@ -23,10 +23,10 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog import product_labels
+from catalog.models import ResourceClass
 from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
-from scheduler.catalog import product_labels
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node

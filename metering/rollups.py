@@ -13,8 +13,8 @@ from django.db.models import Count, DecimalField, ExpressionWrapper, F, Max, Min
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from metering.models import ModelRollup, UsageRollup, UsageSample
-from scheduler.catalog.models import ResourceClass
 
 MINUTE = Decimal(1) / 60
 FIELDS = ["allocated_hours", "known_hours", "used_hours", "quota_hours", "samples"]

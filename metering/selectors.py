@@ -16,9 +16,9 @@ from django.db.models import DecimalField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from metering import pricing
 from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
 from scheduler.health.models import HealthImpact
 from tenants.models import QuotaGrant, Tenant

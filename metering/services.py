@@ -12,12 +12,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from core import audit, bounds
 from core.errors import Forbidden, InvalidInput, ServiceError
 from core.permissions import is_platform_admin
 from metering import selectors
 from metering.models import Budget, BudgetAlert, PriceRule
-from scheduler.catalog.models import ResourceClass
 from tenants.models import Membership, Tenant
 from tenants.notifications import notify
 from tenants.permissions import role_in

@@ -16,8 +16,8 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from metering import pricing, selectors
-from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.suspending import IDLE_REASON
 from tenants.models import Tenant

@@ -5,7 +5,7 @@ lenders lend to (scheduler.cluster.queues.lending)."""
 
 from __future__ import annotations
 
-from scheduler.catalog.slices import SLICE_RESOURCE
+from catalog.slices import SLICE_RESOURCE
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.queues import lending
 

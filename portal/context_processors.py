@@ -1,7 +1,7 @@
 from django.conf import settings
 
+from catalog.slices import SLICE_RESOURCE
 from core.permissions import is_platform_admin
-from scheduler.catalog.slices import SLICE_RESOURCE
 from scheduler.cluster import support
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.catalog.models import Pool
+from catalog.models import Pool
 from scheduler.workloads.selectors import held_by_class
 from tenants.selectors import QuotaLine
 

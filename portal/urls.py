@@ -25,7 +25,7 @@ urlpatterns = [
     path("", include("tenants.urls")),
     path("", include("metering.urls")),
     path("", include("scheduler.workloads.urls")),
-    path("", include("scheduler.workspaces.urls")),
+    path("", include("workspaces.urls")),
     path("console/", include("portal.console.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -14,12 +14,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog import slices
 from core.permissions import is_platform_admin
 from metering.selectors import budget_state
 from portal.borrowing import team_queue
 from portal.console import approvals
 from portal.promises import promises
-from scheduler.catalog import slices
 from scheduler.cluster import kube
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant

@@ -1,11 +1,11 @@
-"""Fills every hook (tenants/hooks.py, scheduler/catalog/hooks.py), once, at start-up
+"""Fills every hook (tenants/hooks.py, catalog/hooks.py), once, at start-up
 (PortalConfig.ready): the one place a reader finds which higher layer answers which lower
 layer's question."""
 
 from __future__ import annotations
 
+from catalog import hooks as catalog_hooks
 from metering.services import check_budget, over_budget_tenants
-from scheduler.catalog import hooks as catalog_hooks
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks

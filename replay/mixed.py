@@ -32,9 +32,9 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from catalog import facts
 from replay.packed import SHARED, WHOLE_ASK, DrawnPod, Packed, Packing
 from replay.trace import FULL_GPU_MILLI, TraceNode
-from scheduler.catalog import facts
 
 MIXED_METHODS = ("mixed", "online-best-fit")
 

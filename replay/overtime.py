@@ -30,6 +30,10 @@ from django.db import connection
 from django.test import override_settings
 from kubernetes import client
 
+from catalog import facts
+from catalog import services as catalog
+from catalog.models import Pool, ResourceClass
+from catalog.services import ensure_resource_classes
 from core.errors import ServiceError
 from localcluster import fleet
 from localcluster import gpu_layout as gl
@@ -48,10 +52,6 @@ from replay.workload import (
     time_sliced_nodes,
     unit_gpus,
 )
-from scheduler.catalog import facts
-from scheduler.catalog import services as catalog
-from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant

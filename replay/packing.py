@@ -55,10 +55,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from catalog import facts
 from replay.mixed import MIXED_METHODS, pack_mixed
 from replay.packed import WHOLE_ASK, Ask, DrawnPod, Packed, PackedGpu, Packing, model_map
 from replay.trace import FULL_GPU_MILLI, TraceNode, TracePod, mig_compute_slices
-from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, GpuState, PlanResult, Policy, plan_exact, plan_greedy
 
 MIG_METHODS = ("planner", "greedy", "online-first-fit")

@@ -21,8 +21,8 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
+from catalog import facts
 from replay.trace import TracePod, mig_compute_slices
-from scheduler.catalog import facts
 
 SHARED_MAX_MILLI = 1000 // facts.SHARED_REPLICAS  # an ask that fits one time-sliced replica
 HIGH_QOS = frozenset({"LS", "Guaranteed"})  # latency-sensitive in the trace

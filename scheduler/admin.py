@@ -1,9 +1,6 @@
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
-
-# The catalog's admin is its own room's; importing it registers it (Django looks only here).
-from scheduler.catalog import admin as catalog_admin  # noqa: F401
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 from scheduler.cluster.tasks import reconcile_tenant

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from catalog import idle_policy
 from core.admin import ReadOnlyAdmin, ReadOnlyMixin, ServiceAdmin, run_each
-from scheduler.catalog import idle_policy
 from tenants.models import (
     ApiToken,
     AuditEvent,

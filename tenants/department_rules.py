@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from scheduler.catalog import slices
+from catalog import slices
 
 
 def slices_by_model(items: Iterable[tuple[slices.ClassLike, int]]) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from scheduler.catalog.models import ResourceClass
+from catalog.models import ResourceClass
 
 
 def class_names(slugs: Iterable[str] | None = None) -> dict[str, str]:

@@ -5,9 +5,9 @@ from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from core.filters import UTCDateTimeField
 from core.forms import RefuseNotCut
-from scheduler.catalog.models import ResourceClass
 from tenants import asking
 from tenants.models import Membership, NotificationChannel
 from tenants.notifications.events import EVENTS

@@ -27,7 +27,7 @@ queue_holds: Hook[[list[int]], set[int]] = Hook(
 
 # After commit, when what a tenant should have on the cluster may have changed (grants,
 # memberships, status). The cluster layer queues the reconcile. (A pool's lending, which shapes
-# every tenant's queues, is the catalog's: scheduler/catalog/hooks.py.)
+# every tenant's queues, is the catalog's: catalog/hooks.py.)
 desired_state_changed: Hook[[int], None] = Hook(
     "desired_state_changed", "a tenant's cluster objects may have to change: reconcile it"
 )

@@ -10,8 +10,8 @@ from datetime import datetime
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from scheduler.catalog import slices
-from scheduler.catalog.models import Pool, ResourceClass
+from catalog import slices
+from catalog.models import Pool, ResourceClass
 from tenants import hooks
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 

@@ -15,10 +15,10 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from catalog.advice import sharing_advice
 from core import sealing
 from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
-from scheduler.catalog.advice import sharing_advice
 from tenants import asking, consequences, display, permissions, selectors
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant

@@ -159,7 +159,7 @@ def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_que
 
 def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
     tenant, token, _, url, _ = portal
-    from scheduler.catalog.models import ResourceClass
+    from catalog.models import ResourceClass
     from scheduler.workloads.models import Workload
 
     mig = ResourceClass.objects.get(slug="h100-80gb-mig-3g.40gb")

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from scheduler.workspaces.models import Workspace
 from tenants.services.grants import grant_quota
 from tenants.services.tokens import issue_token
+from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

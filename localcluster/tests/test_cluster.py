@@ -12,10 +12,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from catalog import facts
 from localcluster import build, cluster, components, fleet, simulator
 from localcluster import gpu_layout as gl
 from localcluster.pytest_plugin import wait_for
-from scheduler.catalog import facts
 
 pytestmark = pytest.mark.cluster
 

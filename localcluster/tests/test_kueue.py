@@ -12,9 +12,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from catalog import slices
 from localcluster import fleet, kueue
 from localcluster.pytest_plugin import wait_for
-from scheduler.catalog import slices
 
 pytestmark = pytest.mark.cluster
 

@@ -14,13 +14,13 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from catalog.models import ResourceClass
 from core.api.viewsets import PortalGenericViewSet, PortalReadOnlyViewSet
 from core.errors import Forbidden, InvalidInput, NotFound
 from core.filters import UTCIsoDateTimeFilter
 from metering import department_budgets, exports, pricing, selectors, services
 from metering.api import serializers as s
 from metering.models import AllocationInterval, Budget, PriceRule
-from scheduler.catalog.models import ResourceClass
 from tenants.models import ApiToken, Department, Tenant
 from tenants.services.departments import can_see_department_spend
 

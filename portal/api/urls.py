@@ -11,10 +11,10 @@ app_name = "api"
 
 urlpatterns = [
     path("v1/", include("tenants.api.urls")),
-    path("v1/", include("scheduler.catalog.api.urls")),
+    path("v1/", include("catalog.api.urls")),
     path("v1/", include("scheduler.mig.api.urls")),
     path("v1/", include("scheduler.workloads.api.urls")),
-    path("v1/", include("scheduler.workspaces.api.urls")),
+    path("v1/", include("workspaces.api.urls")),
     path("v1/", include("metering.api.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     path(

@@ -17,10 +17,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from catalog.models import ResourceClass
 from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
-from scheduler.catalog.models import ResourceClass
 from tenants import display
 from tenants.asking import cost_estimate
 from tenants.models import CapacityRequest, CapacityRequestItem, Tenant

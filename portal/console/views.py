@@ -10,13 +10,13 @@ from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from catalog import facts
 from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
 from portal import borrowing
 from portal.borrowing import with_lent_to
-from scheduler.catalog import facts
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.queues import lending
 from scheduler.cluster.reconcile.specs import flavor_name

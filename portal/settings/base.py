@@ -28,10 +28,11 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "core",
+    "catalog",
     "portal",
     "tenants",
     "scheduler",
-    "scheduler.workspaces",
+    "workspaces",
     "metering",
 ]
 
@@ -353,7 +354,7 @@ SPECTACULAR_SETTINGS = {
         "QuotaGrantStateEnum": "tenants.models.QuotaGrant.State",
         "WorkloadStateEnum": "scheduler.workloads.models.Workload.State",
         "WorkloadKindEnum": "scheduler.workloads.models.Workload.Kind",
-        "ResourceClassKindEnum": "scheduler.catalog.models.ResourceClass.Kind",
+        "ResourceClassKindEnum": "catalog.models.ResourceClass.Kind",
         "PriorityClassEnum": "tenants.models.priority_classes.PRIORITY_CLASSES",
         "NotificationChannelKindEnum": "tenants.models.NotificationChannel.Kind",
     },
@@ -377,7 +378,7 @@ AUTOSCALING_LATENCY_METRIC = env(
 # How long an inference service's metric must stay below target before it scales down (its
 # HPA's behavior.scaleDown.stabilizationWindowSeconds; Kubernetes' default).
 AUTOSCALING_SCALE_DOWN_WINDOW_S = env.int("AUTOSCALING_SCALE_DOWN_WINDOW_S", default=300)
-# What grants are counted in, in Kueue as in the portal (scheduler/catalog/slices.py):
+# What grants are counted in, in Kueue as in the portal (catalog/slices.py):
 # "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
 # carry the matching resources.transformations, as the chart and the local cluster do) or
 # "class" (one quota line per resource class; Kueue without transformations).
@@ -385,7 +386,7 @@ GPU_QUOTA_UNIT = env("GPU_QUOTA_UNIT", default="slices")
 # Kueue's waitForPodsReady, printed by `manage.py kueue_config` (the local cluster reads the same
 # names): a workload whose pods are not all ready this long after admission is evicted whole and
 # requeued after a backoff doubling from the base up to the max; after the limit's evictions
-# (empty: none) Kueue deactivates it. Defaults: scheduler.catalog.kueue_config.PodsReady.
+# (empty: none) Kueue deactivates it. Defaults: catalog.kueue_config.PodsReady.
 KUEUE_PODS_READY_TIMEOUT_S = env.int("KUEUE_PODS_READY_TIMEOUT_S", default=300)
 KUEUE_PODS_READY_REQUEUE_BASE_S = env.int("KUEUE_PODS_READY_REQUEUE_BASE_S", default=60)
 KUEUE_PODS_READY_REQUEUE_MAX_S = env.int("KUEUE_PODS_READY_REQUEUE_MAX_S", default=3600)

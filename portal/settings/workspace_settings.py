@@ -1,4 +1,4 @@
-"""Workspaces' settings (scheduler/workspaces/, docs/workspaces.md) and their culling task
+"""Workspaces' settings (workspaces/, docs/workspaces.md) and their culling task
 (added to the beat schedule celery_settings.py holds)."""
 
 from .celery_settings import CELERY_BEAT_SCHEDULE

@@ -24,10 +24,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from catalog import facts
 from replay.simulate.engine import Harness, Result, measure
 from replay.simulate.fleet import DRAIN_LIMIT_S, Setup, build
 from replay.workload import Window
-from scheduler.catalog import facts
 
 ALLOC_TOLERANCE = 0.03  # ±3 points of allocation: the cluster's own run-to-run range
 STARTED_TOLERANCE = 0.05  # ±5 % of jobs started

@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cache
 
+from catalog import facts
+from catalog.services import catalog_resource_classes
 from replay.simulate.scheduler import Node, Scheduler
-from scheduler.catalog import facts
-from scheduler.catalog.services import catalog_resource_classes
 from scheduler.mig import elastic, planner
 
 HOUR_S = 3600.0

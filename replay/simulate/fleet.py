@@ -16,7 +16,7 @@ with the portal's pure code where the portal decides:
 
 Rows f…j (`Policy.slices`, what-ifs the portal does not render yet) differ in steps 3 and 4:
 grants, quota lines and transformations in GPU-equivalent slices (`slice_quota`: the counts
-read from `scheduler.catalog.slices`, the grants and lines restated until the portal renders
+read from `catalog.slices`, the grants and lines restated until the portal renders
 them).
 """
 
@@ -26,6 +26,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 
+from catalog import facts, slices
+from catalog.models import Pool, ResourceClass
+from catalog.services import catalog_resource_classes
 from localcluster.components import scheduler_config
 from replay.simulate import elastic, slice_quota
 from replay.simulate import kueue as kq
@@ -42,9 +45,6 @@ from replay.workload import (
     time_sliced_nodes,
     unit_gpus,
 )
-from scheduler.catalog import facts, slices
-from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.catalog.services import catalog_resource_classes
 from scheduler.cluster.reconcile.specs import priority_class_specs
 from scheduler.cluster.reconcile.specs import queue_lines as reconciler_queue_lines
 from scheduler.cluster.render.kueue import render_cluster_queue

@@ -10,6 +10,7 @@ default fleet as well).
 
 from __future__ import annotations
 
+from catalog import facts
 from replay.simulate import idle, pooled
 from replay.simulate.engine import Result
 from replay.simulate.fleet import Fleet
@@ -22,7 +23,6 @@ from replay.simulate.rows import (
     fairness,
 )
 from replay.workload import Window
-from scheduler.catalog import facts
 
 ALLOC_GOAL = 0.80
 FLEET_GOAL = 0.65

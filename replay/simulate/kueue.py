@@ -26,7 +26,7 @@ What is modelled, and where Kueue documents it:
 - `resources.transformations` in the Kueue Configuration (strategy `Replace`): a request of an
   input resource counts as `multiplier` × its quantity of each output resource, and only the
   outputs are accounted against quota (`transform`, `transformations_of` reads the portal's
-  `scheduler.catalog.slices.kueue_transformations`);
+  `catalog.slices.kueue_transformations`);
 - fair sharing, when the Kueue Configuration has a `fairSharing` block (the rows from g):
   heads that need no borrowing first, then by their queue's dominant resource share with the
   head admitted, lowest first; preemption by fair sharing's strategies (`preemption.fair`);

@@ -16,8 +16,8 @@ import heapq
 import math
 from dataclasses import dataclass
 
+from catalog import facts
 from replay.workload import Policy, Window, ask
-from scheduler.catalog import facts
 
 
 @dataclass(frozen=True)

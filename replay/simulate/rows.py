@@ -25,11 +25,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from catalog import facts
 from replay.simulate import idle
 from replay.simulate.engine import Harness, Result
 from replay.simulate.fleet import Fleet, Setup, set_up, simulate
 from replay.workload import POLICIES, Policy, Window, ask
-from scheduler.catalog import facts
 
 WAIT_LIMIT_S = 30 * 60
 WAIT_QUANTILE = 0.95

@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 
-from scheduler.catalog import facts
-from scheduler.catalog.services import catalog_resource_classes
+from catalog import facts
+from catalog.services import catalog_resource_classes
 from scheduler.mig import planner
 
 

@@ -1,7 +1,7 @@
 """GPU-equivalent quotas for the rows from f: grants in compute slices, one quota line per
 model, Kueue's transformations turning each request into slices.
 
-Read from the portal's pure code (`scheduler.catalog.slices`): the quota resource
+Read from the portal's pure code (`catalog.slices`): the quota resource
 (`SLICE_RESOURCE`), each resource class's slices (`slices_per_unit`, over the catalog's own
 classes of the model: a whole GPU 7, a MIG g-profile g, a shared replica its fraction rounded
 up, 2 at 4 replicas) and the Configuration's `resources.transformations`
@@ -18,11 +18,11 @@ import math
 from copy import deepcopy
 from functools import cache
 
+from catalog import facts, slices
+from catalog.models import ResourceClass
+from catalog.services import catalog_resource_classes
 from replay.simulate import kueue as kq
 from replay.workload import Policy, Window, largest_asks, mean_demand, split_supply
-from scheduler.catalog import facts, slices
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import catalog_resource_classes
 from scheduler.cluster.render.specs import QueueLine
 
 SLICES = slices.SLICE_RESOURCE

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.catalog import facts, product_labels
+from catalog import facts, product_labels
 from scheduler.cluster.render import labels as render_labels
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -10,12 +10,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog.models import Pool
+from catalog.product_labels import configured_product_labels
+from catalog.services import ensure_resource_classes
 from core import audit
 from core.errors import InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.catalog.models import Pool
-from scheduler.catalog.product_labels import configured_product_labels
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation

@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
+from catalog import slices
+from catalog.product_labels import LABEL_VALUE, read_product_labels
 from core.quantities import BadQuantity, parse_quantity
-from scheduler.catalog import slices
-from scheduler.catalog.product_labels import LABEL_VALUE, read_product_labels
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
 
 

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.product_labels import configured_product_labels
 from core.prometheus import PrometheusUnavailable, instant_query
-from scheduler.catalog.product_labels import configured_product_labels
 from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster

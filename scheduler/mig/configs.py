@@ -13,7 +13,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from scheduler.catalog import facts
+from catalog import facts
 from scheduler.mig.layouts import _entry_for_gpu
 from scheduler.mig.planner import WHOLE, GpuState, PlanResult, Policy, Shape
 

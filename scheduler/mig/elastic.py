@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from scheduler.catalog import facts
+from catalog import facts
 from scheduler.mig import planner
 
 

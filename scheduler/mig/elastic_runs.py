@@ -18,11 +18,11 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog import facts
+from catalog.product_labels import model_for_product
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
-from scheduler.catalog import facts
-from scheduler.catalog.product_labels import model_for_product
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Node
 from scheduler.cluster.render.labels import GPU_PRODUCT_LABEL

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.catalog import facts
+from catalog import facts
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ is the baseline a person would follow: fix the largest shortfall first, one GPU 
 
 Which instances are busy: the device plugin does not say which GPU a pod got, so a node's busy
 units of a resource occupy its instances in GPU order (as `scheduler.mig.layouts.assign_tenants`
-draws them). Every candidate layout is a packable multiset from `scheduler.catalog`.
+draws them). Every candidate layout is a packable multiset from `catalog`.
 
 Every GPU decides alone: mig-parted takes per-GPU entries, and the device plugin's sharing config
 lists the GPUs it shares (`devices: ["0", "1"]`), so a non-MIG node may be part whole, part
@@ -33,8 +33,8 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from scheduler.catalog import facts
-from scheduler.catalog.facts import class_slug as class_slug
+from catalog import facts
+from catalog.facts import class_slug as class_slug
 
 # The shapes and the planner's inputs live beside it; re-exported: callers know them from here.
 from scheduler.mig.shapes import WEIGHT_SCALE as WEIGHT_SCALE

@@ -14,10 +14,10 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from catalog import facts
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
-from scheduler.catalog import facts
 from scheduler.cluster.models import Node, PodAllocation
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
-from scheduler.catalog import facts
-from scheduler.catalog.facts import class_slug
+from catalog import facts
+from catalog.facts import class_slug
 
 WEIGHT_SCALE = 28  # weights in 28ths of a GPU: 1g = 4, whole = 28, shared replica = 7
 

@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q, Sum
 
+from catalog import run_limits, slices
+from catalog.models import Pool, ResourceClass
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.catalog import run_limits, slices
-from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.workloads import gang
 from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant

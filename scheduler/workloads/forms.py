@@ -5,9 +5,9 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 
+from catalog import slices
+from catalog.models import ResourceClass
 from core.forms import RefuseNotCut
-from scheduler.catalog import slices
-from scheduler.catalog.models import ResourceClass
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS

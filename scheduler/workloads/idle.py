@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
-from scheduler.catalog.idle_policy import IdlePolicy
-from scheduler.catalog.run_limits import duration_words
+from catalog.idle_policy import IdlePolicy
+from catalog.run_limits import duration_words
 
 
 class Action(StrEnum):

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 
-from scheduler.catalog.run_limits import duration_words
+from catalog.run_limits import duration_words
 from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
 from scheduler.workloads import gang, serving
 from scheduler.workloads.models import Workload

@@ -10,9 +10,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from catalog import run_limits
 from core.errors import InvalidTransition
 from core.querysets import TenantScopedQuerySet
-from scheduler.catalog import run_limits
 
 # Pods of a workload unless it says otherwise (a job always runs one). The one definition: the
 # model, the service, the API, the form and the autoscaling check read it from here.
@@ -170,7 +170,7 @@ class Workload(models.Model):
     # Where Kueue has it in the team's queue while queued (1 = next), by priority then age.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     # A job's maximum run time, fixed at submit: the smallest of its team's and its pools'
-    # (scheduler/catalog/run_limits.py); Kueue stops it after this long admitted. None: none.
+    # (catalog/run_limits.py); Kueue stops it after this long admitted. None: none.
     max_run_s = models.PositiveIntegerField(null=True, blank=True)
     # Idle GPUs given back (scheduler/workloads/idle.py decides, metering/idle_runs.py reads the
     # use): since when its GPU use has been below its pool's threshold, the last look that

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from catalog import facts
+from catalog.services import catalog_resource_classes
 from core.errors import InvalidInput
-from scheduler.catalog import facts
-from scheduler.catalog.services import catalog_resource_classes
 from scheduler.workloads import selectors
 
 

@@ -22,9 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog import slices
+from catalog.models import ResourceClass
 from core.tasks import portal_task
-from scheduler.catalog import slices
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads import tasks
 from scheduler.workloads.manifests import Observation

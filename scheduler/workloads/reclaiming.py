@@ -23,12 +23,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog.models import Pool, ResourceClass
+from catalog.slices import SLICE_RESOURCE, SLICES_PER_GPU
 from core import audit
 from core.errors import ClusterError
 from core.locks import advisory_lock
 from core.tasks import portal_task
-from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.catalog.slices import SLICE_RESOURCE, SLICES_PER_GPU
 from scheduler.cluster import kube as kube_module
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.converge import managed_selector

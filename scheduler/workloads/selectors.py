@@ -13,10 +13,10 @@ from django.conf import settings
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from catalog import facts as catalog_facts
+from catalog import slices
+from catalog.models import ResourceClass
 from core.permissions import is_platform_admin
-from scheduler.catalog import facts as catalog_facts
-from scheduler.catalog import slices
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.inventory import class_units
 from scheduler.cluster.models import Node, PodAllocation
 from scheduler.workloads import waiting

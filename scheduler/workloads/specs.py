@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.product_labels import product_label
+from catalog.models import ResourceClass
+from catalog.product_labels import product_label
 from scheduler.workloads import topology
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pod_template import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from catalog.models import ResourceClass
 from core.errors import InvalidInput
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Node
 from scheduler.workloads import topology
 

@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from catalog.models import ResourceClass
+from catalog.run_limits import duration_words
 from core.errors import ClusterError, ServiceError
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.run_limits import duration_words
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import pods as workload_pods
 from scheduler.workloads import presenting, scaling, suspending

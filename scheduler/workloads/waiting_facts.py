@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.catalog import slices
+from catalog import slices
 
 
 @dataclass(frozen=True)

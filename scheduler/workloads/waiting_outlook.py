@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.catalog.run_limits import duration_words
+from catalog.run_limits import duration_words
 
 MAX_AHEAD = 5  # workloads named ahead of it; the rest are counted
 

@@ -1,6 +1,6 @@
 """The auto-approval policy by API, for platform automation (a platform admin's session, or a
 token with the `admin` scope). Every write goes through the same service the admin console
-uses, so it is checked and audited the same way. Pools are the catalog's (scheduler/catalog/api)."""
+uses, so it is checked and audited the same way. Pools are the catalog's (catalog/api)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers
 from rest_framework.response import Response
 
+from catalog.api.views import resource_class_by_slug
 from core.api.viewsets import PlatformViewSet
-from scheduler.catalog.api.views import resource_class_by_slug
 from tenants.models import AutoApprovalRule
 from tenants.services import policy_rules
 

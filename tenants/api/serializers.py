@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler.catalog import slices
+from catalog import slices
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label

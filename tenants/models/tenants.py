@@ -10,10 +10,10 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from catalog.models import IdlePolicyFields
 from core.errors import InvalidTransition
 from core.names import namespace_name
 from core.querysets import TenantScopedQuerySet
-from scheduler.catalog.models import IdlePolicyFields
 from tenants.group_mapping import mapping_in_force  # pure: no models, so no cycle
 
 dns_label = RegexValidator(
@@ -67,7 +67,7 @@ class Tenant(IdlePolicyFields):
         help_text="Kueue fair sharing: the team's weight when idle capacity is shared among "
         "teams that want more than their grant (2: twice the share of a team at 1; 0: last)",
     )
-    # Maximum run time of the team's jobs (scheduler/catalog/run_limits.py); a pool's, when
+    # Maximum run time of the team's jobs (catalog/run_limits.py); a pool's, when
     # smaller, wins.
     max_run_s = models.PositiveIntegerField(
         null=True,

@@ -10,9 +10,9 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.models import Pool, ResourceClass
 from core import audit, bounds
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
-from scheduler.catalog.models import Pool, ResourceClass
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.services import departments

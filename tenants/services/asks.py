@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from catalog.models import Pool, ResourceClass
 from core import audit
-from scheduler.catalog.models import Pool, ResourceClass
 from tenants import policy
 from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant, Tenant
 from tenants.notifications import notify

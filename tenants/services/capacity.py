@@ -12,8 +12,8 @@ from decimal import Decimal
 from django.db.models import Sum
 from django.utils import timezone
 
+from catalog.models import Pool, ResourceClass
 from core.errors import CapacityExceeded, InvalidInput, QuotaExceeded
-from scheduler.catalog.models import Pool, ResourceClass
 from tenants.models import QuotaGrant, Tenant
 
 

@@ -12,10 +12,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from core import audit
 from core.errors import Forbidden, InvalidInput
 from core.permissions import is_platform_admin, require_platform_admin
-from scheduler.catalog.models import ResourceClass
 from tenants import department_rules, hooks, policy
 from tenants.models import (
     AutoApprovalRule,

@@ -9,10 +9,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from core import audit
 from core.errors import InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.catalog.models import ResourceClass
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.services.audit_fields import GRANT_FIELDS

@@ -28,7 +28,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.db.transaction import TransactionManagementError
 
-from scheduler.catalog.models import Pool
+from catalog.models import Pool
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
 LOCK_ORDER = ("pools", "tenant", "request", "grants")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from catalog.models import ResourceClass
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
-from scheduler.catalog.models import ResourceClass
 from tenants.models import AutoApprovalRule
 
 

@@ -10,10 +10,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from catalog import idle_policy, run_limits
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.catalog import idle_policy, run_limits
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label

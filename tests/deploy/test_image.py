@@ -69,7 +69,7 @@ def test_the_dockerignore_leaves_out_secrets_local_state_and_tests(path):
     [
         "manage.py",
         "portal/views.py",
-        "scheduler/catalog/data/mig-parted-config.yaml",
+        "catalog/data/mig-parted-config.yaml",
         "templates/base.html",
         "deploy/gunicorn.conf.py",
         "package-lock.json",

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import yaml
 
+from catalog import slices
+from catalog.kueue_config import kueue_configuration
 from localcluster import kueue as local_kueue
-from scheduler.catalog import slices
-from scheduler.catalog.kueue_config import kueue_configuration
 
 SHIPPED = Path(__file__).parents[2] / "deploy/helm/gpu-portal/files/kueue-configuration.yaml"
 

@@ -11,10 +11,10 @@ import time_machine
 from django.test import Client
 from django.utils import timezone
 
+from catalog.models import ResourceClass
 from core import audit
 from metering import exports, selectors
 from metering.models import AllocationInterval
-from scheduler.catalog.models import ResourceClass
 from scheduler.cluster.models import Cluster
 from tests.portal.api.conftest import session
 

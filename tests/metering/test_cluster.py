@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog.models import ResourceClass
+from catalog.product_labels import product_label
 from metering import ingest, pricing, prometheus, rollups, selectors
 from metering.models import AllocationInterval, UsageRollup, UsageSample
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.product_labels import product_label
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace

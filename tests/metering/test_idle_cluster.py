@@ -12,8 +12,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from catalog.services import set_pool
 from metering import idle_runs, prometheus
-from scheduler.catalog.services import set_pool
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload

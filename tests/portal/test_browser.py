@@ -11,9 +11,9 @@ from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 from playwright.sync_api import expect
 
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from portal.celery import app
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import tenant_namespace

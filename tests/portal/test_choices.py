@@ -5,8 +5,8 @@ ask for the rest, and a refused workload never says to ask for more than the poo
 import pytest
 from django.urls import reverse
 
+from catalog.advice import sharing_advice
 from core.errors import QuotaExceeded
-from scheduler.catalog.advice import sharing_advice
 from scheduler.workloads import services as workload_services
 from tenants.models import CapacityRequest
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory

@@ -7,9 +7,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from catalog import hooks as catalog_hooks
 from core import hooks as core_hooks
 from metering.services import check_budget, over_budget_tenants
-from scheduler.catalog import hooks as catalog_hooks
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks

@@ -274,7 +274,7 @@ def test_the_team_page_and_the_console_show_own_borrowed_and_lent_and_the_queue(
 
 
 def test_a_queue_line_of_slices_is_said_in_words_on_the_team_page_and_the_console(client, world):
-    from scheduler.catalog.slices import SLICE_RESOURCE
+    from catalog.slices import SLICE_RESOURCE
     from scheduler.cluster.models import TenantSyncState
 
     line = {**QUEUE["lines"][0], "resource": SLICE_RESOURCE, "nominal": 14}

@@ -6,7 +6,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from scheduler.catalog.services import ensure_resource_classes
+from catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
 from scheduler.mig import plans
 from scheduler.mig.models import MigConfig, Plan
@@ -29,7 +29,7 @@ def fleet(world):
             allocatable={"nvidia.com/mig-1g.10gb": 7},
         )
     PodAllocationFactory(node_name="node-a", tenant=world.tenant, pod_name="infer")
-    from scheduler.catalog.models import ResourceClass
+    from catalog.models import ResourceClass
 
     QuotaGrantFactory(
         tenant=world.tenant,
@@ -100,11 +100,11 @@ def test_capacity_map_draws_generated_configs(client, fleet):
 
 
 def test_request_hint_gives_sharing_advice(client, fleet):
-    from scheduler.catalog.models import ResourceClass
+    from catalog.models import ResourceClass
 
     client.force_login(fleet.member)
     rc = ResourceClass.objects.get(slug="a100-80gb-mig-1g.10gb")
-    from scheduler.catalog.models import Pool
+    from catalog.models import Pool
 
     Pool.objects.filter(resource_class=rc).update(capacity=7)
     # advice names only what a pool has (issue 35, 11): the shared replicas have one here

@@ -1,7 +1,7 @@
 """Quota against what exists (issue 35, 5): pure."""
 
+from catalog.models import ResourceClass
 from portal.promises import promise
-from scheduler.catalog.models import ResourceClass
 from tenants.selectors import QuotaLine
 
 

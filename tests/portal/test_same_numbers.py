@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from django.test import Client
 from django.urls import reverse
 
+from catalog.models import ResourceClass
 from cli.main import cli
-from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import services as workloads
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS

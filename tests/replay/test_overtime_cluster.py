@@ -8,9 +8,9 @@ import random
 
 import pytest
 
+from catalog.models import Pool
 from replay import overtime, report, trace
 from replay.workload import select_window
-from scheduler.catalog.models import Pool
 from scheduler.cluster.kube import KubeGateway
 
 # transaction=True: the replay submits from several threads, each with its own connection

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from catalog import facts
 from replay.packed import SHARED
 from replay.packing import (
     METHODS,
@@ -24,7 +25,6 @@ from replay.packing import (
 from replay.packing_table import packing_table
 from replay.published import PUBLISHED
 from replay.trace import TraceNode, TracePod
-from scheduler.catalog import facts
 from scheduler.mig.planner import plan_exact
 
 A100 = mig_model("A100-80GB")

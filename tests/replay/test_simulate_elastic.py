@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from catalog import facts
 from replay.simulate import elastic as loop
 from replay.simulate import rows
 from replay.simulate.engine import Harness
 from replay.simulate.fleet import Fleet, build, measure, set_up
 from replay.simulate.scheduler import gpu_node
 from replay.workload import ReplayPod, Window
-from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, Shape
 
 HOUR = 3600.0

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
+from catalog import facts
 from replay import trace
 from replay.simulate import kueue as kq
 from replay.simulate import rows, slice_quota
 from replay.simulate.engine import Harness
 from replay.simulate.fleet import Fleet, build, set_up, simulate
 from replay.workload import POLICIES, ReplayPod, Window, select_window
-from scheduler.catalog import facts
 
 HOUR = 3600.0
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from catalog import facts
 from replay.simulate import pooled, rows
 from replay.workload import ReplayPod, Window
-from scheduler.catalog import facts
 
 HOUR = 3600.0
 B200 = facts.get_model("B200-180GB")

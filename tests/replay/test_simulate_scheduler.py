@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from catalog import facts
 from localcluster.components import scheduler_config
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
-from scheduler.catalog import facts
 from scheduler.mig.planner import WHOLE, Shape
 
 MODEL = facts.get_model("B200-180GB")

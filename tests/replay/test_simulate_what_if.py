@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from catalog import facts, slices
 from replay.simulate import fleet, goals, rows, slice_quota
 from replay.simulate import kueue as kq
 from replay.simulate.engine import Harness, Result
 from replay.simulate.fleet import Fleet, set_up, simulate
 from replay.workload import POLICIES, ReplayPod, Window, priority_of
-from scheduler.catalog import facts, slices
 
 HOUR = 3600.0
 B200 = facts.get_model("B200-180GB")

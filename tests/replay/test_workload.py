@@ -3,6 +3,7 @@ and the measurements."""
 
 import pytest
 
+from catalog import facts
 from replay import metrics
 from replay.trace import TracePod
 from replay.workload import (
@@ -15,7 +16,6 @@ from replay.workload import (
     team_weights,
     unit_gpus,
 )
-from scheduler.catalog import facts
 
 B200 = facts.get_model("B200-180GB")
 

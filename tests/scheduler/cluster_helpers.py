@@ -62,8 +62,8 @@ def kueue_restarted_with(pods_ready: Mapping[str, str]) -> Iterator[None]:
     """Kueue reads its Configuration once, at start: run it with `pods_ready` (PodsReady's
     fields -> values, as their KUEUE_PODS_READY_* names say them) and restore the suite's after.
     """
+    from catalog.kueue_config import PODS_READY_ENV
     from localcluster import cluster
-    from scheduler.catalog.kueue_config import PODS_READY_ENV
 
     names = {PODS_READY_ENV[field]: value for field, value in pods_ready.items()}
     saved = {name: os.environ.get(name) for name in names}

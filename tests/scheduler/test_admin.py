@@ -2,7 +2,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler.catalog.services import update_resource_class
+from catalog.services import update_resource_class
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def staff_without_the_group(world):
 
 
 def test_price_edits_in_the_class_changelist_go_through_the_service(client, world):
-    from scheduler.catalog.models import ResourceClass
+    from catalog.models import ResourceClass
     from tenants.models import AuditEvent
 
     world.admin.is_superuser = True  # the group gives no model permissions of its own
@@ -89,7 +89,7 @@ def test_price_edits_in_the_class_changelist_go_through_the_service(client, worl
 
 
 def test_price_edit_in_the_class_change_form_writes_one_event(client, world):
-    from scheduler.catalog.models import ResourceClass
+    from catalog.models import ResourceClass
     from tenants.models import AuditEvent
     from tests.admin_forms import change_form_data
 
@@ -120,8 +120,8 @@ def test_price_edit_in_the_class_change_form_writes_one_event(client, world):
 def test_staff_who_are_not_platform_admins_cannot_change_classes_or_pools(
     client, world, staff_without_the_group
 ):
+    from catalog.models import Pool, ResourceClass
     from core.errors import Forbidden
-    from scheduler.catalog.models import Pool, ResourceClass
     from tenants.models import AuditEvent
 
     client.force_login(staff_without_the_group)

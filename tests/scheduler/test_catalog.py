@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.catalog import facts
-from scheduler.catalog.services import catalog_resource_classes
+from catalog import facts
+from catalog.services import catalog_resource_classes
 
 RAW = json.loads(facts.CATALOG_PATH.read_text())
 CLASSIC = ["1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]

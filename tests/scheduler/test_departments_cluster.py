@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scheduler.catalog.services import set_pool
+from catalog.services import set_pool
 from scheduler.cluster.reconcile.cohorts import reconcile_cohorts
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.cluster.reconcile.specs import cohort_name, department_cohort

@@ -1,6 +1,6 @@
 """Layouts that follow the queue: the pure decision (scheduler.mig.elastic)."""
 
-from scheduler.catalog import facts
+from catalog import facts
 from scheduler.mig import elastic
 from scheduler.mig import planner as pl
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scheduler.catalog.services import set_pool
+from catalog.services import set_pool
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import MIG, h100_mig, member_job, team
 

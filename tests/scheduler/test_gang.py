@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
+from catalog.kueue_config import PodsReady, kueue_configuration
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.catalog.kueue_config import PodsReady, kueue_configuration
 from scheduler.workloads import gang
 from scheduler.workloads.manifests import KUEUE_GATE, queue_wait, render_job
 from scheduler.workloads.pods import pod_rows

@@ -6,8 +6,8 @@ line from the same settings as the portal's checks."""
 import pytest
 from django.core import checks
 
-from scheduler.catalog import facts
-from scheduler.catalog.product_labels import configured_product_labels
+from catalog import facts
+from catalog.product_labels import configured_product_labels
 from scheduler.cluster import inventory, settings_checks
 from scheduler.cluster.reconcile.specs import build_specs, flavor_specs
 from scheduler.cluster.render.kueue import render_cluster_queue

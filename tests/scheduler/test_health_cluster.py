@@ -13,9 +13,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from catalog.models import Pool, ResourceClass
 from core.prometheus import instant_query
 from localcluster import fleet
-from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
+from catalog.idle_policy import IdlePolicy, check_idle_policy, strictest
 from core.errors import InvalidInput
-from scheduler.catalog.idle_policy import IdlePolicy, check_idle_policy, strictest
 from scheduler.workloads.idle import Action, IdleFacts, decide
 
 pytestmark = pytest.mark.pure

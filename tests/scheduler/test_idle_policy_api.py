@@ -4,7 +4,7 @@ a 400 that names the field and says what to change, and a refused change leaves 
 import pytest
 from django.urls import reverse
 
-from scheduler.catalog.models import Pool
+from catalog.models import Pool
 from tenants.models import AuditEvent
 from tenants.services import tokens as token_services
 from tests.portal.api.conftest import bearer

@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from catalog.services import set_pool
 from localcluster.metrics_adapter import MetricsAdapter
-from scheduler.catalog.services import set_pool
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import WorkloadEvent

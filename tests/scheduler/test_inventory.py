@@ -5,8 +5,8 @@ import uuid
 import pytest
 from django.db import connection
 
+from catalog.models import Pool, ResourceClass
 from localcluster.fleet import node_manifest
-from scheduler.catalog.models import Pool, ResourceClass
 from scheduler.cluster import inventory, inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation

@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from catalog import slices
+from catalog.services import set_pool
 from core.errors import ClusterError
-from scheduler.catalog import slices
-from scheduler.catalog.services import set_pool
 from scheduler.cluster import queues
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.converge import managed_selector

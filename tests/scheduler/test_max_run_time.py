@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from catalog import run_limits
+from catalog import services as catalog
 from core.errors import InvalidInput
-from scheduler.catalog import run_limits
-from scheduler.catalog import services as catalog
 from scheduler.workloads.manifests import observe, render_job
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent

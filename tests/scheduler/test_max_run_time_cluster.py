@@ -5,7 +5,7 @@ that long (its Job suspended, its quota freed for the next job), and the portal 
 import pytest
 from django.urls import reverse
 
-from scheduler.catalog.services import set_pool
+from catalog.services import set_pool
 from scheduler.workloads.models import Workload
 from tenants.services.tenants import update_tenant
 from tests.scheduler.cluster_helpers import unique_slug

@@ -2,8 +2,8 @@
 
 import pytest
 
+from catalog import facts
 from core.errors import InvalidInput
-from scheduler.catalog import facts
 from scheduler.workloads.needs import shape_for
 
 A100 = facts.get_model("A100-80GB")

@@ -7,8 +7,8 @@ import pytest
 import time_machine
 from django.core import mail
 
-from scheduler.catalog import services as catalog
-from scheduler.catalog.models import ResourceClass
+from catalog import services as catalog
+from catalog.models import ResourceClass
 from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent

@@ -4,8 +4,8 @@ published with every other config, and read back from the inventory (database, n
 import pytest
 import yaml
 
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
 from scheduler.mig import planner as pl
 from scheduler.mig import plans, publishing

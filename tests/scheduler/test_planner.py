@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.catalog import facts
+from catalog import facts
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import planner as pl
 from scheduler.mig import publishing
@@ -121,7 +121,7 @@ def test_non_mig_nodes_get_shared_replicas():
 def test_every_shared_config_the_planner_proposes_advertises_the_shared_resource(sharing, replicas):
     """Shared classes ask for nvidia.com/gpu.shared: a config without renameByDefault would
     advertise plain nvidia.com/gpu, and the replicas pools count could never be used."""
-    from scheduler.catalog import facts
+    from catalog import facts
 
     gpus = [pl.GpuState("l", 0, "L40S-48GB", pl.WHOLE)]
     shape = pl.Shape("shared", (), replicas)

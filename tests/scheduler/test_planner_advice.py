@@ -1,6 +1,6 @@
 """Sharing-mode advice from the seed's decision tree."""
 
-from scheduler.catalog.advice import sharing_advice
+from catalog.advice import sharing_advice
 
 
 def modes(**kwargs):

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.catalog.models import Pool
-from scheduler.catalog.slices import SLICE_RESOURCE
+from catalog.models import Pool
+from catalog.slices import SLICE_RESOURCE
 from scheduler.cluster.reconcile.specs import build_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.specs import TenantSpec

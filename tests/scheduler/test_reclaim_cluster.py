@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
-from scheduler.catalog.services import set_pool
+from catalog.services import set_pool
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.reclaiming import RECLAIMED_FOR, reclaim_borrowed_units
 from tenants.models import AuditEvent, NotificationDelivery

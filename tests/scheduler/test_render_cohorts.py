@@ -3,7 +3,7 @@ teams' queues in it, and the converge that prunes a deleted department's Cohort.
 
 import pytest
 
-from scheduler.catalog.slices import SLICE_RESOURCE
+from catalog.slices import SLICE_RESOURCE
 from scheduler.cluster.reconcile.cohorts import department_specs
 from scheduler.cluster.reconcile.converge import plan_converge
 from scheduler.cluster.reconcile.specs import build_specs, cohort_name, department_cohort

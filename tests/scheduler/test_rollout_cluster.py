@@ -9,8 +9,8 @@ import uuid
 import pytest
 from django.db.models import F
 
+from catalog.models import Pool
 from localcluster.fleet import node_manifest
-from scheduler.catalog.models import Pool
 from scheduler.cluster import inventory_sync
 from scheduler.cluster.models import Node
 from scheduler.mig import planner, plans, publishing, rollout

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from scheduler.catalog import slices
-from scheduler.catalog.models import Pool, ResourceClass
+from catalog import slices
+from catalog.models import Pool, ResourceClass
 from scheduler.cluster.reconcile.specs import backstop_quota, queue_lines
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.specs import QueueLine, TenantSpec

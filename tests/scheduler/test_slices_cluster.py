@@ -5,10 +5,10 @@ with kubectl can spend no more than the grant in any unit."""
 import pytest
 from django.conf import settings
 
+from catalog import slices
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes, set_pool
 from localcluster import fleet
-from scheduler.catalog import slices
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes, set_pool
 from scheduler.workloads import services as workloads
 from scheduler.workloads import sync as workload_sync
 from tests.scheduler.cluster_helpers import as_user, unique_slug, wait_for

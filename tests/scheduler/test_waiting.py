@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.catalog import slices
+from catalog import slices
 from scheduler.workloads.waiting import explain, is_waiting
 from scheduler.workloads.waiting_facts import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
 

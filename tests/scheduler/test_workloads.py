@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from catalog import services as catalog
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
-from scheduler.catalog import services as catalog
 from scheduler.workloads import admission, manifests
 from scheduler.workloads import services as workloads
 from scheduler.workloads.manifests import Observation, observe, render_job

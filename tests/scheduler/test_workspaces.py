@@ -11,10 +11,13 @@ from django.urls import reverse
 
 from scheduler.cluster.render.tenant import render_tenant
 from scheduler.workloads.models import Workload
-from scheduler.workspaces import services
-from scheduler.workspaces.activity import parse_activity
-from scheduler.workspaces.culling import Cull, CullFacts, CullPolicy, decide, stops_at
-from scheduler.workspaces.manifests import (
+from tenants.models import AuditEvent
+from tenants.services.grants import grant_quota
+from tests.scheduler.test_render import by_key, spec
+from workspaces import services
+from workspaces.activity import parse_activity
+from workspaces.culling import Cull, CullFacts, CullPolicy, decide, stops_at
+from workspaces.manifests import (
     WORKSPACE_LABEL,
     WorkspaceSpec,
     render_claim,
@@ -22,10 +25,7 @@ from scheduler.workspaces.manifests import (
     render_service,
     server_command,
 )
-from scheduler.workspaces.models import Workspace, WorkspacePolicy
-from tenants.models import AuditEvent
-from tenants.services.grants import grant_quota
-from tests.scheduler.test_render import by_key, spec
+from workspaces.models import Workspace, WorkspacePolicy
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 POLICY = CullPolicy(idle_after_s=3600, notice_s=600, threshold_pct=5)

@@ -4,9 +4,9 @@ change, 409 at the cap) and the same tenant scoping (another team's workspace is
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler.workspaces.models import WorkspacePolicy
 from tenants.services.grants import grant_quota
 from tests.portal.api.conftest import session
+from workspaces.models import WorkspacePolicy
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/workspaces/"

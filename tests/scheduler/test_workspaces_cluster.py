@@ -13,17 +13,17 @@ from django.urls import reverse
 from django.utils import timezone
 from kubernetes.client.rest import ApiException
 
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes, set_pool
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes, set_pool
 from scheduler.workloads import sync as workload_sync
 from scheduler.workloads.models import Workload
-from scheduler.workspaces import culls, services
-from scheduler.workspaces import sync as workspace_sync
-from scheduler.workspaces.manifests import WORKSPACE_LABEL, claim_name, object_name
-from scheduler.workspaces.models import Workspace
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import team, wait_state
 from tests.scheduler.test_reclaim_cluster import kueue_workload
+from workspaces import culls, services
+from workspaces import sync as workspace_sync
+from workspaces.manifests import WORKSPACE_LABEL, claim_name, object_name
+from workspaces.models import Workspace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 

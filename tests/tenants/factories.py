@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from scheduler.catalog.models import Pool, ResourceClass
+from catalog.models import Pool, ResourceClass
 from tenants.models import CapacityRequest, CapacityRequestItem, Membership, QuotaGrant, Tenant
 
 

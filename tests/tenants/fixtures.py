@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.catalog.models import Pool, ResourceClass
+from catalog.models import Pool, ResourceClass
 from tenants.models import Membership, Tenant
 from tests.tenants.factories import (
     MembershipFactory,

@@ -9,8 +9,8 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
+from catalog import services as catalog_services
 from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound, QuotaExceeded
-from scheduler.catalog import services as catalog_services
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
 from tenants.notifications import deliver_due
 from tenants.selectors import auto_approved_units

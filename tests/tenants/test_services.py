@@ -8,6 +8,7 @@ from django.core import mail
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from catalog import services as catalog
 from core.errors import (
     CapacityExceeded,
     Forbidden,
@@ -16,7 +17,6 @@ from core.errors import (
     NotFound,
     QuotaExceeded,
 )
-from scheduler.catalog import services as catalog
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, Membership, QuotaGrant
 from tenants.notifications import deliver_due
 from tenants.services import approvals as approval_services

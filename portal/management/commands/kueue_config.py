@@ -7,7 +7,7 @@ import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from scheduler.catalog.kueue_config import PodsReady, kueue_configuration
+from catalog.kueue_config import PodsReady, kueue_configuration
 
 
 class Command(BaseCommand):

@@ -11,9 +11,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.catalog import services as catalog
-from scheduler.catalog.models import ResourceClass
-from scheduler.catalog.services import ensure_resource_classes
+from catalog import services as catalog
+from catalog.models import ResourceClass
+from catalog.services import ensure_resource_classes
 from scheduler.workloads.services import submit_workload
 from tenants.models import CapacityRequest, Membership, Tenant
 from tenants.services import grants as grant_services

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from scheduler.catalog import slices
+from catalog import slices
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.converge import (
     Outcome,

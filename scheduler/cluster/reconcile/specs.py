@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
+from catalog import slices
+from catalog.models import Pool, ResourceClass
+from catalog.product_labels import product_label
 from core.names import dns_label
-from scheduler.catalog import slices
-from scheduler.catalog.models import Pool, ResourceClass
-from scheduler.catalog.product_labels import product_label
 from scheduler.cluster.render.specs import (
     FlavorSpec,
     Member,

@@ -9,7 +9,7 @@ from scheduler.cluster.render.labels import _finish
 from scheduler.cluster.render.specs import TenantSpec, _meta
 
 NETWORK_POLICY = "gpu-portal-isolation"
-# Where a workspace's server listens (scheduler/workspaces): the one port the ingress
+# Where a workspace's server listens (workspaces): the one port the ingress
 # controller may reach in a team's namespace.
 WORKSPACE_PORT = 8888
 

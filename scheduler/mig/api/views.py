@@ -9,11 +9,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.response import Response
 
+from catalog import facts
 from core.api.scopes import TokenScope
 from core.api.viewsets import PortalViewSetMixin
 from core.errors import NotFound
 from core.permissions import is_platform_admin
-from scheduler.catalog import facts
 from scheduler.mig import elastic_runs
 from scheduler.mig.api.serializers import ElasticLayoutSerializer, ElasticLayoutUpdateSerializer
 from scheduler.mig.models import ElasticLayout

@@ -6,7 +6,7 @@ from typing import Any, cast
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler.catalog.models import ResourceClass
+from catalog.models import ResourceClass
 from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_shown, env_values_readable, waiting_for

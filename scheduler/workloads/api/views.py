@@ -19,10 +19,10 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from catalog.models import ResourceClass
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet
 from core.permissions import is_platform_admin
-from scheduler.catalog.models import ResourceClass
 from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import needs, suspending
 from scheduler.workloads import services as workloads

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Group
 
+from catalog.models import Pool
 from core.errors import Forbidden, InvalidInput
-from scheduler.catalog.models import Pool
 from tenants.models import AuditEvent, AutoApprovalRule, Membership, Tenant
 from tenants.services import tenants as tenant_services
 from tenants.services import tokens as token_services

@@ -1,0 +1,8 @@
+from rest_framework.routers import SimpleRouter
+
+from catalog.api import views
+
+router = SimpleRouter()
+router.register("pools", views.PoolViewSet, basename="pool")
+
+urlpatterns = router.urls

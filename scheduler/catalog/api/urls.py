@@ -1,8 +1,0 @@
-from rest_framework.routers import SimpleRouter
-
-from scheduler.catalog.api import views
-
-router = SimpleRouter()
-router.register("pools", views.PoolViewSet, basename="pool")
-
-urlpatterns = router.urls

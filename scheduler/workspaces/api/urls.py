@@ -1,8 +1,0 @@
-from rest_framework.routers import SimpleRouter
-
-from scheduler.workspaces.api import views
-
-router = SimpleRouter()
-router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
-
-urlpatterns = router.urls

@@ -1,9 +1,0 @@
-from django.apps import AppConfig
-
-
-class WorkspacesConfig(AppConfig):
-    """Interactive workspaces (Jupyter, code-server) on a team's GPUs: docs/workspaces.md."""
-
-    name = "scheduler.workspaces"
-    label = "workspaces"
-    default_auto_field = "django.db.models.BigAutoField"

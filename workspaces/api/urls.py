@@ -1,0 +1,8 @@
+from rest_framework.routers import SimpleRouter
+
+from workspaces.api import views
+
+router = SimpleRouter()
+router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
+
+urlpatterns = router.urls

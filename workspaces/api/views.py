@@ -1,0 +1,62 @@
+"""The workspaces' API: list, read, open, stop, restart; the page's services."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from core.api.idempotency import idempotent
+from core.api.viewsets import PortalGenericViewSet
+from tenants.api.views import visible_tenant
+from tenants.models import ApiToken
+from workspaces import services
+from workspaces.api import serializers as s
+from workspaces.links import link
+from workspaces.models import Workspace
+
+
+class WorkspaceViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalGenericViewSet
+):
+    queryset = Workspace.objects.select_related("tenant", "owner", "run")
+    serializer_class = s.WorkspaceSerializer
+    ordering_fields = ["created_at", "name"]
+    write_scope = ApiToken.Scope.SUBMIT
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "link": link}
+
+    def _shown(self, ws: Workspace, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=ws.pk)
+        return Response(
+            s.WorkspaceSerializer(fresh, context=self.get_serializer_context()).data, status=code
+        )
+
+    @extend_schema(
+        request=s.WorkspaceOpenSerializer,
+        responses={201: s.WorkspaceSerializer},
+        description="Open a workspace on a class the team's grant covers. 400 says what to "
+        "change (no grant for the class, an image off the allow-list, a time limit out of "
+        "range); 409 `workspace_cap` when the caller holds the team's cap of running ones.",
+    )
+    @idempotent
+    def create(self, request, *args, **kwargs):
+        data = s.WorkspaceOpenSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = dict(data.validated_data)
+        tenant = visible_tenant(request.user, v.pop("tenant"))
+        ws = services.open_workspace(actor=request.user, tenant=tenant, **v)
+        return self._shown(ws, status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.WorkspaceSerializer)
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        return self._shown(services.stop_workspace(actor=request.user, workspace=self.get_object()))
+
+    @extend_schema(request=None, responses=s.WorkspaceSerializer)
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        ws = services.restart_workspace(actor=request.user, workspace=self.get_object())
+        return self._shown(ws)

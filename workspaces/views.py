@@ -1,0 +1,118 @@
+"""Workspaces in the browser: the team's list with the form that opens one, a workspace's page
+(state, link, idle timer, last activity), stop, restart, and the auth decision the Ingress asks.
+The same services as everywhere; objects only through `visible_to(user)`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from catalog.run_limits import duration_words
+from core.errors import ClusterError, ServiceError
+from tenants.models import Tenant
+from tenants.permissions import can_ask
+from workspaces import access, services
+from workspaces.culling import stops_at
+from workspaces.culls import cull_policy, facts_for
+from workspaces.links import link
+from workspaces.models import Workspace
+
+
+@login_required
+def workspace_list(request, slug):
+    tenant = get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
+    status, error, form = 200, None, {}
+    if request.method == "POST":
+        form = request.POST
+        try:
+            ws = services.open_workspace(
+                actor=request.user,
+                tenant=tenant,
+                name=form.get("name"),
+                kind=form.get("kind"),
+                image=form.get("image"),
+                resource_class=form.get("resource_class"),
+                time_limit_h=form.get("time_limit_h"),
+                home_size=form.get("home_size") or None,
+            )
+            messages.success(request, f"{ws.name} is starting: it waits for its GPU in the queue.")
+            return redirect("workspaces:workspace_detail", pk=ws.pk)
+        except ServiceError as exc:  # a 400 or 409 that says what to change, the form kept
+            status, error = exc.status, exc.detail
+    workspaces = Workspace.objects.filter(tenant=tenant).select_related("run", "owner")
+    context = {
+        "tenant": tenant,
+        "workspaces": workspaces,
+        "can_open": tenant.is_active and can_ask(request.user, tenant),
+        "kinds": Workspace.Kind.choices,
+        "classes": services.covered_classes(tenant),  # only what the team can open
+        "error": error,
+        "form": form,
+        "default_image": settings.WORKSPACE_DEFAULT_IMAGE,
+        "default_home": settings.WORKSPACE_HOME_SIZE,
+        "max_hours": settings.WORKSPACE_MAX_TIME_LIMIT_S // 3600,
+    }
+    return render(request, "workspaces/workspace_list.html", context, status=status)
+
+
+@login_required
+def workspace_detail(request, pk):
+    ws = get_object_or_404(
+        Workspace.objects.visible_to(request.user).select_related("run", "tenant", "owner"), pk=pk
+    )
+    policy = cull_policy(ws.tenant)
+    ends = None
+    if ws.state == Workspace.State.RUNNING:
+        ends = stops_at(policy, facts_for(ws, ws.last_activity, None))
+    context = {
+        "ws": ws,
+        "link": link(ws),
+        "idle_after": duration_words(policy.idle_after_s),
+        "threshold": policy.threshold_pct,
+        "stops_at": ends,
+        "time_limit": duration_words(ws.time_limit_s),
+        "can_act": can_ask(request.user, ws.tenant),
+    }
+    return render(request, "workspaces/workspace_detail.html", context)
+
+
+@login_required
+@require_POST
+def workspace_stop(request, pk):
+    ws = get_object_or_404(Workspace.objects.visible_to(request.user), pk=pk)
+    try:
+        services.stop_workspace(actor=request.user, workspace=ws)
+        messages.success(request, f"{ws.name} stopped; its home volume is kept.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect("workspaces:workspace_detail", pk=pk)
+
+
+@login_required
+@require_POST
+def workspace_restart(request, pk):
+    ws = get_object_or_404(Workspace.objects.visible_to(request.user), pk=pk)
+    try:
+        services.restart_workspace(actor=request.user, workspace=ws)
+        messages.success(request, f"{ws.name} is starting again on its home volume.")
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    except ClusterError as exc:  # rolled back: still stopped
+        messages.error(request, f"the cluster did not take the change, try again: {exc}")
+    return redirect("workspaces:workspace_detail", pk=pk)
+
+
+@require_GET
+def workspace_auth(request, pk):
+    """The Ingress's auth request: no redirect, no page, only the decision (and who it is)."""
+    ws = Workspace.objects.select_related("tenant").filter(pk=pk).first()
+    status = access.decide_access(request.user, ws)
+    response = HttpResponse(status=status)
+    if status == access.ALLOWED:
+        response["X-Auth-Request-User"] = request.user.get_username()
+    response["Cache-Control"] = "no-store"
+    return response
