@@ -14,7 +14,7 @@ from dataclasses import replace
 from bench.api_fixture import IMAGE
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.specs import tenant_namespace
-from scheduler.workloads import manifests, pod_template, specs
+from scheduler.workloads.kinds import from_row, manifests, pod_template
 from scheduler.workloads.models import Workload
 
 
@@ -70,7 +70,7 @@ def to_running(kube, base, token, tenant, rc, samples: int) -> tuple[list[float]
         _until_gone(kube, namespace, selector)
 
         workload = Workload.objects.get(pk=w["id"])
-        spec = specs.spec_for(workload)
+        spec = from_row.spec_for(workload)
         floor_id = 900_000 + i
         manifest = manifests.render_job(replace(spec, name=f"direct-{i}", workload_id=floor_id))
         selector = f"{pod_template.WORKLOAD_LABEL}={floor_id}"

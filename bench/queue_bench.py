@@ -21,7 +21,7 @@ from localcluster.fleet import gpu_tolerations
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync
+from scheduler.workloads.lifecycle import sync
 from scheduler.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.services import grants as grant_services

@@ -23,10 +23,10 @@ from django.utils import timezone
 from localcluster import cluster
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.workloads import sync, watching
-from scheduler.workloads.manifests import queue_wait
+from scheduler.workloads.kinds.manifests import queue_wait
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import Tenant
 
 INSTANCE = "wsbench"

@@ -1,3 +1,5 @@
+"""Resource classes (a whole GPU, a MIG profile, a shared replica) and the pools that hold them."""
+
 from decimal import Decimal
 
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator

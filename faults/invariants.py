@@ -13,8 +13,8 @@ from metering.models import AllocationInterval, IngestCursor, UsageSample
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.specs import build_specs, tenant_namespace
 from scheduler.cluster.render.namespace import GPU_QUOTA, render_quotas
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import AuditEvent, Tenant
 
 

@@ -4,9 +4,9 @@ Every IDLE_CHECK_EVERY_S it reads each running workload's GPU use from DCGM thro
 (`metering.prometheus.pod_utilisation`: `DCGM_FI_DEV_GPU_UTIL` on whole GPUs,
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE` on MIG instances, by the pods' namespace and name labels, a mean
 over IDLE_USE_WINDOW), maps the pods to their workloads by the portal's pod label, lets the pure
-decision (`scheduler.workloads.idle.decide`) say what to do under the strictest of the policies
-of the workload's pools and its team (`Pool.idle_policy`, `Tenant.idle_policy`), and acts
-(`scheduler.workloads.suspending`).
+decision (`scheduler.workloads.lifecycle.idle.decide`) say what to do under the strictest of the
+policies of the workload's pools and its team (`Pool.idle_policy`, `Tenant.idle_policy`), and acts
+(`scheduler.workloads.lifecycle.suspending`).
 
 Fail safe: without Prometheus (not configured, unreachable, an error) the pass does nothing at
 all, and a workload with a GPU pod that has no series is neither warned nor suspended.
@@ -31,10 +31,10 @@ from core.locks import advisory_lock
 from metering import prometheus
 from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
-from scheduler.workloads import suspending
-from scheduler.workloads.idle import Action, IdleFacts, decide
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import suspending
+from scheduler.workloads.lifecycle.idle import Action, IdleFacts, decide
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import Tenant
 
 log = logging.getLogger(__name__)

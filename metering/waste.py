@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from catalog.models import ResourceClass
 from metering import pricing, selectors
+from scheduler.workloads.lifecycle.suspending import IDLE_REASON
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.suspending import IDLE_REASON
 from tenants.models import Tenant
 
 ZERO = Decimal(0)

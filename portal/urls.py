@@ -24,7 +24,7 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_detail, name="team_detail"),
     path("", include("tenants.urls")),
     path("", include("metering.urls")),
-    path("", include("scheduler.workloads.urls")),
+    path("", include("scheduler.workloads.pages.urls")),
     path("", include("workspaces.urls")),
     path("console/", include("portal.console.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -56,8 +56,9 @@ from scheduler.cluster import inventory_sync
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.mig import plans, rollout
-from scheduler.workloads import reclaiming, sync
 from scheduler.workloads import services as workloads
+from scheduler.workloads.lifecycle import sync
+from scheduler.workloads.queue import reclaim
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
@@ -186,7 +187,7 @@ def _reclaim_controller(
     try:
         while not stop.wait(period_s):
             try:
-                reclaiming.reclaim_borrowed_units(kube)
+                reclaim.reclaim_borrowed_units(kube)
             except Exception as exc:  # noqa: BLE001 - said in the run's notes, not lost
                 failed.append(f"a reclaim pass failed: {exc}")
     finally:

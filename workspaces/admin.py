@@ -1,3 +1,6 @@
+"""Workspaces in Django's admin: each team's workspace policy (written through the services,
+audited) and the workspaces themselves, read-only."""
+
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin, ServiceAdmin

@@ -1,101 +1,116 @@
-"""Culling a workspace: the decision for one running workspace (pure, no Django, no cluster).
+"""Culling idle workspaces: the periodic pass (beat task `cull-workspaces`).
 
-A workspace is idle when BOTH its server says no kernel or terminal was active (Jupyter's
-`last_activity`) AND its GPU use is under the threshold (the idle-reclaim signal, DCGM through
-Prometheus): a long training cell shows no activity but uses the GPU; a person typing uses no
-GPU but is active. Quiet time counts from the later of the last activity and the run's start
-(or restart). At `idle_after - notice` quiet the owner is warned; at `idle_after`, and once the
-notice has passed since the warning, it is stopped (its volume kept). Missing data (the server
-did not answer, no GPU series) never stops anything: the clock neither runs nor resets.
+Every WORKSPACE_CULL_EVERY_S it asks each running workspace's server for its last activity and
+DCGM for its GPU use (`activity.py`: interfaces, real readers by default), records what the
+server said for the page, lets the pure decision (`culling.decide`) speak, and acts through the
+idle machinery of workloads (`scheduler.workloads.lifecycle.suspending`): a warning (audited, on the
+run's page, mailed to its submitter), then a stop that suspends the run through Kueue (its
+quota freed, its Job and spec kept, the home volume untouched), which the owner restarts in one
+click (`services.restart_workspace` resumes it). Activity after a warning withdraws it
+(audited). One pass at a time (an advisory lock); a second pass at once finds the same facts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from decimal import Decimal
-from enum import StrEnum
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from catalog.run_limits import duration_words
+from django.conf import settings
+from django.utils import timezone
 
+from core.errors import ClusterError
+from core.locks import advisory_lock
+from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import suspending
+from scheduler.workloads.lifecycle.idle import Action, Step
+from scheduler.workloads.models import Workload
+from tenants.models import Tenant
+from workspaces.activity import (
+    ActivityReader,
+    GpuUseReader,
+    HttpActivityReader,
+    PrometheusGpuUse,
+)
+from workspaces.idleness import Cull, CullFacts, CullPolicy, decide
+from workspaces.models import Workspace, WorkspacePolicy
 
-class Cull(StrEnum):
-    NONE = "none"  # nothing to do or record
-    CLEAR = "clear"  # active again: withdraw the warning
-    WARN = "warn"
-    STOP = "stop"
+log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class CullPolicy:
-    idle_after_s: int
-    notice_s: int  # the warning comes this long before the stop
-    threshold_pct: int  # GPU use under this is idle
-
-
-@dataclass(frozen=True)
-class CullFacts:
-    started_at: datetime | None  # the run's start or its last restart
-    last_activity: datetime | None  # None: the server did not say
-    gpu_use: Decimal | None  # 0-1 over the window; None: no data
-    warned_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class CullStep:
-    action: Cull
-    quiet_since: datetime | None = None
-    why: str = ""
+CULL_LOCK = (0x6777, 0x5753)  # one pass at a time ("WS"; the other passes use 1-3)
 
 
-def quiet_since(facts: CullFacts) -> datetime | None:
-    times = [t for t in (facts.started_at, facts.last_activity) if t is not None]
-    return max(times) if times else None
+@dataclass
+class CullPass:
+    looked: int = 0
+    warned: list[int] = field(default_factory=list)
+    stopped: list[int] = field(default_factory=list)
 
 
-def decide(policy: CullPolicy, facts: CullFacts, now: datetime) -> CullStep:
-    warned = facts.warned_at is not None
-    if facts.started_at is None:
-        return CullStep(Cull.NONE)
-    if facts.last_activity is None or facts.gpu_use is None:
-        return CullStep(Cull.NONE)  # never on missing data
-    since = quiet_since(facts)
-    assert since is not None
-    busy = facts.gpu_use * 100 >= policy.threshold_pct
-    if busy or (warned and facts.warned_at < since):  # type: ignore[operator]
-        # the GPU works, or someone was active after the warning
-        return CullStep(Cull.CLEAR if warned else Cull.NONE)
-    quiet_s = (now - since).total_seconds()
-    warn_at_s = max(policy.idle_after_s - policy.notice_s, 0)
-    if (
-        warned
-        and quiet_s >= policy.idle_after_s
-        and (now - facts.warned_at).total_seconds() >= policy.notice_s  # type: ignore[operator]
-    ):
-        return CullStep(Cull.STOP, since, stopped_words(quiet_s, policy.threshold_pct))
-    if not warned and quiet_s >= warn_at_s:
-        left = max(policy.idle_after_s - quiet_s, policy.notice_s)
-        at = now + timedelta(seconds=left)
-        return CullStep(
-            Cull.WARN,
-            since,
-            f"no kernel or terminal activity for {duration_words(int(quiet_s))} and GPU use "
-            f"under {policy.threshold_pct} %: it stops at {at:%H:%M %Z} (its home volume is "
-            "kept) unless it is used",
-        )
-    return CullStep(Cull.NONE, since)
-
-
-def stopped_words(quiet_s: float, threshold_pct: int) -> str:
-    return (
-        f"stopped after {duration_words(int(quiet_s))} with no kernel or terminal activity and "
-        f"GPU use under {threshold_pct} %; its home volume is kept"
+def cull_policy(tenant: Tenant) -> CullPolicy:
+    own = WorkspacePolicy.objects.filter(tenant=tenant).values_list("idle_after_s", flat=True)
+    idle_after = next((s for s in own if s), None) or settings.WORKSPACE_IDLE_AFTER_S
+    return CullPolicy(
+        idle_after_s=idle_after,
+        notice_s=min(settings.WORKSPACE_IDLE_NOTICE_S, idle_after),
+        threshold_pct=settings.WORKSPACE_IDLE_GPU_PCT,
     )
 
 
-def stops_at(policy: CullPolicy, facts: CullFacts) -> datetime | None:
-    """When it stops if nothing happens (the page's idle timer), or None when unknown."""
-    since = quiet_since(facts)
-    if since is None or facts.last_activity is None:
-        return None
-    return since + timedelta(seconds=policy.idle_after_s)
+def facts_for(ws: Workspace, last_activity: datetime | None, gpu_use) -> CullFacts:
+    run = ws.run
+    assert run is not None
+    starts = [t for t in (run.started_at, run.resumed_at) if t is not None]
+    return CullFacts(
+        started_at=max(starts) if starts else None,
+        last_activity=last_activity,
+        gpu_use=gpu_use,
+        warned_at=run.idle_warned_at,
+    )
+
+
+def cull_workspaces(
+    kube: KubeGateway,
+    *,
+    activity: ActivityReader | None = None,
+    gpu: GpuUseReader | None = None,
+    now: datetime | None = None,
+) -> CullPass:
+    with advisory_lock(*CULL_LOCK) as acquired:
+        if not acquired:
+            return CullPass()
+        return _pass(
+            kube, activity or HttpActivityReader(), gpu or PrometheusGpuUse(), now or timezone.now()
+        )
+
+
+def _pass(
+    kube: KubeGateway, activity: ActivityReader, gpu: GpuUseReader, now: datetime
+) -> CullPass:
+    result = CullPass()
+    running = Workspace.objects.filter(run__state=Workload.State.RUNNING).select_related(
+        "run", "tenant", "owner"
+    )
+    for ws in running.order_by("pk"):
+        run = ws.run
+        assert run is not None
+        last = activity.last_activity(ws)
+        if last is not None:
+            Workspace.objects.filter(pk=ws.pk).update(last_activity=last, activity_seen_at=now)
+        pods = kube.list("Pod", run.namespace, label_selector=f"{WORKLOAD_LABEL}={run.pk}")
+        step = decide(cull_policy(ws.tenant), facts_for(ws, last, gpu.gpu_use(ws, pods)), now)
+        result.looked += 1
+        if step.action == Cull.CLEAR:
+            suspending.record(run.pk, Step(Action.CLEAR), now)
+        elif step.action == Cull.WARN:
+            if suspending.warn_idle(run.pk, Step(Action.WARN, step.quiet_since, step.why), now):
+                result.warned.append(ws.pk)
+        elif step.action == Cull.STOP:
+            try:
+                said = Step(Action.SUSPEND, step.quiet_since, f"workspace {ws.name} {step.why}")
+                if suspending.suspend_idle(kube, run.pk, said, now):
+                    result.stopped.append(ws.pk)
+            except ClusterError as exc:  # rolled back: the next pass decides again
+                log.warning("could not stop idle workspace %s: %s", ws.pk, exc)
+    return result

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from catalog.run_limits import duration_words
 from core.errors import InvalidInput
 from core.quantities import parse_quantity
-from scheduler.workloads.input import check_image
+from scheduler.workloads.submit.input import check_image
 from tenants.models.tenants import dns_label
 from workspaces.manifests import HOMES
 

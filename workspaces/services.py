@@ -26,7 +26,7 @@ from core.tasks import send_hint
 from metering.idle_runs import IDLE_EXEMPT_LABEL
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads import services as workloads
-from scheduler.workloads import suspending
+from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS

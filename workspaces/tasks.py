@@ -2,7 +2,7 @@
 
 from core.tasks import portal_task
 from scheduler.cluster import kube
-from workspaces import culls, sync
+from workspaces import culling, sync
 
 
 @portal_task(name="scheduler.tasks.apply_workspace")
@@ -12,5 +12,5 @@ def apply_workspace(*, workspace_id: int) -> list[str]:
 
 @portal_task(name="scheduler.tasks.cull_workspaces")
 def cull_workspaces() -> dict:
-    result = culls.cull_workspaces(kube.gateway())
+    result = culling.cull_workspaces(kube.gateway())
     return {"looked": result.looked, "warned": result.warned, "stopped": result.stopped}

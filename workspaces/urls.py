@@ -1,3 +1,5 @@
+"""The workspaces pages' routes."""
+
 from django.urls import path
 
 from workspaces import views

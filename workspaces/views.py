@@ -16,8 +16,8 @@ from core.errors import ClusterError, ServiceError
 from tenants.models import Tenant
 from tenants.permissions import can_ask
 from workspaces import access, services
-from workspaces.culling import stops_at
-from workspaces.culls import cull_policy, facts_for
+from workspaces.culling import cull_policy, facts_for
+from workspaces.idleness import stops_at
 from workspaces.links import link
 from workspaces.models import Workspace
 

@@ -1,3 +1,5 @@
+"""The catalog's API routes: resource classes and pools."""
+
 from rest_framework.routers import SimpleRouter
 
 from catalog.api import views

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from cli.main import cli
 from scheduler.cluster.reconcile.runs import reconcile_tenant
-from scheduler.workloads import watching
+from scheduler.workloads.lifecycle import watching
 from tenants.services.grants import grant_quota
 from tenants.services.tenants import add_member
 from tenants.services.tokens import issue_token

@@ -25,7 +25,7 @@ from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, planner, plans, rollout, rollout_requests
 from scheduler.mig.models import Plan
-from scheduler.workloads import topology
+from scheduler.workloads.kinds import topology
 from tenants.filtersets import AuditEventFilter
 from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary

@@ -407,7 +407,7 @@ CELERY_BEAT_SCHEDULE["stop-work-over-quota"] = {
     "options": {"expires": 55},
 }
 # Lenders take borrowed units back once the borrower has run its pool's reclaim_grace_s
-# (scheduler/workloads/reclaiming.py); Kueue does that at once where no pool has a grace.
+# (scheduler/workloads/queue/reclaim.py); Kueue does that at once where no pool has a grace.
 CELERY_BEAT_SCHEDULE["reclaim-borrowed-units"] = {
     "task": "scheduler.tasks.reclaim_borrowed_units",
     "schedule": env.float("RECLAIM_EVERY_S", default=30.0),

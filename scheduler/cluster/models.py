@@ -105,7 +105,7 @@ class TenantSyncState(models.Model):
     # and lent per (flavor, resource), pending and admitted counts.
     queue_status = models.JSONField(default=dict, blank=True)
     # Since when the team has run more than its grant plus borrowing (ISO time; empty: not over):
-    # the over-quota policy stops work after a grace period (scheduler.workloads.overquota).
+    # the over-quota policy stops work after a grace period (scheduler.workloads.queue.overquota).
     over_quota_since = models.CharField(max_length=40, blank=True)
     # The current run of failed reconciles: how many, and when the first of them started (a
     # change enqueues a reconcile at once, so that is about when the namespace fell behind).

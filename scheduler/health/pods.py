@@ -8,8 +8,8 @@ from django.conf import settings
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
 from scheduler.mig.rollout import drain_order
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import Tenant
 
 

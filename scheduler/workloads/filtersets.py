@@ -1,3 +1,5 @@
+"""The filters of a workload list, shared by the browser and the API."""
+
 import django_filters
 
 from scheduler.workloads.models import Workload

@@ -133,7 +133,8 @@ class Workload(models.Model):
         help_text="Autoscaling: average request latency (ms) the pods should answer in",
     )
     # An inference service: [{name, port}] its container serves on (a ClusterIP Service in
-    # front) and {readiness, liveness: {path, port}} HTTP probes (scheduler/workloads/serving.py).
+    # front) and {readiness, liveness: {path, port}} HTTP probes
+    # (scheduler/workloads/kinds/serving.py).
     ports = models.JSONField(default=list, blank=True)
     probes = models.JSONField(default=dict, blank=True)
     # What the cluster last showed of an autoscaled deployment (sync.py): pods Kueue admitted
@@ -172,8 +173,8 @@ class Workload(models.Model):
     # A job's maximum run time, fixed at submit: the smallest of its team's and its pools'
     # (catalog/run_limits.py); Kueue stops it after this long admitted. None: none.
     max_run_s = models.PositiveIntegerField(null=True, blank=True)
-    # Idle GPUs given back (scheduler/workloads/idle.py decides, metering/idle_runs.py reads the
-    # use): since when its GPU use has been below its pool's threshold, the last look that
+    # Idle GPUs given back (scheduler/workloads/lifecycle/idle.py decides, metering/idle_runs.py
+    # reads the use): since when its GPU use has been below its pool's threshold, the last look that
     # confirmed it (a longer gap starts the clock again), when its owners were warned, and when
     # it was last resumed (the protection window counts from there too).
     idle_since = models.DateTimeField(null=True, blank=True)

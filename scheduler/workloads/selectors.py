@@ -19,10 +19,10 @@ from catalog.models import ResourceClass
 from core.permissions import is_platform_admin
 from scheduler.cluster.inventory import class_units
 from scheduler.cluster.models import Node, PodAllocation
-from scheduler.workloads import waiting
 from scheduler.workloads.models import Workload
-from scheduler.workloads.waiting_facts import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
-from scheduler.workloads.waiting_outlook import Ahead, Ending, Outlook, outlook
+from scheduler.workloads.queue import waiting
+from scheduler.workloads.queue.counting import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
+from scheduler.workloads.queue.outlook import Ahead, Ending, Outlook, outlook
 from tenants import hooks
 from tenants.models import Membership, QuotaGrant, Tenant
 from tenants.models.priority_classes import PRIORITY_CLASS_DEFS

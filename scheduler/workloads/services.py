@@ -2,13 +2,14 @@
 
 - `submit_workload` checks everything the cluster cannot see (the per-model split of a tenant's
   grants, the image allow-list, priority classes, the `workload_admission` hook: metering's
-  budget; the admission checks are `scheduler.workloads.admission`) under a lock of the tenant
-  row, writes the workload and its audit event, and on commit queues its creation in a worker.
+  budget; the admission checks are `scheduler.workloads.submit.admission`) under a lock of the
+  tenant row, writes the workload and its audit event, and on commit queues its creation in a
+  worker.
 - `cancel_workload` moves the workload to cancelled in one transaction and queues the deletion
   of its cluster object only when that transaction commits.
-- Following the cluster (create, sync, delete, logs) is `scheduler.workloads.sync`; the pure
-  manifests are `scheduler.workloads.manifests`; the database-free checks of the submitted fields
-  are `scheduler.workloads.input`.
+- Following the cluster (create, sync, delete, logs) is `scheduler.workloads.lifecycle.sync`; the
+  pure manifests are `scheduler.workloads.kinds.manifests`; the database-free checks of the
+  submitted fields are `scheduler.workloads.submit.input`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.tasks import send_hint
-from scheduler.workloads import admission, serving, tasks
-from scheduler.workloads.input import (
+from scheduler.workloads import tasks
+from scheduler.workloads.kinds import serving
+from scheduler.workloads.kinds.manifests import Observation
+from scheduler.workloads.lifecycle.sync import change_state
+from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
+from scheduler.workloads.submit import admission
+from scheduler.workloads.submit.input import (
     MAX_BACKOFF_LIMIT,
     MAX_REPLICAS,
     check_autoscaling,
@@ -35,10 +41,7 @@ from scheduler.workloads.input import (
     check_strings,
     check_volumes,
 )
-from scheduler.workloads.manifests import Observation
-from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
-from scheduler.workloads.sync import change_state
-from scheduler.workloads.topology_check import check_topology
+from scheduler.workloads.submit.placement import check_topology
 from tenants import hooks
 from tenants.models import Tenant
 from tenants.models.priority_classes import PRIORITY_CLASSES

@@ -2,7 +2,7 @@
 
 from core.tasks import portal_task
 from scheduler.cluster import kube
-from scheduler.workloads import sync, watching
+from scheduler.workloads.lifecycle import sync, watching
 
 
 @portal_task(name="scheduler.tasks.create_workload")

@@ -21,8 +21,8 @@ from metering import cost_rollups, fleet_cost, selectors, services, waste
 from metering.models import AllocationInterval, BudgetAlert, UsageRollup
 from portal import system_checks
 from scheduler.cluster.models import Cluster, Node
+from scheduler.workloads.lifecycle.suspending import IDLE_REASON
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.suspending import IDLE_REASON
 from tenants.models import AuditEvent, Department
 from tenants.notifications import deliver_due
 from tests.scheduler.factories import WorkloadFactory

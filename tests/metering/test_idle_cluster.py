@@ -15,9 +15,9 @@ from django.utils import timezone
 from catalog.services import set_pool
 from metering import idle_runs, prometheus
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import AuditEvent
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import h100_mig, submit, team, wait_state

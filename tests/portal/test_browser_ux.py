@@ -15,9 +15,9 @@ from playwright.sync_api import Page, expect
 
 from metering import rollups
 from metering.models import UsageSample
-from scheduler.workloads.manifests import Observation
+from scheduler.workloads.kinds.manifests import Observation
+from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.sync import change_state
 from tenants.models import ApiToken, CapacityRequest, Membership
 from tenants.services import approvals as approval_services
 from tenants.services import requests as request_services

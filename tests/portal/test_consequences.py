@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler.workloads.consequences import cancel_consequences
+from scheduler.workloads.pages.consequences import cancel_consequences
 from tenants.consequences import (
     give_back_consequences,
     member_remove_consequences,

@@ -6,8 +6,8 @@ from django.urls import reverse
 
 from core.errors import InvalidInput
 from scheduler.workloads import services as workloads
-from scheduler.workloads.forms import WorkloadForm
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pages.forms import WorkloadForm
 from tenants.models import ApiToken, Membership
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import (

@@ -4,7 +4,7 @@ import shlex
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from scheduler.workloads.presenting import (
+from scheduler.workloads.pages.presenting import (
     command_line,
     cost_so_far,
     logs_unavailable_message,

@@ -8,10 +8,10 @@ import pytest
 
 from catalog.kueue_config import PodsReady, kueue_configuration
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.workloads import gang
-from scheduler.workloads.manifests import KUEUE_GATE, queue_wait, render_job
-from scheduler.workloads.pods import pod_rows
-from scheduler.workloads.waiting import explain
+from scheduler.workloads.kinds import gang
+from scheduler.workloads.kinds.manifests import KUEUE_GATE, queue_wait, render_job
+from scheduler.workloads.lifecycle.pods import pod_rows
+from scheduler.workloads.queue.waiting import explain
 from tenants import selectors as tenant_selectors
 from tenants.services import grants as grant_services
 from tests.portal.api.conftest import session
@@ -354,8 +354,8 @@ def test_the_pods_panel_says_why_there_are_none_before_the_cluster_has_the_workl
 
 
 def test_why_a_gang_waits_counts_every_pod_and_offers_fewer_pods():
-    from scheduler.workloads.waiting import explain
-    from scheduler.workloads.waiting_facts import Holder
+    from scheduler.workloads.queue.counting import Holder
+    from scheduler.workloads.queue.waiting import explain
     from tests.scheduler.test_waiting import FULL
 
     holders = (Holder("train-a", "gpu-low", {"a100-80gb-mig-3g.40gb": 2}),)  # 8 of 14 free

@@ -12,10 +12,10 @@ from django.test import Client
 from core.errors import ClusterError
 from scheduler.cluster import inventory_sync
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
-from scheduler.workloads.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.pods import pod_rows
+from scheduler.workloads.kinds.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import sync as workload_sync
+from scheduler.workloads.lifecycle.pods import pod_rows
 from tests.scheduler.cluster_helpers import (
     as_user,
     kueue_restarted_with,

@@ -10,11 +10,11 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from scheduler.cluster.models import Cluster, Node
-from scheduler.workloads import topology
-from scheduler.workloads.manifests import render_job
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.pods import node_places, pod_rows
-from scheduler.workloads.specs import spec_for
+from scheduler.workloads.kinds import topology
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.manifests import render_job
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle.pods import node_places, pod_rows
 from tenants.services import grants as grant_services
 from tests.portal.api.conftest import session
 from tests.scheduler.test_workloads import SPEC, submit
@@ -177,7 +177,7 @@ def test_the_inventory_keeps_a_nodes_topology_labels_and_no_other_foreign_one():
 
 
 def test_a_preempted_gangs_message_says_every_pod_stopped():
-    from scheduler.workloads import gang
+    from scheduler.workloads.kinds import gang
 
     said = gang.evicted_whole(4, "Preempted to accommodate a workload; queued again")
     assert said == (

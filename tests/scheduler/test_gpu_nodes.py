@@ -13,8 +13,8 @@ from scheduler.cluster.reconcile.specs import build_specs, flavor_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.namespace import render_limit_range, render_quotas
 from scheduler.cluster.render.tenant import render_tenant
-from scheduler.workloads.manifests import render_workload
-from scheduler.workloads.specs import spec_for
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.manifests import render_workload
 from tests.scheduler.test_render import by_key, spec, strip_hash
 
 PCIE = "NVIDIA-H100-PCIe"

@@ -7,7 +7,7 @@ import pytest
 
 from catalog.idle_policy import IdlePolicy, check_idle_policy, strictest
 from core.errors import InvalidInput
-from scheduler.workloads.idle import Action, IdleFacts, decide
+from scheduler.workloads.lifecycle.idle import Action, IdleFacts, decide
 
 pytestmark = pytest.mark.pure
 

@@ -4,7 +4,7 @@ and an empty list refuses every image (production's default: fail closed)."""
 import pytest
 
 from core.errors import InvalidInput
-from scheduler.workloads.input import check_image
+from scheduler.workloads.submit.input import check_image
 
 
 def allowed(image: str) -> bool:

@@ -11,12 +11,12 @@ from django.urls import reverse
 
 from core.errors import InvalidInput
 from localcluster import metrics_adapter
-from scheduler.workloads import serving
-from scheduler.workloads.forms import initial_from
-from scheduler.workloads.manifests import render_deployment, render_service
+from scheduler.workloads.kinds import serving
+from scheduler.workloads.kinds.manifests import render_deployment, render_service
+from scheduler.workloads.kinds.scaling import scaling_view
+from scheduler.workloads.kinds.serving import Probe, ServicePort
 from scheduler.workloads.models import Workload
-from scheduler.workloads.scaling import scaling_view
-from scheduler.workloads.serving import Probe, ServicePort
+from scheduler.workloads.pages.forms import initial_from
 from tenants.models import AuditEvent
 from tests.portal.api.conftest import session
 from tests.scheduler.test_workloads import SPEC, granted, submit

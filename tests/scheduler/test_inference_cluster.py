@@ -14,9 +14,9 @@ from django.urls import reverse
 from catalog.services import set_pool
 from localcluster.metrics_adapter import MetricsAdapter
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import WorkloadEvent
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants import selectors as tenant_selectors
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import team, wait_state

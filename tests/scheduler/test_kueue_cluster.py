@@ -18,7 +18,7 @@ from scheduler.cluster.reconcile.converge import managed_selector
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.services.grants import expire_grants, grant_quota
 from tenants.services.tenants import add_member, create_tenant

@@ -7,7 +7,7 @@ API's `waiting` (which the CLI prints) say it in the portal's words."""
 import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.selectors import waiting_for
 from tenants.models import QuotaGrant
 from tenants.services.grants import grant_quota, revoke_grant

@@ -5,8 +5,8 @@ import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
-from scheduler.workloads.leftovers import delete_leftovers
+from scheduler.workloads.lifecycle import sync as workload_sync
+from scheduler.workloads.lifecycle.leftovers import delete_leftovers
 from scheduler.workloads.models import Workload
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for

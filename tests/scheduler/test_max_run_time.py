@@ -12,7 +12,7 @@ from django.utils import timezone
 from catalog import run_limits
 from catalog import services as catalog
 from core.errors import InvalidInput
-from scheduler.workloads.manifests import observe, render_job
+from scheduler.workloads.kinds.manifests import observe, render_job
 from scheduler.workloads.models import Workload
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services

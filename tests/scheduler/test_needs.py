@@ -4,7 +4,7 @@ import pytest
 
 from catalog import facts
 from core.errors import InvalidInput
-from scheduler.workloads.needs import shape_for
+from scheduler.workloads.submit.needs import shape_for
 
 A100 = facts.get_model("A100-80GB")
 

@@ -9,8 +9,8 @@ from django.core import mail
 
 from catalog import services as catalog
 from catalog.models import ResourceClass
-from scheduler.workloads import overquota
 from scheduler.workloads.models import Workload
+from scheduler.workloads.queue import overquota
 from tenants.models import AuditEvent
 from tenants.notifications import deliver_due
 from tenants.services import grants as grant_services

@@ -9,7 +9,7 @@ from catalog.slices import SLICE_RESOURCE
 from scheduler.cluster.reconcile.specs import build_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.specs import TenantSpec
-from scheduler.workloads.reclaim import (
+from scheduler.workloads.queue.grace import (
     Admitted,
     Line,
     Queue,
@@ -17,7 +17,7 @@ from scheduler.workloads.reclaim import (
     choose_victims,
     heads,
 )
-from scheduler.workloads.reclaiming import (
+from scheduler.workloads.queue.reclaim import (
     RECLAIMED_AT,
     RECLAIMED_FOR,
     RECLAIMED_FOR_WORKLOAD,

@@ -10,7 +10,7 @@ from django.utils.dateparse import parse_datetime
 
 from catalog.services import set_pool
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.reclaiming import RECLAIMED_FOR, reclaim_borrowed_units
+from scheduler.workloads.queue.reclaim import RECLAIMED_FOR, reclaim_borrowed_units
 from tenants.models import AuditEvent, NotificationDelivery
 from tenants.services.tenants import add_member
 from tests.scheduler.cluster_helpers import unique_slug, wait_for

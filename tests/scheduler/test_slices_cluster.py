@@ -10,7 +10,7 @@ from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes, set_pool
 from localcluster import fleet
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from tests.scheduler.cluster_helpers import as_user, unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import member_job, submit, team, wait_state
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from catalog import slices
-from scheduler.workloads.waiting import explain, is_waiting
-from scheduler.workloads.waiting_facts import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
+from scheduler.workloads.queue.counting import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse
+from scheduler.workloads.queue.waiting import explain, is_waiting
 
 SHAPES = {
     s.slug: s

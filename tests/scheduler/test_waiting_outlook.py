@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler.workloads.waiting_outlook import Ahead, Ending, outlook
+from scheduler.workloads.queue.outlook import Ahead, Ending, outlook
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -8,12 +8,12 @@ from django.urls import reverse
 
 from core.errors import InvalidInput
 from scheduler.workloads import services as workloads
-from scheduler.workloads.input import check_env
-from scheduler.workloads.manifests import Observation, observe, render_job
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.manifests import Observation, observe, render_job
+from scheduler.workloads.kinds.pod_template import SecretKeyRef, env_values
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import SecretKeyRef, env_values
 from scheduler.workloads.selectors import env_shown
-from scheduler.workloads.specs import spec_for
+from scheduler.workloads.submit.input import check_env
 from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC
 

@@ -4,8 +4,8 @@ import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
-from scheduler.workloads.manifests import render_workload
-from scheduler.workloads.specs import spec_for
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.manifests import render_workload
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team
 

@@ -9,10 +9,10 @@ import pytest
 
 from core.errors import InvalidInput, QuotaExceeded
 from core.quantities import BadQuantity, parse_quantity
-from scheduler.workloads import input as workload_input
 from scheduler.workloads import services as workloads
-from scheduler.workloads.pod_template import SHM_MOUNT_PATH, ClaimMount, render_pod_template
-from scheduler.workloads.specs import spec_for
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.pod_template import SHM_MOUNT_PATH, ClaimMount, render_pod_template
+from scheduler.workloads.submit import input as workload_input
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC

@@ -10,7 +10,7 @@ from kubernetes.client.rest import ApiException
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 

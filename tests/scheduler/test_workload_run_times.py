@@ -8,9 +8,9 @@ import pytest
 import time_machine
 from django.test import Client
 
-from scheduler.workloads.manifests import Observation, observe
+from scheduler.workloads.kinds.manifests import Observation, observe
+from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload
-from scheduler.workloads.sync import change_state
 from tests.scheduler.factories import WorkloadFactory
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
-from scheduler.workloads import watching
+from scheduler.workloads.lifecycle import sync as workload_sync
+from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for

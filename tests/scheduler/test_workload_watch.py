@@ -8,10 +8,10 @@ from django.db import connection
 from django.utils import timezone
 
 from core.locks import advisory_lock
-from scheduler.workloads import watching
+from scheduler.workloads.lifecycle import watching
+from scheduler.workloads.lifecycle.sync import NamespaceReading
+from scheduler.workloads.lifecycle.watching import LiveRef, touched_workloads
 from scheduler.workloads.models import Workload, WorkloadSyncState
-from scheduler.workloads.sync import NamespaceReading
-from scheduler.workloads.watching import LiveRef, touched_workloads
 from tests.scheduler.factories import WorkloadFactory
 
 LIVE = [

@@ -9,18 +9,19 @@ from django.utils import timezone
 
 from catalog import services as catalog
 from core.errors import InvalidInput, InvalidTransition, NotFound, QuotaExceeded
-from scheduler.workloads import admission, manifests
 from scheduler.workloads import services as workloads
-from scheduler.workloads.manifests import Observation, observe, render_job
+from scheduler.workloads.kinds import manifests
+from scheduler.workloads.kinds.manifests import Observation, observe, render_job
+from scheduler.workloads.kinds.pod_template import ManifestSpec
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.pod_template import WorkloadSpec
+from scheduler.workloads.submit import admission
 from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
 
-SPEC = WorkloadSpec(
+SPEC = ManifestSpec(
     name="train-7-12",
     namespace="tenant-team-a",
     tenant="team-a",

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.workloads import specs
-from scheduler.workloads.manifests import render_deployment, render_hpa
-from scheduler.workloads.pod_template import AutoscalingSpec
+from scheduler.workloads.kinds import from_row
+from scheduler.workloads.kinds.manifests import render_deployment, render_hpa
+from scheduler.workloads.kinds.pod_template import AutoscalingSpec
 from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
@@ -109,7 +109,7 @@ def test_spec_for_takes_the_metric_names_from_settings(granted, settings):
         kind="deployment",
         autoscaling={"min_replicas": 1, "max_replicas": 3, "target_gpu_util": 60},
     )
-    spec = specs.spec_for(w)
+    spec = from_row.spec_for(w)
     assert spec.autoscaling == AutoscalingSpec(
         min_replicas=1,
         max_replicas=3,

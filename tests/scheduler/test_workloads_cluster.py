@@ -6,12 +6,12 @@ from datetime import timedelta
 import pytest
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
-from scheduler.workloads import logs as pod_logs
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
-from scheduler.workloads import watching
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import logs as pod_logs
+from scheduler.workloads.lifecycle import sync as workload_sync
+from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for

@@ -16,7 +16,7 @@ from tenants.services.grants import grant_quota
 from tests.scheduler.test_render import by_key, spec
 from workspaces import services
 from workspaces.activity import parse_activity
-from workspaces.culling import Cull, CullFacts, CullPolicy, decide, stops_at
+from workspaces.idleness import Cull, CullFacts, CullPolicy, decide, stops_at
 from workspaces.manifests import (
     WORKSPACE_LABEL,
     WorkspaceSpec,

@@ -15,12 +15,12 @@ from kubernetes.client.rest import ApiException
 
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes, set_pool
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import team, wait_state
 from tests.scheduler.test_reclaim_cluster import kueue_workload
-from workspaces import culls, services
+from workspaces import culling, services
 from workspaces import sync as workspace_sync
 from workspaces.manifests import WORKSPACE_LABEL, claim_name, object_name
 from workspaces.models import Workspace
@@ -157,12 +157,12 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     start = timezone.now()
     later = start + timedelta(minutes=55)
     active = Said(later - timedelta(minutes=3), Decimal("0"))
-    assert culls.cull_workspaces(kube, activity=active, gpu=active, now=later).warned == []
+    assert culling.cull_workspaces(kube, activity=active, gpu=active, now=later).warned == []
     # no activity since the start and no GPU use: warned, then stopped after the notice
     idle = Said(start - timedelta(hours=2), Decimal("0.01"))
-    warned = culls.cull_workspaces(kube, activity=idle, gpu=idle, now=later)
+    warned = culling.cull_workspaces(kube, activity=idle, gpu=idle, now=later)
     assert warned.warned == [ws.pk]
-    stopped = culls.cull_workspaces(
+    stopped = culling.cull_workspaces(
         kube, activity=idle, gpu=idle, now=later + timedelta(minutes=16)
     )
     assert stopped.stopped == [ws.pk]

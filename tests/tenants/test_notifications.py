@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput, NotFound
 from scheduler.workloads import services as workloads
-from scheduler.workloads.manifests import Observation
+from scheduler.workloads.kinds.manifests import Observation
+from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload
-from scheduler.workloads.sync import change_state
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tenants.notifications import deliver_due, notify, signing
 from tenants.services import approvals as approval_services

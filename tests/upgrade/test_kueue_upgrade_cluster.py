@@ -12,7 +12,7 @@ from localcluster import build, cluster, previous_release
 from scheduler.cluster import support
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
-from scheduler.workloads import sync as workload_sync
+from scheduler.workloads.lifecycle import sync as workload_sync
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import (
     h100_mig,  # noqa: F401 - a fixture

@@ -1,3 +1,5 @@
+"""What the workspaces API takes and answers."""
+
 from rest_framework import serializers
 
 from workspaces.models import Workspace

@@ -1,3 +1,5 @@
+"""The workspaces API's routes."""
+
 from rest_framework.routers import SimpleRouter
 
 from workspaces.api import views

@@ -110,7 +110,7 @@ class TenantSpec:
     instance: str = "default"
     # A pool gives borrowers a minimum run time (`reclaim_grace_s`), which Kueue cannot: its
     # queues then never reclaim (`reclaimWithinCohort: Never`) and the portal's controller does
-    # (scheduler/workloads/reclaiming.py).
+    # (scheduler/workloads/queue/reclaim.py).
     reclaim_by_portal: bool = False
     # Kueue: the tenant's ClusterQueue lines (every flavor x GPU resource name), its cohort and
     # whether new work is held (e.g. over budget).

@@ -1,0 +1,1 @@
+"""The workloads REST API: serializers, views and routes."""

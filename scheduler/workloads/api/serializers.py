@@ -1,3 +1,6 @@
+"""What the workloads API answers: resource classes, a workload with its events, scaling and the
+reason it waits, and its logs."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -7,9 +10,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import ResourceClass
-from scheduler.workloads.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_shown, env_values_readable, waiting_for
+from scheduler.workloads.submit.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
 
 SECRET_REF_SCHEMA = {
     "type": "object",
@@ -338,7 +341,7 @@ def _annotated(workload: Workload, name: str, otherwise):
 
 
 class WaitingSerializer(serializers.Serializer):
-    """Why a waiting workload waits, in words (scheduler/workloads/waiting.py)."""
+    """Why a waiting workload waits, in words (scheduler/workloads/queue/waiting.py)."""
 
     code = serializers.CharField(
         help_text="suspended, over_budget, quota_full, borrowing_capped, nothing_idle, "

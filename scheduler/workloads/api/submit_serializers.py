@@ -13,8 +13,8 @@ from scheduler.workloads.api.serializers import (
     AutoscalingSerializer,
     VolumeSerializer,
 )
-from scheduler.workloads.input import MAX_REPLICAS
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
+from scheduler.workloads.submit.input import MAX_REPLICAS
 from tenants.models.priority_classes import PRIORITY_CLASSES
 
 
@@ -68,7 +68,7 @@ def shared_fields(cls: type[serializers.Serializer]) -> BindingDict:
 
 
 class NeedSerializer(serializers.Serializer):
-    """Ask by need (`scheduler.workloads.needs`): the portal chooses the shape."""
+    """Ask by need (`scheduler.workloads.submit.needs`): the portal chooses the shape."""
 
     gpu_model = serializers.CharField(max_length=64, help_text="catalog key, e.g. A100-80GB")
     gpu_memory_gb = serializers.IntegerField(min_value=1, max_value=10_000, required=False)

@@ -1,3 +1,5 @@
+"""The workloads API's routes: resource classes, workloads and their actions."""
+
 from rest_framework.routers import SimpleRouter
 
 from scheduler.workloads.api import views

@@ -23,13 +23,14 @@ from catalog.models import ResourceClass
 from core.api.idempotency import IDEMPOTENCY_PARAMETER, idempotent
 from core.api.viewsets import PortalGenericViewSet
 from core.permissions import is_platform_admin
-from scheduler.workloads import logs as pod_logs
-from scheduler.workloads import needs, suspending
 from scheduler.workloads import services as workloads
 from scheduler.workloads.api import serializers as s
 from scheduler.workloads.api import submit_serializers as submit
 from scheduler.workloads.filtersets import WorkloadFilter
+from scheduler.workloads.lifecycle import logs as pod_logs
+from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.submit import needs
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken, Membership, QuotaGrant
 from tenants.permissions import WRITE_ROLES

@@ -16,7 +16,7 @@ from django.db.models import Q, Sum
 from catalog import run_limits, slices
 from catalog.models import Pool, ResourceClass
 from core.errors import InvalidInput, QuotaExceeded
-from scheduler.workloads import gang
+from scheduler.workloads.kinds import gang
 from scheduler.workloads.models import Workload
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 
 MODES = ("required", "preferred")
 NONE = ("", "none")

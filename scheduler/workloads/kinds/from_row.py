@@ -1,4 +1,4 @@
-"""A workload row as the pure manifests' input (`WorkloadSpec`): its resource classes'
+"""A workload row as the pure manifests' input (`ManifestSpec`): its resource classes'
 Kubernetes resource names, its GPU model's product label, and the portal's settings (instance,
 the GPU nodes' tolerations, the autoscaling metrics)."""
 
@@ -8,17 +8,22 @@ from django.conf import settings
 
 from catalog.models import ResourceClass
 from catalog.product_labels import product_label
-from scheduler.workloads import topology
+from scheduler.workloads.kinds import topology
+from scheduler.workloads.kinds.pod_template import (
+    AutoscalingSpec,
+    ManifestSpec,
+    claim_mounts,
+    env_values,
+)
+from scheduler.workloads.kinds.serving import service_ports, service_probes
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import AutoscalingSpec, WorkloadSpec, claim_mounts, env_values
-from scheduler.workloads.serving import service_ports, service_probes
 
 
-def spec_for(workload: Workload) -> WorkloadSpec:
+def spec_for(workload: Workload) -> ManifestSpec:
     classes = {
         rc.slug: rc for rc in ResourceClass.objects.filter(slug__in=list(workload.resources))
     }
-    return WorkloadSpec(
+    return ManifestSpec(
         name=workload.k8s_name,
         namespace=workload.namespace,
         tenant=workload.tenant.slug,

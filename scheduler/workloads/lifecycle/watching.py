@@ -17,10 +17,9 @@ from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
-from scheduler.workloads.manifests import KUEUE_JOB_UID_LABEL, queue_position
-from scheduler.workloads.models import Workload, WorkloadSyncState
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.sync import (
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_position
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle.sync import (
     EVENT_REASONS,
     NamespaceReading,
     list_queue_workloads,
@@ -30,6 +29,7 @@ from scheduler.workloads.sync import (
     sync_all_live_workloads,
     sync_each,
 )
+from scheduler.workloads.models import Workload, WorkloadSyncState
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Pure workload manifests and observation: typed input in, dicts out, no I/O.
 
 - `render_job` / `render_deployment` / `render_hpa` build the Kubernetes objects of a workload
-  from a `WorkloadSpec` around its pod (`pod_template.py`; kubespawner style: tests compare them
+  from a `ManifestSpec` around its pod (`pod_template.py`; kubespawner style: tests compare them
   to expected dicts).
 - `observe` turns a live object, its pods and events into a state.
 
@@ -17,15 +17,15 @@ from django.utils.dateparse import parse_datetime
 
 from catalog.run_limits import duration_words
 from scheduler.cluster.render.labels import MAX_EXEC_TIME_LABEL
-from scheduler.workloads import gang, serving
-from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import (
+from scheduler.workloads.kinds import gang, serving
+from scheduler.workloads.kinds.pod_template import (
     WORKLOAD_LABEL,
-    WorkloadSpec,
+    ManifestSpec,
     queued_labels,
     render_pod_template,
     workload_labels,
 )
+from scheduler.workloads.models import Workload
 
 PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "Preempted"})
 # Kueue: the scheduling gate it puts on pods it has not admitted yet, and the label that ties a
@@ -39,12 +39,12 @@ CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
 # --- rendering ---------------------------------------------------------------------------------
 
 
-def _object_meta(spec: WorkloadSpec, *, queued: bool = True) -> dict:
+def _object_meta(spec: ManifestSpec, *, queued: bool = True) -> dict:
     labels = queued_labels(spec) if queued else workload_labels(spec)
     return {"name": spec.name, "namespace": spec.namespace, "labels": labels}
 
 
-def render_job(spec: WorkloadSpec) -> dict:
+def render_job(spec: ManifestSpec) -> dict:
     """A batch/v1 Job, created suspended: Kueue starts it when the team's queue admits it, and
     suspends and requeues it when it is preempted. A pod disrupted otherwise (a node drained)
     is replaced without counting against the backoff limit. With a maximum run time, Kueue
@@ -82,7 +82,7 @@ def render_job(spec: WorkloadSpec) -> dict:
     }
 
 
-def render_deployment(spec: WorkloadSpec) -> dict:
+def render_deployment(spec: ManifestSpec) -> dict:
     """A Deployment whose rollouts never run more pods than its replicas (`serving.py`): each
     pod is its own Kueue workload, so a surge pod would need quota the grant may not have."""
     return {
@@ -98,7 +98,7 @@ def render_deployment(spec: WorkloadSpec) -> dict:
     }
 
 
-def render_service(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
+def render_service(spec: ManifestSpec, *, owner_uid: str = "") -> dict:
     """The ClusterIP Service of an inference deployment with ports, named like it."""
     if not spec.ports:
         raise ValueError(f"workload {spec.workload_id} serves on no port")
@@ -122,7 +122,7 @@ def _pods_metric(name: str, average_value: str) -> dict:
     }
 
 
-def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
+def render_hpa(spec: ManifestSpec, *, owner_uid: str = "") -> dict:
     """An autoscaling/v2 HorizontalPodAutoscaler of the workload's Deployment on pod metrics:
     GPU utilisation in percent (DCGM's gauge, 0–100) and request latency in seconds (a latency
     of 200 ms is the quantity `200m`); it scales down once the metric stayed low for the spec's
@@ -160,7 +160,7 @@ def render_hpa(spec: WorkloadSpec, *, owner_uid: str = "") -> dict:
     }
 
 
-def render_workload(spec: WorkloadSpec) -> dict:
+def render_workload(spec: ManifestSpec) -> dict:
     return render_job(spec) if spec.kind == Workload.Kind.JOB else render_deployment(spec)
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from scheduler.workloads.gang import PODS_READY_TIMEOUT
-from scheduler.workloads.waiting_facts import Facts, Line, Shape, Units, line_of, placeable
+from scheduler.workloads.kinds.gang import PODS_READY_TIMEOUT
+from scheduler.workloads.queue.counting import Facts, Line, Shape, Units, line_of, placeable
 
 WAITING_STATES = frozenset({"queued", "preempted"})
 # A pending workload is on its way to the cluster unless the cluster says it cannot place its

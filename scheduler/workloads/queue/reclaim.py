@@ -40,10 +40,18 @@ from scheduler.cluster.render.labels import (
     NODE_RESOURCES,
     TENANT_LABEL,
 )
-from scheduler.workloads.manifests import Observation
+from scheduler.workloads.kinds.manifests import Observation
+from scheduler.workloads.lifecycle.sync import change_state, named_after
 from scheduler.workloads.models import Workload
-from scheduler.workloads.reclaim import Admitted, Key, Line, Queue, Victim, Waiting, choose_victims
-from scheduler.workloads.sync import change_state, named_after
+from scheduler.workloads.queue.grace import (
+    Admitted,
+    Key,
+    Line,
+    Queue,
+    Victim,
+    Waiting,
+    choose_victims,
+)
 from tenants.models import Tenant
 from tenants.notifications import notify
 

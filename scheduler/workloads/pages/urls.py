@@ -1,6 +1,8 @@
+"""The workloads pages' routes."""
+
 from django.urls import path
 
-from scheduler.workloads import views
+from scheduler.workloads.pages import views
 
 app_name = "scheduler"
 

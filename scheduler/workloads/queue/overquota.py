@@ -27,9 +27,9 @@ from catalog.models import ResourceClass
 from core.tasks import portal_task
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads import tasks
-from scheduler.workloads.manifests import Observation
+from scheduler.workloads.kinds.manifests import Observation
+from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload
-from scheduler.workloads.sync import change_state
 from tenants.models import Tenant
 from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
 from tenants.notifications import notify

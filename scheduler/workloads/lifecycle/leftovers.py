@@ -12,9 +12,9 @@ from core.tasks import portal_task
 from scheduler.cluster import kube as kube_module
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle.sync import delete_from_cluster
 from scheduler.workloads.models import Workload
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.sync import delete_from_cluster
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidTransition
 from scheduler.cluster.kube import KubeGateway, gateway
-from scheduler.workloads.idle import Action, Step
-from scheduler.workloads.manifests import KUEUE_JOB_UID_LABEL, Observation
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, Observation
+from scheduler.workloads.lifecycle.idle import Action, Step
+from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.sync import change_state
 from tenants.notifications import notify
 from tenants.permissions import WRITE_ROLES, require_role
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduler.workloads import topology
-from scheduler.workloads.pod_template import WORKLOAD_LABEL, WorkloadSpec, workload_labels
+from scheduler.workloads.kinds import topology
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL, ManifestSpec, workload_labels
 
 # torchrun's default rendezvous port (and MPI's launcher is told it the same way).
 MASTER_PORT = 29500
@@ -25,27 +25,27 @@ PODS_READY_TIMEOUT = "PodsReadyTimeout"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
-def is_gang(spec: WorkloadSpec) -> bool:
+def is_gang(spec: ManifestSpec) -> bool:
     """A job of more than one pod (a deployment's replicas are not a gang)."""
     return spec.kind == "job" and spec.replicas > 1
 
 
-def service_name(spec: WorkloadSpec) -> str:
+def service_name(spec: ManifestSpec) -> str:
     """The headless Service of a gang: named like its Job (both are DNS labels)."""
     return spec.name
 
 
-def master_addr(spec: WorkloadSpec) -> str:
+def master_addr(spec: ManifestSpec) -> str:
     """Index 0's stable name: the Indexed Job's pod hostname under the Service's subdomain."""
     return f"{spec.name}-0.{service_name(spec)}"
 
 
-def procs_per_pod(spec: WorkloadSpec) -> int:
+def procs_per_pod(spec: ManifestSpec) -> int:
     """One process per GPU device the pod holds (a whole GPU, a MIG instance or a replica)."""
     return max(1, sum(spec.gpus.values()))
 
 
-def rendezvous_env(spec: WorkloadSpec) -> list[dict]:
+def rendezvous_env(spec: ManifestSpec) -> list[dict]:
     """The env each pod of a gang gets: the names torchrun reads (`PET_*` stand for its
     `--nnodes`, `--node-rank`, `--nproc-per-node`, `--master-addr`, `--master-port` flags, so a
     bare `torchrun train.py` joins the gang) and the plain ones (MASTER_ADDR, WORLD_SIZE = pods,
@@ -71,7 +71,7 @@ def rendezvous_env(spec: WorkloadSpec) -> list[dict]:
     return [e for e in out if e["name"] not in spec.env]
 
 
-def gang_template(spec: WorkloadSpec, template: dict) -> dict:
+def gang_template(spec: ManifestSpec, template: dict) -> dict:
     """`template` (the pod every kind runs) as a gang's pod: under the Service's subdomain, with
     the rendezvous env first (the workload's own env after it), kept in one rack (or block) by
     pod affinity when the job asked (`topology.py`)."""
@@ -87,13 +87,13 @@ def gang_template(spec: WorkloadSpec, template: dict) -> dict:
     return {**template, "spec": pod}
 
 
-def gang_job_fields(spec: WorkloadSpec) -> dict:
+def gang_job_fields(spec: ManifestSpec) -> dict:
     """What makes a Job a gang: N indexed pods, all running at once. Kueue reserves quota for
     all N (one pod set of count N) and unsuspends the Job only then."""
     return {"completionMode": "Indexed", "completions": spec.replicas, "parallelism": spec.replicas}
 
 
-def render_gang_service(spec: WorkloadSpec, *, owner_uid: str) -> dict:
+def render_gang_service(spec: ManifestSpec, *, owner_uid: str) -> dict:
     """The headless Service that gives a gang's pods their names. Owned by the Job (`owner_uid`),
     so deleting the Job (cancel, clean-up) deletes it too. Not-ready addresses are published:
     workers resolve the master while it is still starting."""

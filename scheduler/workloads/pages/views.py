@@ -12,14 +12,16 @@ from django.views.decorators.http import require_http_methods
 from catalog.models import ResourceClass
 from catalog.run_limits import duration_words
 from core.errors import ClusterError, ServiceError
-from scheduler.workloads import logs as pod_logs
-from scheduler.workloads import pods as workload_pods
-from scheduler.workloads import presenting, scaling, suspending
 from scheduler.workloads import services as workloads
-from scheduler.workloads.consequences import cancel_consequences
 from scheduler.workloads.filtersets import WorkloadFilter
-from scheduler.workloads.forms import WorkloadForm, initial_from
+from scheduler.workloads.kinds import scaling
+from scheduler.workloads.lifecycle import logs as pod_logs
+from scheduler.workloads.lifecycle import pods as workload_pods
+from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pages import presenting
+from scheduler.workloads.pages.consequences import cancel_consequences
+from scheduler.workloads.pages.forms import WorkloadForm, initial_from
 from scheduler.workloads.selectors import (
     can_read_env_values,
     env_shown,

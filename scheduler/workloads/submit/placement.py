@@ -9,7 +9,7 @@ from django.conf import settings
 from catalog.models import ResourceClass
 from core.errors import InvalidInput
 from scheduler.cluster.models import Node
-from scheduler.workloads import topology
+from scheduler.workloads.kinds import topology
 
 
 def check_topology(

@@ -10,11 +10,11 @@ from django.conf import settings
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
 from scheduler.cluster.models import Node
-from scheduler.workloads import topology
-from scheduler.workloads.gang import INDEX_ANNOTATION
-from scheduler.workloads.manifests import KUEUE_GATE
+from scheduler.workloads.kinds import topology
+from scheduler.workloads.kinds.gang import INDEX_ANNOTATION
+from scheduler.workloads.kinds.manifests import KUEUE_GATE
+from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
-from scheduler.workloads.sync import workload_pods
 from tenants.permissions import READ_ROLES, require_role
 
 

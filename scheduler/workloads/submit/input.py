@@ -16,8 +16,8 @@ from core.errors import InvalidInput, QuotaExceeded
 from core.images import image_allowed_by
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
+from scheduler.workloads.kinds.pod_template import SHM_MOUNT_PATH
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from scheduler.workloads.pod_template import SHM_MOUNT_PATH
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_KEY = re.compile(r"^([a-z0-9.-]{1,200}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")

@@ -1,7 +1,7 @@
 """The typed input of a workload's manifests and the pod it runs (pure: dicts out, no Django,
 no I/O).
 
-- `WorkloadSpec` (with `AutoscalingSpec`, `SecretKeyRef`, `ClaimMount`) is everything a manifest
+- `ManifestSpec` (with `AutoscalingSpec`, `SecretKeyRef`, `ClaimMount`) is everything a manifest
   is made from; `env_values` and `claim_mounts` turn a workload's stored fields into it.
 - `render_pod_template` builds the pod every kind runs (kubespawner style: tests compare it to
   expected dicts); the Job, Deployment and autoscaler around it are `manifests.py`.
@@ -23,7 +23,7 @@ from scheduler.cluster.render.labels import (
     QUEUE_PRIORITY_LABEL,
     TENANT_LABEL,
 )
-from scheduler.workloads.serving import Probe, ServicePort, container_fields
+from scheduler.workloads.kinds.serving import Probe, ServicePort, container_fields
 
 WORKLOAD_LABEL = "gpu-portal.io/workload"
 CONTAINER_NAME = "main"
@@ -94,7 +94,7 @@ def _env_var(name: str, value: EnvValue) -> dict:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class ManifestSpec:
     """Everything a manifest is made from (no Django, no I/O)."""
 
     name: str  # the Kubernetes object's name
@@ -136,7 +136,7 @@ class WorkloadSpec:
     probes: dict[str, Probe] = field(default_factory=dict)
 
 
-def workload_labels(spec: WorkloadSpec) -> dict[str, str]:
+def workload_labels(spec: ManifestSpec) -> dict[str, str]:
     return {
         **spec.labels,
         MANAGED_BY_LABEL: MANAGED_BY,
@@ -146,7 +146,7 @@ def workload_labels(spec: WorkloadSpec) -> dict[str, str]:
     }
 
 
-def queued_labels(spec: WorkloadSpec) -> dict[str, str]:
+def queued_labels(spec: ManifestSpec) -> dict[str, str]:
     """Labels of what runs (Job, Deployment, pods): through the team's Kueue queue, ordered and
     preempted by the workload's priority."""
     return {
@@ -156,7 +156,7 @@ def queued_labels(spec: WorkloadSpec) -> dict[str, str]:
     }
 
 
-def _container_resources(spec: WorkloadSpec) -> dict[str, str]:
+def _container_resources(spec: ManifestSpec) -> dict[str, str]:
     """GPUs, and cpu, memory and ephemeral storage where the workload names them."""
     amounts = {name: str(units) for name, units in spec.gpus.items()}
     for name, value in (
@@ -169,7 +169,7 @@ def _container_resources(spec: WorkloadSpec) -> dict[str, str]:
     return dict(sorted(amounts.items()))
 
 
-def _volumes(spec: WorkloadSpec) -> tuple[list[dict], list[dict]]:
+def _volumes(spec: ManifestSpec) -> tuple[list[dict], list[dict]]:
     """(the pod's volumes, the main container's mounts): a memory-backed /dev/shm of its size,
     and the namespace's PersistentVolumeClaims. Both kinds are allowed by Pod Security
     `restricted`."""
@@ -191,7 +191,7 @@ def _volumes(spec: WorkloadSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
-def render_pod_template(spec: WorkloadSpec, restart_policy: str) -> dict:
+def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
     """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
     ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
     discovery's product label, which is also what Kueue's flavor for the model selects),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
+from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
-from scheduler.workloads.sync import workload_pods
 from tenants.permissions import READ_ROLES, require_role
 
 

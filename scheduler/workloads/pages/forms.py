@@ -1,3 +1,5 @@
+"""The browser's submit form: the same fields and checks as the API's submit."""
+
 import shlex
 
 from django import forms

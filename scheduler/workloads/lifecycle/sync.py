@@ -18,8 +18,9 @@ from django.utils import timezone
 from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
-from scheduler.workloads import gang, serving
-from scheduler.workloads.manifests import (
+from scheduler.workloads.kinds import gang, serving
+from scheduler.workloads.kinds.from_row import spec_for
+from scheduler.workloads.kinds.manifests import (
     KUEUE_JOB_UID_LABEL,
     PREEMPTION_REASONS,
     Observation,
@@ -29,9 +30,8 @@ from scheduler.workloads.manifests import (
     render_service,
     render_workload,
 )
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.models import Workload, WorkloadEvent
-from scheduler.workloads.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.specs import spec_for
 from tenants.notifications import notify
 
 log = logging.getLogger(__name__)
