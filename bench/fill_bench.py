@@ -30,6 +30,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all, reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
@@ -92,10 +93,17 @@ def _fill(kube: KubeGateway, admin, team: Tenant, run_s: float) -> dict[str, flo
     t0 = time.monotonic()
     for i in range(jobs):
         w = workloads.submit_workload(
-            actor=admin, tenant=team, name=f"f{i}", kind="job",
-            image="registry.k8s.io/pause:3.10", command=["sleep", f"{run_s:g}"],
-            resources={SLUG: 1}, priority="gpu-low",
-        )  # fmt: skip
+            actor=admin,
+            tenant=team,
+            spec=workload_spec(
+                name=f"f{i}",
+                kind="job",
+                image="registry.k8s.io/pause:3.10",
+                command=["sleep", f"{run_s:g}"],
+                resources={SLUG: 1},
+                priority="gpu-low",
+            ),
+        )
         sync.create_in_cluster(kube, w.pk)
     submitted = time.monotonic() - t0
     busy: list[int] = []

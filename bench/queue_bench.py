@@ -23,6 +23,7 @@ from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
@@ -110,9 +111,16 @@ def run() -> int:
             )
             for i in range(BACKLOG + 1):  # the first runs, the rest wait
                 w = workloads.submit_workload(
-                    actor=admin, tenant=backlog, name=f"b{i}", kind="job",
-                    image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
-                )  # fmt: skip
+                    actor=admin,
+                    tenant=backlog,
+                    spec=workload_spec(
+                        name=f"b{i}",
+                        kind="job",
+                        image="registry.k8s.io/pause:3.10",
+                        resources={SLUG: 1},
+                        priority="gpu-low",
+                    ),
+                )
                 sync.create_in_cluster(kube, w.pk)
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": direct_ns}})
             portal, direct = [], []
@@ -120,9 +128,16 @@ def run() -> int:
             for i in range(SAMPLES):
                 t0 = time.perf_counter()
                 w = workloads.submit_workload(
-                    actor=admin, tenant=measured, name=f"m{i}", kind="job",
-                    image="registry.k8s.io/pause:3.10", resources={SLUG: 1}, priority="gpu-low",
-                )  # fmt: skip
+                    actor=admin,
+                    tenant=measured,
+                    spec=workload_spec(
+                        name=f"m{i}",
+                        kind="job",
+                        image="registry.k8s.io/pause:3.10",
+                        resources={SLUG: 1},
+                        priority="gpu-low",
+                    ),
+                )
                 sync.create_in_cluster(kube, w.pk)
                 _wait_running(kube, measured.namespace, f"gpu-portal.io/workload={w.pk}")
                 portal.append(time.perf_counter() - t0)

@@ -1,3 +1,5 @@
+"""The catalog as a Django app (its models keep the label `scheduler`: see CatalogConfig)."""
+
 from django.apps import AppConfig
 
 

@@ -5,6 +5,7 @@ and cohort policy. Each edit is one audit event, with what it was and what it be
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from typing import TypedDict, Unpack
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -31,14 +32,24 @@ POOL_FIELDS = [
 ]
 
 
-class _Unset:
-    """`set_pool`'s "leave it as it is" for a field where None means something (no limit)."""
+class PoolChanges(TypedDict, total=False):
+    """What `set_pool` may change. A key left out (or None, where None means nothing else) stays
+    as it is; for `borrowing_limit`, `max_run_s` and `idle_threshold_pct`, None is "no limit"
+    (no idle policy)."""
 
-    def __repr__(self) -> str:
-        return "UNSET"
+    capacity: int | None
+    overcommit_ratio: Decimal | None
+    borrowing_limit: int | None
+    lend_idle: bool | None
+    reclaim_grace_s: int | None
+    max_run_s: int | None
+    max_grant_days: int | None
+    idle_threshold_pct: int | None
+    idle_warn_after_s: int | None
+    idle_suspend_after_s: int | None
+    idle_protect_s: int | None
 
 
-UNSET = _Unset()
 MAX_RECLAIM_GRACE_S = 7 * 24 * 3600
 
 
@@ -142,33 +153,27 @@ def update_resource_class(
     return rc
 
 
-def set_pool(
-    *,
-    actor,
-    resource_class: ResourceClass,
-    capacity: int | None = None,
-    overcommit_ratio: Decimal | None = None,
-    borrowing_limit: int | None | _Unset = UNSET,
-    lend_idle: bool | None = None,
-    reclaim_grace_s: int | None = None,
-    max_run_s: int | None | _Unset = UNSET,
-    max_grant_days: int | None = None,
-    idle_threshold_pct: int | None | _Unset = UNSET,
-    idle_warn_after_s: int | None = None,
-    idle_suspend_after_s: int | None = None,
-    idle_protect_s: int | None = None,
-) -> Pool:
+def set_pool(*, actor, resource_class: ResourceClass, **changes: Unpack[PoolChanges]) -> Pool:
     """Change a pool's capacity, overcommit, cohort policy (borrowing, lending, the grace
     before borrowed units are taken back) or the maximum run time of its jobs: one audit event;
     the reconciler then writes the new limits into every team's ClusterQueue.
     `borrowing_limit=None` is "no limit", and so is `max_run_s=None` (jobs already submitted
     keep the limit they were told); `idle_threshold_pct=None` turns the idle policy off."""
     require_platform_admin(actor, "change pools")
+    unknown = set(changes) - set(PoolChanges.__annotations__)
+    if unknown:
+        raise InvalidInput(f"a pool has no {', '.join(sorted(unknown))} to change")
+    capacity = changes.get("capacity")
+    overcommit_ratio = changes.get("overcommit_ratio")
+    lend_idle = changes.get("lend_idle")
+    reclaim_grace_s = changes.get("reclaim_grace_s")
+    max_grant_days = changes.get("max_grant_days")
     if capacity is not None and (isinstance(capacity, bool) or capacity < 0):
         raise InvalidInput("capacity must be a whole number ≥ 0", field="capacity")
     if overcommit_ratio is not None and overcommit_ratio < 0:
         raise InvalidInput("overcommit ratio must be ≥ 0", field="overcommit_ratio")
-    if not isinstance(borrowing_limit, _Unset | None) and (
+    borrowing_limit = changes.get("borrowing_limit")
+    if borrowing_limit is not None and (
         isinstance(borrowing_limit, bool)
         or not isinstance(borrowing_limit, int)
         or borrowing_limit < 0
@@ -197,7 +202,8 @@ def set_pool(
         )
     if lend_idle is not None and not isinstance(lend_idle, bool):
         raise InvalidInput("lend_idle must be true or false", field="lend_idle")
-    if not isinstance(max_run_s, _Unset):
+    max_run_s = changes.get("max_run_s")
+    if "max_run_s" in changes:
         max_run_s = run_limits.check_max_run_s(max_run_s)
     with transaction.atomic():
         pool, _ = Pool.objects.select_for_update().get_or_create(resource_class=resource_class)
@@ -207,25 +213,21 @@ def set_pool(
             pool.source = Pool.Source.MANUAL
         if overcommit_ratio is not None:
             pool.overcommit_ratio = overcommit_ratio
-        if not isinstance(borrowing_limit, _Unset):
+        if "borrowing_limit" in changes:
             pool.borrowing_limit = borrowing_limit
         if reclaim_grace_s is not None:
             pool.reclaim_grace_s = reclaim_grace_s
         if lend_idle is not None:
             pool.lend_idle = lend_idle
-        if not isinstance(max_run_s, _Unset):
+        if "max_run_s" in changes:
             pool.max_run_s = max_run_s
         if max_grant_days is not None:
             pool.max_grant_days = max_grant_days
-        if not isinstance(idle_threshold_pct, _Unset):
-            pool.idle_threshold_pct = idle_threshold_pct  # type: ignore[assignment]
-        for field, value in (
-            ("idle_warn_after_s", idle_warn_after_s),
-            ("idle_suspend_after_s", idle_suspend_after_s),
-            ("idle_protect_s", idle_protect_s),
-        ):
-            if value is not None:
-                setattr(pool, field, value)
+        if "idle_threshold_pct" in changes:
+            pool.idle_threshold_pct = changes["idle_threshold_pct"]  # type: ignore[assignment]
+        for field in ("idle_warn_after_s", "idle_suspend_after_s", "idle_protect_s"):
+            if changes.get(field) is not None:
+                setattr(pool, field, changes[field])  # type: ignore[literal-required]
         # the policy is checked whole, as it will be in force (a new warning time against the
         # suspension time already set): a refusal rolls the whole change back
         idle_policy.check_idle_policy(*(getattr(pool, f) for f in idle_policy.FIELDS))

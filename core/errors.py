@@ -1,6 +1,8 @@
 """Errors of the whole portal: services raise `ServiceError`s, which the web, API and admin faces
 turn into 4xx answers; the cluster door raises `ClusterError`s, which tasks retry or record."""
 
+from __future__ import annotations
+
 
 class ServiceError(Exception):
     code = "invalid"
@@ -10,18 +12,29 @@ class ServiceError(Exception):
         super().__init__(detail)
         self.detail = detail
         self.field = field
+        self.errors: dict[str, list[str]] = {field: [detail]} if field else {}
         if code:
             self.code = code
 
     def as_dict(self) -> dict:
         data: dict = {"code": self.code, "detail": self.detail}
-        if self.field:
-            data["errors"] = {self.field: [self.detail]}
+        if self.errors:
+            data["errors"] = self.errors
         return data
 
 
 class InvalidInput(ServiceError):
     code = "invalid"
+
+    @classmethod
+    def of_fields(cls, errors: dict[str, list[str]]) -> InvalidInput:
+        """Every bad field of one input at once: `errors` is field -> what is wrong with it; the
+        detail says them all, the first field is `field` (a form puts a field-less one on top)."""
+        detail = "; ".join(f"{name}: {' '.join(said)}" for name, said in errors.items())
+        first = next(iter(errors))
+        exc = cls(detail if len(errors) > 1 else errors[first][0], field=first)
+        exc.errors = {name: list(said) for name, said in errors.items()}
+        return exc
 
 
 class Forbidden(ServiceError):

@@ -26,7 +26,7 @@ from localcluster import build, cluster, components
 from localcluster.fleet import node_manifest
 from scheduler.cluster import tasks
 from scheduler.cluster.kube import KubeGateway
-from scheduler.mig import rollout_requests
+from scheduler.mig import orders
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tenants.services.tokens import issue_token
@@ -268,7 +268,7 @@ class Run:
         ]
         admin = get_user_model().objects.get(username="admin")
         plan = Plan.objects.create(created_by=admin, nodes=entries, summary={}, policy={})
-        rollout_requests.request_plan_apply(actor=admin, plan=plan)
+        orders.request_plan_apply(actor=admin, plan=plan)
 
         def first_node_draining():
             close_old_connections()

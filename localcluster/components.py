@@ -216,8 +216,8 @@ def write_scheduler_config() -> Path:
 SIMULATOR_SOURCE_GLOBS = (
     (PACKAGE_DIR, "*.py"),
     (PACKAGE_DIR, "*.yaml"),
-    (REPO_ROOT / "scheduler" / "catalog", "facts.py"),
-    (REPO_ROOT / "scheduler" / "catalog" / "data", "*"),
+    (REPO_ROOT / "catalog", "facts.py"),
+    (REPO_ROOT / "catalog" / "data", "*"),
 )
 
 

@@ -29,7 +29,7 @@ from catalog.models import Pool
 from core.errors import ClusterError
 from core.locks import advisory_lock
 from metering import prometheus
-from scheduler.cluster import inventory
+from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import suspending
@@ -67,7 +67,7 @@ def workload_use(pods: list[dict], use: dict[tuple[str, str], prometheus.PodUse]
     when it has none running or one of them has no series (no data is never idle)."""
     values = []
     for pod in pods:
-        info = inventory.parse_gpu_pod(pod)
+        info = node_offers.parse_gpu_pod(pod)
         if info is None or info.phase != "Running":
             continue
         seen = use.get((info.namespace, info.name))

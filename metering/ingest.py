@@ -27,7 +27,7 @@ from catalog import product_labels
 from catalog.models import ResourceClass
 from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
-from scheduler.cluster import inventory
+from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node
 from scheduler.cluster.render.labels import INSTANCE_LABEL, TENANT_LABEL
@@ -79,7 +79,7 @@ def class_slug(node: NodeFacts | None, resource_name: str) -> str | None:
     """The resource class slug a pod's resource on this node is counted in (pure)."""
     if node is None or not node.gpu_model:
         return None
-    units = inventory.class_units(node.gpu_model, {resource_name: 1}, node.sharing, node.product)
+    units = node_offers.class_units(node.gpu_model, {resource_name: 1}, node.sharing, node.product)
     return next(iter(units), None)
 
 
@@ -111,7 +111,7 @@ def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[date
     live: list[LivePod] = []
     stopped: dict[str, tuple[datetime | None, str]] = {}
     for pod in raw_pods:
-        info = inventory.parse_gpu_pod(pod)
+        info = node_offers.parse_gpu_pod(pod)
         if info is None:
             status = pod.get("status", {})
             if status.get("phase") in TERMINAL_PHASES or pod["metadata"].get("deletionTimestamp"):
@@ -146,7 +146,7 @@ def _node_facts(
     if names - facts.keys():  # not in the inventory yet: ask the cluster
         labels_by_model = product_labels.configured_product_labels()
         for node in list_nodes():
-            info = inventory.parse_node(node, labels_by_model)
+            info = node_offers.parse_node(node, labels_by_model)
             if info.name in names and info.name not in facts:
                 facts[info.name] = NodeFacts(
                     info.gpu_model, info.sharing_strategy, info.gpu_product
@@ -218,9 +218,8 @@ def record_snapshot(
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
         last = IngestCursor.objects.select_for_update().filter(cluster=cluster).first()
         previous = last.last_at if last else None
-        held = _write_intervals(
-            cluster, live, stopped, nodes, tenants, classes, now, previous, result
-        )
+        names = _Lookups(nodes=nodes, tenants=tenants, classes=classes)
+        held = _write_intervals(cluster, live, stopped, names, now, previous, result)
         IngestCursor.objects.update_or_create(cluster=cluster, defaults={"last_at": now})
         _write_utilisation(cluster, live, use, minute, result)
         _write_samples(held, minute, use, result)
@@ -314,9 +313,17 @@ def _backfill_samples(cluster, previous: datetime, minute: datetime, result) -> 
     result.backfilled = len(minutes)
 
 
-def _write_intervals(
-    cluster, live, stopped, nodes, tenants, classes, now, previous, result
-) -> list[tuple]:
+@dataclass(frozen=True)
+class _Lookups:
+    """What the names a pod carries stand for: its node's facts, its namespace's tenant id, its
+    resource's class id (read before the ingest's lock)."""
+
+    nodes: dict
+    tenants: dict
+    classes: dict
+
+
+def _write_intervals(cluster, live, stopped, names: _Lookups, now, previous, result) -> list[tuple]:
     """Open, carry on, close and reopen intervals; returns what is held now: (tenant id,
     class id, units, pod) for tenants' pods."""
     open_rows: dict[tuple[str, str], tuple[int, int | None, int | None, int]] = {
@@ -360,7 +367,7 @@ def _write_intervals(
         )
         rows = []
         for pod in new.values():
-            node = nodes.get(pod.node_name)
+            node = names.nodes.get(pod.node_name)
             slug = class_slug(node, pod.resource_name)
             started = min(parse_datetime(pod.started_at) if pod.started_at else now, now)
             rows.append(
@@ -370,8 +377,8 @@ def _write_intervals(
                     namespace=pod.namespace,
                     pod_name=pod.name,
                     node_name=pod.node_name,
-                    tenant_id=tenants.get(pod.namespace),
-                    resource_class_id=classes.get(slug) if slug else None,
+                    tenant_id=names.tenants.get(pod.namespace),
+                    resource_class_id=names.classes.get(slug) if slug else None,
                     workload_id=(
                         pod.workload_id
                         if workloads.get(pod.workload_id or 0) == pod.namespace

@@ -52,13 +52,14 @@ from replay.workload import (
     time_sliced_nodes,
     unit_gpus,
 )
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_tenant
-from scheduler.mig import plans, rollout
+from scheduler.mig import proposals, rollout
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync
 from scheduler.workloads.queue import reclaim
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import Tenant
 from tenants.services import grants as grant_services
 from tenants.services import tenants as tenant_services
@@ -151,7 +152,7 @@ def delete_fleet(admin: KubeGateway, timeout: float = 60) -> None:
 
 def _roll_out_mig(kube: KubeGateway, admin_user, demand: dict[str, int], nodes: list[str]) -> int:
     """The planner's layouts for the grants, rolled out by the portal; GPUs changed."""
-    plan = plans.create_plan(actor=admin_user, nodes=nodes, demand=demand)
+    plan = proposals.create_plan(actor=admin_user, nodes=nodes, demand=demand)
     changed = int(plan.summary.get("changed_gpus", 0))
     if changed:
         plan = rollout.apply_plan(kube, plan.pk, actor=admin_user)
@@ -235,7 +236,7 @@ def run_policy(
         f"{shared_nodes} node(s) time-sliced"
     )
     make_fleet(admin, api, cfg, run_id, shared_nodes)
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     reconfigured = shared_nodes * cfg.gpus_per_node
     if policy.mig:
         # the platform team asks the planner for the classes' demand, worth the MIG nodes
@@ -245,7 +246,7 @@ def run_policy(
         mig_nodes = cfg.node_names(run_id)[: cfg.nodes - shared_nodes]
         progress(f"[{run_id}] planning MIG layouts for {wanted_layout}")
         reconfigured += _roll_out_mig(kube, admin_user, wanted_layout, mig_nodes)
-        inventory_sync.sync_inventory(kube)
+        inventory.sync_inventory(kube)
     supply = {
         p.resource_class.slug: p.capacity
         for p in Pool.objects.select_related("resource_class").filter(
@@ -331,12 +332,14 @@ def _replay(
             w = workloads.submit_workload(
                 actor=admin_user,
                 tenant=tenants[pod.team],
-                name=pod.name,
-                kind="job",
-                image=IMAGE,
-                resources={a.slug: a.units},
-                priority=a.priority,
-                command=["sleep", f"{max(MIN_RUN_S, pod.run / compression):.3f}"],
+                spec=workload_spec(
+                    name=pod.name,
+                    kind="job",
+                    image=IMAGE,
+                    resources={a.slug: a.units},
+                    priority=a.priority,
+                    command=["sleep", f"{max(MIN_RUN_S, pod.run / compression):.3f}"],
+                ),
             )
             sync.create_in_cluster(kube, w.pk)
         except ServiceError as exc:  # a refusal (409: over the grant for good) is a result too

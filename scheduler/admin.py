@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin, ServiceAdmin, run_each
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
 from scheduler.cluster.tasks import reconcile_tenant
 from scheduler.workloads.models import Workload, WorkloadEvent
@@ -30,7 +30,7 @@ class ClusterAdmin(ReadOnlyAdmin):
             request,
             queryset,
             "Archived",
-            lambda c: inventory_sync.archive_cluster(actor=request.user, cluster=c),
+            lambda c: inventory.archive_cluster(actor=request.user, cluster=c),
         )
 
 

@@ -1,3 +1,5 @@
+"""Workspaces as a Django app (label `workspaces`, as before it left `scheduler/`)."""
+
 from django.apps import AppConfig
 
 

@@ -2,7 +2,7 @@
 
 Every WORKSPACE_CULL_EVERY_S it asks each running workspace's server for its last activity and
 DCGM for its GPU use (`activity.py`: interfaces, real readers by default), records what the
-server said for the page, lets the pure decision (`culling.decide`) speak, and acts through the
+server said for the page, lets the pure decision (`idleness.decide`) speak, and acts through the
 idle machinery of workloads (`scheduler.workloads.lifecycle.suspending`): a warning (audited, on the
 run's page, mailed to its submitter), then a stop that suspends the run through Kueue (its
 quota freed, its Job and spec kept, the home volume untouched), which the owner restarts in one

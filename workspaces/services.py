@@ -28,6 +28,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.permissions import WRITE_ROLES, can_manage_members, require_role
@@ -160,15 +161,17 @@ def _start_run(actor, ws: Workspace, rc: ResourceClass) -> Workload:
     run = workloads.submit_workload(
         actor=actor,
         tenant=ws.tenant,
-        name=object_name(ws.name),
-        kind=Workload.Kind.JOB,
-        image=ws.image,
-        resources={rc.slug: 1},
-        priority=workspace_priority(ws.tenant),
-        command=command,
-        args=args,
-        env={"HOME": home},
-        volumes=[{"claim": claim_name(ws.name), "mount_path": home}],
+        spec=workload_spec(
+            name=object_name(ws.name),
+            kind=Workload.Kind.JOB,
+            image=ws.image,
+            resources={rc.slug: 1},
+            priority=workspace_priority(ws.tenant),
+            command=command,
+            args=args,
+            env={"HOME": home},
+            volumes=[{"claim": claim_name(ws.name), "mount_path": home}],
+        ),
     )
     # The portal's own labels (a member may not set them): the Service selects the pod by the
     # first, the generic idle pass leaves workspaces to the culling pass (the second). The

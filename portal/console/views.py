@@ -23,7 +23,7 @@ from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.health import selectors as health_selectors
 from scheduler.mig import configs as mig_configs
-from scheduler.mig import layouts, planner, plans, rollout, rollout_requests
+from scheduler.mig import layouts, orders, planner, proposals, rollout
 from scheduler.mig.models import Plan
 from scheduler.workloads.kinds import topology
 from tenants.filtersets import AuditEventFilter
@@ -96,8 +96,8 @@ def capacity_map_data():
     """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (5 queries)."""
     nodes = list(Node.objects.order_by("gpu_model", "name"))
     held = held_by_node()
-    configs = plans.known_mig_configs()
-    dp_configs = plans.known_device_plugin_configs()
+    configs = proposals.known_mig_configs()
+    dp_configs = proposals.known_device_plugin_configs()
     borrowed = borrowed_units()
     per_node = []
     for node in nodes:
@@ -105,7 +105,7 @@ def capacity_map_data():
         # lists them); MIG nodes keep the node's count for the GPUs MIG leaves whole
         replicas: int | list[int] = node.sharing_replicas
         if node.gpu_model and not facts.get_model(node.gpu_model).mig_capable:
-            replicas = [s.replicas for s in plans.current_shapes(node, configs, dp_configs)]
+            replicas = [s.replicas for s in proposals.current_shapes(node, configs, dp_configs)]
         gpus = layouts.gpu_layouts(
             node.gpu_model, node.gpu_count, node.mig_config, replicas, configs
         )
@@ -153,7 +153,7 @@ def mark_places(nodes: list[dict]) -> None:
 def mark_reshapes(nodes: list[dict]) -> None:
     """MIG re-shaping on the drawn nodes: the plan changing (or that just changed) each node,
     by whom and why (elastic layouts say what waited), and which of its GPUs."""
-    recent = plans.recent_reshapes()
+    recent = proposals.recent_reshapes()
     for drawn in nodes:
         drawn["reshape"] = recent.get(drawn["node"].name)
         gpus = set(drawn["reshape"]["gpus"]) if drawn["reshape"] else set()
@@ -312,7 +312,7 @@ def _plan_drawings(plan: Plan) -> list[dict]:
     for entry in plan.nodes:
         node = nodes.get(entry["node"])
         for shapes, out in (("current", today), ("proposed", proposed)):
-            gpus = _gpus_of(entry["model"], [plans.shape_from_json(s) for s in entry[shapes]])
+            gpus = _gpus_of(entry["model"], [proposals.shape_from_json(s) for s in entry[shapes]])
             out.append(
                 (node or entry["node"], layouts.assign_tenants(gpus, held.get(entry["node"], {})))
             )
@@ -356,7 +356,7 @@ def plan_create(request):
         messages.error(request, "No plan: the large-shape weight must be a number ≥ 0, e.g. 0.5")
         return redirect("console:plan_list")
     try:
-        plan = plans.create_plan(
+        plan = proposals.create_plan(
             actor=request.user,
             allow_draining=request.POST.get("allow_draining") == "on",
             include_pending=request.POST.get("include_pending") == "on",
@@ -414,7 +414,7 @@ def plan_apply(request, pk):
     plan = get_object_or_404(Plan, pk=pk)
     nodes = request.POST.getlist("node") or None
     try:
-        rollout_requests.request_plan_apply(actor=request.user, plan=plan, nodes=nodes)
+        orders.request_plan_apply(actor=request.user, plan=plan, nodes=nodes)
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return redirect("console:plan_detail", pk=plan.pk)
@@ -429,7 +429,7 @@ def plan_abandon(request, pk):
     """Stop a rollout in progress (or stuck): no further node starts."""
     plan = get_object_or_404(Plan, pk=pk)
     try:
-        rollout_requests.abandon_plan(actor=request.user, plan=plan)
+        orders.abandon_plan(actor=request.user, plan=plan)
     except ServiceError as exc:
         messages.error(request, exc.detail)
         return redirect("console:plan_detail", pk=plan.pk)

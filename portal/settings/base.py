@@ -223,7 +223,7 @@ RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
 # The mig-parted config (what the GPU operator's MIG manager reads) whose names nodes carry.
 MIG_PARTED_CONFIG = env(
     "MIG_PARTED_CONFIG",
-    default=str(BASE_DIR / "scheduler" / "catalog" / "data" / "mig-parted-config.yaml"),
+    default=str(BASE_DIR / "catalog" / "data" / "mig-parted-config.yaml"),
 )
 GPU_OPERATOR_NAMESPACE = env("GPU_OPERATOR_NAMESPACE", default="gpu-operator")
 # A MIG rollout takes one node per task: how long to wait for a node's MIG manager, and for
@@ -418,7 +418,7 @@ CELERY_BEAT_SCHEDULE["delete-leftover-workloads"] = {
     "schedule": env.float("DELETE_LEFTOVERS_EVERY_S", default=60.0),
     "options": {"expires": 55},
 }
-# Elastic layouts (scheduler/mig/elastic_runs.py): idle GPUs re-shaped for what waits for a
+# Elastic layouts (scheduler/mig/reshaping.py): idle GPUs re-shaped for what waits for a
 # shape, per GPU model unless a model's ElasticLayout row says otherwise.
 ELASTIC_LAYOUTS_ON = env.bool("ELASTIC_LAYOUTS_ON", default=True)
 ELASTIC_LAYOUTS_MIN_WAIT_S = env.int("ELASTIC_LAYOUTS_MIN_WAIT_S", default=600)

@@ -1,177 +1,170 @@
-"""Reading GPU nodes as NVIDIA's device plugin and GPU feature discovery describe them (pure).
-
-A node's labels and allocatable tell its GPU model, MIG strategy and layout, sharing mode, and
-how many units of each resource class it offers; the sum over schedulable, ready nodes is the
-capacity of each pool.
-"""
+"""Inventory: what the cluster has (nodes, GPUs, the GPU pods on them) read into PostgreSQL, and
+the pools' capacity derived from it; and archiving a cluster the portal no longer manages."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from catalog import facts, product_labels
-from scheduler.cluster.render import labels as render_labels
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-MIG_PREFIX = "nvidia.com/mig-"
-# A node with the portal's health taint (scheduler/health) offers nothing to the pools while it
-# is there, whoever's value (portal instance) it carries.
-HEALTH_TAINT_KEY = render_labels.HEALTH_TAINT_KEY
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    uid: str
-    gpu_model: str  # catalog key, "" when the node has no GPU the catalog knows
-    gpu_product: str
-    gpu_count: int
-    gpu_memory_mib: int
-    mig_strategy: str
-    mig_config: str
-    mig_config_state: str
-    sharing_strategy: str
-    sharing_replicas: int
-    device_plugin_config: str
-    allocatable: dict[str, int]  # GPU resource names only
-    labels: dict[str, str]
-    schedulable: bool
-    ready: bool
-    # resource class slug -> units this node offers
-    units: dict[str, int] = field(default_factory=dict)
-    health_tainted: bool = False
+from catalog.models import Pool
+from catalog.product_labels import configured_product_labels
+from catalog.services import ensure_resource_classes
+from core import audit
+from core.errors import InvalidTransition
+from core.permissions import require_platform_admin
+from scheduler.cluster import node_offers
+from scheduler.cluster.kube import KubeGateway
+from scheduler.cluster.models import Cluster, Node, PodAllocation
+from scheduler.cluster.render.labels import TENANT_LABEL
+from tenants.models import Tenant
 
 
-def _int(value, default: int = 0) -> int:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return default
+@dataclass
+class InventorySync:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    pools_changed: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def class_units(
-    model_key: str, allocatable: dict[str, int], sharing: str, product: str
-) -> dict[str, int]:
-    """Units per resource class slug that one node offers (slugs spelt by `facts.class_slug`)."""
-    if not model_key:
-        return {}
-    model = facts.get_model(model_key)
-    units: Counter = Counter()
-    single_profile = product.split("-MIG-", 1)[1] if "-MIG-" in product else ""
-    for name, count in allocatable.items():
-        if count <= 0:
-            continue
-        if name.startswith(MIG_PREFIX):
-            profile = name[len(MIG_PREFIX) :]
-            units[facts.class_slug(model, "mig", profile)] += count
-        elif name == facts.SHARED_GPU_RESOURCE:
-            units[facts.class_slug(model, "shared")] += count
-        elif name == facts.WHOLE_GPU_RESOURCE:
-            if single_profile:  # MIG strategy `single`: nvidia.com/gpu counts MIG devices
-                units[facts.class_slug(model, "mig", single_profile)] += count
-            elif sharing in ("time-slicing", "mps"):  # replicas advertised without renaming
-                units[facts.class_slug(model, "shared")] += count
-            else:
-                units[facts.class_slug(model, "whole")] += count
-    return dict(units)
+NODE_FIELDS = [
+    "uid",
+    "gpu_model",
+    "gpu_product",
+    "gpu_count",
+    "gpu_memory_mib",
+    "mig_strategy",
+    "mig_config",
+    "mig_config_state",
+    "sharing_strategy",
+    "sharing_replicas",
+    "device_plugin_config",
+    "allocatable",
+    "labels",
+    "schedulable",
+    "ready",
+]
 
 
-def parse_node(
-    node: dict, labels_by_model: Mapping[str, str] | None = None, keep: Collection[str] = ()
-) -> NodeInfo:
-    """A node as the portal sees it. Its model comes from GFD's product label alone, the label
-    workloads and Kueue's flavors select: read with `labels_by_model` (catalog key -> product,
-    what `product_labels.configured_product_labels` gives: a caller parsing many nodes reads it
-    once), or the platform's `GPU_PRODUCT_LABELS` when None. Its labels kept: NVIDIA's and
-    `keep` (the topology levels: where a gang may be placed and where it landed)."""
-    meta = node.get("metadata", {})
-    labels: dict[str, str] = meta.get("labels") or {}
-    status = node.get("status", {})
-    allocatable = {
-        k: _int(v)
-        for k, v in (status.get("allocatable") or {}).items()
-        if k.startswith("nvidia.com/")
+def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
+    """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
+    them. Idempotent; a pool whose capacity changes gets one audit event. Every call to the API
+    server happens before the transaction: approvals never wait on the cluster for a pool lock."""
+    labels_by_model = configured_product_labels()
+    levels = set(settings.GPU_TOPOLOGY_LEVELS.values())
+    nodes = [node_offers.parse_node(n, labels_by_model, levels) for n in kube.list("Node")]
+    gpu_nodes = [n for n in nodes if n.gpu_model]
+    pods = [p for p in map(node_offers.parse_gpu_pod, kube.list("Pod")) if p is not None]
+    namespaces = {
+        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+        for ns in kube.list("Namespace", label_selector=TENANT_LABEL)
     }
-    product = labels.get(PRODUCT_LABEL, "")
-    model = product_labels.model_for_product(product, labels_by_model) if product else None
-    model_key = model.key if model else ""
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
-    return NodeInfo(
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        gpu_model=model_key,
-        gpu_product=product,
-        gpu_count=_int(labels.get("nvidia.com/gpu.count")),
-        gpu_memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
-        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
-        mig_config=labels.get("nvidia.com/mig.config", ""),
-        mig_config_state=labels.get("nvidia.com/mig.config.state", ""),
-        sharing_strategy=sharing,
-        sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
-        device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
-        allocatable=allocatable,
-        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k in keep},
-        schedulable=not node.get("spec", {}).get("unschedulable", False),
-        ready=conditions.get("Ready") == "True",
-        units=class_units(model_key, allocatable, sharing, product),
-        health_tainted=any(
-            t.get("key") == HEALTH_TAINT_KEY for t in node.get("spec", {}).get("taints") or []
-        ),
+    api_server = kube.api.configuration.host
+    server_version = kube.server_version()
+    result = InventorySync()
+    now = timezone.now()
+    ensure_resource_classes(sorted({n.gpu_model for n in gpu_nodes}))
+    capacities = node_offers.pool_capacities(gpu_nodes)
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.select_for_update().get_or_create(name=cluster_name)
+        known = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+        for info in gpu_nodes:
+            values = {f: getattr(info, f) for f in NODE_FIELDS}
+            row = known.pop(info.name, None)
+            if row is None:
+                Node.objects.create(cluster=cluster, name=info.name, last_seen_at=now, **values)
+                result.added.append(info.name)
+                continue
+            if any(getattr(row, f) != v for f, v in values.items()):
+                result.updated.append(info.name)
+            for f, v in values.items():
+                setattr(row, f, v)
+            row.last_seen_at = now
+            row.save()
+        for name, row in known.items():
+            row.delete()
+            result.removed.append(name)
+        # Pools in a fixed order, as approvals lock them: no deadlock with a racing approval.
+        for pool in (
+            Pool.objects.select_for_update()
+            .select_related("resource_class")
+            .order_by("resource_class_id")
+        ):
+            capacity = capacities.get(pool.resource_class.slug, 0)
+            if pool.capacity == capacity and pool.source == Pool.Source.CLUSTER:
+                continue
+            before = {"capacity": pool.capacity, "source": pool.source}
+            result.pools_changed[pool.resource_class.slug] = (pool.capacity, capacity)
+            pool.capacity, pool.source = capacity, Pool.Source.CLUSTER
+            pool.save(update_fields=["capacity", "source", "updated_at"])
+            audit.record(
+                actor=None,
+                verb="pool.synced",
+                obj=pool,
+                tenant=None,
+                before=before,
+                after={"capacity": capacity, "source": pool.source},
+            )
+        _sync_allocations(cluster, pods, namespaces, now)
+        cluster.last_sync_at = now
+        cluster.last_sync_error = ""
+        cluster.api_server = api_server
+        cluster.server_version = server_version
+        cluster.save()
+    return result
+
+
+def _sync_allocations(
+    cluster: Cluster, pods: list[node_offers.PodInfo], namespaces: dict[str, str | None], now
+) -> None:
+    """Mirror which pods hold GPUs where (for the capacity map and metering)."""
+    tenants = dict(Tenant.objects.values_list("slug", "pk"))
+    seen = set()
+    for pod in pods:
+        seen.add(pod.uid)
+        PodAllocation.objects.update_or_create(
+            cluster=cluster,
+            uid=pod.uid,
+            defaults={
+                "namespace": pod.namespace,
+                "pod_name": pod.name,
+                "node_name": pod.node_name,
+                "tenant_id": tenants.get(namespaces.get(pod.namespace) or ""),
+                "resources": pod.resources,
+                "phase": pod.phase,
+                "priority_class": pod.priority_class,
+                "started_at": parse_datetime(pod.started_at) if pod.started_at else None,
+                "seen_at": now,
+            },
+        )
+    PodAllocation.objects.filter(cluster=cluster).exclude(uid__in=seen).delete()
+
+
+def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> None:
+    Cluster.objects.update_or_create(
+        name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
     )
 
 
-def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
-    """Capacity per class slug: what schedulable, ready nodes offer (cordoned, NotReady or
-    health-tainted nodes take no new work, so approvals must not count on them)."""
-    total: Counter = Counter()
-    for node in nodes:
-        if node.schedulable and node.ready and not node.health_tainted:
-            total.update(node.units)
-    return dict(total)
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    uid: str
-    namespace: str
-    name: str
-    node_name: str
-    resources: dict[str, int]
-    phase: str
-    priority_class: str
-    started_at: str | None
-
-
-def parse_gpu_pod(pod: dict) -> PodInfo | None:
-    """A bound, live pod's GPU requests (init containers run one at a time: their largest
-    request counts, as the scheduler counts it); None when it holds no GPU."""
-    spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod.get("metadata", {})
-    if not spec.get("nodeName") or status.get("phase") not in ("Pending", "Running"):
-        return None
-    if meta.get("deletionTimestamp") and status.get("phase") != "Running":
-        return None
-    total: Counter = Counter()
-    for container in spec.get("containers") or []:
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            if name.startswith("nvidia.com/"):
-                total[name] += _int(value)
-    for container in spec.get("initContainers") or []:
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            if name.startswith("nvidia.com/"):
-                total[name] = max(total[name], _int(value))
-    resources = {k: v for k, v in total.items() if v > 0}
-    if not resources:
-        return None
-    return PodInfo(
-        uid=meta.get("uid", ""),
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        node_name=spec["nodeName"],
-        resources=resources,
-        phase=status["phase"],
-        priority_class=spec.get("priorityClassName", ""),
-        started_at=status.get("startTime"),
-    )
+def archive_cluster(*, actor, cluster: Cluster) -> Cluster:
+    """Mark a cluster the portal no longer manages; its rows stay for billing history (the
+    database refuses to delete a cluster that usage points at). One audit event."""
+    require_platform_admin(actor, "archive clusters")
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if locked.archived_at is not None:
+            raise InvalidTransition(f"cluster {locked.name} is already archived")
+        locked.archived_at = timezone.now()
+        locked.save(update_fields=["archived_at"])
+        audit.record(
+            actor=actor,
+            verb="cluster.archived",
+            obj=locked,
+            tenant=None,
+            after={"name": locked.name, "archived_at": locked.archived_at.isoformat()},
+        )
+    return locked

@@ -4,7 +4,7 @@ schedule keep working across the move."""
 
 from core.errors import ClusterError
 from core.tasks import portal_task
-from scheduler.cluster import inventory_sync, kube, queues
+from scheduler.cluster import inventory, kube, queues
 from scheduler.cluster.reconcile import runs
 from scheduler.cluster.reconcile.converge import managed_selector
 
@@ -30,9 +30,9 @@ def reconcile_all() -> dict:
 @portal_task(name="scheduler.tasks.sync_inventory")
 def sync_inventory() -> dict:
     try:
-        result = inventory_sync.sync_inventory(kube.gateway())
+        result = inventory.sync_inventory(kube.gateway())
     except ClusterError as exc:
-        inventory_sync.record_inventory_error(exc)
+        inventory.record_inventory_error(exc)
         raise
     return {
         "added": result.added,

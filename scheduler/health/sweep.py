@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from catalog.product_labels import configured_product_labels
 from core.prometheus import PrometheusUnavailable, instant_query
-from scheduler.cluster import inventory
+from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
 from scheduler.health import policy
@@ -70,7 +70,7 @@ def read_signals(base_url: str, *, timeout: float = 10.0) -> list[policy.Reading
     return readings
 
 
-def node_readings(gpu_nodes: list[inventory.NodeInfo]) -> list[policy.Reading]:
+def node_readings(gpu_nodes: list[node_offers.NodeInfo]) -> list[policy.Reading]:
     """What the API server says: GPUs a node's labels count but its allocatable lacks."""
     out = []
     for info in gpu_nodes:
@@ -96,7 +96,9 @@ def check_health(
     labels_by_model = configured_product_labels()
     nodes = kube.list("Node")  # read once: the readings and the taints both work from it
     gpu_nodes = [
-        info for info in (inventory.parse_node(n, labels_by_model) for n in nodes) if info.gpu_model
+        info
+        for info in (node_offers.parse_node(n, labels_by_model) for n in nodes)
+        if info.gpu_model
     ]
     node_names = {info.name for info in gpu_nodes}
     if not url:

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core import audit
-from scheduler.cluster import inventory, inventory_sync
+from scheduler.cluster import inventory, node_offers
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster
 from scheduler.health import policy
@@ -18,7 +18,7 @@ from scheduler.health.drains import drain
 from scheduler.health.models import HealthEvent, NodeHealth
 from scheduler.health.results import HealthCheck
 
-TAINT_KEY = inventory.HEALTH_TAINT_KEY
+TAINT_KEY = node_offers.HEALTH_TAINT_KEY
 TAINT_EFFECT = "NoSchedule"
 
 
@@ -89,7 +89,7 @@ def enforce(
     NodeHealth.objects.filter(cluster=cluster, node_name__in=sick).update(tainted=True)
     drain(kube, cluster, result, now)
     if changed:
-        inventory_sync.sync_inventory(kube, cluster_name=cluster.name)
+        inventory.sync_inventory(kube, cluster_name=cluster.name)
     return result
 
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from core import audit
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.mig import plans
+from scheduler.mig import proposals
 from scheduler.mig.models import DevicePluginConfig, MigConfig, Plan
 
 CONFIG_KIND_LABEL = "gpu-portal/config"
@@ -65,7 +65,7 @@ def publish_configs(kube: KubeGateway, plan: Plan, actor=None) -> None:
         DevicePluginConfig.objects.get_or_create(name=name, defaults={"config": config})
     # every config published so far stays: nodes of earlier plans still name theirs
     for manifest in config_manifests(
-        plans.known_mig_configs(), plans.known_device_plugin_configs()
+        proposals.known_mig_configs(), proposals.known_device_plugin_configs()
     ):
         kube.apply(manifest)
     audit.record(
@@ -83,4 +83,4 @@ def publish_configs(kube: KubeGateway, plan: Plan, actor=None) -> None:
 
 def device_plugin_configs() -> dict[str, dict]:
     """The portal's named device-plugin configs (the file beside the GPU catalog)."""
-    return plans.file_device_plugin_configs()
+    return proposals.file_device_plugin_configs()

@@ -25,7 +25,7 @@ from django.utils import timezone
 from core import audit
 from core.locks import advisory_lock, advisory_lock_held_elsewhere
 from core.permissions import require_platform_admin
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.kube import KubeGateway
 from scheduler.mig import publishing
 from scheduler.mig.models import Plan
@@ -379,7 +379,7 @@ def _step(
         else:
             _end(kube, plan, actor, None)
     if not pending:
-        inventory_sync.sync_inventory(kube)
+        inventory.sync_inventory(kube)
         return False
 
     def heartbeat() -> None:
@@ -421,7 +421,7 @@ def _step(
         if not ok or not more:
             _end(kube, fresh, actor, None if ok else done)
     if not ok or not more:
-        inventory_sync.sync_inventory(kube)
+        inventory.sync_inventory(kube)
         return False
     return True
 
@@ -439,7 +439,7 @@ def apply_plan(
     """Apply a plan (all its changed nodes, or only `nodes`) in this process, one node at a
     time (what the task chain does, one task per node). Running it again skips nodes already
     applied. Reached through the `apply_plan` task (queued by
-    `rollout_requests.request_plan_apply`) and elastic layouts (`controller`); the actor is
+    `orders.request_plan_apply`) and elastic layouts (`controller`); the actor is
     checked again here so that no other caller rolls a plan out for someone who may not."""
     plan = begin(kube, plan_id, actor=actor, nodes=nodes, controller=controller)
     while step(

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from core.permissions import is_platform_admin
 from core.tasks import portal_task
 from scheduler.cluster import kube
-from scheduler.mig import elastic_runs, rollout
+from scheduler.mig import reshaping, rollout
 from scheduler.mig.models import Plan
 
 # One step: drain (MIG_DRAIN_TIMEOUT_S) + relabel and wait (MIG_NODE_TIMEOUT_S) + margin. A live
@@ -28,7 +28,7 @@ def apply_plan(
     rollout_id: str | None = None,
 ) -> str:
     """Without `rollout_id`: start the rollout for the platform admin who asked
-    (`rollout_requests.request_plan_apply` queues this; anyone else is refused, whoever queued
+    (`orders.request_plan_apply` queues this; anyone else is refused, whoever queued
     it), or resume it if its worker died; a plan being applied or already applied is left
     alone. Then (or with `rollout_id`, as the next link of the chain) apply one node and queue
     the next."""
@@ -75,4 +75,4 @@ def resume_stuck_rollouts() -> int:
 )
 def follow_queue_layouts() -> int:
     """Elastic layouts: idle GPUs re-shaped for asks that wait for a shape (one run)."""
-    return len(elastic_runs.run_once(kube.gateway()))
+    return len(reshaping.run_once(kube.gateway()))

@@ -17,8 +17,8 @@ from catalog import facts as catalog_facts
 from catalog import slices
 from catalog.models import ResourceClass
 from core.permissions import is_platform_admin
-from scheduler.cluster.inventory import class_units
 from scheduler.cluster.models import Node, PodAllocation
+from scheduler.cluster.node_offers import class_units
 from scheduler.workloads.models import Workload
 from scheduler.workloads.queue import waiting
 from scheduler.workloads.queue.counting import Facts, Holder, Offer, PoolPolicy, Shape, TeamUse

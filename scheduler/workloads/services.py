@@ -8,13 +8,12 @@
 - `cancel_workload` moves the workload to cancelled in one transaction and queues the deletion
   of its cluster object only when that transaction commits.
 - Following the cluster (create, sync, delete, logs) is `scheduler.workloads.lifecycle.sync`; the
-  pure manifests are `scheduler.workloads.kinds.manifests`; the database-free checks of the
-  submitted fields are `scheduler.workloads.submit.input`.
+  pure manifests are `scheduler.workloads.kinds.manifests`; a submit's fields are parsed into a
+  `WorkloadSpec`, every database-free check with them, by `scheduler.workloads.submit.spec`.
 """
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,30 +21,14 @@ from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.tasks import send_hint
 from scheduler.workloads import tasks
-from scheduler.workloads.kinds import serving
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
-from scheduler.workloads.models import DEFAULT_REPLICAS, Workload, WorkloadEvent
+from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.submit import admission
-from scheduler.workloads.submit.input import (
-    MAX_BACKOFF_LIMIT,
-    MAX_REPLICAS,
-    check_autoscaling,
-    check_env,
-    check_fits_namespace,
-    check_image,
-    check_labels,
-    check_quantity,
-    check_secret_names,
-    check_shm,
-    check_strings,
-    check_volumes,
-)
 from scheduler.workloads.submit.placement import check_topology
+from scheduler.workloads.submit.spec import WorkloadSpec
 from tenants import hooks
 from tenants.models import Tenant
-from tenants.models.priority_classes import PRIORITY_CLASSES
-from tenants.models.tenants import dns_label
 from tenants.permissions import WRITE_ROLES, require_role
 
 # What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
@@ -65,131 +48,54 @@ def _enqueue_create(workload_id: int) -> None:
     send_hint(tasks.create_workload, f"workload {workload_id}", workload_id=workload_id)
 
 
-def submit_workload(
-    *,
-    actor,
-    tenant: Tenant,
-    name: str,
-    kind: str,
-    image: str,
-    resources: dict,
-    priority: str,
-    command: list | None = None,
-    args: list | None = None,
-    env: dict | None = None,
-    labels: dict | None = None,
-    replicas: int = DEFAULT_REPLICAS,
-    pods: int | None = None,
-    backoff_limit: int = 0,
-    autoscaling: dict | None = None,
-    cpu: str | None = None,
-    memory: str | None = None,
-    ephemeral_storage: str | None = None,
-    shm: str | None = None,
-    volumes: list | None = None,
-    env_from_secrets: list | None = None,
-    image_pull_secrets: list | None = None,
-    topology: str | None = None,
-    ports: list | None = None,
-    probes: dict | None = None,
-) -> Workload:
-    """Admit a workload and queue its creation on the cluster (after commit). An autoscaled
-    deployment starts at `min_replicas` and is admitted when they fit the grant; its autoscaler
-    may go up to `max_replicas`, each pod beyond the grant waiting in Kueue. A deployment with
-    `ports` is an inference service (a ClusterIP Service, `probes`: `serving.py`).
-    cpu, memory and ephemeral storage are requests = limits of its container (left out: the
-    namespace's defaults); volumes, env_from_secrets and image_pull_secrets name existing
-    PersistentVolumeClaims and Secrets of the team's namespace. A job of `pods` > 1 is a gang
-    (`gang.py`): N pods of one shape, quota checked for all N, admitted whole by Kueue, in one
-    rack when `topology` asks (`topology_check.py`)."""
+def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
+    """Admit a workload (`spec`, parsed and checked by `submit.spec.parse_spec`) and queue its
+    creation on the cluster (after commit). An autoscaled deployment starts at `min_replicas`
+    and is admitted when they fit the grant; its autoscaler may go up to `max_replicas`, each
+    pod beyond the grant waiting in Kueue. A job of more than one pod is a gang (`kinds/gang.py`):
+    N pods of one shape, quota checked for all N, admitted whole by Kueue, in one rack when its
+    topology asks (`submit/placement.py`). Here: what needs the catalog and the tenant's state."""
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
-    try:
-        dns_label(name or "")
-    except ValidationError as exc:
-        raise InvalidInput(f"name {name!r}: {exc.messages[0]}", field="name") from None
-    if kind not in Workload.Kind.values:
-        raise InvalidInput(f"kind must be one of {Workload.Kind.values}", field="kind")
-    check_image(image)
-    command = check_strings(command, "command")
-    args = check_strings(args, "args")
-    env = check_env(env)
-    labels = check_labels(labels)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise InvalidInput("replicas must be a whole number ≥ 1", field="replicas")
-    if kind == Workload.Kind.JOB and replicas != 1:
-        raise InvalidInput(
-            "a job's pods are `pods` (a gang that starts together), not replicas: "
-            "leave replicas at 1",
-            field="replicas",
-        )
-    if pods is not None:
-        if isinstance(pods, bool) or not isinstance(pods, int) or pods < 1:
-            raise InvalidInput("pods must be a whole number ≥ 1", field="pods")
-        if kind != Workload.Kind.JOB and pods != 1:
-            raise InvalidInput(
-                "pods is for jobs (a gang of N pods); a deployment scales by replicas",
-                field="pods",
-            )
-        if pods > MAX_REPLICAS:
-            raise InvalidInput(f"at most {MAX_REPLICAS} pods", field="pods")
-        if kind == Workload.Kind.JOB:
-            replicas = pods  # stored as the job's replicas: the pods it runs at once
-    if replicas > MAX_REPLICAS:
-        raise InvalidInput(f"at most {MAX_REPLICAS} replicas", field="replicas")
-    scaling = check_autoscaling(autoscaling, kind, replicas)
-    if scaling is not None:
-        replicas = scaling["min_replicas"]
-    if not isinstance(backoff_limit, int) or not 0 <= backoff_limit <= MAX_BACKOFF_LIMIT:
-        raise InvalidInput(f"backoff_limit must be 0–{MAX_BACKOFF_LIMIT}", field="backoff_limit")
-    if priority not in PRIORITY_CLASSES:
-        raise InvalidInput(f"priority must be one of {list(PRIORITY_CLASSES)}", field="priority")
-    pod_asks = {
-        "cpu": check_quantity(cpu, "cpu"),
-        "memory": check_quantity(memory, "memory"),
-        "ephemeral_storage": check_quantity(ephemeral_storage, "ephemeral_storage"),
-    }
-    pod_asks["shm"] = check_shm(shm, pod_asks["memory"])
-    volumes = check_volumes(volumes)
-    env_from_secrets = check_secret_names(env_from_secrets, "env_from_secrets")
-    image_pull_secrets = check_secret_names(image_pull_secrets, "image_pull_secrets")
-    ports = serving.check_ports(ports, kind)
-    probes = serving.check_probes(probes, kind, ports)
-    asked, model_classes = admission.resolve_resources(resources)
+    kind, priority, name = spec.kind, spec.priority, spec.name
+    asked, model_classes = admission.resolve_resources(dict(spec.resources))
     # a deployment's replicas (an autoscaled one's minimum: quota follows the pods Kueue
     # admits as it scales), a job's gang
-    held_pods = replicas
-    # the namespace's cpu/memory backstop is fixed: the most pods must fit it
-    most_pods = scaling["max_replicas"] if scaling is not None else replicas
-    check_fits_namespace(pod_asks, most_pods)  # pure: no need to hold the tenant's lock for it
+    held_pods = spec.size.pods
+    scaling = spec.size.autoscaling
     if kind == Workload.Kind.JOB and held_pods > 1:
         admission.check_pool_holds(
             asked, held_pods, model_classes
         )  # the fleet's size, not the team's
-    topology = check_topology(topology, kind=kind, pods=held_pods, asked=asked)
+    topology = check_topology(spec.topology, kind=kind, pods=held_pods, asked=asked)
+    container = spec.container
+    ports, probes = list(spec.serving.ports), dict(spec.serving.probes)
     # The row and its audit picture are built before the lock: under it, only what must be
     # serialised (the tenant's state, the name, the grants, the insert) and the writes.
     workload = Workload(
         tenant=tenant,
         name=name,
         kind=kind,
-        image=image,
-        command=command,
-        args=args,
-        env=env,
-        labels=labels,
+        image=container.image,
+        command=list(container.command),
+        args=list(container.args),
+        env=dict(container.env),
+        labels=dict(spec.labels),
         resources={rc.slug: units for rc, units in asked},
         gpu_model=asked[0][0].gpu_model,
         priority_class=priority,
-        replicas=replicas,
-        backoff_limit=backoff_limit,
+        replicas=held_pods,
+        backoff_limit=spec.backoff_limit,
         topology=topology,
         max_replicas=scaling["max_replicas"] if scaling else None,
         target_gpu_util=scaling["target_gpu_util"] if scaling else None,
         target_latency_ms=scaling["target_latency_ms"] if scaling else None,
-        **pod_asks,
-        volumes=volumes,
-        env_from_secrets=env_from_secrets,
-        image_pull_secrets=image_pull_secrets,
+        cpu=container.cpu,
+        memory=container.memory,
+        ephemeral_storage=container.ephemeral_storage,
+        shm=container.shm,
+        volumes=[dict(v) for v in container.volumes],
+        env_from_secrets=list(container.env_from_secrets),
+        image_pull_secrets=list(container.image_pull_secrets),
         ports=ports,
         probes=probes,
         submitted_by=actor,
@@ -197,7 +103,7 @@ def submit_workload(
     audited = {
         **audit.snapshot(workload, ["name", "kind", "image", "priority_class", "state"]),
         "resources": workload.resources,
-        "replicas": replicas,
+        "replicas": held_pods,
         "autoscaling": workload.autoscaling,
         "topology": topology,
         "ports": ports,

@@ -16,8 +16,9 @@ from core.names import namespace_name
 from core.querysets import TenantScopedQuerySet
 from tenants.group_mapping import mapping_in_force  # pure: no models, so no cycle
 
+DNS_LABEL_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 dns_label = RegexValidator(
-    r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$",
+    DNS_LABEL_PATTERN,
     "Use 1–40 lower-case letters, digits and '-', starting and ending with a letter or digit.",
 )
 

@@ -25,7 +25,7 @@ from tenants.services.capacity import (
     tenant_gpu_equivalents,
 )
 from tenants.services.follow_up import notify_desired_state_changed, portal_url
-from tenants.services.locks import lock_rows
+from tenants.services.locks import LockedRows, lock_rows
 
 
 def notify_decided(request: CapacityRequest) -> None:
@@ -85,10 +85,9 @@ def _approve(
         )
         return approve_locked(
             actor=actor,
-            tenant=locked.tenant,
+            locked=locked,
             request=locked.request,
             items=items,
-            pools=locked.pools,
             comment=comment,
             now=now,
             extended=locked.grants[0] if extends_id else None,
@@ -99,10 +98,9 @@ def _approve(
 def approve_locked(
     *,
     actor,
-    tenant: Tenant,
+    locked: LockedRows,
     request: CapacityRequest,
     items: list[tuple[ResourceClass, int]],
-    pools: Mapping[int, Pool],
     comment: str,
     now: datetime,
     extended: QuotaGrant | None = None,
@@ -113,6 +111,7 @@ def approve_locked(
     A renewal (`request.extends`) passes its grant, locked too: approving it moves that grant's
     end rather than creating another, so nothing is counted twice. `within_department`: the
     actor is a department admin, bound by the department's quota (locked last)."""
+    tenant, pools = locked.tenant, locked.pools
     if extended is None:
         check_capacity(items, now, pools=pools)
     before = audit.snapshot(request, REQUEST_FIELDS)

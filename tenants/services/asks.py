@@ -5,43 +5,51 @@ says so, or put before the approvers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
-from catalog.models import Pool, ResourceClass
+from catalog.models import ResourceClass
 from core import audit
 from tenants import policy
-from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant, Tenant
+from tenants.models import CapacityRequest, CapacityRequestItem, QuotaGrant
 from tenants.notifications import notify
 from tenants.services.approvals import approve_locked
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.follow_up import portal_url
+from tenants.services.locks import LockedRows
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a team asks for, checked: units of resource classes, from when until when, and why."""
+
+    items: list[tuple[ResourceClass, int]]
+    starts_at: datetime
+    ends_at: datetime | None
+    justification: str
 
 
 def file_ask(
     *,
     actor,
-    tenant: Tenant,
-    items: list[tuple[ResourceClass, int]],
-    pools: Mapping[int, Pool],
+    locked: LockedRows,
+    ask: Ask,
     decision: policy.Decision,
-    starts_at: datetime,
-    ends_at: datetime | None,
-    justification: str,
     now: datetime,
     extends: QuotaGrant | None = None,
 ) -> CapacityRequest:
-    """Write down an ask the caller checked under its locks (`tenant` and `pools` as
+    """Write down an ask the caller checked under its locks (the tenant and the pools as
     `lock_rows` returned them, `extends` locked too): the request, its items and the audit
     event `capacity_request.submitted`. Inside the policy envelope (`decision`) it is approved
     at once in the same transaction (a second audit event); otherwise the approvers are told.
     A renewal passes the grant it `extends`: approving it moves that grant's end."""
+    tenant, items = locked.tenant, ask.items
     request = CapacityRequest.objects.create(
         tenant=tenant,
         requester=actor,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        justification=justification,
+        starts_at=ask.starts_at,
+        ends_at=ask.ends_at,
+        justification=ask.justification,
         policy_reasons=decision.reasons,
         extends=extends,
     )
@@ -64,10 +72,9 @@ def file_ask(
     if decision.auto_approve:
         return approve_locked(
             actor=None,
-            tenant=tenant,
+            locked=locked,
             request=request,
             items=items,
-            pools=pools,
             comment="auto-approved by policy",
             now=now,
             extended=extends,

@@ -16,7 +16,7 @@ from tenants.models import CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
 from tenants.services import departments
-from tenants.services.asks import file_ask
+from tenants.services.asks import Ask, file_ask
 from tenants.services.capacity import check_horizon
 from tenants.services.locks import lock_rows
 
@@ -114,15 +114,7 @@ def submit_grant_renewal(
                 field="ends_at",
             )
         decision = renewal_decision(grant, ends_at, now)
+        ask = Ask([(grant.resource_class, grant.amount)], grant.ends_at, ends_at, justification)
         return file_ask(
-            actor=actor,
-            tenant=tenant,
-            items=[(grant.resource_class, grant.amount)],
-            pools=locked.pools,
-            decision=decision,
-            starts_at=grant.ends_at,
-            ends_at=ends_at,
-            justification=justification,
-            now=now,
-            extends=grant,
+            actor=actor, locked=locked, ask=ask, decision=decision, now=now, extends=grant
         )

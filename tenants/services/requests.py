@@ -19,7 +19,7 @@ from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
 from tenants.services import departments
 from tenants.services.approvals import decision_comment, notify_decided
-from tenants.services.asks import file_ask
+from tenants.services.asks import Ask, file_ask
 from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import (
     check_capacity,
@@ -106,17 +106,8 @@ def submit_capacity_request(
         check_capacity(resolved, now, pools=locked.pools)
         check_ceiling(tenant, resolved, now)
         decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
-        return file_ask(
-            actor=actor,
-            tenant=tenant,
-            items=resolved,
-            pools=locked.pools,
-            decision=decision,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            justification=justification.strip(),
-            now=now,
-        )
+        ask = Ask(resolved, starts_at, ends_at, justification.strip())
+        return file_ask(actor=actor, locked=locked, ask=ask, decision=decision, now=now)
 
 
 def _decide(*, actor, request: CapacityRequest, action: str, comment: str) -> CapacityRequest:

@@ -13,7 +13,7 @@ from catalog.models import ResourceClass
 from catalog.product_labels import product_label
 from metering import ingest, pricing, prometheus, rollups, selectors
 from metering.models import AllocationInterval, UsageRollup, UsageSample
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants.services.grants import grant_quota
@@ -59,7 +59,7 @@ def test_statement_follows_pods_on_the_cluster_with_real_prometheus(
     kube, kube_admin, tenant_namespaces, world, dcgm, prometheus_server, settings
 ):
     settings.PROMETHEUS_URL = ""
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     a, a_rc, a_ns, a_start = _tenant_with_pod(
         kube,
         kube_admin,

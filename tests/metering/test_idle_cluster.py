@@ -18,6 +18,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import h100_mig, submit, team, wait_state
@@ -152,12 +153,14 @@ def test_an_idle_deployment_is_scaled_to_zero_with_its_spec_kept_and_resumed(
     served = workloads.submit_workload(
         actor=world.admin,
         tenant=owner,
-        name="serve",
-        kind="deployment",
-        image="registry.k8s.io/pause:3.10",
-        resources={h100_mig.slug: 1},
-        priority="gpu-low",
-        replicas=1,
+        spec=workload_spec(
+            name="serve",
+            kind="deployment",
+            image="registry.k8s.io/pause:3.10",
+            resources={h100_mig.slug: 1},
+            priority="gpu-low",
+            replicas=1,
+        ),
     )
     workload_sync.create_in_cluster(kube, served.pk)
     wait_state(kube, served, "running")

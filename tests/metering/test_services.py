@@ -12,6 +12,7 @@ from metering import selectors, services
 from metering.models import AllocationInterval, BudgetAlert
 from scheduler.cluster.models import Cluster
 from scheduler.workloads import services as workloads
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent, QuotaGrant
 from tenants.notifications import deliver_due
 
@@ -175,11 +176,13 @@ def test_over_budget_tenants_are_refused_new_workloads_when_enforced(world, sett
         workloads.submit_workload(
             actor=world.member,
             tenant=world.tenant,
-            name="too-dear",
-            kind="job",
-            image="pytorch/pytorch:2.4-cuda12.4",
-            resources={world.rc.slug: 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name="too-dear",
+                kind="job",
+                image="pytorch/pytorch:2.4-cuda12.4",
+                resources={world.rc.slug: 1},
+                priority="gpu-low",
+            ),
         )
     services.check_budget(world.other_tenant)  # no budget: never refused
 
@@ -243,7 +246,7 @@ def test_billing_history_survives_a_cluster_row_deleted_or_archived(world):
     point at is refused; the platform team archives a cluster instead (audited)."""
     from django.db.models import ProtectedError
 
-    from scheduler.cluster import inventory_sync
+    from scheduler.cluster import inventory
     from scheduler.cluster.models import Cluster
     from tenants.models import AuditEvent
 
@@ -251,11 +254,11 @@ def test_billing_history_survives_a_cluster_row_deleted_or_archived(world):
     cluster = Cluster.objects.get(name="local")
     with pytest.raises(ProtectedError):
         cluster.delete()
-    archived = inventory_sync.archive_cluster(actor=world.admin, cluster=cluster)
+    archived = inventory.archive_cluster(actor=world.admin, cluster=cluster)
     assert archived.archived_at is not None
     assert AuditEvent.objects.filter(verb="cluster.archived").count() == 1
     assert AllocationInterval.objects.filter(pk=kept.pk).exists()
     with pytest.raises(InvalidTransition):
-        inventory_sync.archive_cluster(actor=world.admin, cluster=archived)
+        inventory.archive_cluster(actor=world.admin, cluster=archived)
     with pytest.raises(Forbidden):
-        inventory_sync.archive_cluster(actor=world.member, cluster=archived)
+        inventory.archive_cluster(actor=world.member, cluster=archived)

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from portal.celery import app
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants.models import CapacityRequest, Membership
@@ -37,7 +37,7 @@ def portal_world(kube, tenant_namespaces, settings):
     admin = PlatformAdminFactory(username="platform", first_name="Pat")
     admin.set_password("pw")
     admin.save()
-    inventory_sync.sync_inventory(kube)  # the seed fleet's pools, from the cluster
+    inventory.sync_inventory(kube)  # the seed fleet's pools, from the cluster
     ensure_resource_classes(["H100-80GB"])
     tenant = create_tenant(actor=admin, slug="vision", name="Vision team")
     tenant_namespaces.append(tenant_namespace(tenant))
@@ -168,7 +168,7 @@ def test_capacity_map_renders_the_seed_fleet(live_server, browser, portal_world,
     wait_for(
         "pod running", lambda: kube.get("Pod", "notebook", ns)["status"].get("phase") == "Running"
     )
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     refused = csp_refusals(page)  # the map's colours are style="" attributes: allowed

@@ -8,6 +8,7 @@ from django.urls import reverse
 from catalog.advice import sharing_advice
 from core.errors import QuotaExceeded
 from scheduler.workloads import services as workload_services
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import CapacityRequest
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
 
@@ -90,11 +91,13 @@ def submit(world, units: int):
     return workload_services.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="too-big",
-        kind="job",
-        image="busybox",
-        resources={world.rc.slug: units},
-        priority="gpu-low",
+        spec=workload_spec(
+            name="too-big",
+            kind="job",
+            image="busybox",
+            resources={world.rc.slug: units},
+            priority="gpu-low",
+        ),
     )
 
 

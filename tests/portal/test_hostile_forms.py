@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler.health.models import HealthRule
-from scheduler.mig import plans
+from scheduler.mig import proposals
 from scheduler.mig.models import Plan
 from tenants.models import CapacityRequest, Membership, QuotaGrant
 from tenants.services import channels as channel_services
@@ -207,7 +207,7 @@ def served(world):
     NodeFactory(name="gpu-1", gpu_model="A100-80GB", gpu_count=8)
     rule = HealthRule.objects.first()
     grant = QuotaGrant.objects.get(tenant=world.tenant, amount=2)
-    plan = plans.create_plan(actor=world.admin, method="greedy")
+    plan = proposals.create_plan(actor=world.admin, method="greedy")
     viewer = Membership.objects.get(tenant=world.tenant, user=world.viewer)
     root = PlatformAdminFactory(username="root", is_superuser=True)
     return {

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
-from scheduler.mig import plans
+from scheduler.mig import proposals
 from scheduler.mig.models import MigConfig, Plan
 from tenants.models import AuditEvent
 from tests.scheduler.factories import NodeFactory, PodAllocationFactory
@@ -65,7 +65,7 @@ def test_make_a_plan_and_see_today_next_to_proposed(client, fleet):
 
 
 def test_apply_queues_the_rollout_for_one_node(client, fleet, django_capture_on_commit_callbacks):
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     client.force_login(fleet.admin)
     with mock.patch("scheduler.tasks.apply_plan.delay") as delay:
         with django_capture_on_commit_callbacks(execute=True):
@@ -75,7 +75,7 @@ def test_apply_queues_the_rollout_for_one_node(client, fleet, django_capture_on_
 
 
 def test_failed_rollout_says_where(client, fleet):
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     plan.status, plan.failed_node, plan.error = (
         Plan.Status.FAILED,
         "node-b",
@@ -131,19 +131,19 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
     fleet, queued, django_capture_on_commit_callbacks
 ):
     from core.errors import Forbidden
-    from scheduler.mig import rollout_requests
+    from scheduler.mig import orders
     from tests.tenants.factories import UserFactory
 
     staff = UserFactory(username="staff", is_staff=True)  # staff, not in the admins' group
     for someone in (fleet.member, fleet.owner, staff, None):
         with pytest.raises(Forbidden):
-            plans.create_plan(actor=someone)
+            proposals.create_plan(actor=someone)
     assert not Plan.objects.exists() and not AuditEvent.objects.exists()
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     for someone in (fleet.member, staff, None):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(Forbidden):
-                rollout_requests.request_plan_apply(actor=someone, plan=plan, nodes=["node-b"])
+                orders.request_plan_apply(actor=someone, plan=plan, nodes=["node-b"])
         assert callbacks == []
     assert queued == []
     assert list(AuditEvent.objects.values_list("verb", flat=True)) == ["plan.proposed"]
@@ -154,11 +154,11 @@ def test_only_platform_admins_may_make_or_apply_plans_whoever_calls(
 def test_an_admins_apply_writes_one_event_and_queues_one_task_on_commit(
     fleet, queued, django_capture_on_commit_callbacks
 ):
-    from scheduler.mig import rollout_requests
+    from scheduler.mig import orders
 
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
+        orders.request_plan_apply(actor=fleet.admin, plan=plan)
         assert queued == []  # nothing leaves before the commit
     assert len(callbacks) == 1
     callbacks[0]()
@@ -176,35 +176,35 @@ def test_apply_is_refused_while_applying_for_unknown_nodes_and_when_done(
     from django.utils import timezone
 
     from core.errors import InvalidInput, InvalidTransition
-    from scheduler.mig import rollout_requests
+    from scheduler.mig import orders
 
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     refusals = [
         (InvalidInput, ["node-a"]),  # in the plan, but unchanged
         (InvalidInput, ["node-z"]),
     ]
     for error, nodes in refusals:
         with django_capture_on_commit_callbacks(execute=True), pytest.raises(error):
-            rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan, nodes=nodes)
+            orders.request_plan_apply(actor=fleet.admin, plan=plan, nodes=nodes)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
-        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
+        orders.request_plan_apply(actor=fleet.admin, plan=plan)
     done = [{**e, "state": "applied"} if e["changed_gpus"] else e for e in plan.nodes]
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLIED, nodes=done)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
-        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
+        orders.request_plan_apply(actor=fleet.admin, plan=plan)
     assert queued == [] and not AuditEvent.objects.filter(verb="plan.apply_requested").exists()
     # A rollout whose worker died may be taken up again.
     Plan.objects.filter(pk=plan.pk).update(
         status=Plan.Status.APPLYING, started_at=timezone.now() - timedelta(hours=1)
     )
     with django_capture_on_commit_callbacks(execute=True):
-        rollout_requests.request_plan_apply(actor=fleet.admin, plan=plan)
+        orders.request_plan_apply(actor=fleet.admin, plan=plan)
     assert len(queued) == 1
 
 
 def test_the_console_says_why_an_apply_was_refused(client, fleet, queued):
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING)
     client.force_login(fleet.admin)
     response = client.post(f"/console/plans/{plan.pk}/apply/", follow=True)
@@ -221,7 +221,7 @@ def test_the_rollout_refuses_whoever_is_not_a_platform_admin(fleet):
     from core.errors import Forbidden
     from scheduler.mig import rollout, tasks
 
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     for kwargs in ({"plan_id": plan.pk}, {"plan_id": plan.pk, "actor_id": fleet.member.pk}):
         assert tasks.apply_plan.apply(kwargs=kwargs).get().startswith("refused")
     with pytest.raises(Forbidden):
@@ -236,7 +236,7 @@ def test_a_stuck_rollout_offers_to_resume_and_a_running_one_does_not(client, fle
 
     from django.utils import timezone
 
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     client.force_login(fleet.admin)
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, started_at=timezone.now())
     body = client.get(f"/console/plans/{plan.pk}/").content.decode()
@@ -255,7 +255,7 @@ def test_a_stuck_rollout_offers_to_resume_and_a_running_one_does_not(client, fle
 
 
 def test_the_console_abandons_a_rollout_and_says_which_nodes_stay_cordoned(client, fleet):
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     nodes = plan.nodes
     nodes[0]["cordoned"] = True
     Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.APPLYING, nodes=nodes)
@@ -280,27 +280,27 @@ def test_the_console_abandons_a_rollout_and_says_which_nodes_stay_cordoned(clien
 def test_an_elastic_plan_says_who_made_it_and_why(client, fleet):
     from django.core.exceptions import PermissionDenied
 
-    from scheduler.mig import elastic, elastic_runs, rollout
+    from scheduler.mig import elastic, reshaping, rollout
 
-    configs, dp = plans.known_mig_configs(), plans.known_device_plugin_configs()
-    gpus, labels = plans.fleet_from_inventory(configs, dp)
+    configs, dp = proposals.known_mig_configs(), proposals.known_device_plugin_configs()
+    gpus, labels = proposals.fleet_from_inventory(configs, dp)
     waiting = [elastic.WaitingAsk("a100-80gb-mig-2g.20gb", 1, 900)]
     decision = elastic.decide(gpus, waiting, elastic.ElasticPolicy(min_wait_s=600))
-    plan = elastic_runs._propose(decision, "A100-80GB", (gpus, labels, configs, dp))
+    plan = reshaping._propose(decision, "A100-80GB", (gpus, labels, configs, dp))
     assert {e["node"]: e["changed_gpus"] for e in plan.changed_nodes} == {"node-b": [0]}
     client.force_login(fleet.admin)
     body = client.get(f"/console/plans/{plan.pk}/").content.decode()
     assert "Made by elastic layouts" in body and "node-b GPU 0" in body
     assert "elastic layouts" in client.get("/console/plans/").content.decode()
     # The controller applies its own plans only, never a person's.
-    manual = plans.create_plan(actor=fleet.admin)
+    manual = proposals.create_plan(actor=fleet.admin)
     with pytest.raises(PermissionDenied):
-        rollout.begin(mock.Mock(), manual.pk, controller=elastic_runs.CONTROLLER)
+        rollout.begin(mock.Mock(), manual.pk, controller=reshaping.CONTROLLER)
     assert Plan.objects.get(pk=manual.pk).status == Plan.Status.PROPOSED
 
 
 def test_capacity_map_marks_the_gpus_a_plan_re_shapes_with_who_and_why(client, fleet):
-    plan = plans.create_plan(actor=fleet.admin)
+    plan = proposals.create_plan(actor=fleet.admin)
     changed = [n for n in plan.nodes if n["changed_gpus"]]
     assert changed, "the fleet's plan changes a node"
     node = changed[0]

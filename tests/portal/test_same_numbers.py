@@ -17,6 +17,7 @@ from django.urls import reverse
 from catalog.models import ResourceClass
 from cli.main import cli
 from scheduler.workloads import services as workloads
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS
 from tenants.selectors import quota_lines
@@ -74,12 +75,14 @@ def numbers(world, monkeypatch) -> Numbers:
         workloads.submit_workload(
             actor=member,
             tenant=tenant,
-            name=name,
-            kind=kind,
-            image="pytorch/pytorch:2.4-cuda12.4",
-            resources=resources,
-            priority=DEFAULT_PRIORITY_CLASS,
-            replicas=replicas,
+            spec=workload_spec(
+                name=name,
+                kind=kind,
+                image="pytorch/pytorch:2.4-cuda12.4",
+                resources=resources,
+                priority=DEFAULT_PRIORITY_CLASS,
+                replicas=replicas,
+            ),
         )
 
     submit("train", "job", {mig_3g.slug: 1})

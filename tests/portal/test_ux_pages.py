@@ -8,6 +8,7 @@ from core.errors import InvalidInput
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pages.forms import WorkloadForm
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import ApiToken, Membership
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import (
@@ -25,11 +26,13 @@ def test_a_priority_the_team_may_not_use_is_refused_in_plain_words(world):
         workloads.submit_workload(
             actor=world.member,
             tenant=world.tenant,
-            name="x",
-            kind="job",
-            image="busybox:1.36",
-            resources={world.rc.slug: 1},
-            priority="gpu-critical",
+            spec=workload_spec(
+                name="x",
+                kind="job",
+                image="busybox:1.36",
+                resources={world.rc.slug: 1},
+                priority="gpu-critical",
+            ),
         )
     assert refused.value.detail == "team-a may use gpu-high or gpu-low, not gpu-critical"
 

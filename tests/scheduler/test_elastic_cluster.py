@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from localcluster.fleet import node_manifest
-from scheduler.cluster import inventory_sync
-from scheduler.mig import elastic_runs, publishing
+from scheduler.cluster import inventory
+from scheduler.mig import publishing, reshaping
 from scheduler.mig.models import ElasticLayout, Plan
 from tenants.models import AuditEvent
 from tests.scheduler.cluster_helpers import (
@@ -62,7 +62,7 @@ def test_a_waiting_3g_ask_reshapes_the_idle_gpu_and_nothing_else(
     kube, kube_admin, kube_namespace, node
 ):
     admin = PlatformAdminFactory()
-    elastic_runs.set_policy(
+    reshaping.set_policy(
         actor=admin, gpu_model=A100, paused=False, min_wait_s=3600, max_gpus_per_hour=1
     )
     scheduled_pod_for(kube_admin, kube_namespace, node, "runs-1g", "nvidia.com/mig-1g.10gb")
@@ -70,16 +70,16 @@ def test_a_waiting_3g_ask_reshapes_the_idle_gpu_and_nothing_else(
     uid = kube.get("Pod", "runs-1g", kube_namespace)["metadata"]["uid"]
     scheduled_pod_for(kube_admin, kube_namespace, node, "wants-3g", "nvidia.com/mig-3g.40gb")
     wait_for("the 3g pod unschedulable", lambda: _unschedulable(kube, kube_namespace, "wants-3g"))
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
 
     # Hysteresis: it has not waited an hour, so nothing changes.
-    assert elastic_runs.run_once(kube, nodes={node}) == []
-    assert not Plan.objects.filter(policy__controller=elastic_runs.CONTROLLER).exists()
+    assert reshaping.run_once(kube, nodes={node}) == []
+    assert not Plan.objects.filter(policy__controller=reshaping.CONTROLLER).exists()
 
-    elastic_runs.set_policy(
+    reshaping.set_policy(
         actor=admin, gpu_model=A100, paused=False, min_wait_s=0, max_gpus_per_hour=1
     )
-    [plan] = elastic_runs.run_once(kube, nodes={node})
+    [plan] = reshaping.run_once(kube, nodes={node})
     assert plan.status == Plan.Status.APPLIED, plan.error
     [entry] = plan.changed_nodes
     assert entry["node"] == node and entry["changed_gpus"] == [1]  # GPU 0 holds the 1g pod
@@ -104,8 +104,8 @@ def test_a_waiting_3g_ask_reshapes_the_idle_gpu_and_nothing_else(
         "the 4g pod unschedulable",
         lambda: _unschedulable(kube, kube_namespace, "wants-3g-more"),
     )
-    inventory_sync.sync_inventory(kube)
-    assert elastic_runs.run_once(kube, nodes={node}) == []
+    inventory.sync_inventory(kube)
+    assert reshaping.run_once(kube, nodes={node}) == []
 
 
 def test_bad_policies_are_refused_and_change_nothing(db):
@@ -118,10 +118,10 @@ def test_bad_policies_are_refused_and_change_nothing(db):
         ({"min_wait_s": 1.5, "max_gpus_per_hour": 4}, "min_wait_s"),
     ):
         with pytest.raises(InvalidInput) as err:
-            elastic_runs.set_policy(actor=admin, gpu_model=A100, paused=False, **fields)
+            reshaping.set_policy(actor=admin, gpu_model=A100, paused=False, **fields)
         assert err.value.field == field
     with pytest.raises(InvalidInput):
-        elastic_runs.set_policy(
+        reshaping.set_policy(
             actor=admin, gpu_model="no-such-gpu", paused=False, min_wait_s=0, max_gpus_per_hour=1
         )
     assert not ElasticLayout.objects.exists()

@@ -10,12 +10,13 @@ import pytest
 from django.test import Client
 
 from core.errors import ClusterError
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.manifests import KUEUE_GATE, KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle.pods import pod_rows
+from scheduler.workloads.submit.spec import workload_spec
 from tests.scheduler.cluster_helpers import (
     as_user,
     kueue_restarted_with,
@@ -59,13 +60,15 @@ def submit_gang(kube, world, tenant, rc, pods: int, **extra):
     gang = workloads.submit_workload(
         actor=world.admin,
         tenant=tenant,
-        name="ddp",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={rc.slug: 1},
-        priority="gpu-low",
-        pods=pods,
-        **extra,
+        spec=workload_spec(
+            name="ddp",
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={rc.slug: 1},
+            priority="gpu-low",
+            pods=pods,
+            **extra,
+        ),
     )
     workload_sync.create_in_cluster(kube, gang.pk)
     gang.refresh_from_db()
@@ -200,7 +203,7 @@ def test_a_gang_asking_one_rack_lands_in_one_rack_and_its_page_says_which(
     settings,
 ):
     settings.PORTAL_INSTANCE = unique_slug("rack")
-    inventory_sync.sync_inventory(kube)  # the nodes' racks, as the portal reads them
+    inventory.sync_inventory(kube)  # the nodes' racks, as the portal reads them
     tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="rack")
     # (refused for want of a rack: test_gang_topology.py; here each pool is one node, one rack,
     # so what no rack holds the pool check refuses first)

@@ -165,15 +165,15 @@ def test_the_api_takes_topology_and_refuses_what_cannot_be(racked):
 
 
 def test_the_inventory_keeps_a_nodes_topology_labels_and_no_other_foreign_one():
-    from scheduler.cluster import inventory
+    from scheduler.cluster import node_offers
 
     node = {
         "metadata": {"name": "n", "labels": {RACK: "r1", "team": "x", "nvidia.com/gpu.count": "8"}},
         "status": {"allocatable": {"nvidia.com/gpu": "8"}},
     }
-    kept = inventory.parse_node(node, {}, set(LEVELS.values())).labels
+    kept = node_offers.parse_node(node, {}, set(LEVELS.values())).labels
     assert kept == {RACK: "r1", "nvidia.com/gpu.count": "8"}
-    assert RACK not in inventory.parse_node(node, {}).labels
+    assert RACK not in node_offers.parse_node(node, {}).labels
 
 
 def test_a_preempted_gangs_message_says_every_pod_stopped():

@@ -8,13 +8,14 @@ from django.core import checks
 
 from catalog import facts
 from catalog.product_labels import configured_product_labels
-from scheduler.cluster import inventory, settings_checks
+from scheduler.cluster import node_offers, settings_checks
 from scheduler.cluster.reconcile.specs import build_specs, flavor_specs
 from scheduler.cluster.render.kueue import render_cluster_queue
 from scheduler.cluster.render.namespace import render_limit_range, render_quotas
 from scheduler.cluster.render.tenant import render_tenant
 from scheduler.workloads.kinds.from_row import spec_for
 from scheduler.workloads.kinds.manifests import render_workload
+from scheduler.workloads.submit.spec import workload_spec
 from tests.scheduler.test_render import by_key, spec, strip_hash
 
 PCIE = "NVIDIA-H100-PCIe"
@@ -56,24 +57,24 @@ def test_the_setting_takes_catalog_keys_or_slugs(settings):
 
 def test_the_inventory_reads_nodes_by_product_with_the_setting(settings):
     settings.GPU_PRODUCT_LABELS = {"H100-80GB": PCIE}
-    info = inventory.parse_node(gpu_node({"nvidia.com/gpu.product": PCIE}))
+    info = node_offers.parse_node(gpu_node({"nvidia.com/gpu.product": PCIE}))
     assert info.gpu_model == "H100-80GB" and info.units == {"h100-80gb": 8}
     # an explicit mapping wins over the setting (what the pure callers pass)
-    assert inventory.parse_node(gpu_node({"nvidia.com/gpu.product": PCIE}), {}).gpu_model == ""
+    assert node_offers.parse_node(gpu_node({"nvidia.com/gpu.product": PCIE}), {}).gpu_model == ""
 
 
 def test_only_the_product_label_tells_the_model(settings):
     # Workloads and Kueue's flavors select nvidia.com/gpu.product: a node whose product names no
     # model never gets their pods, so its GPUs must not count as capacity, whatever else it says.
     pinned = {"nvidia.com/gpu.product": "Custom-Board", "gpu-portal/gpu-model": "H200-141GB"}
-    info = inventory.parse_node(gpu_node(pinned))
+    info = node_offers.parse_node(gpu_node(pinned))
     assert (info.gpu_model, info.units) == ("", {})
     assert "gpu-portal/gpu-model" not in info.labels
     unpinned = {"nvidia.com/gpu.product": "NVIDIA-H200"}
-    assert inventory.parse_node(gpu_node(unpinned)).gpu_model == "H200-141GB"
+    assert node_offers.parse_node(gpu_node(unpinned)).gpu_model == "H200-141GB"
     # the platform names such a board through the setting, and workloads then select it
     settings.GPU_PRODUCT_LABELS = {"H200-141GB": "Custom-Board"}
-    assert inventory.parse_node(gpu_node(pinned)).units == {"h200-141gb": 8}
+    assert node_offers.parse_node(gpu_node(pinned)).units == {"h200-141gb": 8}
 
 
 def test_a_wrong_setting_entry_is_left_out_of_the_mapping(settings):
@@ -104,11 +105,13 @@ def test_flavors_and_workloads_select_the_overridden_product(settings, world):
     w = workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="pcie",
-        kind="job",
-        image="pytorch/pytorch:2.4",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
+        spec=workload_spec(
+            name="pcie",
+            kind="job",
+            image="pytorch/pytorch:2.4",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+        ),
     )
     pod = render_workload(spec_for(w))["spec"]["template"]["spec"]
     # the same label and value as the flavor's nodeLabels: Kueue finds no conflict to refuse

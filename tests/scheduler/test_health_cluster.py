@@ -16,7 +16,7 @@ from django.utils import timezone
 from catalog.models import Pool, ResourceClass
 from core.prometheus import instant_query
 from localcluster import fleet
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.reconcile.runs import reconcile_cluster_objects, reconcile_tenant
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.health import sweep, taints
@@ -84,7 +84,7 @@ def test_xid_79_taints_drains_in_priority_order_and_clears_on_acknowledgement(
     settings,
 ):  # fmt: skip
     settings.PROMETHEUS_URL = prometheus_server.url
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     b200 = ResourceClass.objects.get(slug="b200-180gb")
     capacity_before = Pool.objects.get(resource_class=b200).capacity
     assert capacity_before >= 8
@@ -237,7 +237,7 @@ def test_heat_warns_and_does_nothing_else_and_a_flapping_signal_does_not_loop(
     kube, dcgm, prometheus_server, sick_node, settings
 ):
     settings.PROMETHEUS_URL = prometheus_server.url
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     node_gpu = (sick_node, "0")
     t0 = timezone.now()
 

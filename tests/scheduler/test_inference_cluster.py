@@ -17,6 +17,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import WorkloadEvent
+from scheduler.workloads.submit.spec import workload_spec
 from tenants import selectors as tenant_selectors
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import team, wait_state
@@ -85,13 +86,22 @@ def test_a_service_scales_up_on_its_metric_waits_beyond_the_grant_and_scales_bac
     set_pool(actor=world.admin, resource_class=h200, borrowing_limit=0)
     tenant = team(world, kube, tenant_namespaces, h200, 3, prefix="inf")
     w = workloads.submit_workload(
-        actor=world.admin, tenant=tenant, name="serve", kind="deployment",
-        image="registry.k8s.io/pause:3.10", resources={h200.slug: 1}, priority="gpu-low",
-        autoscaling={"min_replicas": 1, "max_replicas": 4, "target_gpu_util": 50},
-        ports=[{"name": "http", "port": 8080}],
-        probes={"readiness": {"path": "/ready", "port": "http"},
-                "liveness": {"path": "/healthz", "port": 8080}},
-    )  # fmt: skip
+        actor=world.admin,
+        tenant=tenant,
+        spec=workload_spec(
+            name="serve",
+            kind="deployment",
+            image="registry.k8s.io/pause:3.10",
+            resources={h200.slug: 1},
+            priority="gpu-low",
+            autoscaling={"min_replicas": 1, "max_replicas": 4, "target_gpu_util": 50},
+            ports=[{"name": "http", "port": 8080}],
+            probes={
+                "readiness": {"path": "/ready", "port": "http"},
+                "liveness": {"path": "/healthz", "port": 8080},
+            },
+        ),
+    )
     workload_sync.create_in_cluster(kube, w.pk)
     service = kube.get("Service", w.k8s_name, w.namespace)
     assert service["spec"]["ports"][0]["targetPort"] == "http"

@@ -7,7 +7,7 @@ from django.db import connection
 
 from catalog.models import Pool, ResourceClass
 from localcluster.fleet import node_manifest
-from scheduler.cluster import inventory, inventory_sync
+from scheduler.cluster import inventory, node_offers
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation
 from scheduler.cluster.reconcile.runs import reconcile_tenant
@@ -39,7 +39,7 @@ A100_MIXED = {
 
 
 def test_mixed_strategy_node():
-    info = inventory.parse_node(
+    info = node_offers.parse_node(
         node(
             A100_MIXED,
             {
@@ -66,10 +66,10 @@ def test_time_sliced_replicas_count_as_shared_whether_renamed_or_not():
         "nvidia.com/gpu.sharing-strategy": "time-slicing",
         "nvidia.com/gpu.replicas": "4",
     }
-    assert inventory.parse_node(node(labels, {"nvidia.com/gpu": "16"})).units == {
+    assert node_offers.parse_node(node(labels, {"nvidia.com/gpu": "16"})).units == {
         "l40s-48gb-shared": 16
     }
-    assert inventory.parse_node(node(labels, {"nvidia.com/gpu.shared": "16"})).units == {
+    assert node_offers.parse_node(node(labels, {"nvidia.com/gpu.shared": "16"})).units == {
         "l40s-48gb-shared": 16
     }
 
@@ -79,26 +79,26 @@ def test_single_strategy_counts_mig_devices_under_nvidia_com_gpu():
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
         "nvidia.com/mig.strategy": "single",
     }
-    info = inventory.parse_node(node(labels, {"nvidia.com/gpu": "56"}))
+    info = node_offers.parse_node(node(labels, {"nvidia.com/gpu": "56"}))
     assert info.gpu_model == "H100-80GB"
     assert info.units == {"h100-80gb-mig-1g.10gb": 56}
 
 
 def test_unknown_gpus_and_cpu_nodes_offer_nothing():
     assert (
-        inventory.parse_node(
+        node_offers.parse_node(
             node({"nvidia.com/gpu.product": "Tesla-K80"}, {"nvidia.com/gpu": "2"})
         ).units
         == {}
     )
-    assert inventory.parse_node(node({}, {})).gpu_model == ""
+    assert node_offers.parse_node(node({}, {})).gpu_model == ""
 
 
 def test_cordoned_and_not_ready_nodes_add_no_capacity():
-    ok = inventory.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}))
-    cordoned = inventory.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}, unschedulable=True))
-    sick = inventory.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}, ready="False"))
-    assert inventory.pool_capacities([ok, cordoned, sick]) == {"a100-80gb": 2}
+    ok = node_offers.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}))
+    cordoned = node_offers.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}, unschedulable=True))
+    sick = node_offers.parse_node(node(A100_MIXED, {"nvidia.com/gpu": "2"}, ready="False"))
+    assert node_offers.pool_capacities([ok, cordoned, sick]) == {"a100-80gb": 2}
 
 
 # --- against the cluster ----------------------------------------------------------------------
@@ -137,7 +137,7 @@ def capacity(slug):
 @pytest.mark.cluster
 @pytest.mark.django_db
 def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
-    first = inventory_sync.sync_inventory(kube)
+    first = inventory.sync_inventory(kube)
     assert "gpu-h200-0" in Node.objects.values_list("name", flat=True)
     assert extra_node in first.added or Node.objects.filter(name=extra_node).exists()
     seed_1g = 7
@@ -151,7 +151,7 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
     assert cluster.server_version.startswith("v1.") and cluster.server_version == (
         kube.server_version()
     )
-    assert inventory_sync.sync_inventory(kube).pools_changed == {}  # idempotent
+    assert inventory.sync_inventory(kube).pools_changed == {}  # idempotent
 
     # Relabel: the simulated MIG manager repartitions; one sync later the pools follow.
     kube.merge_patch(
@@ -170,7 +170,7 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
         ),
         timeout=30,
     )
-    changed = inventory_sync.sync_inventory(kube)
+    changed = inventory.sync_inventory(kube)
     assert capacity("a100-80gb-mig-1g.10gb") == seed_1g
     assert capacity("a100-80gb-mig-3g.40gb") == 2 + 8
     assert changed.pools_changed["a100-80gb-mig-3g.40gb"] == (2, 10)
@@ -179,13 +179,13 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
 
     # Cordon: the node stays in the inventory, its GPUs leave the pools.
     kube.merge_patch("Node", extra_node, {"spec": {"unschedulable": True}})
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     assert not Node.objects.get(name=extra_node).schedulable
     assert capacity("a100-80gb-mig-3g.40gb") == 2
 
     # Delete (an operator's doing, not the portal's): gone from the inventory.
     kube_admin.delete("Node", extra_node)
-    result = inventory_sync.sync_inventory(kube)
+    result = inventory.sync_inventory(kube)
     assert extra_node in result.removed
     assert not Node.objects.filter(name=extra_node).exists()
 
@@ -195,7 +195,7 @@ def test_sync_follows_the_fleet(kube, kube_admin, extra_node):
 def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_namespaces, world):
 
     tenant = create_tenant(actor=world.admin, slug=unique_slug("alloc"), name="A")
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     rc = ResourceClass.objects.get(slug="rtx4090-24gb")
     grant_quota(actor=world.admin, tenant=tenant, resource_class=rc, amount=1)
     ns = tenant_namespace(tenant)
@@ -212,14 +212,14 @@ def test_sync_records_which_tenant_pods_hold_gpus(kube, kube_admin, tenant_names
         "pod running", lambda: kube.get("Pod", "holder", ns)["status"].get("phase") == "Running"
     )
 
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
 
     allocation = PodAllocation.objects.get(namespace=ns, pod_name="holder")
     assert allocation.tenant == tenant and allocation.node_name == "gpu-rtx4090-0"
     assert allocation.resources == {"nvidia.com/gpu": 1} and allocation.phase == "Running"
     kube_admin.delete("Pod", "holder", ns)
     wait_for("pod gone", lambda: kube.get("Pod", "holder", ns) is None, timeout=30)
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     assert not PodAllocation.objects.filter(namespace=ns).exists()
 
 
@@ -243,7 +243,7 @@ class _TransactionWatchingGateway(KubeGateway):
 def test_sync_calls_the_api_server_outside_its_transaction(kube):
     """Approvals lock pools; the sync must not hold those locks while it waits on the cluster."""
     watching = _TransactionWatchingGateway(kube.api, baseline=len(connection.savepoint_ids))
-    result = inventory_sync.sync_inventory(watching)
+    result = inventory.sync_inventory(watching)
     assert sum(watching.stats.calls.values()) >= 3  # nodes, pods, namespaces (and the version)
     assert watching.calls_in_transaction == []
     assert Node.objects.exists() and result is not None

@@ -20,6 +20,7 @@ from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import expire_grants, grant_quota
 from tenants.services.tenants import add_member, create_tenant
 from tests.scheduler.cluster_helpers import (
@@ -77,11 +78,13 @@ def submit(kube, world, tenant, rc, units=1, name="train", priority="gpu-low"):
     w = workloads.submit_workload(
         actor=world.admin,
         tenant=tenant,
-        name=name,
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={rc.slug: units},
-        priority=priority,
+        spec=workload_spec(
+            name=name,
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={rc.slug: units},
+            priority=priority,
+        ),
     )
     workload_sync.create_in_cluster(kube, w.pk)
     return w
@@ -331,11 +334,13 @@ def test_with_kueue_stopped_submits_wait_queued_and_run_when_it_is_back(
         w = workloads.submit_workload(
             actor=world.admin,
             tenant=tenant,
-            name="during",
-            kind="job",
-            image="registry.k8s.io/pause:3.10",
-            resources={h100_mig.slug: 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name="during",
+                kind="job",
+                image="registry.k8s.io/pause:3.10",
+                resources={h100_mig.slug: 1},
+                priority="gpu-low",
+            ),
         )
         # its webhook is down: the API server refuses the Job for now; the workload waits
         with pytest.raises(ClusterError):
@@ -364,15 +369,30 @@ def test_a_deployment_beyond_what_is_free_runs_what_fits_and_waits_for_the_rest(
     settings.PORTAL_INSTANCE = unique_slug("dep")
     tenant = team(world, kube, tenant_namespaces, h100_mig, 2, prefix="dep")
     first = workloads.submit_workload(
-        actor=world.admin, tenant=tenant, name="serve", kind="deployment",
-        image="registry.k8s.io/pause:3.10", resources={h100_mig.slug: 1}, priority="gpu-low",
-    )  # fmt: skip
+        actor=world.admin,
+        tenant=tenant,
+        spec=workload_spec(
+            name="serve",
+            kind="deployment",
+            image="registry.k8s.io/pause:3.10",
+            resources={h100_mig.slug: 1},
+            priority="gpu-low",
+        ),
+    )
     workload_sync.create_in_cluster(kube, first.pk)
     wait_state(kube, first, "running")
     second = workloads.submit_workload(
-        actor=world.admin, tenant=tenant, name="more", kind="deployment", replicas=2,
-        image="registry.k8s.io/pause:3.10", resources={h100_mig.slug: 1}, priority="gpu-low",
-    )  # fmt: skip
+        actor=world.admin,
+        tenant=tenant,
+        spec=workload_spec(
+            name="more",
+            kind="deployment",
+            replicas=2,
+            image="registry.k8s.io/pause:3.10",
+            resources={h100_mig.slug: 1},
+            priority="gpu-low",
+        ),
+    )
     workload_sync.create_in_cluster(kube, second.pk)
 
     def partly():

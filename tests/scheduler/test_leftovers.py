@@ -8,6 +8,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle.leftovers import delete_leftovers
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
@@ -26,11 +27,13 @@ def test_the_job_of_a_workload_cancelled_without_its_delete_message_is_deleted(
         w = workloads.submit_workload(
             actor=world.admin,
             tenant=tenant,
-            name=name,
-            kind="job",
-            image="registry.k8s.io/pause:3.10",
-            resources={mig.slug: 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name=name,
+                kind="job",
+                image="registry.k8s.io/pause:3.10",
+                resources={mig.slug: 1},
+                priority="gpu-low",
+            ),
         )
         return workload_sync.create_in_cluster(kube, w.pk)
 

@@ -8,7 +8,7 @@ from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from scheduler.cluster.models import Node
 from scheduler.mig import planner as pl
-from scheduler.mig import plans, publishing
+from scheduler.mig import proposals, publishing
 from scheduler.mig.models import DevicePluginConfig
 from tests.scheduler.factories import NodeFactory, PodAllocationFactory
 from tests.tenants.factories import QuotaGrantFactory
@@ -46,7 +46,7 @@ def l40s(world):
 
 
 def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
-    plan = plans.create_plan(actor=l40s.admin)
+    plan = proposals.create_plan(actor=l40s.admin)
     (entry,) = plan.nodes
     name = entry["device_plugin_config"]
     assert entry["mig_config"] == "" and entry["changed_gpus"] == [0, 1, 2, 3]
@@ -65,7 +65,7 @@ def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
 
     # a later publication (another plan, nothing generated) still carries it
     kube = RecordingKube()
-    publishing.publish_configs(kube, plans.create_plan(actor=l40s.admin, demand={}))
+    publishing.publish_configs(kube, proposals.create_plan(actor=l40s.admin, demand={}))
     dp_map = next(
         m for m in kube.applied if m["metadata"].get("name", "").endswith("-device-plugin-config")
     )
@@ -73,7 +73,7 @@ def test_a_plan_shares_four_gpus_and_the_rollout_publishes_their_config(l40s):
 
 
 def test_the_inventory_reads_which_gpus_a_node_shares(l40s):
-    plan = plans.create_plan(actor=l40s.admin)
+    plan = proposals.create_plan(actor=l40s.admin)
     name = plan.nodes[0]["device_plugin_config"]
     publishing.publish_configs(RecordingKube(), plan)
     # what the sync writes once the node advertises its new resources
@@ -86,11 +86,11 @@ def test_the_inventory_reads_which_gpus_a_node_shares(l40s):
     PodAllocationFactory(
         node_name="l40s-0", tenant=l40s.tenant, resources={"nvidia.com/gpu": 1}, pod_name="train"
     )
-    gpus, labels = plans.fleet_from_inventory()
+    gpus, labels = proposals.fleet_from_inventory()
     assert [g.shape for g in gpus] == [pl.Shape("shared", (), 4)] * 4 + [pl.WHOLE] * 4
     assert labels["l40s-0"] == ("", name)
     # a pod on nvidia.com/gpu holds a whole GPU (the renamed replicas are another resource)
     assert [g.busy for g in gpus if g.busy] == [(("l40s-48gb", 1),)]
     assert gpus[4].pods == ("team-a/train",)
     # nothing more to do: the demand is served as the node stands
-    assert plans.create_plan(actor=l40s.admin).nodes[0]["changed_gpus"] == []
+    assert proposals.create_plan(actor=l40s.admin).nodes[0]["changed_gpus"] == []

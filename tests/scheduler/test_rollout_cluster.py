@@ -11,9 +11,9 @@ from django.db.models import F
 
 from catalog.models import Pool
 from localcluster.fleet import node_manifest
-from scheduler.cluster import inventory_sync
+from scheduler.cluster import inventory
 from scheduler.cluster.models import Node
-from scheduler.mig import planner, plans, publishing, rollout
+from scheduler.mig import planner, proposals, publishing, rollout
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tenants.services import approvals as approval_services
@@ -83,7 +83,7 @@ def _approve(admin, items: dict[str, int]) -> None:
 
 def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:
     """Demand that only my nodes can serve: what other A100s offer of each profile, plus more."""
-    gpus, _ = plans.fleet_from_inventory()
+    gpus, _ = proposals.fleet_from_inventory()
     elsewhere = planner.supply([g for g in gpus if g.node not in mine])
     return {slug: elsewhere.get(slug, 0) + n for slug, n in wanted.items()}
 
@@ -91,7 +91,7 @@ def _beyond_the_rest(mine: list[str], wanted: dict[str, int]) -> dict[str, int]:
 def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace, plan_nodes):
     node = plan_nodes[0]
     admin = PlatformAdminFactory()
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     scheduled_pod_for(kube_admin, kube_namespace, node, "wants-2g", "nvidia.com/mig-2g.20gb")
     # a pod without GPUs: the node has pods, so the rollout cordons it while it changes
     scheduled_pod_for(kube_admin, kube_namespace, node, "bystander")
@@ -107,7 +107,7 @@ def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace
 
     # Demand: one 2g and one 3g, and two more 1g than the other A100s offer.
     _approve(admin, _beyond_the_rest([node], {TWO_G: 1, THREE_G: 1, ONE_G: 2}))
-    plan = plans.create_plan(actor=admin, nodes=[node])
+    plan = proposals.create_plan(actor=admin, nodes=[node])
     entry = plan.nodes[0]
     assert entry["node"] == node and entry["changed_gpus"] == [0]
     assert entry["mig_config"] == "all-balanced"
@@ -142,9 +142,9 @@ def test_plan_and_apply_serves_a_pending_2g_pod(kube, kube_admin, kube_namespace
 
 def test_a_failed_relabel_stops_the_rollout_and_the_console_says_where(kube, plan_nodes, client):
     admin = PlatformAdminFactory()
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
-    plan = plans.create_plan(actor=admin, nodes=plan_nodes)
+    plan = proposals.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
     # Sabotage the first node's config: the MIG manager cannot pack it and reports failed.
     plan.nodes[0]["mig_config"] = "invalid-3g-3g-1g"
@@ -181,16 +181,16 @@ def test_a_rollout_is_a_chain_of_one_task_per_node_and_a_broken_chain_is_resumed
 
     from django.utils import timezone
 
-    from scheduler.mig import rollout_requests
+    from scheduler.mig import orders
     from scheduler.mig import tasks as mig_tasks
 
     admin = PlatformAdminFactory()
-    inventory_sync.sync_inventory(kube)
+    inventory.sync_inventory(kube)
     _approve(admin, _beyond_the_rest(plan_nodes, {TWO_G: 2, THREE_G: 2, ONE_G: 4}))
-    plan = plans.create_plan(actor=admin, nodes=plan_nodes)
+    plan = proposals.create_plan(actor=admin, nodes=plan_nodes)
     assert [e["changed_gpus"] for e in plan.nodes] == [[0], [0]]
 
-    rollout_requests.request_plan_apply(actor=admin, plan=plan)
+    orders.request_plan_apply(actor=admin, plan=plan)
     wait_for(
         "the rollout applied",
         lambda: Plan.objects.get(pk=plan.pk).status == Plan.Status.APPLIED,

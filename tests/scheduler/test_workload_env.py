@@ -14,6 +14,7 @@ from scheduler.workloads.kinds.pod_template import SecretKeyRef, env_values
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import env_shown
 from scheduler.workloads.submit.input import check_env
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC
 
@@ -197,12 +198,14 @@ def submit(world, env):
     return workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="sync-s3",
-        kind="job",
-        image="amazon/aws-cli:2",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
-        env=env,
+        spec=workload_spec(
+            name="sync-s3",
+            kind="job",
+            image="amazon/aws-cli:2",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+            env=env,
+        ),
     )
 
 

@@ -6,6 +6,7 @@ from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.from_row import spec_for
 from scheduler.workloads.kinds.manifests import render_workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team
 
@@ -19,12 +20,14 @@ def test_a_job_with_a_secret_key_ref_passes_a_server_side_dry_run(kube, tenant_n
     workload = workloads.submit_workload(
         actor=world.admin,
         tenant=tenant,
-        name="sync-s3",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={mig.slug: 1},
-        priority="gpu-low",
-        env={"AWS_SECRET_ACCESS_KEY": {"secret": "s3-creds", "key": "secret-key"}, "B": "x"},
+        spec=workload_spec(
+            name="sync-s3",
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={mig.slug: 1},
+            priority="gpu-low",
+            env={"AWS_SECRET_ACCESS_KEY": {"secret": "s3-creds", "key": "secret-key"}, "B": "x"},
+        ),
     )
 
     created = kube.create(render_workload(spec_for(workload)), dry_run=True)

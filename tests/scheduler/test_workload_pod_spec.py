@@ -13,6 +13,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.from_row import spec_for
 from scheduler.workloads.kinds.pod_template import SHM_MOUNT_PATH, ClaimMount, render_pod_template
 from scheduler.workloads.submit import input as workload_input
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
 from tests.scheduler.test_workloads import SPEC
@@ -276,12 +277,14 @@ def submit(world, **kw):
     return workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="train-big",
-        kind="job",
-        image="pytorch/pytorch:2.4-cuda12.4",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
-        **kw,
+        spec=workload_spec(
+            name="train-big",
+            kind="job",
+            image="pytorch/pytorch:2.4-cuda12.4",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+            **kw,
+        ),
     )
 
 

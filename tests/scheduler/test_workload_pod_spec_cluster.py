@@ -11,6 +11,7 @@ from kubernetes.client.rest import ApiException
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
@@ -100,17 +101,19 @@ def test_a_sized_job_with_shm_a_claim_and_a_secret_runs(kube, team, dataset, wor
     w = workloads.submit_workload(
         actor=world.admin,
         tenant=tenant,
-        name="train-sized",
-        kind="job",
-        image="registry.k8s.io/pause:3.10",
-        resources={h200.slug: 1},
-        priority="gpu-low",
-        cpu="4",
-        memory="16Gi",
-        ephemeral_storage="10Gi",
-        shm="2Gi",
-        volumes=[{"claim": dataset, "mount_path": "/data", "read_only": True}],
-        env_from_secrets=["wandb"],
+        spec=workload_spec(
+            name="train-sized",
+            kind="job",
+            image="registry.k8s.io/pause:3.10",
+            resources={h200.slug: 1},
+            priority="gpu-low",
+            cpu="4",
+            memory="16Gi",
+            ephemeral_storage="10Gi",
+            shm="2Gi",
+            volumes=[{"claim": dataset, "mount_path": "/data", "read_only": True}],
+            env_from_secrets=["wandb"],
+        ),
     )
     workload_sync.create_in_cluster(kube, w.pk)
 

@@ -13,6 +13,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
 
@@ -46,11 +47,13 @@ def submit_jobs(kube, world, tenant, rc, names):
         w = workloads.submit_workload(
             actor=world.admin,
             tenant=tenant,
-            name=name,
-            kind="job",
-            image="registry.k8s.io/pause:3.10",
-            resources={rc.slug: 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name=name,
+                kind="job",
+                image="registry.k8s.io/pause:3.10",
+                resources={rc.slug: 1},
+                priority="gpu-low",
+            ),
         )
         jobs.append(workload_sync.create_in_cluster(kube, w.pk))
     return jobs

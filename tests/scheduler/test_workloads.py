@@ -15,6 +15,7 @@ from scheduler.workloads.kinds.manifests import Observation, observe, render_job
 from scheduler.workloads.kinds.pod_template import ManifestSpec
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.submit import admission
+from scheduler.workloads.submit.spec import workload_spec
 from tenants import selectors as tenant_selectors
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
@@ -318,7 +319,8 @@ def submit(world, actor=None, **kw):
         priority="gpu-low",
     )
     args.update(kw)
-    return workloads.submit_workload(**args)
+    actor, tenant = args.pop("actor"), args.pop("tenant")
+    return workloads.submit_workload(actor=actor, tenant=tenant, spec=workload_spec(**args))
 
 
 @pytest.mark.django_db

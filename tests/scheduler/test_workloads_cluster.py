@@ -12,6 +12,7 @@ from scheduler.workloads.lifecycle import logs as pod_logs
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
 from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
@@ -49,7 +50,8 @@ def submit(world, tenant, rc, units=1, **kw):
         priority="gpu-low",
     )
     args.update(kw)
-    return workloads.submit_workload(**args)
+    actor, tenant = args.pop("actor"), args.pop("tenant")
+    return workloads.submit_workload(actor=actor, tenant=tenant, spec=workload_spec(**args))
 
 
 def wait_state(kube, workload, state, timeout=60):

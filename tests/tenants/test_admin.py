@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent, CapacityRequest, NotificationDelivery, QuotaGrant
 from tenants.services import approvals as approval_services
 from tenants.services import channels as channel_services
@@ -175,11 +176,13 @@ def test_workloads_in_the_admin_can_be_cancelled(admin_client, world):
     w = submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="train",
-        kind="job",
-        image="pytorch/pytorch:2.4",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
+        spec=workload_spec(
+            name="train",
+            kind="job",
+            image="pytorch/pytorch:2.4",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+        ),
     )
     url = reverse("admin:scheduler_workload_changelist")
     assert "train" in admin_client.get(url).content.decode()

@@ -21,6 +21,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent, NotificationChannel, NotificationDelivery
 from tenants.notifications import deliver_due, notify, signing
 from tenants.services import approvals as approval_services
@@ -235,11 +236,13 @@ def test_workload_failures_and_gpu_health_reach_the_right_channels(world, fast_r
     workload = workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="train-1",
-        kind="job",
-        image="busybox:1.36",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
+        spec=workload_spec(
+            name="train-1",
+            kind="job",
+            image="busybox:1.36",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+        ),
     )
     change_state(workload.pk, Observation(Workload.State.FAILED, "BackoffLimitExceeded", "exit 1"))
     failed = NotificationDelivery.objects.filter(event="workload.failed")

@@ -15,6 +15,7 @@ from catalog import services as catalog
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from scheduler.workloads.services import submit_workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import CapacityRequest, Membership, Tenant
 from tenants.services import grants as grant_services
 from tenants.services import policy_rules
@@ -199,20 +200,24 @@ class Command(BaseCommand):
         submit_workload(
             actor=users["bob"],
             tenant=tenants["team-a"],
-            name="train-llm",
-            kind="job",
-            image="pytorch/pytorch:2.4-cuda12.4",
-            command=["python", "train.py", "--epochs", "3"],
-            resources={"h100-80gb-mig-3g.40gb": 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name="train-llm",
+                kind="job",
+                image="pytorch/pytorch:2.4-cuda12.4",
+                command=["python", "train.py", "--epochs", "3"],
+                resources={"h100-80gb-mig-3g.40gb": 1},
+                priority="gpu-low",
+            ),
         )
         submit_workload(
             actor=users["ines"],
             tenant=tenants["inference"],
-            name="ranker",
-            kind="deployment",
-            image="nvcr.io/nvidia/tritonserver:24.08-py3",
-            resources={"l40s-48gb-shared": 1},
-            priority="gpu-high",
-            replicas=2,
+            spec=workload_spec(
+                name="ranker",
+                kind="deployment",
+                image="nvcr.io/nvidia/tritonserver:24.08-py3",
+                resources={"l40s-48gb-shared": 1},
+                priority="gpu-high",
+                replicas=2,
+            ),
         )

@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -75,14 +76,25 @@ def tenant_lock(tenant_id: int):
         yield
 
 
+@dataclass(frozen=True)
+class _Begun:
+    """A run as it began: why, when, and the door's counters then (its cost is the difference)."""
+
+    trigger: str
+    at: datetime
+    calls: int
+    writes: int
+
+    @classmethod
+    def now(cls, trigger: str, kube: KubeGateway) -> _Begun:
+        return cls(trigger, timezone.now(), kube.stats.total, kube.stats.writes)
+
+
 def _record(
     tenant: Tenant | None,
-    trigger: str,
-    started,
+    begun: _Begun,
     outcome: Outcome | None,
     error: Exception | None,
-    calls_before: int,
-    writes_before: int,
     kube: KubeGateway,
     *,
     always: bool,
@@ -94,7 +106,7 @@ def _record(
         if tenant is not None:
             state, _ = TenantSyncState.objects.select_for_update().get_or_create(tenant=tenant)
             failure = None if error is None else (str(error) or type(error).__name__)
-            state.record_run(started=started, finished=now, error=failure)
+            state.record_run(started=begun.at, finished=now, error=failure)
             if error is None:
                 state.applied_hashes = outcome.applied if outcome else {}
             state.save()
@@ -102,15 +114,15 @@ def _record(
             return None
         return ReconcileRun.objects.create(
             tenant=tenant,
-            trigger=trigger,
-            started_at=started,
+            trigger=begun.trigger,
+            started_at=begun.at,
             finished_at=now,
             status=ReconcileRun.Status.FAILED if error else ReconcileRun.Status.SUCCEEDED,
             changes=changes,
             drift=drift,
             error=str(error or "")[:4000],
-            api_calls=kube.stats.total - calls_before,
-            writes=kube.stats.writes - writes_before,
+            api_calls=kube.stats.total - begun.calls,
+            writes=kube.stats.writes - begun.writes,
         )
 
 
@@ -195,8 +207,7 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
     if tenant is None:
         return None
     with tenant_lock(tenant.pk):
-        started = timezone.now()
-        calls, writes = kube.stats.total, kube.stats.writes
+        begun = _Begun.now(trigger, kube)
         _mark_syncing(tenant)
         tenant.refresh_from_db()
         state = TenantSyncState.objects.get(tenant=tenant)
@@ -210,11 +221,11 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
             outcome = _sync_one(kube, tenant, spec, live, state.applied_hashes)
         except PermanentClusterError as exc:
             log.warning("reconcile of %s failed for good: %s", tenant.slug, exc)
-            return _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+            return _record(tenant, begun, None, exc, kube, always=True)
         except ClusterError as exc:
-            _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+            _record(tenant, begun, None, exc, kube, always=True)
             raise
-        run = _record(tenant, trigger, started, outcome, None, calls, writes, kube, always=True)
+        run = _record(tenant, begun, outcome, None, kube, always=True)
         if tenant.status == Tenant.Status.ACTIVE:
             _provision(tenant)
         return run
@@ -322,8 +333,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
             continue  # nothing to write and nothing to record: no lock, no query
         try:
             with tenant_lock(tenant.pk):
-                started = timezone.now()
-                calls, writes = kube.stats.total, kube.stats.writes
+                begun = _Begun.now(trigger, kube)
                 try:
                     outcome = _sync_one(
                         kube,
@@ -334,10 +344,10 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
                     )
                 except PermanentClusterError as exc:
                     summary.failed.append(f"{tenant.slug}: {exc}")
-                    _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+                    _record(tenant, begun, None, exc, kube, always=True)
                     continue
                 except TransientClusterError as exc:
-                    _record(tenant, trigger, started, None, exc, calls, writes, kube, always=True)
+                    _record(tenant, begun, None, exc, kube, always=True)
                     raise
                 needs_record = (
                     state is None
@@ -345,9 +355,7 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
                     or state.applied_hashes != outcome.applied
                 )
                 if outcome.changes or outcome.drift or needs_record:
-                    _record(
-                        tenant, trigger, started, outcome, None, calls, writes, kube, always=False
-                    )
+                    _record(tenant, begun, outcome, None, kube, always=False)
                 summary.changed += bool(outcome.changes)
                 summary.drifted += bool(outcome.drift)
                 if outcome.changes and tenant.status == Tenant.Status.ACTIVE:

@@ -1,5 +1,5 @@
 """Elastic layouts by API, per GPU model of the catalog: platform admins read them (a model
-never set shows the settings' defaults) and set them through `elastic_runs.set_policy`, the
+never set shows the settings' defaults) and set them through `reshaping.set_policy`, the
 same check and audit the product uses everywhere."""
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from core.api.scopes import TokenScope
 from core.api.viewsets import PortalViewSetMixin
 from core.errors import NotFound
 from core.permissions import is_platform_admin
-from scheduler.mig import elastic_runs
+from scheduler.mig import reshaping
 from scheduler.mig.api.serializers import ElasticLayoutSerializer, ElasticLayoutUpdateSerializer
 from scheduler.mig.models import ElasticLayout
 
 
 def _shown(model_key: str) -> dict:
-    policy = elastic_runs.policy_for(model_key)
+    policy = reshaping.policy_for(model_key)
     return {
         "gpu_model": model_key,
         "paused": policy.paused,
         "min_wait_s": int(policy.min_wait_s),
         "max_gpus_per_hour": policy.max_gpus_per_hour,
-        "gpus_reshaped_last_hour": elastic_runs.changed_last_hour(model_key, timezone.now()),
+        "gpus_reshaped_last_hour": reshaping.changed_last_hour(model_key, timezone.now()),
         "configured": ElasticLayout.objects.filter(gpu_model=model_key).exists(),
     }
 
@@ -62,5 +62,5 @@ class ElasticLayoutViewSet(PortalViewSetMixin, viewsets.ViewSet):
         model = self._model(gpu_model or "")
         data = ElasticLayoutUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        elastic_runs.set_policy(actor=request.user, gpu_model=model, **data.validated_data)
+        reshaping.set_policy(actor=request.user, gpu_model=model, **data.validated_data)
         return Response(ElasticLayoutSerializer(_shown(model)).data)

@@ -14,8 +14,9 @@ from scheduler.workloads.api.serializers import (
     VolumeSerializer,
 )
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from scheduler.workloads.submit.input import MAX_REPLICAS
+from scheduler.workloads.submit.input import MAX_BACKOFF_LIMIT, MAX_REPLICAS
 from tenants.models.priority_classes import PRIORITY_CLASSES
+from tenants.models.tenants import DNS_LABEL_PATTERN
 
 
 @extend_schema_field(ENV_VALUE_SCHEMA)
@@ -77,11 +78,17 @@ class NeedSerializer(serializers.Serializer):
 
 
 class WorkloadCreateSerializer(serializers.Serializer):
-    """A submit's fields, validated by DRF before the service checks them (`submit_workload`).
-    Only for input (never partial, never an instance): its fields are built once (`fields`)."""
+    """A submit's fields, validated by DRF before the spec's parser checks them
+    (`submit.spec.parse_spec`); the bounds the parser applies are stated here too, so the
+    schema says them. Only for input (never partial, never an instance): its fields are built
+    once (`fields`)."""
 
     tenant = serializers.CharField(help_text="tenant slug")
-    name = serializers.CharField(max_length=40, help_text="DNS label, unique among live ones")
+    name = serializers.RegexField(
+        DNS_LABEL_PATTERN,
+        max_length=40,
+        help_text="DNS label (1–40 lower-case letters, digits and '-'), unique among live ones",
+    )
     kind = serializers.ChoiceField(choices=Workload.Kind.choices)
     image = serializers.CharField(max_length=300)
     command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
@@ -106,7 +113,11 @@ class WorkloadCreateSerializer(serializers.Serializer):
     )
     priority = serializers.ChoiceField(choices=PRIORITY_CLASSES)
     replicas = serializers.IntegerField(
-        min_value=1, required=False, default=DEFAULT_REPLICAS, help_text="deployments only"
+        min_value=1,
+        max_value=MAX_REPLICAS,
+        required=False,
+        default=DEFAULT_REPLICAS,
+        help_text="deployments only",
     )
     pods = serializers.IntegerField(
         min_value=1,
@@ -120,7 +131,9 @@ class WorkloadCreateSerializer(serializers.Serializer):
     autoscaling = AutoscalingSerializer(
         required=False, allow_null=True, help_text="deployments only; omit for fixed replicas"
     )
-    backoff_limit = serializers.IntegerField(min_value=0, required=False, default=0)
+    backoff_limit = serializers.IntegerField(
+        min_value=0, max_value=MAX_BACKOFF_LIMIT, required=False, default=0
+    )
     topology = serializers.CharField(
         required=False,
         default="",

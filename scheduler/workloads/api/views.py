@@ -31,6 +31,7 @@ from scheduler.workloads.lifecycle import logs as pod_logs
 from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.submit import needs
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken, Membership, QuotaGrant
 from tenants.permissions import WRITE_ROLES
@@ -202,7 +203,9 @@ class WorkloadViewSet(
         tenant = visible_tenant(request.user, v.pop("tenant"))
         if need is not None:
             v["resources"] = needs.resources_for(need)  # the shape the portal chose
-        workload = workloads.submit_workload(actor=request.user, tenant=tenant, **v)
+        workload = workloads.submit_workload(
+            actor=request.user, tenant=tenant, spec=workload_spec(**v)
+        )
         # Answered from the row the service wrote and the tenant it locked (no read back). The
         # service admits only callers who may submit to the tenant (`can_ask`), and exactly
         # those read its env values (`selectors.can_read_env_values`).

@@ -4,7 +4,7 @@ on the workload's page in the same transaction, told through the notification la
 to the cluster comes last, so a refused patch rolls the rest back.
 
 Suspending frees the quota and keeps the spec:
-- a Job through Kueue, as the reclaim controller does (`reclaiming.py`): its Workload's
+- a Job through Kueue, as the reclaim controller does (`queue/reclaim.py`): its Workload's
   `spec.active` goes false, Kueue evicts it, suspends the Job and releases its quota for the
   next workload in the queue; resuming sets it true and Kueue queues it again;
 - a Deployment scaled to 0 (its pods go, Kueue's pod groups with them; an autoscaler leaves a

@@ -2,7 +2,7 @@
 cluster did with it (its object, pods, events and Kueue's Workloads: running, preempted, failed)
 and record each change of state, delete it. All through `scheduler.cluster.kube`, the one door to
 the API server. The periodic, change-driven sync over the fleet is `watching.py`; logs are
-`logs.py`; the manifests' input from a workload row is `specs.py`."""
+`logs.py`; the manifests' input from a workload row is `kinds/from_row.py`."""
 
 from __future__ import annotations
 

@@ -9,8 +9,10 @@ from django.utils.html import format_html
 
 from catalog import slices
 from catalog.models import ResourceClass
+from core.errors import ServiceError
 from core.forms import RefuseNotCut
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
+from scheduler.workloads.services import POD_SPEC_FIELDS
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import quota_lines
@@ -274,6 +276,42 @@ class WorkloadForm(RefuseNotCut, forms.Form):
             if d.get(f"{kind}_path")
         }
         return {"ports": [port] if port is not None else [], "probes": probes}
+
+    # The spec's fields (the API's names) that this form names otherwise.
+    SPEC_TO_FORM = {
+        "resources": "resource_class",
+        "priority_class": "priority",
+        "autoscaling": "max_replicas",
+        "ports": "port",
+        "probes": "readiness_path",
+    }
+
+    def spec_fields(self) -> dict:
+        """The submit's fields as `parse_spec` takes them (the API's names)."""
+        d = self.cleaned_data
+        return {
+            "name": d["name"],
+            "kind": d["kind"],
+            "image": d["image"],
+            "command": d["command"],
+            "env": d["env"],
+            "resources": {d["resource_class"].slug: d["units"]},
+            "priority": d["priority"],
+            "replicas": d["replicas"],
+            "pods": d.get("pods"),
+            "backoff_limit": d["backoff_limit"],
+            "topology": d.get("topology") or "",
+            "autoscaling": self.autoscaling(),
+            **self.serving(),
+            **{name: d[name] for name in POD_SPEC_FIELDS},
+        }
+
+    def show_refusal(self, exc: ServiceError) -> None:
+        """Each refused field's words under the form's own field (on top when it has none)."""
+        for field, said in (exc.errors or {"": [exc.detail]}).items():
+            name = self.SPEC_TO_FORM.get(field, field)
+            for words in said:
+                self.add_error(name if name in self.fields else None, words)
 
 
 def initial_from(workload: Workload) -> dict:

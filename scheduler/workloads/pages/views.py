@@ -28,6 +28,7 @@ from scheduler.workloads.selectors import (
     waiting_for,
     waiting_outlook,
 )
+from scheduler.workloads.submit.spec import parse_spec
 from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
@@ -188,35 +189,11 @@ def workload_create(request, slug):
         request.POST or None, tenant=tenant, initial=initial_from(again) if again else None
     )
     if request.method == "POST" and form.is_valid():
-        d = form.cleaned_data
         try:
-            workload = workloads.submit_workload(
-                actor=request.user,
-                tenant=tenant,
-                name=d["name"],
-                kind=d["kind"],
-                image=d["image"],
-                command=d["command"],
-                env=d["env"],
-                resources={d["resource_class"].slug: d["units"]},
-                priority=d["priority"],
-                replicas=d["replicas"],
-                pods=d.get("pods"),
-                backoff_limit=d["backoff_limit"],
-                topology=d.get("topology") or "",
-                autoscaling=form.autoscaling(),
-                **form.serving(),
-                **{name: d[name] for name in workloads.POD_SPEC_FIELDS},
-            )
+            spec = parse_spec(form.spec_fields())
+            workload = workloads.submit_workload(actor=request.user, tenant=tenant, spec=spec)
         except ServiceError as exc:
-            field = {
-                "resources": "resource_class",
-                "priority_class": "priority",
-                "autoscaling": "max_replicas",
-                "ports": "port",
-                "probes": "readiness_path",
-            }.get(exc.field or "", exc.field)
-            form.add_error(field if field in form.fields else None, exc.detail)
+            form.show_refusal(exc)
         else:
             # not its state: a message stays as it is while the state block below follows on
             messages.success(request, f"{workload.name} submitted.")

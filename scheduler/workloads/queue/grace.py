@@ -3,7 +3,7 @@
 Kueue has no minimum run time for borrowed units: with `reclaimWithinCohort: Any` a lender
 preempts borrowers at once, lowest priority then newest first, so a long job on borrowed GPUs
 can lose a day of work to a lender's five-minute job. When a pool has a `reclaim_grace_s`, the
-rendered ClusterQueues say `Never` and the portal reclaims instead (`reclaiming.py` reads the
+rendered ClusterQueues say `Never` and the portal reclaims instead (`reclaim.py` reads the
 cluster and acts); this module decides, from plain data:
 
 - a lender is a queue whose pending head would fit within its own nominal quota but does not
@@ -143,7 +143,7 @@ def choose_victims(
         need = {k: n - idle_for(lender, k, queues, usage) for k, n in head.requests.items()}
         need = {k: n for k, n in need.items() if n > 0}
         if need:
-            chosen = _enough(lender, need, queues, by_name, admitted, taken, usage, grace_s, now)
+            chosen = _enough(lender, need, by_name, admitted, taken, usage, grace_s, now)
             if not chosen:
                 continue  # not yet: what could make room is still within its grace
             for v in chosen:
@@ -165,7 +165,6 @@ def _fits_nominal(lender: Queue, head: Waiting, usage: _Usage) -> bool:
 def _enough(
     lender: Queue,
     need: dict[Key, int],
-    queues: list[Queue],
     by_name: dict[str, Queue],
     admitted: list[Admitted],
     taken: set[tuple[str, str]],

@@ -12,7 +12,7 @@ UnadmittedWorkloadsObservability gate on: `KUEUE_REASONS`), the code follows Kue
 portal's numbers still name the team's holders, and what Kueue cannot know (a budget hold, a
 suspended team, the department's quota) stays in the portal's words.
 
-Other teams appear only as anonymous numbers (`waiting_facts.TeamUse`): a reason names the
+Other teams appear only as anonymous numbers (`counting.TeamUse`): a reason names the
 team's own workloads, never another team's. Kueue's message stays as `details`, never as the
 only words.
 """

@@ -1,7 +1,7 @@
 """Checks of what a workload submit asks for that need no database: image, command, env,
 labels, the autoscaling range, and what the pod asks for besides GPUs (cpu, memory, storage,
 shared memory, volumes, Secrets). Each returns the clean value or raises `InvalidInput` with the
-field to blame. Admission (`scheduler.workloads.submit_workload`) calls them first."""
+field to blame. The spec's parser (`submit.spec.parse_spec`) calls them, each field once."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import uuid
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from scheduler.cluster import inventory
+from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway
 
 PRODUCT = {"A100-80GB": "NVIDIA A100-SXM4-80GB", "H100-80GB": "NVIDIA H100 80GB HBM3"}
@@ -54,12 +54,12 @@ class DcgmStandin:
         nodes = {}
         for ns in sorted(self.namespaces):
             for pod in self.kube.list("Pod", ns):
-                info = inventory.parse_gpu_pod(pod)
+                info = node_offers.parse_gpu_pod(pod)
                 if info is None or info.phase != "Running":
                     continue
                 if info.node_name not in nodes:
                     node = self.kube.get("Node", info.node_name) or {}
-                    nodes[info.node_name] = inventory.parse_node(node).gpu_model if node else ""
+                    nodes[info.node_name] = node_offers.parse_node(node).gpu_model if node else ""
                 model = nodes[info.node_name]
                 key = (info.namespace, info.name)
                 util = self.util.get(key, Decimal(0))
@@ -77,10 +77,10 @@ class DcgmStandin:
                             namespace=info.namespace,
                             pod=info.name,
                         )
-                        if resource.startswith(inventory.MIG_PREFIX):
+                        if resource.startswith(node_offers.MIG_PREFIX):
                             mig = dict(
                                 common,
-                                GPU_I_PROFILE=resource[len(inventory.MIG_PREFIX) :],
+                                GPU_I_PROFILE=resource[len(node_offers.MIG_PREFIX) :],
                                 GPU_I_ID=str(device + 1),
                             )
                             lines.append(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{_labels(**mig)} {util}")

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant
 from tenants.services import grants as grant_services
 from tenants.services import requests as request_services
@@ -54,11 +55,13 @@ def api(world) -> ApiWorld:
     workload = workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="train-1",
-        kind="job",
-        image="pytorch/pytorch:2.4-cuda12.4",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
+        spec=workload_spec(
+            name="train-1",
+            kind="job",
+            image="pytorch/pytorch:2.4-cuda12.4",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+        ),
     )
     raw = {}
     tokens = {}

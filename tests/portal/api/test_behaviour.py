@@ -10,6 +10,7 @@ from core.models import IdempotencyRecord
 from scheduler.cluster import kube
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.api.throttling import PerTokenThrottle
 from tenants.models import AuditEvent
 from tenants.services import grants as grant_services
@@ -122,11 +123,13 @@ def _more_of_everything(world, n):
         workloads.submit_workload(
             actor=world.admin,
             tenant=tenant,
-            name=f"w{i}",
-            kind="deployment",
-            image="busybox:1.36",
-            resources={world.rc.slug: 1},
-            priority="gpu-low",
+            spec=workload_spec(
+                name=f"w{i}",
+                kind="deployment",
+                image="busybox:1.36",
+                resources={world.rc.slug: 1},
+                priority="gpu-low",
+            ),
         )
         request_services.submit_capacity_request(
             actor=world.admin,

@@ -17,6 +17,7 @@ from scheduler.workloads.api import submit_serializers as submit
 from scheduler.workloads.api.views import WorkloadViewSet
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_values_readable
+from scheduler.workloads.submit.spec import workload_spec
 from tenants.api.views import visible_tenant
 from tenants.models import Tenant
 from tenants.permissions import role_in
@@ -111,21 +112,23 @@ def varied(api) -> list[Workload]:
     full = workloads.submit_workload(
         actor=api.world.member,
         tenant=api.world.tenant,
-        name="full",
-        kind="job",
-        image="pytorch/pytorch:2.4-cuda12.4",
-        command=["torchrun", "train.py"],
-        args=["--epochs", "3"],
-        env={"MODE": "fast", "WANDB_KEY": {"secret": "wandb", "key": "api-key"}},
-        labels={"team": "vision"},
-        resources={rc: 1},
-        priority="gpu-low",
-        cpu="8",
-        memory="64Gi",
-        shm="8Gi",
-        volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
-        env_from_secrets=["wandb"],
-        image_pull_secrets=["registry"],
+        spec=workload_spec(
+            name="full",
+            kind="job",
+            image="pytorch/pytorch:2.4-cuda12.4",
+            command=["torchrun", "train.py"],
+            args=["--epochs", "3"],
+            env={"MODE": "fast", "WANDB_KEY": {"secret": "wandb", "key": "api-key"}},
+            labels={"team": "vision"},
+            resources={rc: 1},
+            priority="gpu-low",
+            cpu="8",
+            memory="64Gi",
+            shm="8Gi",
+            volumes=[{"claim": "data", "mount_path": "/data", "read_only": True}],
+            env_from_secrets=["wandb"],
+            image_pull_secrets=["registry"],
+        ),
     )
     now = timezone.now()
     Workload.objects.filter(pk=full.pk).update(
@@ -142,12 +145,14 @@ def varied(api) -> list[Workload]:
     scaled = workloads.submit_workload(
         actor=api.world.member,
         tenant=api.world.tenant,
-        name="serve",
-        kind="deployment",
-        image="vllm/vllm-openai:v0.6.3",
-        resources={rc: 1},
-        priority="gpu-low",
-        autoscaling={"min_replicas": 1, "max_replicas": 2, "target_gpu_util": 70},
+        spec=workload_spec(
+            name="serve",
+            kind="deployment",
+            image="vllm/vllm-openai:v0.6.3",
+            resources={rc: 1},
+            priority="gpu-low",
+            autoscaling={"min_replicas": 1, "max_replicas": 2, "target_gpu_util": 70},
+        ),
     )
     Workload.objects.filter(pk=scaled.pk).update(state=Workload.State.QUEUED, queue_position=3)
     return [api.workload, Workload.objects.get(pk=full.pk), Workload.objects.get(pk=scaled.pk)]

@@ -5,6 +5,7 @@ import pytest
 
 from scheduler.workloads import services as workloads
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.spec import workload_spec
 from tests.portal.api.conftest import bearer, session
 
 pytestmark = pytest.mark.django_db
@@ -82,12 +83,14 @@ def with_env(api, world):
     return workloads.submit_workload(
         actor=world.member,
         tenant=world.tenant,
-        name="with-env",
-        kind="job",
-        image="amazon/aws-cli:2",
-        resources={world.rc.slug: 1},
-        priority="gpu-low",
-        env={"AWS_SECRET_ACCESS_KEY": S3, "BUCKET": "team-a-data"},
+        spec=workload_spec(
+            name="with-env",
+            kind="job",
+            image="amazon/aws-cli:2",
+            resources={world.rc.slug: 1},
+            priority="gpu-low",
+            env={"AWS_SECRET_ACCESS_KEY": S3, "BUCKET": "team-a-data"},
+        ),
     )
 
 

@@ -26,7 +26,7 @@ from core.permissions import require_platform_admin
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Node
 from scheduler.cluster.render.labels import GPU_PRODUCT_LABEL
-from scheduler.mig import elastic, plans, rollout
+from scheduler.mig import elastic, proposals, rollout
 from scheduler.mig import planner as pl
 from scheduler.mig.models import ElasticLayout, Plan
 
@@ -124,7 +124,7 @@ def waiting_asks(pods: list[dict], node_models: dict[str, str], now: datetime) -
         model = facts.get_model(key)
         created = parse_datetime(pod["metadata"].get("creationTimestamp", "")) or now
         for resource, units in _gpu_requests(pod).items():
-            slug = plans.class_of(model, resource, shared=False)
+            slug = proposals.class_of(model, resource, shared=False)
             out[key].append(elastic.WaitingAsk(slug, units, (now - created).total_seconds()))
     return dict(out)
 
@@ -150,8 +150,8 @@ def run_once(kube: KubeGateway, *, now: datetime | None = None, nodes=None) -> l
             rollout.apply_plan(kube, plan.pk, controller=CONTROLLER)
     if Plan.objects.filter(status=Plan.Status.APPLYING).exists():
         return []  # one rollout at a time: its nodes are changing
-    configs, dp_configs = plans.known_mig_configs(), plans.known_device_plugin_configs()
-    gpus, labels = plans.fleet_from_inventory(configs, dp_configs)
+    configs, dp_configs = proposals.known_mig_configs(), proposals.known_device_plugin_configs()
+    gpus, labels = proposals.fleet_from_inventory(configs, dp_configs)
     node_models = dict(Node.objects.exclude(gpu_model="").values_list("name", "gpu_model"))
     asks = waiting_asks(kube.list("Pod"), node_models, now)
     made = []
@@ -170,14 +170,14 @@ def run_once(kube: KubeGateway, *, now: datetime | None = None, nodes=None) -> l
     return made
 
 
-def _propose(decision: elastic.Decision, model_key: str, fleet: plans.Fleet) -> Plan:
+def _propose(decision: elastic.Decision, model_key: str, fleet: proposals.Fleet) -> Plan:
     gpus = fleet[0]
     proposed = {(c.node, c.index): c.after for c in decision.changes}
     plan_result = pl.result_of("elastic", gpus, proposed, decision.demand)
     touched = frozenset(c.node for c in decision.changes)
     policy = pl.Policy(nodes=touched)
     reason = decision.reason(facts.get_model(model_key))
-    plan = plans.save_plan(
+    plan = proposals.save_plan(
         actor=None,
         result=plan_result,
         policy=policy,

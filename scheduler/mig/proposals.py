@@ -167,7 +167,7 @@ def create_plan(
 ) -> Plan:
     """Propose layouts for the inventory (or only `nodes`) and keep the proposal (platform
     admins only; one `plan.proposed` event). Applying it is the job of
-    `scheduler.mig.rollout_requests`."""
+    `scheduler.mig.orders`."""
     require_platform_admin(actor, "make MIG plans")
     if sharing not in SHARING_MODES:
         raise InvalidInput(f"sharing must be one of {', '.join(SHARING_MODES)}", field="sharing")
@@ -215,7 +215,7 @@ def save_plan(
     *, actor, result: pl.PlanResult, policy: pl.Policy, policy_json: dict, fleet: Fleet
 ) -> Plan:
     """Keep a proposal, the configs it needs and one `plan.proposed` event: the console's
-    plans (`create_plan`) and elastic layouts' (`scheduler.mig.elastic_runs`, actor None)."""
+    plans (`create_plan`) and elastic layouts' (`scheduler.mig.reshaping`, actor None)."""
     gpus, labels, configs, dp_configs = fleet
     proposals, new_configs = mig_configs.propose_nodes(
         gpus, result, labels, configs, policy, dp_configs

@@ -1,0 +1,177 @@
+"""Reading GPU nodes as NVIDIA's device plugin and GPU feature discovery describe them (pure).
+
+A node's labels and allocatable tell its GPU model, MIG strategy and layout, sharing mode, and
+how many units of each resource class it offers; the sum over schedulable, ready nodes is the
+capacity of each pool.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from catalog import facts, product_labels
+from scheduler.cluster.render import labels as render_labels
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MIG_PREFIX = "nvidia.com/mig-"
+# A node with the portal's health taint (scheduler/health) offers nothing to the pools while it
+# is there, whoever's value (portal instance) it carries.
+HEALTH_TAINT_KEY = render_labels.HEALTH_TAINT_KEY
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    uid: str
+    gpu_model: str  # catalog key, "" when the node has no GPU the catalog knows
+    gpu_product: str
+    gpu_count: int
+    gpu_memory_mib: int
+    mig_strategy: str
+    mig_config: str
+    mig_config_state: str
+    sharing_strategy: str
+    sharing_replicas: int
+    device_plugin_config: str
+    allocatable: dict[str, int]  # GPU resource names only
+    labels: dict[str, str]
+    schedulable: bool
+    ready: bool
+    # resource class slug -> units this node offers
+    units: dict[str, int] = field(default_factory=dict)
+    health_tainted: bool = False
+
+
+def _int(value, default: int = 0) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def class_units(
+    model_key: str, allocatable: dict[str, int], sharing: str, product: str
+) -> dict[str, int]:
+    """Units per resource class slug that one node offers (slugs spelt by `facts.class_slug`)."""
+    if not model_key:
+        return {}
+    model = facts.get_model(model_key)
+    units: Counter = Counter()
+    single_profile = product.split("-MIG-", 1)[1] if "-MIG-" in product else ""
+    for name, count in allocatable.items():
+        if count <= 0:
+            continue
+        if name.startswith(MIG_PREFIX):
+            profile = name[len(MIG_PREFIX) :]
+            units[facts.class_slug(model, "mig", profile)] += count
+        elif name == facts.SHARED_GPU_RESOURCE:
+            units[facts.class_slug(model, "shared")] += count
+        elif name == facts.WHOLE_GPU_RESOURCE:
+            if single_profile:  # MIG strategy `single`: nvidia.com/gpu counts MIG devices
+                units[facts.class_slug(model, "mig", single_profile)] += count
+            elif sharing in ("time-slicing", "mps"):  # replicas advertised without renaming
+                units[facts.class_slug(model, "shared")] += count
+            else:
+                units[facts.class_slug(model, "whole")] += count
+    return dict(units)
+
+
+def parse_node(
+    node: dict, labels_by_model: Mapping[str, str] | None = None, keep: Collection[str] = ()
+) -> NodeInfo:
+    """A node as the portal sees it. Its model comes from GFD's product label alone, the label
+    workloads and Kueue's flavors select: read with `labels_by_model` (catalog key -> product,
+    what `product_labels.configured_product_labels` gives: a caller parsing many nodes reads it
+    once), or the platform's `GPU_PRODUCT_LABELS` when None. Its labels kept: NVIDIA's and
+    `keep` (the topology levels: where a gang may be placed and where it landed)."""
+    meta = node.get("metadata", {})
+    labels: dict[str, str] = meta.get("labels") or {}
+    status = node.get("status", {})
+    allocatable = {
+        k: _int(v)
+        for k, v in (status.get("allocatable") or {}).items()
+        if k.startswith("nvidia.com/")
+    }
+    product = labels.get(PRODUCT_LABEL, "")
+    model = product_labels.model_for_product(product, labels_by_model) if product else None
+    model_key = model.key if model else ""
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
+    return NodeInfo(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        gpu_model=model_key,
+        gpu_product=product,
+        gpu_count=_int(labels.get("nvidia.com/gpu.count")),
+        gpu_memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
+        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
+        mig_config=labels.get("nvidia.com/mig.config", ""),
+        mig_config_state=labels.get("nvidia.com/mig.config.state", ""),
+        sharing_strategy=sharing,
+        sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
+        device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
+        allocatable=allocatable,
+        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k in keep},
+        schedulable=not node.get("spec", {}).get("unschedulable", False),
+        ready=conditions.get("Ready") == "True",
+        units=class_units(model_key, allocatable, sharing, product),
+        health_tainted=any(
+            t.get("key") == HEALTH_TAINT_KEY for t in node.get("spec", {}).get("taints") or []
+        ),
+    )
+
+
+def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
+    """Capacity per class slug: what schedulable, ready nodes offer (cordoned, NotReady or
+    health-tainted nodes take no new work, so approvals must not count on them)."""
+    total: Counter = Counter()
+    for node in nodes:
+        if node.schedulable and node.ready and not node.health_tainted:
+            total.update(node.units)
+    return dict(total)
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    resources: dict[str, int]
+    phase: str
+    priority_class: str
+    started_at: str | None
+
+
+def parse_gpu_pod(pod: dict) -> PodInfo | None:
+    """A bound, live pod's GPU requests (init containers run one at a time: their largest
+    request counts, as the scheduler counts it); None when it holds no GPU."""
+    spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod.get("metadata", {})
+    if not spec.get("nodeName") or status.get("phase") not in ("Pending", "Running"):
+        return None
+    if meta.get("deletionTimestamp") and status.get("phase") != "Running":
+        return None
+    total: Counter = Counter()
+    for container in spec.get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            if name.startswith("nvidia.com/"):
+                total[name] += _int(value)
+    for container in spec.get("initContainers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            if name.startswith("nvidia.com/"):
+                total[name] = max(total[name], _int(value))
+    resources = {k: v for k, v in total.items() if v > 0}
+    if not resources:
+        return None
+    return PodInfo(
+        uid=meta.get("uid", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node_name=spec["nodeName"],
+        resources=resources,
+        phase=status["phase"],
+        priority_class=spec.get("priorityClassName", ""),
+        started_at=status.get("startTime"),
+    )
