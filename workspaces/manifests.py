@@ -14,10 +14,10 @@ from scheduler.cluster.render.labels import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     TENANT_LABEL,
+    WORKSPACE_LABEL,
 )
 from scheduler.cluster.render.network import WORKSPACE_PORT
 
-WORKSPACE_LABEL = "gpu-portal.io/workspace"  # on the run's pods too: the Service selects them
 PORT = WORKSPACE_PORT  # the tenant's NetworkPolicy lets the ingress controller reach it
 HOMES = {"jupyter": "/home/jovyan", "code-server": "/home/coder"}
 NGINX = "nginx.ingress.kubernetes.io/"

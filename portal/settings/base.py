@@ -335,6 +335,9 @@ REST_FRAMEWORK = {
 # Seconds an API token's row is reused from the cache (tenants/services/tokens.py): a
 # revocation through the portal takes effect at once; a deactivated user's tokens within this.
 API_TOKEN_CACHE_SECONDS = env.int("API_TOKEN_CACHE_SECONDS", default=10)
+# The longest an API token lives: a new one without an expiry gets this one, a longer one is
+# refused, and a token made before this rule is given one (with notice) by a daily task.
+API_TOKEN_MAX_DAYS = env.int("API_TOKEN_MAX_DAYS", default=365)
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "DESCRIPTION": (
@@ -362,6 +365,9 @@ SPECTACULAR_SETTINGS = {
 # Registries or repository prefixes workloads may pull from ("registry.example.com",
 # "docker.io/pytorch"; "*": any). Empty refuses every image: production fails closed.
 WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=[])
+# RuntimeClasses a team's pods may name (e.g. "gvisor"); empty: none. The NVIDIA runtime class
+# is never needed for GPUs here: the device plugin hands a pod the GPUs it asks for.
+WORKLOAD_RUNTIME_CLASSES = env.list("WORKLOAD_RUNTIME_CLASSES", default=[])
 IDEMPOTENCY_KEY_TTL_HOURS = env.int("IDEMPOTENCY_KEY_TTL_HOURS", default=24)
 # Records past their TTL replay nothing; beat deletes them (core.tasks).
 CELERY_BEAT_SCHEDULE["purge-idempotency-records"] = {

@@ -85,8 +85,9 @@ def unique_slug(prefix="rt") -> str:
 
 
 def restricted_pod(name: str, resources: dict[str, int], priority_class: str | None = None) -> dict:
-    """A pod that the `restricted` Pod Security level admits, tolerating the GPU nodes' taint
-    (as a team member's pod must to land there outside the portal's queue)."""
+    """A pod that the `restricted` Pod Security level admits; one that asks for a GPU tolerates
+    the GPU nodes' taint (as a team member's pod must to land there outside the portal's queue;
+    the queue guard refuses the toleration to a pod that asks for none)."""
     limits = {k: str(v) for k, v in resources.items()}
     spec = {
         "securityContext": {
@@ -107,8 +108,9 @@ def restricted_pod(name: str, resources: dict[str, int], priority_class: str | N
         ],
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 0,
-        "tolerations": gpu_tolerations(),
     }
+    if any(k.startswith("nvidia.com/") for k in resources):
+        spec["tolerations"] = gpu_tolerations()
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}

@@ -232,9 +232,9 @@ def test_a_member_cannot_tolerate_the_gpu_health_taint_with_kubectl(kube_cluster
     tenant, ns, people = team
     member = as_user(kube_cluster, people["member"])
     sick = _in(ns, restricted_pod("on-sick-gpu", {}))
-    sick["spec"]["tolerations"].append(
+    sick["spec"]["tolerations"] = [
         {"key": "gpu-portal.io/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}
-    )
+    ]
     wait_until_refused(member, sick, "GPU health taint", "the toleration rule in force")
     everything = _in(ns, restricted_pod("tolerates-all", {}))
     everything["spec"]["tolerations"] = [{"operator": "Exists"}]
@@ -246,8 +246,9 @@ def test_a_member_cannot_tolerate_the_gpu_health_taint_with_kubectl(kube_cluster
     ]
     with pytest.raises(ClusterError, match="GPU health taint"):
         member.create(job, dry_run=True)
-    # the GPU taints a team's pods must tolerate stay allowed
-    member.create(_in(ns, restricted_pod("on-gpus", {})), dry_run=True)
+    # a pod that asks for no GPU runs off the GPU nodes; one that tolerates their taint is
+    # refused (test_guard_cluster.py: only GPU pods reach GPU nodes)
+    member.create(_in(ns, restricted_pod("on-cpus", {})), dry_run=True)
 
 
 def test_a_member_cannot_run_an_image_the_portal_would_refuse(kube, kube_cluster, team, settings):
@@ -326,14 +327,21 @@ def test_a_member_cannot_open_the_cluster_or_outgrow_the_namespace_with_kubectl(
     member.create(_object("Secret", "creds", ns, stringData={"key": "v"}), dry_run=True)
 
     port = [{"port": 80}]
-    intercept = _object("Service", "mitm", ns, spec={"ports": port, "externalIPs": ["8.8.8.8"]})
+    mine = {"app": "mine"}
+    intercept = _object(
+        "Service", "mitm", ns, spec={"ports": port, "selector": mine, "externalIPs": ["8.8.8.8"]}
+    )
     with pytest.raises(ClusterError, match="may not set externalIPs"):
         member.create(intercept, dry_run=True)
     for kind in ("LoadBalancer", "NodePort"):
-        exposed = _object("Service", "out", ns, spec={"type": kind, "ports": port})
+        exposed = _object(
+            "Service", "out", ns, spec={"type": kind, "ports": port, "selector": mine}
+        )
         with pytest.raises(ClusterError, match="exceeded quota"):
             member.create(exposed, dry_run=True)
-    member.create(_object("Service", "inside", ns, spec={"ports": port}), dry_run=True)
+    member.create(
+        _object("Service", "inside", ns, spec={"ports": port, "selector": mine}), dry_run=True
+    )
 
     huge = _object(
         "PersistentVolumeClaim",

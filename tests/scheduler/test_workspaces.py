@@ -309,26 +309,37 @@ def test_stop_keeps_the_workspace_and_restart_starts_a_new_run(granted, client):
 
 
 def test_the_teams_network_policy_lets_the_ingress_controller_reach_workspace_servers_only():
-    np = by_key(render_tenant(spec(workspace_ingress_namespace="ingress-nginx")))[
-        ("NetworkPolicy", "gpu-portal-isolation")
-    ]
-    assert np["spec"]["ingress"][1] == {
-        "from": [
-            {
-                "namespaceSelector": {
-                    "matchExpressions": [
-                        {
-                            "key": "kubernetes.io/metadata.name",
-                            "operator": "In",
-                            "values": ["ingress-nginx"],
-                        }
-                    ]
-                }
-            }
-        ],
-        "ports": [{"protocol": "TCP", "port": 8888}],
+    """Security, third pass (1): the ingress controller reaches the workspace port of a
+    workspace's pods, not that port on every pod of the namespace (policies add up, so the
+    rule lives in a policy of its own that selects the workspaces' pods)."""
+    objects = by_key(render_tenant(spec(workspace_ingress_namespace="ingress-nginx")))
+    isolation = objects[("NetworkPolicy", "gpu-portal-isolation")]
+    assert len(isolation["spec"]["ingress"]) == 1  # its own and the platform namespace only
+    workspaces = objects[("NetworkPolicy", "gpu-portal-workspaces")]["spec"]
+    assert workspaces["podSelector"] == {
+        "matchExpressions": [{"key": "gpu-portal.io/workspace", "operator": "Exists"}]
     }
-    assert len(np["spec"]["ingress"]) == 2
+    assert workspaces["policyTypes"] == ["Ingress"]
+    assert workspaces["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "In",
+                                "values": ["ingress-nginx"],
+                            }
+                        ]
+                    }
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8888}],
+        }
+    ]
+    without = by_key(render_tenant(spec(workspace_ingress_namespace="")))
+    assert ("NetworkPolicy", "gpu-portal-workspaces") not in without
 
 
 @pytest.mark.django_db

@@ -48,6 +48,7 @@ from scheduler.cluster.render.labels import (
     TENANT_LABEL,
     object_key,
 )
+from scheduler.cluster.render.ownership_guard import render_ownership_guard
 from scheduler.cluster.render.priorities import (
     render_priority_classes,
     render_workload_priority_classes,
@@ -249,7 +250,12 @@ def cluster_desired() -> list[dict]:
             tuple(settings.KUEUE_USERNAMES),
             tuple(pc.name for pc in priority_class_specs()),
             allowlist_spellings(settings.WORKLOAD_IMAGE_ALLOWLIST),
+            gpu_taint_keys=tuple(
+                sorted({t["key"] for t in settings.GPU_NODE_TOLERATIONS if t.get("key")})
+            ),
+            runtime_classes=tuple(settings.WORKLOAD_RUNTIME_CLASSES),
         ),
+        *render_ownership_guard(tuple(settings.KUEUE_USERNAMES)),
     ]
 
 

@@ -20,6 +20,9 @@ TENANT_LABEL = "gpu-portal.io/tenant"
 INSTANCE_LABEL = "gpu-portal.io/instance"
 HASH_ANNOTATION = "gpu-portal.io/desired-hash"
 DISPLAY_NAME_ANNOTATION = "gpu-portal.io/display-name"
+# On a workspace's objects and its run's pods: its Service selects them, and the namespace's
+# workspaces NetworkPolicy lets the ingress controller reach only them.
+WORKSPACE_LABEL = "gpu-portal.io/workspace"
 
 # A RoleBinding in a tenant namespace that the portal did not render is pruned unless the
 # platform team marks it with this label (teams cannot write RoleBindings).

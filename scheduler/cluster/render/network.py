@@ -1,16 +1,18 @@
-"""A tenant namespace's NetworkPolicy: ingress from its own and the platform namespace, egress
-to DNS, its own namespace, the portal's web pods and the configured CIDRs."""
+"""A tenant namespace's NetworkPolicies: ingress from its own and the platform namespace, egress
+to DNS, its own namespace, the portal's web pods and the configured CIDRs; and, where workspaces
+are on, the ingress controller to the workspaces' servers only (their pods, their port)."""
 
 from __future__ import annotations
 
 import ipaddress
 
-from scheduler.cluster.render.labels import _finish
+from scheduler.cluster.render.labels import WORKSPACE_LABEL, _finish
 from scheduler.cluster.render.specs import TenantSpec, _meta
 
 NETWORK_POLICY = "gpu-portal-isolation"
-# Where a workspace's server listens (workspaces): the one port the ingress
-# controller may reach in a team's namespace.
+WORKSPACES_POLICY = "gpu-portal-workspaces"
+# Where a workspace's server listens (workspaces): the one port the ingress controller may
+# reach in a team's namespace, on the pods of a workspace's run (WORKSPACE_LABEL) only.
 WORKSPACE_PORT = 8888
 
 
@@ -75,13 +77,6 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
     if blocks:
         egress.append({"to": blocks})
     ingress: list[dict] = [{"from": [{"namespaceSelector": _names_in(allowed)}]}]
-    if spec.workspace_ingress_namespace:
-        ingress.append(
-            {
-                "from": [{"namespaceSelector": _names_in([spec.workspace_ingress_namespace])}],
-                "ports": [{"protocol": "TCP", "port": WORKSPACE_PORT}],
-            }
-        )
     return _finish(
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -95,3 +90,39 @@ def render_network_policy(spec: TenantSpec, namespace: str) -> dict:
             },
         }
     )
+
+
+def render_network_policies(spec: TenantSpec, namespace: str) -> list[dict]:
+    """The isolation policy, and the workspaces' where a workspace ingress namespace is set:
+    policies add up, so the ingress controller reaches the workspace port of a workspace's pods
+    and nothing else (a team's own pod listening on that port is not reached from outside)."""
+    policies = [render_network_policy(spec, namespace)]
+    if spec.workspace_ingress_namespace:
+        policies.append(
+            _finish(
+                {
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "NetworkPolicy",
+                    "metadata": _meta(spec, WORKSPACES_POLICY, namespace),
+                    "spec": {
+                        "podSelector": {
+                            "matchExpressions": [{"key": WORKSPACE_LABEL, "operator": "Exists"}]
+                        },
+                        "policyTypes": ["Ingress"],
+                        "ingress": [
+                            {
+                                "from": [
+                                    {
+                                        "namespaceSelector": _names_in(
+                                            [spec.workspace_ingress_namespace]
+                                        )
+                                    }
+                                ],
+                                "ports": [{"protocol": "TCP", "port": WORKSPACE_PORT}],
+                            }
+                        ],
+                    },
+                }
+            )
+        )
+    return policies

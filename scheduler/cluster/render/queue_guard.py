@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from core.images import Spellings
+from scheduler.cluster.render.access import ROBOT_SERVICE_ACCOUNT
 from scheduler.cluster.render.labels import (
     HEALTH_TAINT_KEY,
     LOCAL_QUEUE,
@@ -17,6 +18,11 @@ from scheduler.cluster.render.labels import (
 )
 
 QUEUE_GUARD = "gpu-portal-queue-guard"
+GPU_RESOURCE_PREFIX = "nvidia.com/"  # whole GPUs, MIG slices and shared replicas alike
+# What the NVIDIA container toolkit reads from a container's environment: set by the device
+# plugin for the GPUs a pod is given, never by a team (a CPU pod naming them could see every GPU
+# of its node where the toolkit honours the variable).
+NVIDIA_ENV_PREFIX = "NVIDIA_"
 # What the queue guard's pod rules look at; it also sees Secrets and Services (rules of theirs).
 POD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "ReplicaSet", "StatefulSet")
 
@@ -91,6 +97,70 @@ def _no_health_toleration(spec: str, old: str) -> str:
     return f"(!has({spec}.tolerations) || !{spec}.tolerations.exists(t, {bad}) || {kept})"
 
 
+def _asks_gpu(spec: str) -> str:
+    """CEL: a container of the pod spec asks for a GPU resource, or the pod claims a device."""
+    p = f"'{GPU_RESOURCE_PREFIX}'"
+    has_gpu = (
+        "has(c.resources) && ("
+        f"(has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith({p}))) || "
+        f"(has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith({p}))))"
+    )
+    claims = f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)"
+    return f"({spec}.containers.exists(c, {has_gpu}) || {claims})"
+
+
+def _reaches_gpu_nodes(spec: str, taint_keys: str) -> str:
+    """CEL: the pod spec tolerates a GPU nodes' taint or selects nodes by an NVIDIA label."""
+    p = f"'{GPU_RESOURCE_PREFIX}'"
+    return (
+        f"((has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && "
+        f"t.key in {taint_keys})) || (has({spec}.nodeSelector) && "
+        f"{spec}.nodeSelector.exists(k, k.startsWith({p}))))"
+    )
+
+
+def _only_gpu_pods_reach_gpu_nodes(spec: str, old: str, taint_keys: str) -> str:
+    """CEL: a pod that tolerates the GPU taint or selects GPU nodes asks for a GPU (a running
+    pod's later updates pass: it was admitted before this rule)."""
+    kept = f"({_UPDATE} && {_reaches_gpu_nodes(old, taint_keys)})"
+    return f"(!{_reaches_gpu_nodes(spec, taint_keys)} || {_asks_gpu(spec)} || {kept})"
+
+
+def _containers_all(spec: str, each: str) -> str:
+    """CEL: `each` (about `c`) holds for every container and init container of the spec."""
+    return (
+        f"{spec}.containers.all(c, {each}) && "
+        f"(!has({spec}.initContainers) || {spec}.initContainers.all(c, {each}))"
+    )
+
+
+def _no_nvidia_env(spec: str, old: str) -> str:
+    """CEL: no container sets an NVIDIA_* variable, unless the spec had one before (updates of
+    what already runs)."""
+    clean = f"!has(c.env) || c.env.all(e, !e.name.startsWith('{NVIDIA_ENV_PREFIX}'))"
+    kept = f"({_UPDATE} && !({_containers_all(old, clean)}))"
+    return f"({_containers_all(spec, clean)} || {kept})"
+
+
+def _runtime_allowed(spec: str, old: str, allowed: str) -> str:
+    """CEL: no runtime class, one the platform allows, or the one it had."""
+    return (
+        f"(!has({spec}.runtimeClassName) || {spec}.runtimeClassName in {allowed} || "
+        f"({_UPDATE} && has({old}.runtimeClassName) && "
+        f"{old}.runtimeClassName == {spec}.runtimeClassName))"
+    )
+
+
+def _not_the_portals_account(spec: str) -> str:
+    """CEL: the pod runs as none of the ServiceAccounts the portal makes (the CI robot's token
+    would outlive the member who mounted it)."""
+    accounts = _cel_list([ROBOT_SERVICE_ACCOUNT])
+    return (
+        f"(!has({spec}.serviceAccountName) || !({spec}.serviceAccountName in {accounts})) && "
+        f"(!has({spec}.serviceAccount) || !({spec}.serviceAccount in {accounts}))"
+    )
+
+
 def _per_kind(rule, template: str) -> str:
     """CEL: `rule(pod spec, its old spec)` for a Pod, a CronJob's job template and any other
     pod template."""
@@ -106,6 +176,8 @@ def render_queue_guard(
     trusted_users: tuple[str, ...],
     priority_classes: tuple[str, ...] = (),
     images: Spellings | None = None,
+    gpu_taint_keys: tuple[str, ...] = ("nvidia.com/gpu",),
+    runtime_classes: tuple[str, ...] = (),
 ) -> list[dict]:
     """A ValidatingAdmissionPolicy (and its binding) for tenant namespaces that closes what
     Kueue alone leaves open to a team member with `edit`: a pod or pod template naming its node
@@ -113,8 +185,14 @@ def render_queue_guard(
     from a pod, unsuspending a Job Kueue has not admitted, and a priority class that is not the
     portal's (`system-node-critical` would preempt every team; the portal's own classes are
     capped per team by its quotas), and an image the portal's allow-list refuses (`images`,
-    the same rule as the submit path's; none when it allows any). Kueue and cluster admins
-    (`trusted_users`, `system:masters`) do these things legitimately."""
+    the same rule as the submit path's; none when it allows any). Only pods that ask for a GPU
+    may tolerate the GPU nodes' taint (`gpu_taint_keys`) or select GPU nodes; no pod sets the
+    NVIDIA toolkit's variables, runs under a runtime class the platform did not allow
+    (`runtime_classes`) or as the portal's CI robot; a Service is never an ExternalName and
+    always selects pods. Kueue and cluster admins (`trusted_users`, `system:masters`) do these
+    things legitimately."""
+    taint_keys = _cel_list(gpu_taint_keys)
+    runtimes = _cel_list(runtime_classes)
     trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
     classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
@@ -215,7 +293,46 @@ def render_queue_guard(
                     "expression": _per_kind(_no_health_toleration, template),
                     "message": "pods in team namespaces may not tolerate the GPU health taint "
                     f"({HEALTH_TAINT_KEY}) or every taint (a toleration with operator Exists "
-                    "and no key): name the taints they tolerate, e.g. nvidia.com/gpu",
+                    "and no key): ask for a GPU resource (e.g. nvidia.com/gpu: 1) and the "
+                    "team's queue adds the tolerations its GPU nodes need",
+                },
+                {
+                    "expression": _per_kind(
+                        lambda spec, old: _only_gpu_pods_reach_gpu_nodes(spec, old, taint_keys),
+                        template,
+                    ),
+                    "message": "only pods that ask for a GPU may tolerate the GPU nodes' taint "
+                    f"({', '.join(gpu_taint_keys)}) or select nodes by an nvidia.com/ label: "
+                    "ask for a GPU resource (e.g. nvidia.com/gpu: 1), or leave the toleration "
+                    "and the selector out so the pod runs on a CPU node",
+                },
+                {
+                    "expression": _per_kind(_no_nvidia_env, template),
+                    "message": f"containers in team namespaces may not set {NVIDIA_ENV_PREFIX}* "
+                    "variables: the GPU device plugin sets them for the GPUs a pod is given; "
+                    "ask for GPUs by resource (e.g. nvidia.com/gpu: 1)",
+                },
+                {
+                    "expression": _per_kind(
+                        lambda spec, old: _runtime_allowed(spec, old, runtimes), template
+                    ),
+                    "message": "pods in team namespaces may use "
+                    + (
+                        f"only the runtime classes {', '.join(runtime_classes)}"
+                        if runtime_classes
+                        else "no runtimeClassName"
+                    )
+                    + " (setting WORKLOAD_RUNTIME_CLASSES): leave it out, and GPUs come with "
+                    "the GPU resources a pod asks for",
+                },
+                {
+                    "expression": _per_kind(
+                        lambda spec, old: _not_the_portals_account(spec), template
+                    ),
+                    "message": f"pods in team namespaces may not run as the portal's "
+                    f"ServiceAccount {ROBOT_SERVICE_ACCOUNT} (its token outlives a member's "
+                    "place in the team): leave serviceAccountName out, or use one of the "
+                    "team's own",
                 },
                 {
                     "expression": _per_kind(
@@ -250,6 +367,16 @@ def render_queue_guard(
             "|| object.type != 'kubernetes.io/service-account-token'",
             "message": "team namespaces may not hold ServiceAccount token Secrets (they never "
             "expire): give CI a portal API token instead",
+        },
+        {
+            # An ExternalName or selector-less Service points anywhere the cluster reaches,
+            # another team's workspace included; a team's Services select its own pods.
+            "expression": "request.kind.kind != 'Service' || ((!has(object.spec.type) "
+            "|| object.spec.type != 'ExternalName') && has(object.spec.selector) "
+            "&& size(object.spec.selector) > 0)",
+            "message": "Services in team namespaces must select the team's pods (a selector, "
+            "not type ExternalName or hand-made endpoints): expose another service through "
+            "the platform's ingress",
         },
         {
             # externalIPs let a Service intercept traffic to any address (CVE-2020-8554).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler.cluster.render.access import render_access
 from scheduler.cluster.render.kueue import render_queues
 from scheduler.cluster.render.namespace import render_limit_range, render_namespace, render_quotas
-from scheduler.cluster.render.network import render_network_policy
+from scheduler.cluster.render.network import render_network_policies
 from scheduler.cluster.render.specs import TenantSpec
 
 
@@ -21,5 +21,5 @@ def render_tenant(spec: TenantSpec) -> list[dict]:
         *render_quotas(spec, ns),
         render_limit_range(spec, ns),
         *render_access(spec, ns),
-        render_network_policy(spec, ns),
+        *render_network_policies(spec, ns),
     ]

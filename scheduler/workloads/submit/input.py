@@ -1,7 +1,8 @@
 """Checks of what a workload submit asks for that need no database: image, command, env,
 labels, the autoscaling range, and what the pod asks for besides GPUs (cpu, memory, storage,
 shared memory, volumes, Secrets). Each returns the clean value or raises `InvalidInput` with the
-field to blame. The spec's parser (`submit.spec.parse_spec`) calls them, each field once."""
+field to blame. The spec's parser (`submit.spec.parse_spec`) calls them, each field once.
+Names are matched in full (`fullmatch`): a regex's `$` would let a trailing newline through."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from core.errors import InvalidInput, QuotaExceeded
 from core.images import image_allowed_by
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
+from scheduler.cluster.render.queue_guard import NVIDIA_ENV_PREFIX
 from scheduler.workloads.kinds.pod_template import SHM_MOUNT_PATH
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 
@@ -132,13 +134,13 @@ def _check_secret_ref(name: str, ref: dict) -> dict[str, str]:
             field="env",
         )
     secret, key = ref["secret"], ref["key"]
-    if not isinstance(secret, str) or not _SECRET_NAME.match(secret):
+    if not isinstance(secret, str) or not _SECRET_NAME.fullmatch(secret):
         raise InvalidInput(
             f"env {name}: secret {secret!r} is not a Secret name: use at most 253 lower-case "
             "letters, digits, '-' and '.', starting and ending with a letter or digit",
             field="env",
         )
-    if not isinstance(key, str) or not _SECRET_KEY.match(key) or key == "." or key[:2] == "..":
+    if not isinstance(key, str) or not _SECRET_KEY.fullmatch(key) or key == "." or key[:2] == "..":
         raise InvalidInput(
             f"env {name}: key {key!r} is not a key of a Secret: use at most 253 letters, "
             "digits, '-', '_' and '.' (not '.', nor starting with '..')",
@@ -160,8 +162,14 @@ def check_env(env: Any) -> dict[str, str | dict[str, str]]:
         )
     out: dict[str, str | dict[str, str]] = {}
     for key, value in env.items():
-        if not _ENV_NAME.match(str(key)):
+        if not _ENV_NAME.fullmatch(str(key)):
             raise InvalidInput(f"env {key!r}: use NAME (letters, digits, _) = string", field="env")
+        if str(key).startswith(NVIDIA_ENV_PREFIX):
+            raise InvalidInput(
+                f"env {key}: containers may not set {NVIDIA_ENV_PREFIX}* variables: the GPU "
+                "device plugin sets them for the GPUs a pod is given; ask for GPUs by resource",
+                field="env",
+            )
         if isinstance(value, dict):
             out[key] = _check_secret_ref(key, value)
             continue
@@ -173,7 +181,7 @@ def check_env(env: Any) -> dict[str, str | dict[str, str]]:
             )
         if "\x00" in value:
             raise InvalidInput(f"env {key}: the value must not contain NUL characters", field="env")
-        plain_path = bool(_FILE_PATH.match(value))
+        plain_path = bool(_FILE_PATH.fullmatch(value))
         if value and not plain_path and secret_looking_name(key):
             raise _refuse_plain_secret(key, "its name says it holds a secret")
         if kind := secret_format(value):
@@ -187,7 +195,11 @@ def check_labels(labels: Any) -> dict[str, str]:
     if not isinstance(labels, dict):
         raise InvalidInput("labels must be an object", field="labels")
     for key, value in labels.items():
-        if not isinstance(value, str) or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+        if (
+            not isinstance(value, str)
+            or not _LABEL_KEY.fullmatch(key)
+            or not _LABEL_VALUE.fullmatch(value)
+        ):
             raise InvalidInput(f"label {key!r}={value!r} is not a valid label", field="labels")
         if key.startswith(RESERVED_LABEL_PREFIXES):
             raise InvalidInput(f"label {key!r} is reserved for the portal", field="labels")
@@ -380,7 +392,7 @@ def _check_mount_path(path: Any, number: int) -> str:
         raise InvalidInput(
             f"{where}: mount_path must be an absolute path, e.g. /data", field="volumes"
         )
-    if len(path) > MAX_MOUNT_PATH or not _MOUNT_PATH.match(path):
+    if len(path) > MAX_MOUNT_PATH or not _MOUNT_PATH.fullmatch(path):
         raise InvalidInput(
             f"{where}: mount_path {path!r} must be an absolute path of letters, digits and "
             f"._@+=,- (no '//', no trailing '/', at most {MAX_MOUNT_PATH} characters), e.g. /data",
@@ -423,7 +435,7 @@ def check_volumes(volumes: Any) -> list[dict]:
                 field="volumes",
             )
         claim = volume.get("claim")
-        if not isinstance(claim, str) or not _SECRET_NAME.match(claim):
+        if not isinstance(claim, str) or not _SECRET_NAME.fullmatch(claim):
             raise InvalidInput(
                 f"volume {number}: claim {claim!r} is not a PersistentVolumeClaim name: use at "
                 "most 253 lower-case letters, digits, '-' and '.', starting and ending with a "
@@ -452,7 +464,7 @@ def check_secret_names(names: Any, field: str) -> list[str]:
     if len(names) > MAX_SECRET_NAMES:
         raise InvalidInput(f"{field}: at most {MAX_SECRET_NAMES} Secrets", field=field)
     for name in names:
-        if not _SECRET_NAME.match(name):
+        if not _SECRET_NAME.fullmatch(name):
             raise InvalidInput(
                 f"{field}: {name!r} is not a Secret name: use at most 253 lower-case letters, "
                 "digits, '-' and '.', starting and ending with a letter or digit",

@@ -108,3 +108,20 @@ def test_the_schema_states_the_rules_the_parser_applies(world):
     assert set(enum(schema, create["priority"])) == set(PRIORITY_CLASSES)
     # every field the parser takes is one the schema names (tenant and need are the API's own)
     assert set(FIELDS) <= set(create)
+
+
+@pytest.mark.parametrize(
+    "bad, field, words",
+    [
+        ({"env": {"NVIDIA_VISIBLE_DEVICES": "all"}}, "env", "may not set NVIDIA_"),
+        ({"env": {"NAME\n": "x"}}, "env", "use NAME"),
+        ({"labels": {"team\n": "a"}}, "labels", "not a valid label"),
+        ({"labels": {"team": "a\n"}}, "labels", "not a valid label"),
+    ],
+)
+def test_the_toolkits_variables_and_names_with_a_trailing_newline_are_refused(bad, field, words):
+    """Security, third pass (2, 7): the same words as the cluster guard's for NVIDIA_*; a regex
+    `$` matched before a final newline, so names are matched in full."""
+    with pytest.raises(InvalidInput, match=words) as refused:
+        parse_spec({**GOOD, **bad})
+    assert refused.value.field == field
