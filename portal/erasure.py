@@ -34,7 +34,7 @@ from portal.models import OIDCIdentity
 from tenants import audit_chain
 from tenants.models import AuditEvent, Membership, Tenant
 from tenants.services.follow_up import notify_desired_state_changed
-from tenants.services.tokens import revoke_tokens_of
+from tenants.services.tokens import revoke_robot_tokens_made_by, revoke_tokens_of
 
 # Shorter names are not searched alone (they would rewrite words of other people's text); the
 # full name still is.
@@ -168,6 +168,12 @@ def _close_account(user, result: Erasure) -> None:
         notify_desired_state_changed(membership.tenant)
         membership.delete()
     result.tokens_revoked = revoke_tokens_of(user, reason="its holder's data was erased")
+    # the CI robot tokens they made, in any team (one they left before kept none alive)
+    made_for = Tenant.objects.filter(robot__api_tokens__created_by=user).distinct()
+    for tenant in made_for:
+        result.tokens_revoked += revoke_robot_tokens_made_by(
+            user=user, tenant=tenant, why="was erased"
+        )
     for label, rows in (
         ("portal.OIDCIdentity", OIDCIdentity.objects.filter(user=user)),
         ("core.IdempotencyRecord", IdempotencyRecord.objects.filter(user=user)),

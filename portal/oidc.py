@@ -62,6 +62,13 @@ def link_identity(*, actor, user, subject: str, issuer: str | None = None) -> OI
 
 
 class PortalOIDCBackend(OIDCAuthenticationBackend):
+    def get_user(self, user_id):
+        """The user a session signed in by single sign-on names, unless deactivated since: a
+        session is checked at every request, so a person switched off is signed out at their
+        next one (Django's ModelBackend does the same for password sessions)."""
+        user = super().get_user(user_id)
+        return user if user is not None and user.is_active else None
+
     def _username(self, claims) -> str:
         return claims.get(settings.OIDC_USERNAME_CLAIM) or claims.get("email", "")
 

@@ -1,6 +1,7 @@
 from core.tasks import portal_task
 from tenants import audit_chain
 from tenants.services import grants as grant_services
+from tenants.services import tokens as token_services
 
 
 @portal_task(name="tenants.tasks.expire_grants")
@@ -23,3 +24,8 @@ from tenants.notifications.tasks import (  # noqa: E402, F401
 @portal_task(name="tenants.tasks.seal_audit_log")
 def seal_audit_log() -> int:
     return audit_chain.seal_pending()
+
+
+@portal_task(name="tenants.tasks.give_tokens_an_expiry")
+def give_tokens_an_expiry() -> int:
+    return token_services.give_tokens_an_expiry()

@@ -25,6 +25,11 @@ CELERY_TASK_ROUTES = {
 BEAT_LOCK_TTL_S = env.float("BEAT_LOCK_TTL_S", default=30.0)
 CELERY_BEAT_SCHEDULER = "portal.beat:SingletonScheduler"
 CELERY_BEAT_SCHEDULE = {
+    "give-tokens-an-expiry": {  # tokens made before every token had an end (with notice)
+        "task": "tenants.tasks.give_tokens_an_expiry",
+        "schedule": env.float("TOKEN_EXPIRY_EVERY_S", default=86400.0),
+        "options": {"expires": 3600},
+    },
     "expire-grants": {
         "task": "tenants.tasks.expire_grants",
         "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),

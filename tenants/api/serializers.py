@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from catalog import slices
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.models.notifications import shown_target
 from tenants.models.priority_classes import PRIORITY_CLASSES
 from tenants.models.tenants import dns_label
 from tenants.selectors import quota_lines_for, slice_lines
@@ -365,6 +366,16 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
 class AuditEventSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug", read_only=True, allow_null=True)
+
+    def to_representation(self, instance):
+        """A channel's Slack URL is cut in rows written before the services cut it too."""
+        data = super().to_representation(instance)
+        if instance.object_type == "tenants.NotificationChannel":
+            for side in ("before", "after"):
+                row = data.get(side)
+                if isinstance(row, dict) and "target" in row:
+                    row["target"] = shown_target(row.get("kind", ""), row["target"])
+        return data
 
     class Meta:
         model = AuditEvent

@@ -60,12 +60,17 @@ class NotificationChannel(models.Model):
 
     @property
     def shown_target(self) -> str:
-        """Where it sends, as pages and the API show it: a Slack-compatible URL is itself the
-        credential to post, so it is cut after the host."""
-        if self.kind == self.Kind.SLACK:
-            scheme, _, rest = self.target.partition("://")
-            return f"{scheme}://{rest.split('/', 1)[0]}/…"
-        return self.target
+        """Where it sends, as pages and the API show it (`shown_target`)."""
+        return shown_target(self.kind, self.target)
+
+
+def shown_target(kind: str, target: str) -> str:
+    """A channel's target as anyone may read it: a Slack-compatible URL is itself the credential
+    to post, so it is cut after the host (pages, the API and the audit log alike)."""
+    if kind == NotificationChannel.Kind.SLACK and isinstance(target, str):
+        scheme, _, rest = target.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}/…"
+    return target
 
 
 # The events whose personal mail goes to the platform's approvers (tenants/notifications/events.py

@@ -37,6 +37,16 @@ EVENTS: dict[str, Event] = {
         Event("capacity_request.decided", "An ask was approved or rejected", Audience.PERSON),
         Event("grant.expiring", "A grant ends within the warning window", Audience.OWNERS),
         Event("grant.expired", "A grant ended", Audience.OWNERS),
+        Event(
+            "api_token.expiry_set",
+            "A token made without an end was given one (the platform's longest)",
+            Audience.PERSON,
+        ),
+        Event(
+            "api_token.revoked_with_maker",
+            "A CI robot token was revoked as the person who made it left the team",
+            Audience.OWNERS,
+        ),
         Event("workload.preempted", "A workload was preempted", Audience.PERSON),
         Event("workload.failed", "A workload failed", Audience.PERSON),
         Event(

@@ -15,6 +15,7 @@ from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
 from tenants.models import NotificationChannel, NotificationDelivery, Tenant
+from tenants.models.notifications import shown_target
 from tenants.notifications import EVENTS, signing
 from tenants.notifications.dispatch import enqueue
 from tenants.notifications.sending import is_public
@@ -31,6 +32,15 @@ NAME_MAX: int = NotificationChannel._meta.get_field("name").max_length or 80
 def _no_control_characters(value: str, field: str) -> None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidInput(f"the {field} has control characters; type it plainly", field=field)
+
+
+def _audited(channel: NotificationChannel) -> dict:
+    """The channel as its audit events keep it: a Slack URL cut as pages show it (it is the
+    credential to post, and the audit log is read by every member of the team)."""
+    return {
+        **audit.snapshot(channel, CHANNEL_FIELDS),
+        "target": shown_target(channel.kind, channel.target),
+    }
 
 
 def _check_target(kind: str, target: str) -> str:
@@ -140,7 +150,7 @@ def create_channel(
             verb="notification_channel.added",
             obj=channel,
             tenant=tenant,
-            after=audit.snapshot(channel, CHANNEL_FIELDS),
+            after=_audited(channel),
         )
     return channel, secret
 
@@ -177,10 +187,10 @@ def change_channel(
         channel = NotificationChannel.objects.select_for_update().get(pk=channel.pk)
         if not channel.active:
             raise InvalidTransition(f"channel {channel.name} is removed; add a new one")
-        before = audit.snapshot(channel, CHANNEL_FIELDS)
+        before = _audited(channel)
         for field, value in changes.items():
             setattr(channel, field, value)
-        after = audit.snapshot(channel, CHANNEL_FIELDS)
+        after = _audited(channel)
         if after == before:
             return channel  # nothing to change, nothing to record
         channel.save(update_fields=list(changes))
@@ -203,7 +213,7 @@ def remove_channel(*, actor, channel: NotificationChannel) -> None:
         channel = NotificationChannel.objects.select_for_update().get(pk=channel.pk)
         if not channel.active:
             raise InvalidTransition(f"channel {channel.name} is removed already")
-        before = audit.snapshot(channel, CHANNEL_FIELDS)
+        before = _audited(channel)
         channel.active = False
         channel.secret_encrypted = ""
         channel.save(update_fields=["active", "secret_encrypted"])
@@ -219,7 +229,7 @@ def remove_channel(*, actor, channel: NotificationChannel) -> None:
             obj=channel,
             tenant=channel.tenant,
             before=before,
-            after=audit.snapshot(channel, CHANNEL_FIELDS),
+            after=_audited(channel),
         )
 
 

@@ -22,6 +22,7 @@ from tenants.group_mapping import (
 from tenants.models import Membership, Tenant
 from tenants.notifications import notify
 from tenants.services.follow_up import notify_desired_state_changed
+from tenants.services.tokens import revoke_robot_tokens_made_by
 
 log = logging.getLogger(__name__)
 Source = Membership.Source
@@ -113,6 +114,9 @@ def _apply_memberships(user, desired: Desired) -> list[str]:
             before = {"user": name, "role": change.before, "source": Source.PROVIDER}
             _record("membership.removed", membership, before, None)
             membership.delete()
+            revoke_robot_tokens_made_by(
+                user=user, tenant=membership.tenant, why="left the team (their provider's groups)"
+            )
             said.append(f"no longer in {change.tenant}")
         if change.before == Membership.Role.OWNER and change.role != Membership.Role.OWNER:
             _tell_if_no_owner_left(by_slug[change.tenant].tenant, name)

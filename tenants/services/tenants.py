@@ -21,6 +21,7 @@ from tenants.permissions import OWNER_ROLES, require_role
 from tenants.services.audit_fields import TENANT_FIELDS
 from tenants.services.follow_up import notify_desired_state_changed
 from tenants.services.locks import lock_rows
+from tenants.services.tokens import revoke_robot_tokens_made_by
 
 User = get_user_model()
 
@@ -275,4 +276,5 @@ def remove_member(*, actor, membership: Membership) -> None:
             before={"user": membership.user.get_username(), "role": membership.role},
         )
         membership.delete()
+        revoke_robot_tokens_made_by(user=membership.user, tenant=tenant, why="left the team")
         notify_desired_state_changed(tenant)

@@ -19,6 +19,7 @@ from core import audit
 from core.errors import Forbidden, InvalidInput, InvalidTransition, NotFound
 from core.permissions import is_platform_admin
 from tenants.models import ApiToken, Tenant
+from tenants.notifications import notify
 from tenants.permissions import OWNER_ROLES, require_role, role_in
 
 User = get_user_model()
@@ -96,8 +97,18 @@ def issue_token(
             )
         if actor is not None and not is_platform_admin(actor):
             raise Forbidden("only platform admins may issue tokens with the admin scope")
-    if expires_at is not None and expires_at <= timezone.now():
+    now = timezone.now()
+    if expires_at is not None and expires_at <= now:
         raise InvalidInput("the expiry must be in the future", field="expires_at")
+    longest = longest_expiry(now)
+    if expires_at is None:
+        expires_at = longest  # every token ends: a forgotten CI secret does not live for ever
+    elif expires_at > longest:
+        raise InvalidInput(
+            f"a token lives at most {settings.API_TOKEN_MAX_DAYS} days (setting "
+            f"API_TOKEN_MAX_DAYS): choose an end before {longest:%Y-%m-%d}, and a new token then",
+            field="expires_at",
+        )
     # actor None: the system (manage.py issue_token), with the platform's authority.
     if actor is not None and user.pk != actor.pk and not is_platform_admin(actor):
         robot_of = Tenant.objects.filter(robot=user).first()
@@ -127,6 +138,10 @@ def issue_token(
     return token, raw
 
 
+def longest_expiry(now: datetime) -> datetime:
+    return now + timedelta(days=settings.API_TOKEN_MAX_DAYS)
+
+
 def revoke_token(*, actor, token: ApiToken) -> ApiToken:
     if token.user_id != getattr(actor, "pk", None) and not is_platform_admin(actor):
         robot_of = Tenant.objects.filter(robot_id=token.user_id).first()
@@ -137,24 +152,89 @@ def revoke_token(*, actor, token: ApiToken) -> ApiToken:
         token = ApiToken.objects.select_for_update().get(pk=token.pk)
         if token.revoked_at is not None:
             raise InvalidTransition(f"token {token.prefix}… is already revoked")
-        before = audit.snapshot(token, TOKEN_FIELDS)
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-        # At once for every process, not after the cache's bound (see authenticate_token):
-        # dropped now, and again on commit, as a call that read the row before this commit
-        # may have cached it since.
-        key = _cache_key(token.token_hash)
-        _forget(key)
-        transaction.on_commit(lambda: _forget(key))
-        audit.record(
-            actor=actor,
-            verb="api_token.revoked",
-            obj=token,
-            tenant=Tenant.objects.filter(robot_id=token.user_id).first(),
-            before=before,
-            after=audit.snapshot(token, TOKEN_FIELDS),
-        )
+        _revoke_locked(actor, token)
     return token
+
+
+def _revoke_locked(actor, token: ApiToken, reason: str = "") -> None:
+    """Revoke a token its caller locked, for every process at once, with its audit event
+    (`reason`: why the system revoked it, where no person did)."""
+    before = audit.snapshot(token, TOKEN_FIELDS)
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    # At once for every process, not after the cache's bound (see authenticate_token):
+    # dropped now, and again on commit, as a call that read the row before this commit
+    # may have cached it since.
+    key = _cache_key(token.token_hash)
+    _forget(key)
+    transaction.on_commit(functools.partial(_forget, key))
+    audit.record(
+        actor=actor,
+        verb="api_token.revoked",
+        obj=token,
+        tenant=Tenant.objects.filter(robot_id=token.user_id).first(),
+        before=before,
+        after={**audit.snapshot(token, TOKEN_FIELDS), **({"reason": reason} if reason else {})},
+    )
+
+
+def revoke_robot_tokens_made_by(*, user, tenant: Tenant, why: str) -> int:
+    """The team's CI robot tokens `user` made, revoked as they leave the team (or are erased):
+    a secret handed out by someone who left must not keep working for them. The owners are told
+    which, so CI that used one gets a new token. Call inside the transaction of the leaving."""
+    if tenant.robot_id is None:
+        return 0
+    made = ApiToken.objects.filter(user_id=tenant.robot_id, created_by=user)
+    tokens = list(made.filter(revoked_at__isnull=True).order_by("pk"))
+    _revoke_held(made, reason=f"{user.get_username()} {why}")
+    if tokens:
+        names = ", ".join(f"{t.name} ({t.prefix}…)" for t in tokens)
+        notify(
+            "api_token.revoked_with_maker",
+            tenant,
+            subject=f"{tenant.slug}: CI robot tokens revoked",
+            text=f"{user.get_username()} {why}; the CI robot tokens they made were revoked: "
+            f"{names}. Issue a new token for the CI that used one.",
+            data={"tokens": [t.prefix for t in tokens]},
+        )
+    return len(tokens)
+
+
+def give_tokens_an_expiry(now: datetime | None = None) -> int:
+    """Tokens made before every token had an end get the platform's longest from now, each
+    with its audit event and a notice to the person it belongs to (a robot's: to whoever made
+    it): CI keeps working until then. Level-triggered, for the daily task."""
+    now = now or timezone.now()
+    given = 0
+    with transaction.atomic():
+        tokens = ApiToken.objects.select_for_update(of=("self",)).filter(
+            expires_at__isnull=True, revoked_at__isnull=True
+        )
+        for token in tokens.select_related("user", "created_by"):
+            before = audit.snapshot(token, TOKEN_FIELDS)
+            token.expires_at = longest_expiry(now)
+            token.save(update_fields=["expires_at"])
+            tenant = Tenant.objects.filter(robot_id=token.user_id).first()
+            audit.record(
+                actor=None,
+                verb="api_token.expiry_set",
+                obj=token,
+                tenant=tenant,
+                before=before,
+                after=audit.snapshot(token, TOKEN_FIELDS),
+            )
+            person = token.created_by if tenant is not None else token.user
+            notify(
+                "api_token.expiry_set",
+                tenant,
+                subject=f"Your API token {token.name} now ends on {token.expires_at:%Y-%m-%d}",
+                text=f"Every API token now has an end. {token.name} ({token.prefix}…) works "
+                f"until {token.expires_at:%Y-%m-%d %H:%M %Z}; issue a new one before then.",
+                data={"token": token.prefix, "expires_at": token.expires_at.isoformat()},
+                person=person,
+            )
+            given += 1
+    return given
 
 
 def void_admin_tokens_of_former_admin(user) -> int:
@@ -174,21 +254,8 @@ def _revoke_held(tokens, *, reason: str) -> int:
     from the cache (now and again after commit, as `revoke_token` does). Returns how many."""
     revoked = 0
     with transaction.atomic():
-        for token in tokens.select_for_update().filter(revoked_at__isnull=True):
-            before = audit.snapshot(token, TOKEN_FIELDS)
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            key = _cache_key(token.token_hash)
-            _forget(key)
-            transaction.on_commit(functools.partial(_forget, key))
-            audit.record(
-                actor=None,
-                verb="api_token.revoked",
-                obj=token,
-                tenant=None,
-                before=before,
-                after={**audit.snapshot(token, TOKEN_FIELDS), "reason": reason},
-            )
+        for token in tokens.select_for_update().filter(revoked_at__isnull=True).order_by("pk"):
+            _revoke_locked(None, token, reason)
             revoked += 1
     return revoked
 

@@ -288,3 +288,23 @@ def test_platform_admins_see_the_links_in_the_admin_but_cannot_type_one(backend,
     assert page.status_code == 200 and "sub-dana" in page.content.decode()
     assert client.get(reverse("admin:portal_oidcidentity_add")).status_code == 403
     assert dana.oidc_identities.get().issuer == ISSUER
+
+
+def test_a_deactivated_person_signed_in_by_sso_is_signed_out_at_the_next_request(
+    backend, monkeypatch, settings, client
+):
+    """Security, third pass (4): the session named the user and the backend found them
+    whatever their state; now a deactivated account's session ends at its next request."""
+    settings.AUTHENTICATION_BACKENDS = [
+        "axes.backends.AxesStandaloneBackend",
+        "portal.oidc.PortalOIDCBackend",
+        "django.contrib.auth.backends.ModelBackend",
+    ]
+    user = sso(backend, monkeypatch, claims())
+    client.force_login(user, backend="portal.oidc.PortalOIDCBackend")
+    assert client.get("/").status_code == 200
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    answer = client.get("/")
+    assert answer.status_code == 302 and "/accounts/login/" in answer["Location"], answer
+    assert backend.get_user(user.pk) is None
