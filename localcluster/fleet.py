@@ -32,6 +32,11 @@ def gpu_taints() -> list[dict[str, str]]:
     return [dict(t) for t in gl.fleet_spec().get("gpuTaints") or []]
 
 
+def fleet_gpu_labels() -> dict[str, str]:
+    """The labels of every GPU node (fleet.yaml `gpuLabels`)."""
+    return {str(k): str(v) for k, v in (gl.fleet_spec().get("gpuLabels") or {}).items()}
+
+
 def gpu_tolerations() -> list[dict[str, str]]:
     """Tolerations of the GPU taints, for pods the tests place on GPU nodes themselves."""
     return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in gpu_taints()]
@@ -70,6 +75,7 @@ def node_manifest(spec: dict) -> dict[str, Any]:
         "kubernetes.io/arch": "amd64",
         "type": "kwok",
         **gpu_labels,
+        **fleet_gpu_labels(),
         **topology_labels(spec),
         **(spec.get("labels") or {}),
     }
@@ -101,10 +107,10 @@ def _taint_key(taint: dict[str, Any]) -> tuple[str, str]:
 
 
 def node_update(node: dict[str, Any], entry: dict | None = None) -> dict[str, Any] | None:
-    """The patch that brings an existing fleet node up to date: the fleet's GPU taints added
-    (others, such as a cordon's, kept), its block and rack set (`entry`: its fleet.yaml entry),
-    labels the fleet no longer sets removed; None when it is up to date. The GPU layout the
-    simulator or a test applied is left alone (pure)."""
+    """The patch that brings an existing fleet node up to date: the fleet's GPU taints and
+    labels added (others, such as a cordon's, kept), its block and rack set (`entry`: its
+    fleet.yaml entry), labels the fleet no longer sets removed; None when it is up to date.
+    The GPU layout the simulator or a test applied is left alone (pure)."""
     spec, meta = node.get("spec") or {}, node.get("metadata") or {}
     taints = [dict(t) for t in spec.get("taints") or []]
     have = {_taint_key(t): t for t in taints}
@@ -122,7 +128,7 @@ def node_update(node: dict[str, Any], entry: dict | None = None) -> dict[str, An
         patch["spec"] = {"taints": taints}
     have_labels = meta.get("labels") or {}
     labels: dict[str, str | None] = {k: None for k in gl.OBSOLETE_LABELS if k in have_labels}
-    for key, value in topology_labels(entry or {}).items():
+    for key, value in {**fleet_gpu_labels(), **topology_labels(entry or {})}.items():
         if have_labels.get(key) != value:
             labels[key] = value
     if labels:

@@ -20,9 +20,14 @@ def test_every_fleet_model_is_read_back_from_its_product_label():
     assert gl.model_of({}) is None
 
 
+# the fleet's GPU nodes say their toolkit hands devices only to the pods allocated them
+TOOLKIT = {"gpu-portal.io/devices-as-mounts": "true"}
+
+
 def test_a_node_is_tainted_and_tolerated_by_the_fleets_tolerations():
     node = fleet.node_manifest(SEED)
     assert node["spec"]["taints"] == [GPU_TAINT]
+    assert node["metadata"]["labels"].items() >= TOOLKIT.items()
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert fleet.gpu_tolerations() == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -37,9 +42,12 @@ def test_an_old_node_gets_the_taint_and_loses_the_model_label_keeping_the_rest()
     }
     assert fleet.node_update(old) == {
         "spec": {"taints": [cordon, GPU_TAINT]},
-        "metadata": {"labels": {"gpu-portal/gpu-model": None}},
+        "metadata": {"labels": {"gpu-portal/gpu-model": None, **TOOLKIT}},
     }
-    wrong_value = {"metadata": {}, "spec": {"taints": [{**GPU_TAINT, "value": "true"}]}}
+    wrong_value = {
+        "metadata": {"labels": TOOLKIT},
+        "spec": {"taints": [{**GPU_TAINT, "value": "x"}]},
+    }
     assert fleet.node_update(wrong_value) == {"spec": {"taints": [GPU_TAINT]}}
 
 
@@ -56,7 +64,10 @@ def test_a_node_has_its_block_and_rack_and_old_nodes_get_them():
         keys["block"]: "b1",
         keys["rack"]: "r7",
     }
-    old = {"metadata": {"labels": {keys["rack"]: "r1"}}, "spec": {"taints": [GPU_TAINT]}}
+    old = {
+        "metadata": {"labels": {keys["rack"]: "r1", **TOOLKIT}},
+        "spec": {"taints": [GPU_TAINT]},
+    }
     assert fleet.node_update(old, placed) == {
         "metadata": {"labels": {keys["block"]: "b1", keys["rack"]: "r7"}}
     }

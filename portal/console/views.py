@@ -17,6 +17,7 @@ from core.permissions import platform_admin_required
 from core.tasks import send_hint
 from portal import borrowing
 from portal.borrowing import with_lent_to
+from scheduler.cluster import node_offers
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.queues import lending
 from scheduler.cluster.reconcile.specs import flavor_name
@@ -167,6 +168,7 @@ def capacity(request):
     mark_health(nodes)
     mark_reshapes(nodes)
     mark_places(nodes)
+    taint_keys = {t["key"] for t in settings.GPU_NODE_TOLERATIONS if t.get("key")}
     return render(
         request,
         "console/capacity.html",
@@ -175,6 +177,8 @@ def capacity(request):
             "nodes": nodes,
             "colours": colours,
             "cluster": Cluster.objects.first(),
+            "unguarded": node_offers.unguarded_gpu_nodes(list(Node.objects.all()), taint_keys),
+            "toolkit_label": node_offers.TOOLKIT_LABEL,
         },
     )
 

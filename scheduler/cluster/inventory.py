@@ -47,6 +47,7 @@ NODE_FIELDS = [
     "labels",
     "schedulable",
     "ready",
+    "taints",
 ]
 
 

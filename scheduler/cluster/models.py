@@ -40,6 +40,8 @@ class Node(models.Model):
     device_plugin_config = models.CharField(max_length=63, blank=True)
     allocatable = models.JSONField(default=dict, help_text="GPU resource name -> count")
     labels = models.JSONField(default=dict)
+    # keys of its taints: a GPU node without the GPU taint takes any CPU pod (console warns)
+    taints = models.JSONField(default=list)
     schedulable = models.BooleanField(default=True)
     ready = models.BooleanField(default=False)
     first_seen_at = models.DateTimeField(auto_now_add=True)

@@ -21,6 +21,11 @@ MIG_PREFIX = "nvidia.com/mig-"
 HEALTH_TAINT_KEY = render_labels.HEALTH_TAINT_KEY
 
 
+# What the platform sets on a GPU node once its NVIDIA container toolkit hands devices only to
+# the pods allocated them (docs/deploy.md, "GPU nodes"): the console warns where it is missing.
+TOOLKIT_LABEL = "gpu-portal.io/devices-as-mounts"
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     name: str
@@ -42,6 +47,7 @@ class NodeInfo:
     # resource class slug -> units this node offers
     units: dict[str, int] = field(default_factory=dict)
     health_tainted: bool = False
+    taints: list[str] = field(default_factory=list)  # keys of the node's taints, sorted
 
 
 def _int(value, default: int = 0) -> int:
@@ -113,14 +119,34 @@ def parse_node(
         sharing_replicas=_int(labels.get("nvidia.com/gpu.replicas"), 1) or 1,
         device_plugin_config=labels.get("nvidia.com/device-plugin.config", ""),
         allocatable=allocatable,
-        labels={k: v for k, v in labels.items() if "nvidia.com/" in k or k in keep},
+        labels={
+            k: v for k, v in labels.items() if "nvidia.com/" in k or k in keep or k == TOOLKIT_LABEL
+        },
         schedulable=not node.get("spec", {}).get("unschedulable", False),
         ready=conditions.get("Ready") == "True",
         units=class_units(model_key, allocatable, sharing, product),
         health_tainted=any(
             t.get("key") == HEALTH_TAINT_KEY for t in node.get("spec", {}).get("taints") or []
         ),
+        taints=sorted({t.get("key", "") for t in node.get("spec", {}).get("taints") or []}),
     )
+
+
+def unguarded_gpu_nodes(
+    nodes: list[NodeInfo] | list, gpu_taint_keys: set[str]
+) -> dict[str, list[str]]:
+    """GPU nodes that do not keep devices from pods not given them, by what is missing: the
+    GPU taint (any CPU pod lands there) or the toolkit label (the platform has not said the
+    toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers). Pure: nodes or rows."""
+    out: dict[str, list[str]] = {"untainted": [], "toolkit_unsaid": []}
+    for node in nodes:
+        if not node.gpu_model:
+            continue
+        if not gpu_taint_keys & set(node.taints or []):
+            out["untainted"].append(node.name)
+        if (node.labels or {}).get(TOOLKIT_LABEL) != "true":
+            out["toolkit_unsaid"].append(node.name)
+    return out
 
 
 def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:

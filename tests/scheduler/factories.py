@@ -28,6 +28,9 @@ class NodeFactory(factory.django.DjangoModelFactory):
     mig_config_state = "success"
     sharing_strategy = "none"
     allocatable = factory.LazyFunction(dict)
+    # as a GPU Operator node set up per docs/deploy.md: tainted, toolkit said to be set
+    taints = factory.LazyFunction(lambda: ["nvidia.com/gpu"])
+    labels = factory.LazyFunction(lambda: {"gpu-portal.io/devices-as-mounts": "true"})
     ready = True
     last_seen_at = factory.LazyFunction(timezone.now)
 
