@@ -7,14 +7,11 @@ import json
 
 from core.images import Spellings
 from scheduler.cluster.render.access import ROBOT_SERVICE_ACCOUNT
+from scheduler.cluster.render.admission import not_trusted, tenant_policy
 from scheduler.cluster.render.labels import (
     HEALTH_TAINT_KEY,
     LOCAL_QUEUE,
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    QUEUE_ENFORCED_LABEL,
     QUEUE_PRIORITY_LABEL,
-    _finish,
 )
 
 QUEUE_GUARD = "gpu-portal-queue-guard"
@@ -193,160 +190,138 @@ def render_queue_guard(
     things legitimately."""
     taint_keys = _cel_list(gpu_taint_keys)
     runtimes = _cel_list(runtime_classes)
-    trusted = ", ".join(f"'{u}'" for u in sorted(trusted_users))
     classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
     template = "object.spec.template.spec"
-    policy: dict = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}},
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["pods"],
-                    },
-                    {
-                        "apiGroups": ["batch", "apps"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": [
-                            "jobs",
-                            "cronjobs",
-                            "deployments",
-                            "replicasets",
-                            "statefulsets",
-                        ],
-                    },
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["secrets", "services"],
-                    },
-                ],
-            },
-            "matchConditions": [
-                {
-                    "name": "not-trusted",
-                    "expression": "!('system:masters' in request.userInfo.groups)"
-                    + (f" && !(request.userInfo.username in [{trusted}])" if trusted else ""),
-                }
-            ],
-            "validations": [
-                {
-                    # On create only: the scheduler's binding sets it later, and every update
-                    # of a scheduled pod (a finalizer removed, a label) carries it.
-                    "expression": "request.kind.kind != 'Pod' || request.operation != 'CREATE' "
-                    "|| !has(object.spec.nodeName) || object.spec.nodeName == ''",
-                    "message": "pods in team namespaces may not name a node: submit through "
-                    "the team's queue (the portal, or a Job with kueue.x-k8s.io/queue-name: "
-                    f"{LOCAL_QUEUE}) and pick the GPU model with nvidia.com/gpu.product",
-                },
-                {
-                    "expression": "request.kind.kind == 'Pod' || request.kind.kind == 'CronJob' "
-                    f"|| !has({template}.nodeName) || {template}.nodeName == '' "
-                    f"|| ({_UPDATE} && has(oldObject.spec.template.spec.nodeName) "
-                    f"&& oldObject.spec.template.spec.nodeName == {template}.nodeName)",
-                    "message": "pod templates in team namespaces may not name a node: pick the "
-                    "GPU model with nvidia.com/gpu.product and let the team's queue admit it",
-                },
-                {
-                    "expression": "request.kind.kind != 'Pod' || request.operation != 'UPDATE' "
-                    "|| !has(oldObject.spec.schedulingGates) "
-                    f"|| !oldObject.spec.schedulingGates.exists(g, g.name == {gate}) "
-                    "|| (has(object.spec.schedulingGates) "
-                    f"&& object.spec.schedulingGates.exists(g, g.name == {gate}))",
-                    "message": "only Kueue lifts its scheduling gate: the pod runs when the "
-                    "team's queue admits it",
-                },
-                {
-                    "expression": "request.kind.kind != 'Job' || request.operation != 'UPDATE' "
-                    "|| !has(oldObject.spec.suspend) || !oldObject.spec.suspend "
-                    "|| (has(object.spec.suspend) && object.spec.suspend)",
-                    "message": "only Kueue starts a suspended Job: it runs when the team's "
-                    "queue admits it",
-                },
-                {
-                    # Kueue orders and preempts by this label; the namespace's quotas cap pods
-                    # by their priorityClassName: the two must agree, or a member could queue
-                    # at gpu-critical without the critical allowance.
-                    "expression": "request.kind.kind == 'CronJob' || (request.kind.kind == 'Pod' ? "
-                    + _priority_agrees("object.metadata", "object.spec")
-                    + " : ("
-                    + _priority_agrees("object.metadata", template)
-                    + " && (!has(object.spec.template.metadata) || "
-                    + _priority_agrees("object.spec.template.metadata", template)
-                    + ")))",
-                    "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
-                    "class as the pods' priorityClassName",
-                },
-                {
-                    # A member's pod tolerating the health taint would land on a sick GPU the
-                    # portal took out of service.
-                    "expression": _per_kind(_no_health_toleration, template),
-                    "message": "pods in team namespaces may not tolerate the GPU health taint "
-                    f"({HEALTH_TAINT_KEY}) or every taint (a toleration with operator Exists "
-                    "and no key): ask for a GPU resource (e.g. nvidia.com/gpu: 1) and the "
-                    "team's queue adds the tolerations its GPU nodes need",
-                },
-                {
-                    "expression": _per_kind(
-                        lambda spec, old: _only_gpu_pods_reach_gpu_nodes(spec, old, taint_keys),
-                        template,
-                    ),
-                    "message": "only pods that ask for a GPU may tolerate the GPU nodes' taint "
-                    f"({', '.join(gpu_taint_keys)}) or select nodes by an nvidia.com/ label: "
-                    "ask for a GPU resource (e.g. nvidia.com/gpu: 1), or leave the toleration "
-                    "and the selector out so the pod runs on a CPU node",
-                },
-                {
-                    "expression": _per_kind(_no_nvidia_env, template),
-                    "message": f"containers in team namespaces may not set {NVIDIA_ENV_PREFIX}* "
-                    "variables: the GPU device plugin sets them for the GPUs a pod is given; "
-                    "ask for GPUs by resource (e.g. nvidia.com/gpu: 1)",
-                },
-                {
-                    "expression": _per_kind(
-                        lambda spec, old: _runtime_allowed(spec, old, runtimes), template
-                    ),
-                    "message": "pods in team namespaces may use "
-                    + (
-                        f"only the runtime classes {', '.join(runtime_classes)}"
-                        if runtime_classes
-                        else "no runtimeClassName"
-                    )
-                    + " (setting WORKLOAD_RUNTIME_CLASSES): leave it out, and GPUs come with "
-                    "the GPU resources a pod asks for",
-                },
-                {
-                    "expression": _per_kind(
-                        lambda spec, old: _not_the_portals_account(spec), template
-                    ),
-                    "message": f"pods in team namespaces may not run as the portal's "
-                    f"ServiceAccount {ROBOT_SERVICE_ACCOUNT} (its token outlives a member's "
-                    "place in the team): leave serviceAccountName out, or use one of the "
-                    "team's own",
-                },
-                {
-                    "expression": _per_kind(
-                        lambda spec, old: _priority_known(spec, old, classes), template
-                    ),
-                    "message": "team namespaces may use only the portal's priority classes ("
-                    + ", ".join(sorted(priority_classes))
-                    + "), and only those the team was granted",
-                },
+    resource_rules = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["pods"],
+        },
+        {
+            "apiGroups": ["batch", "apps"],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": [
+                "jobs",
+                "cronjobs",
+                "deployments",
+                "replicasets",
+                "statefulsets",
             ],
         },
-    }
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["secrets", "services"],
+        },
+    ]
+    validations: list[dict] = [
+        {
+            # On create only: the scheduler's binding sets it later, and every update
+            # of a scheduled pod (a finalizer removed, a label) carries it.
+            "expression": "request.kind.kind != 'Pod' || request.operation != 'CREATE' "
+            "|| !has(object.spec.nodeName) || object.spec.nodeName == ''",
+            "message": "pods in team namespaces may not name a node: submit through "
+            "the team's queue (the portal, or a Job with kueue.x-k8s.io/queue-name: "
+            f"{LOCAL_QUEUE}) and pick the GPU model with nvidia.com/gpu.product",
+        },
+        {
+            "expression": "request.kind.kind == 'Pod' || request.kind.kind == 'CronJob' "
+            f"|| !has({template}.nodeName) || {template}.nodeName == '' "
+            f"|| ({_UPDATE} && has(oldObject.spec.template.spec.nodeName) "
+            f"&& oldObject.spec.template.spec.nodeName == {template}.nodeName)",
+            "message": "pod templates in team namespaces may not name a node: pick the "
+            "GPU model with nvidia.com/gpu.product and let the team's queue admit it",
+        },
+        {
+            "expression": "request.kind.kind != 'Pod' || request.operation != 'UPDATE' "
+            "|| !has(oldObject.spec.schedulingGates) "
+            f"|| !oldObject.spec.schedulingGates.exists(g, g.name == {gate}) "
+            "|| (has(object.spec.schedulingGates) "
+            f"&& object.spec.schedulingGates.exists(g, g.name == {gate}))",
+            "message": "only Kueue lifts its scheduling gate: the pod runs when the "
+            "team's queue admits it",
+        },
+        {
+            "expression": "request.kind.kind != 'Job' || request.operation != 'UPDATE' "
+            "|| !has(oldObject.spec.suspend) || !oldObject.spec.suspend "
+            "|| (has(object.spec.suspend) && object.spec.suspend)",
+            "message": "only Kueue starts a suspended Job: it runs when the team's queue admits it",
+        },
+        {
+            # Kueue orders and preempts by this label; the namespace's quotas cap pods
+            # by their priorityClassName: the two must agree, or a member could queue
+            # at gpu-critical without the critical allowance.
+            "expression": "request.kind.kind == 'CronJob' || (request.kind.kind == 'Pod' ? "
+            + _priority_agrees("object.metadata", "object.spec")
+            + " : ("
+            + _priority_agrees("object.metadata", template)
+            + " && (!has(object.spec.template.metadata) || "
+            + _priority_agrees("object.spec.template.metadata", template)
+            + ")))",
+            "message": f"the {QUEUE_PRIORITY_LABEL} label must name the same priority "
+            "class as the pods' priorityClassName",
+        },
+        {
+            # A member's pod tolerating the health taint would land on a sick GPU the
+            # portal took out of service.
+            "expression": _per_kind(_no_health_toleration, template),
+            "message": "pods in team namespaces may not tolerate the GPU health taint "
+            f"({HEALTH_TAINT_KEY}) or every taint (a toleration with operator Exists "
+            "and no key): ask for a GPU resource (e.g. nvidia.com/gpu: 1) and the "
+            "team's queue adds the tolerations its GPU nodes need",
+        },
+        {
+            "expression": _per_kind(
+                lambda spec, old: _only_gpu_pods_reach_gpu_nodes(spec, old, taint_keys),
+                template,
+            ),
+            "message": "only pods that ask for a GPU may tolerate the GPU nodes' taint "
+            f"({', '.join(gpu_taint_keys)}) or select nodes by an nvidia.com/ label: "
+            "ask for a GPU resource (e.g. nvidia.com/gpu: 1), or leave the toleration "
+            "and the selector out so the pod runs on a CPU node",
+        },
+        {
+            "expression": _per_kind(_no_nvidia_env, template),
+            "message": f"containers in team namespaces may not set {NVIDIA_ENV_PREFIX}* "
+            "variables: the GPU device plugin sets them for the GPUs a pod is given; "
+            "ask for GPUs by resource (e.g. nvidia.com/gpu: 1)",
+        },
+        {
+            "expression": _per_kind(
+                lambda spec, old: _runtime_allowed(spec, old, runtimes), template
+            ),
+            "message": "pods in team namespaces may use "
+            + (
+                f"only the runtime classes {', '.join(runtime_classes)}"
+                if runtime_classes
+                else "no runtimeClassName"
+            )
+            + " (setting WORKLOAD_RUNTIME_CLASSES): leave it out, and GPUs come with "
+            "the GPU resources a pod asks for",
+        },
+        {
+            "expression": _per_kind(lambda spec, old: _not_the_portals_account(spec), template),
+            "message": f"pods in team namespaces may not run as the portal's "
+            f"ServiceAccount {ROBOT_SERVICE_ACCOUNT} (its token outlives a member's "
+            "place in the team): leave serviceAccountName out, or use one of the "
+            "team's own",
+        },
+        {
+            "expression": _per_kind(
+                lambda spec, old: _priority_known(spec, old, classes), template
+            ),
+            "message": "team namespaces may use only the portal's priority classes ("
+            + ", ".join(sorted(priority_classes))
+            + "), and only those the team was granted",
+        },
+    ]
     if images is not None and not images.allow_all:
-        policy["spec"]["validations"].append(
+        validations.append(
             {
                 "expression": _per_kind(
                     lambda spec, old: _images_allowed(spec, old, images), template
@@ -356,7 +331,6 @@ def render_queue_guard(
                 "repository, or ask a platform admin to add yours",
             }
         )
-    validations = policy["spec"]["validations"]
     for rule in validations:
         rule["expression"] = _for_pods(rule["expression"])
     validations += [
@@ -386,10 +360,9 @@ def render_queue_guard(
             "through the platform's ingress",
         },
     ]
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": QUEUE_GUARD, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-        "spec": {"policyName": QUEUE_GUARD, "validationActions": ["Deny"]},
-    }
-    return [_finish(policy), _finish(binding)]
+    return tenant_policy(
+        QUEUE_GUARD,
+        resource_rules,
+        [{"name": "not-trusted", "expression": not_trusted(trusted_users)}],
+        validations,
+    )
