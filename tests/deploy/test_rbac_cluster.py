@@ -110,6 +110,7 @@ def test_it_binds_and_escalates_only_the_portal_roles(portal_kubeconfig, tenant_
 
 def test_it_writes_its_own_cluster_objects_by_name_only(portal_kubeconfig):
     assert can_i("patch", "validatingadmissionpolicies", None, "gpu-portal-queue-guard")
+    assert can_i("patch", "validatingadmissionpolicies", None, "gpu-portal-ownership-guard")
     assert can_i("patch", "priorityclasses", None, "gpu-low")
     guard = f"{portal_account.RELEASE}-rbac-guard"
     for verb in ("patch", "delete"):

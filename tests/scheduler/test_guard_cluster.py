@@ -5,6 +5,7 @@ the portal's own Services out of reach; a GPU job made with kubectl still runs."
 
 # ruff: noqa: F811 (fixtures imported from the modules that define them)
 import pytest
+from kubernetes import client
 
 from core.errors import ClusterError
 from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
@@ -12,6 +13,7 @@ from tests.scheduler.cluster_helpers import (
     as_user,
     gpu_tolerations,
     restricted_pod,
+    unique_slug,
     wait_for,
     wait_until_refused,
 )
@@ -76,8 +78,19 @@ def test_the_portals_own_services_are_out_of_a_members_reach(kube, kube_cluster,
     member.delete("Service", "mine", ns)
 
 
+@pytest.fixture
+def runtime_class(kube_cluster):
+    """A RuntimeClass the cluster has (the API server refuses a pod naming one it has not,
+    before the guard is asked); the portal's door has no business with RuntimeClasses."""
+    node_api = client.NodeV1Api(kube_cluster.api_client)
+    name = unique_slug("nvidia")
+    node_api.create_runtime_class({"metadata": {"name": name}, "handler": "nvidia"})
+    yield name
+    node_api.delete_runtime_class(name)
+
+
 def test_only_gpu_pods_reach_gpu_nodes_and_none_names_the_toolkits_variables(
-    kube_cluster, guarded_team
+    kube_cluster, guarded_team, runtime_class
 ):
     """(2) A CPU pod tolerating the GPU taint (or selecting GPU nodes) would land on a GPU node
     and, where the toolkit honours NVIDIA_VISIBLE_DEVICES, see every GPU there."""
@@ -101,7 +114,7 @@ def test_only_gpu_pods_reach_gpu_nodes_and_none_names_the_toolkits_variables(
         with pytest.raises(ClusterError, match="may not set NVIDIA_"):
             member.create(env, dry_run=True)
     runtime = _in(ns, restricted_pod("runtime", {}))
-    runtime["spec"]["runtimeClassName"] = "nvidia"
+    runtime["spec"]["runtimeClassName"] = runtime_class
     with pytest.raises(ClusterError, match="no runtimeClassName"):
         member.create(runtime, dry_run=True)
     member.create(_in(ns, restricted_pod("cpu-only", {})), dry_run=True)
@@ -126,8 +139,6 @@ def test_a_gpu_job_made_with_kubectl_still_runs(
 ):
     """Legitimate work passes every new rule: a member's Job asking for a MIG slice, with the
     GPU taint's toleration and a GPU product selector, is admitted by Kueue and runs."""
-    from tests.scheduler.cluster_helpers import unique_slug
-
     settings.PORTAL_INSTANCE = unique_slug("guard")  # a cohort of its own
     tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="gg")
     member = as_user(kube_cluster, world.member.username)

@@ -129,9 +129,12 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     assert auth_url.endswith(f"/workspaces/{ws.pk}/auth/")
     homes(ns, claim_name("nb"))
 
-    # the ingress controller's namespace may reach the server's port (and nothing else)
-    policy = kube.get("NetworkPolicy", "gpu-portal-isolation", ns)
-    assert policy["spec"]["ingress"][1]["ports"] == [{"protocol": "TCP", "port": 8888}]
+    # the ingress controller's namespace may reach the server's port on workspace pods (and
+    # nothing else): a policy of its own, as policies add up
+    policy = kube.get("NetworkPolicy", "gpu-portal-workspaces", ns)
+    assert policy["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8888}]
+    assert policy["spec"]["podSelector"]["matchExpressions"][0]["key"] == WORKSPACE_LABEL
+    assert len(kube.get("NetworkPolicy", "gpu-portal-isolation", ns)["spec"]["ingress"]) == 1
 
     run = Workload.objects.get(pk=ws.run_id)
     workload_sync.create_in_cluster(kube, run.pk)
