@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any, NoReturn
@@ -67,7 +68,8 @@ def emit(ctx: click.Context, output: str | None, data: Any, render: Callable[[],
 
 def fail(exc: ApiError, *, hint: str | None = None) -> NoReturn:
     """The API's refusal on stderr (its code, `detail` and each field's messages) and exit 5."""
-    click.echo(f"error: {exc}", err=True)
+    said = "\n".join(printable(line) for line in str(exc).splitlines())
+    click.echo(f"error: {said}", err=True)
     if hint and exc.status == 403:
         click.echo(hint, err=True)
     sys.exit(EXIT_API)
@@ -88,7 +90,19 @@ def cell(value: Any) -> str:
         return "; ".join(cell(v) for v in value)
     if isinstance(value, float):
         return f"{value:g}"
-    return " ".join(str(value).split())  # one line: newlines and runs of blanks as one blank
+    return printable(" ".join(str(value).split()))  # one line: blanks as one blank
+
+
+def printable(text: str) -> str:
+    """`text` with every control and format character written out (`\\x1b`, `\\u202e`): a
+    justification or a name is another person's input, and an escape sequence or a bidi
+    override in it would otherwise act on the terminal that prints the table."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(ch) in ("Cc", "Cf")
+        else ch
+        for ch in text
+    )
 
 
 Column = tuple[str, str]  # (key, header); a key may be dotted: "queue.pending"

@@ -106,3 +106,15 @@ def test_an_api_error_carries_the_detail_and_each_fields_messages():
         "  slug: tenant with this slug already exists.",
         "  name: required",
     ]
+
+
+def test_control_and_bidi_characters_are_written_out_not_sent_to_the_terminal():
+    """Security, third pass (7): a justification or name is another person's input; an escape
+    sequence in it would clear or retitle the terminal printing the admin's table."""
+    from cli.output import cell, table
+
+    justification = "need GPUs\x1b[2J\x1b]0;pwned\x07 \u202egnp.exe"
+    assert cell(justification) == "need GPUs\\x1b[2J\\x1b]0;pwned\\x07 \\u202egnp.exe"
+    printed = table([{"why": justification}], [("why", "WHY")])
+    assert "\x1b" not in printed and "\u202e" not in printed
+    assert cell("plain text, accents é and 漢字") == "plain text, accents é and 漢字"

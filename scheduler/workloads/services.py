@@ -20,6 +20,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.tasks import send_hint
+from scheduler.cluster.render.labels import WORKSPACE_LABEL
 from scheduler.workloads import tasks
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
@@ -156,6 +157,19 @@ def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
         workload_id = workload.pk
         transaction.on_commit(lambda: _enqueue_create(workload_id))
     return workload
+
+
+def refuse_a_workspace_run(workload: Workload, doing: str) -> None:
+    """A workspace's run follows the workspace's rules (only its owner stops or restarts it,
+    within the per-person cap): the workload doors (API, pages) refuse to `doing` one and say
+    where to go; the workspace's own services act on its run directly."""
+    workspace = (workload.labels or {}).get(WORKSPACE_LABEL)
+    if workspace:
+        raise InvalidTransition(
+            f"{workload.name} is the run of workspace #{workspace}: {doing} it on the "
+            f"workspace's page or with `gpu-portal workspace`, where its owner's rules apply",
+            code="workspace_run",
+        )
 
 
 def cancel_workload(*, actor, workload: Workload) -> Workload:

@@ -73,3 +73,23 @@ def test_the_cap_is_a_409_that_says_so(granted):
     assert response.status_code == 409
     assert response.data["code"] == "workspace_cap"
     assert "the team's cap is 1 per person" in response.data["detail"]
+
+
+def test_a_workspace_run_follows_the_workspaces_rules_through_the_workload_doors(granted, client):
+    """Security, third pass (7): another member (or the owner) cancelling or resuming the run
+    through /api/v1/workloads/ or the workload page would skip the owner-only rule and the
+    per-person cap; both doors send them to the workspace."""
+    from scheduler.workloads.models import Workload
+
+    opened = session(granted.member).post(URL, body(granted), format="json")
+    run_id = Workload.objects.get(labels__has_key="gpu-portal.io/workspace").pk
+    assert opened.status_code == 201
+    owner = session(granted.owner)  # a team owner, not the workspace's
+    for verb in ("cancel", "resume"):
+        refused = owner.post(f"/api/v1/workloads/{run_id}/{verb}/")
+        assert refused.status_code == 409, refused.data
+        assert refused.data["code"] == "workspace_run"
+        assert "on the workspace's page" in refused.data["detail"]
+    client.force_login(granted.owner)
+    client.post(f"/workloads/{run_id}/cancel/")
+    assert Workload.objects.get(pk=run_id).state != Workload.State.CANCELLED

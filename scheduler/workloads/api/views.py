@@ -220,7 +220,9 @@ class WorkloadViewSet(
     @extend_schema(request=None, responses=s.WorkloadSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        workload = workloads.cancel_workload(actor=request.user, workload=self.get_object())
+        workload = self.get_object()
+        workloads.refuse_a_workspace_run(workload, "stop")
+        workload = workloads.cancel_workload(actor=request.user, workload=workload)
         workload = self.get_queryset().get(pk=workload.pk)
         return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 
@@ -233,7 +235,9 @@ class WorkloadViewSet(
     )
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        workload = suspending.resume_workload(actor=request.user, workload=self.get_object())
+        workload = self.get_object()
+        workloads.refuse_a_workspace_run(workload, "restart")
+        workload = suspending.resume_workload(actor=request.user, workload=workload)
         workload = self.get_queryset().get(pk=workload.pk)
         return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 
