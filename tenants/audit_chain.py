@@ -150,7 +150,7 @@ def _start(first_seq: int, result: Verification) -> str | None:
 
 def verify() -> Verification:
     """Walk the chain from its first remaining row: every place present, every digest right,
-    every content matching its salted digest or erased by a recorded erasure."""
+    every content matching its salted digest or erased by a recorded erasure made after it."""
     result = Verification(unsealed=AuditEvent.objects.filter(chain_seq__isnull=True).count())
     erasures = set(AuditEvent.objects.filter(verb=ERASED_VERB).values_list("id", flat=True))
     rows = (
@@ -184,6 +184,13 @@ def verify() -> Verification:
                 result.problems.append(f"event {row['id']} (place {seq}): content changed")
         elif row["erased_by"] not in erasures:
             result.problems.append(f"event {row['id']} (place {seq}): erased without an erasure")
+        elif row["erased_by"] < row["id"]:
+            # an erasure clears what was written before it; a row written after it and "erased"
+            # by it is a row whose content someone changed and then dropped the salt of
+            result.problems.append(
+                f"event {row['id']} (place {seq}): erased by event {row['erased_by']}, which "
+                "came before it"
+            )
         digest = chain_digest(previous or "", seq, row, row["content_digest"])
         if digest != row["chain_digest"]:
             result.problems.append(f"event {row['id']} (place {seq}): digest does not match")

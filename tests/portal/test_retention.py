@@ -243,3 +243,30 @@ def test_the_purge_and_the_seal_run_on_beat(settings):
     ):
         entry = settings.CELERY_BEAT_SCHEDULE[name]
         assert entry["task"] == task and task in app.tasks and entry["options"]["expires"]
+
+
+def test_a_row_erased_by_an_erasure_older_than_itself_is_found(chain):
+    """Security, third pass (7): `verify` took any row with an empty salt that named any
+    erasure; an erasure clears only what came before it."""
+    chain(2, NOW)
+    chain(1, NOW, verb=audit_chain.ERASED_VERB)
+    chain(1, NOW)
+    audit_chain.seal_pending()
+    first, erasure, later = (
+        AuditEvent.objects.order_by("chain_seq")[0],
+        AuditEvent.objects.get(verb=audit_chain.ERASED_VERB),
+        AuditEvent.objects.order_by("-chain_seq")[0],
+    )
+    with transaction.atomic():  # what erasure does to a row before it: fine
+        audit_chain.allow("erasure")
+        AuditEvent.objects.filter(pk=first.pk).update(content_salt="", erased_by=erasure.pk)
+    assert audit_chain.verify().problems == []
+    with transaction.atomic():  # and to a row after it: a forgery
+        audit_chain.allow("erasure")
+        AuditEvent.objects.filter(pk=later.pk).update(
+            actor_repr="mallory", content_salt="", erased_by=erasure.pk
+        )
+    problems = audit_chain.verify().problems
+    assert problems == [
+        f"event {later.pk} (place 4): erased by event {erasure.pk}, which came before it"
+    ]
