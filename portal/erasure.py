@@ -4,9 +4,12 @@ every table, the audit chain still valid.
 Their account is renamed and closed (no names, no e-mail, no password, no groups), their single
 sign-on identities, sessions, idempotency records and sign-in logs (IPs, user agents) deleted,
 their memberships removed (the cluster's RoleBindings follow on the next reconcile) and tokens
-revoked. Then every text and JSON field of every table is searched for their username, e-mail,
-names and single sign-on subjects, and each match, as a whole word, is replaced by the pseudonym
-(free text others wrote about them included). Fields that name things in the cluster (slugs,
+revoked. Then the rows that are theirs (a foreign key names them: what they asked, submitted,
+wrote or were given; in the audit log, what they did and what was done to them) have every match
+of their username, e-mail, names and single sign-on subjects, as a whole word, replaced by the
+pseudonym in every text and JSON field; other rows only lose their e-mail address and subjects,
+which are no ordinary words: a name that is also a word (`read`, `ops`) is never rewritten in
+another team's scopes, specs or channel targets. Fields that name things in the cluster (slugs,
 namespaces, pod and Kubernetes names) are never rewritten: the run reports what is left in them.
 In the audit log, the rows rewritten lose their content's salt and point at the one
 `person.erased` event (tenants/audit_chain.py), so the chain still verifies.
@@ -63,6 +66,40 @@ def identifiers(user, subjects: list[str]) -> list[str]:
     found = {user.get_username(), user.email, user.get_full_name(), *subjects}
     found |= {user.first_name, user.last_name}
     return sorted({i.strip() for i in found if len(i.strip()) >= MIN_IDENTIFIER}, key=len)[::-1]
+
+
+def unique_identifiers(user, subjects: list[str]) -> list[str]:
+    """What names the person and nothing else: their e-mail and single sign-on subjects."""
+    found = {user.email, *subjects}
+    return sorted({i.strip() for i in found if len(i.strip()) >= MIN_IDENTIFIER}, key=len)[::-1]
+
+
+def theirs(model: type[models.Model], user, username: str) -> models.Q | None:
+    """The rows of `model` that are the person's: a foreign key to them (the audit log: what
+    they did, and what was done to them, by its object or by the `user` it names: `username`,
+    their name before the erasure renamed them)."""
+    if model is AuditEvent:
+        found = (
+            models.Q(actor_id=user.pk)
+            | models.Q(object_type=user._meta.label, object_id=str(user.pk))
+            | models.Q(before__user=username)
+            | models.Q(after__user=username)
+        )
+        for other in apps.get_models():  # what was done to their rows: a token revoked, …
+            own = None if other is AuditEvent else theirs(other, user, username)
+            if own is not None:
+                pks = other._base_manager.filter(own).values_list("pk", flat=True)
+                found |= models.Q(
+                    object_type=other._meta.label, object_id__in=[str(pk) for pk in pks]
+                )
+        return found
+    keys = [
+        f for f in model._meta.concrete_fields if f.is_relation and f.related_model is type(user)
+    ]
+    found = models.Q()
+    for f in keys:
+        found |= models.Q(**{f.attname: user.pk})
+    return found if keys else None
 
 
 def pattern_for(names: list[str]) -> re.Pattern[str]:
@@ -127,17 +164,47 @@ def _rewrite(rows, fields: list[models.Field], pattern, pseudonym: str) -> list[
     return changes
 
 
-def _rewrite_tables(names: list[str], pattern, pseudonym: str, result: Erasure) -> None:
+@dataclass(frozen=True)
+class _Person:
+    """Whom an erasure rewrites, and how: every identifier in their own rows (`names`,
+    `pattern`), only those that are no ordinary words in the rest (`unique`, `unique_pattern`)."""
+
+    user: Any
+    username: str  # as it was: the erasure renames them before it rewrites
+    names: list[str]
+    pattern: re.Pattern[str]
+    unique: list[str]
+    unique_pattern: re.Pattern[str] | None
+    pseudonym: str
+
+    def rows(self, model, fields) -> list[tuple[Any, re.Pattern[str]]]:
+        """(rows, pattern): theirs with every identifier, the others' with the unique ones."""
+        own = theirs(model, self.user, self.username)
+        found = []
+        if own is not None:
+            found.append((matching(model, fields, self.names).filter(own), self.pattern))
+        if self.unique_pattern is not None:
+            others = matching(model, fields, self.unique)
+            found.append((others.exclude(own) if own is not None else others, self.unique_pattern))
+        return found
+
+
+def _rewrite_tables(person: _Person, result: Erasure) -> None:
     for model in apps.get_models():
         if model._meta.label_lower in _SKIP:
             continue
         fields = text_fields(model)
         free = [f for f in fields if not _structural(f)]
-        for pk, changed in _rewrite(matching(model, free, names), free, pattern, pseudonym):
-            model._base_manager.filter(pk=pk).update(**changed)
-            result.rewritten[model._meta.label] += 1
+        for rows, pattern in person.rows(model, free):
+            for pk, changed in _rewrite(rows, free, pattern, person.pseudonym):
+                model._base_manager.filter(pk=pk).update(**changed)
+                result.rewritten[model._meta.label] += 1
         for f in fields:
-            if _structural(f) and (count := matching(model, [f], names).count()):
+            if not _structural(f):
+                continue
+            own = theirs(model, person.user, person.username)
+            count = matching(model, [f], person.names).filter(own).count() if own else 0
+            if count:
                 result.left[f"{model._meta.label}.{f.name}"] = count
 
 
@@ -197,17 +264,19 @@ def _delete_sign_in_logs(names: list[str], result: Erasure) -> None:
             result.deleted[label] = model._base_manager.filter(found).delete()[0]
 
 
-def _erase_from_audit(names: list[str], pattern, pseudonym: str, event_id: int) -> int:
+def _erase_from_audit(person: _Person, event_id: int) -> int:
     fields = [f for f in text_fields(AuditEvent) if f.name in audit_chain.CONTENT_FIELDS]
-    rows = matching(AuditEvent, fields, names).exclude(pk=event_id)
-    sealed = set(rows.filter(chain_seq__isnull=False).values_list("pk", flat=True))
     audit_chain.allow("erasure")
-    changes = _rewrite(rows, fields, pattern, pseudonym)
-    for pk, changed in changes:
-        if pk in sealed:  # its content can no longer be checked: say by which erasure
-            changed.update(content_salt="", erased_by=event_id)
-        AuditEvent.objects.filter(pk=pk).update(**changed)
-    return len(changes)
+    rewritten = 0
+    for rows, pattern in person.rows(AuditEvent, fields):
+        rows = rows.exclude(pk=event_id)
+        sealed = set(rows.filter(chain_seq__isnull=False).values_list("pk", flat=True))
+        for pk, changed in _rewrite(rows, fields, pattern, person.pseudonym):
+            if pk in sealed:  # its content can no longer be checked: say by which erasure
+                changed.update(content_salt="", erased_by=event_id)
+            AuditEvent.objects.filter(pk=pk).update(**changed)
+            rewritten += 1
+    return rewritten
 
 
 def erase_person(*, actor, username: str, dry_run: bool = False) -> Erasure:
@@ -224,8 +293,17 @@ def erase_person(*, actor, username: str, dry_run: bool = False) -> Erasure:
         audit_chain.lock_chain()
         audit_chain.seal_locked()  # every row committed so far is checked up to here
         subjects = list(OIDCIdentity.objects.filter(user=user).values_list("subject", flat=True))
-        names = identifiers(user, subjects)
-        pattern, pseudonym = pattern_for(names), f"erased-{user.pk}"
+        names, unique = identifiers(user, subjects), unique_identifiers(user, subjects)
+        pseudonym = f"erased-{user.pk}"
+        person = _Person(
+            user=user,
+            username=username,
+            names=names,
+            pattern=pattern_for(names),
+            unique=unique,
+            unique_pattern=pattern_for(unique) if unique else None,
+            pseudonym=pseudonym,
+        )
         result = Erasure(user_id=user.pk, pseudonym=pseudonym)
         _close_account(user, result)
         _delete_sign_in_logs(names, result)
@@ -235,7 +313,7 @@ def erase_person(*, actor, username: str, dry_run: bool = False) -> Erasure:
         user.save()
         user.groups.clear()
         user.user_permissions.clear()
-        _rewrite_tables(names, pattern, pseudonym, result)
+        _rewrite_tables(person, result)
         event = audit.record(
             actor=user if actor is not None and actor.pk == user.pk else actor,  # renamed
             verb=audit_chain.ERASED_VERB,
@@ -250,9 +328,7 @@ def erase_person(*, actor, username: str, dry_run: bool = False) -> Erasure:
                 "left_in_cluster_names": dict(result.left),
             },
         )
-        result.rewritten["tenants.AuditEvent"] = _erase_from_audit(
-            names, pattern, pseudonym, event.pk
-        )
+        result.rewritten["tenants.AuditEvent"] = _erase_from_audit(person, event.pk)
         if dry_run:
             transaction.set_rollback(True)
     return result

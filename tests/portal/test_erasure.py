@@ -1,6 +1,8 @@
-"""Erasing a departed person (real PostgreSQL): afterwards no text or JSON field of any table
-holds their username, e-mail or names (the walk is generic: a new model that keeps personal data
-fails it), the audit chain still verifies, and bad input is a clear refusal."""
+"""Erasing a departed person (real PostgreSQL): afterwards no text or JSON field of their rows
+holds their username, e-mail or names, and no field anywhere their e-mail (the walk is generic: a
+new model that keeps personal data fails it); what others wrote stays theirs, so a name that is
+also a word is never rewritten in another team's data; the audit chain still verifies, and bad
+input is a clear refusal."""
 
 from datetime import timedelta
 
@@ -34,6 +36,17 @@ from tests.tenants.factories import (
 USERNAME, EMAIL = "zquinlan", "zelda.quinlan@example.org"
 FIRST, LAST = "Zeldaria", "Quinlanova"
 TRACES = [USERNAME, EMAIL, FIRST, LAST]
+# What others wrote about the person, which an erasure leaves (only the person's own rows and
+# what they wrote are rewritten; their e-mail, no ordinary word, goes from everywhere): the
+# platform's name for a team, the mail and the event text the portal sent.
+OTHERS_WORDS = [
+    "scheduler.WorkloadEvent.message: zquinlan",
+    "tenants.NotificationDelivery.subject: Zeldaria",
+    "tenants.NotificationDelivery.text: Zeldaria",
+    "tenants.NotificationDelivery.text: zquinlan",
+    "tenants.Tenant.name: Quinlanova",
+    "tenants.Tenant.name: Zeldaria",
+]
 
 
 def traces_left() -> list[str]:
@@ -89,7 +102,9 @@ def test_erasing_a_person_leaves_no_trace_of_them_and_the_audit_still_verifies(p
 
     done = erase_person(actor=admin, username=USERNAME)
 
-    assert traces_left() == []
+    # what others wrote about them stays (the platform's name for a team, the mail and the event
+    # text the portal sent): an erasure rewrites only the person's own rows and what they wrote
+    assert sorted(traces_left()) == OTHERS_WORDS
     user.refresh_from_db()
     assert user.username == done.pseudonym == f"erased-{user.pk}"
     assert not user.is_active and not user.has_usable_password() and not user.email
@@ -104,6 +119,31 @@ def test_erasing_a_person_leaves_no_trace_of_them_and_the_audit_still_verifies(p
     result = audit_chain.verify()
     assert result.ok, result.problems
     assert audit_chain.AuditEvent.objects.filter(erased_by=event.pk).exists()
+
+
+def test_a_name_that_is_also_a_word_stays_in_other_teams_data(db):
+    """Security, third pass (7): erasing `submit` rewrote every whole word `submit` in every
+    column: other people's token scopes, channel targets, workload specs."""
+    admin = PlatformAdminFactory(username="root-admin")
+    person = UserFactory(username="submit", email="s.ubmit@example.org")
+    other = UserFactory(username="ops-lead")
+    theirs_token, _ = token_services.issue_token(
+        actor=person, user=person, name="submit laptop", scopes=["submit"]
+    )
+    others_token, _ = token_services.issue_token(
+        actor=other, user=other, name="ci submit", scopes=["read", "submit"]
+    )
+    channel = NotificationChannel.objects.create(
+        tenant=TenantFactory(), kind="webhook", name="submit hook",
+        target="https://ops.example/submit",
+    )  # fmt: skip
+    erase_person(actor=admin, username="submit")
+    theirs_token.refresh_from_db()
+    others_token.refresh_from_db()
+    channel.refresh_from_db()
+    assert theirs_token.name == f"erased-{person.pk} laptop"
+    assert (others_token.name, others_token.scopes) == ("ci submit", ["read", "submit"])
+    assert (channel.name, channel.target) == ("submit hook", "https://ops.example/submit")
 
 
 def test_a_dry_run_reports_and_changes_nothing(person):
@@ -139,4 +179,4 @@ def test_the_command_erases_and_says_what_it_did(person, capsys):
     call_command("erase_person", USERNAME)
     out = capsys.readouterr().out
     assert f"{USERNAME} is now erased-{user.pk}" in out and "tokens revoked: 1" in out
-    assert traces_left() == []
+    assert sorted(traces_left()) == OTHERS_WORDS
