@@ -214,7 +214,8 @@ def test_up_brings_an_old_node_up_to_date_and_then_changes_nothing(kube_cluster)
 
         assert update() is not None
         node = core.read_node(name)
-        assert node.metadata.labels == {"gpu-portal.local/test": "true"}
+        # the stale model label gone, the fleet's GPU labels added, the node's own kept
+        assert node.metadata.labels == {"gpu-portal.local/test": "true", **fleet.fleet_gpu_labels()}
         taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
         assert taints.count(("nvidia.com/gpu", "present", "NoSchedule")) == 1
         assert (keep["key"], keep["value"], keep["effect"]) in taints
