@@ -27,21 +27,10 @@ from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.submit import admission
 from scheduler.workloads.submit.placement import check_topology
-from scheduler.workloads.submit.spec import WorkloadSpec
+from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, WorkloadSpec
 from tenants import hooks
 from tenants.models import Tenant
 from tenants.permissions import WRITE_ROLES, require_role
-
-# What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
-POD_SPEC_FIELDS = [
-    "cpu",
-    "memory",
-    "ephemeral_storage",
-    "shm",
-    "volumes",
-    "env_from_secrets",
-    "image_pull_secrets",
-]
 
 
 def _enqueue_create(workload_id: int) -> None:
@@ -109,7 +98,7 @@ def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
         "topology": topology,
         "ports": ports,
         "probes": probes,
-        **audit.snapshot(workload, POD_SPEC_FIELDS),
+        **audit.snapshot(workload, list(POD_SPEC_FIELDS)),
     }
     with transaction.atomic():
         # The tenant row serialises admissions of one tenant: two submits cannot both take

@@ -12,7 +12,7 @@ from catalog.models import ResourceClass
 from core.errors import ServiceError
 from core.forms import RefuseNotCut
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from scheduler.workloads.services import POD_SPEC_FIELDS
+from scheduler.workloads.submit.spec import POD_SPEC_FIELDS
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
 from tenants.selectors import quota_lines

@@ -40,6 +40,16 @@ from tenants.models.tenants import dns_label
 
 T = TypeVar("T")
 
+# What a workload asks of its pod besides GPUs: stored, rendered, shown and audited alike.
+POD_SPEC_FIELDS = (
+    "cpu",
+    "memory",
+    "ephemeral_storage",
+    "shm",
+    "volumes",
+    "env_from_secrets",
+    "image_pull_secrets",
+)
 # The fields a submit takes, in the order their errors are said.
 FIELDS = (
     "name",
@@ -56,13 +66,7 @@ FIELDS = (
     "autoscaling",
     "backoff_limit",
     "topology",
-    "cpu",
-    "memory",
-    "ephemeral_storage",
-    "shm",
-    "volumes",
-    "env_from_secrets",
-    "image_pull_secrets",
+    *POD_SPEC_FIELDS,
     "ports",
     "probes",
 )
