@@ -112,6 +112,9 @@ class Serving:
 
 @dataclass(frozen=True)
 class WorkloadSpec:
+    """What a team asks to run, checked: made by `parse_spec` (never by hand, so every door
+    applies the same checks) and taken whole by `submit_workload`."""
+
     name: str
     kind: str
     priority: str
