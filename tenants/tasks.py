@@ -28,4 +28,6 @@ def seal_audit_log() -> int:
 
 @portal_task(name="tenants.tasks.give_tokens_an_expiry")
 def give_tokens_an_expiry() -> int:
-    return token_services.give_tokens_an_expiry()
+    """Tokens made before every token had an end get one; robot tokens of people who left
+    their team before leaving revoked them are revoked (both level-triggered, daily)."""
+    return token_services.give_tokens_an_expiry() + token_services.revoke_robot_tokens_of_leavers()

@@ -200,6 +200,28 @@ def revoke_robot_tokens_made_by(*, user, tenant: Tenant, why: str) -> int:
     return len(tokens)
 
 
+def revoke_robot_tokens_of_leavers() -> int:
+    """CI robot tokens whose maker is no longer in the robot's team (they left before leaving
+    revoked them, or some other way): revoked, the owners told, as a leaving now does.
+    Level-triggered, for the daily task."""
+    revoked = 0
+    for tenant in Tenant.objects.filter(robot__isnull=False):
+        makers = (
+            ApiToken.objects.filter(
+                user__robot_of=tenant, revoked_at__isnull=True, created_by__isnull=False
+            )
+            .exclude(created_by__memberships__tenant=tenant)
+            .values_list("created_by", flat=True)
+            .distinct()
+        )
+        for maker in get_user_model().objects.filter(pk__in=list(makers)):
+            with transaction.atomic():
+                revoked += revoke_robot_tokens_made_by(
+                    user=maker, tenant=tenant, why="is no longer in the team"
+                )
+    return revoked
+
+
 def give_tokens_an_expiry(now: datetime | None = None) -> int:
     """Tokens made before every token had an end get the platform's longest from now, each
     with its audit event and a notice to the person it belongs to (a robot's: to whoever made

@@ -102,3 +102,20 @@ def test_a_viewer_never_reads_a_slack_url_in_the_audit_log(world):
     assert answer.status_code == 200
     assert secret_path not in answer.content.decode()
     assert "hooks.slack.com/…" in answer.content.decode()
+
+
+def test_robot_tokens_of_someone_who_left_before_the_rule_are_revoked_by_the_daily_task(
+    world, team
+):
+    """Whoever left a team before leaving revoked their robot tokens: the daily task finds
+    their tokens and revokes them, as a leaving does now; the stayers' tokens stay."""
+    from tenants.tasks import give_tokens_an_expiry as daily
+
+    gone, _ = issue_token(actor=world.member, user=team.robot, name="gone", scopes=["read"])
+    kept, _ = issue_token(actor=world.owner, user=team.robot, name="kept", scopes=["read"])
+    Membership.objects.filter(tenant=team, user=world.member).delete()  # left the old way
+    assert daily() == 1
+    gone.refresh_from_db()
+    kept.refresh_from_db()
+    assert gone.revoked_at is not None and kept.revoked_at is None
+    assert daily() == 0
