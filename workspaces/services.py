@@ -261,7 +261,7 @@ def stop_workspace(*, actor, workspace: Workspace) -> Workspace:
         run = ws.run
         if run is None or run.is_final:
             raise InvalidTransition(f"workspace {ws.name} is already stopped")
-        workloads.cancel_workload(actor=actor, workload=run)
+        workloads.cancel_workload(actor=actor, workload=run, for_workspace=True)
         audit.record(
             actor=actor, verb="workspace.stopped", obj=ws, tenant=ws.tenant, after={"run": run.pk}
         )
@@ -285,7 +285,7 @@ def restart_workspace(*, actor, workspace: Workspace, kube: KubeGateway | None =
         _check_cap_and_room(tenant, ws.owner, rc, but=ws.pk)
         run = ws.run
         if run is not None and run.state == Workload.State.SUSPENDED:
-            suspending.resume_workload(actor=actor, workload=run, kube=kube)
+            suspending.resume_workload(actor=actor, workload=run, kube=kube, for_workspace=True)
             how = "resumed"
         else:
             run = _start_run(actor, ws, rc)

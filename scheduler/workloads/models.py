@@ -13,6 +13,7 @@ from django.utils import timezone
 from catalog import run_limits
 from core.errors import InvalidTransition
 from core.querysets import TenantScopedQuerySet
+from scheduler.cluster.render.labels import WORKSPACE_LABEL
 
 # Pods of a workload unless it says otherwise (a job always runs one). The one definition: the
 # model, the service, the API, the form and the autoscaling check read it from here.
@@ -330,3 +331,18 @@ class WorkloadSyncState(models.Model):
 
     def __str__(self) -> str:
         return f"workload sync state {self.key}"
+
+
+def refuse_a_workspace_run(workload: Workload, doing: str, *, for_workspace: bool) -> None:
+    """A workspace's run follows the workspace's rules (only its owner stops or restarts it,
+    within the per-person cap): every door but the workspace's own services (`for_workspace`)
+    is refused `doing` it and told where to go."""
+    if for_workspace:
+        return
+    workspace = (workload.labels or {}).get(WORKSPACE_LABEL)
+    if workspace:
+        raise InvalidTransition(
+            f"{workload.name} is the run of workspace #{workspace}: {doing} it on the "
+            f"workspace's page or with `gpu-portal workspace`, where its owner's rules apply",
+            code="workspace_run",
+        )

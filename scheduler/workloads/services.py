@@ -20,11 +20,10 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidInput, InvalidTransition
 from core.tasks import send_hint
-from scheduler.cluster.render.labels import WORKSPACE_LABEL
 from scheduler.workloads import tasks
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
-from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.models import Workload, WorkloadEvent, refuse_a_workspace_run
 from scheduler.workloads.submit import admission
 from scheduler.workloads.submit.placement import check_topology
 from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, WorkloadSpec
@@ -148,23 +147,11 @@ def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
     return workload
 
 
-def refuse_a_workspace_run(workload: Workload, doing: str) -> None:
-    """A workspace's run follows the workspace's rules (only its owner stops or restarts it,
-    within the per-person cap): the workload doors (API, pages) refuse to `doing` one and say
-    where to go; the workspace's own services act on its run directly."""
-    workspace = (workload.labels or {}).get(WORKSPACE_LABEL)
-    if workspace:
-        raise InvalidTransition(
-            f"{workload.name} is the run of workspace #{workspace}: {doing} it on the "
-            f"workspace's page or with `gpu-portal workspace`, where its owner's rules apply",
-            code="workspace_run",
-        )
-
-
-def cancel_workload(*, actor, workload: Workload) -> Workload:
+def cancel_workload(*, actor, workload: Workload, for_workspace: bool = False) -> Workload:
     """Cancel in one transaction: check, change state, audit; the cluster object is deleted by
     a task queued only when that transaction commits (a refused cancel queues nothing)."""
     require_role(actor, workload.tenant, WRITE_ROLES, "cancel workloads")
+    refuse_a_workspace_run(workload, "stop", for_workspace=for_workspace)
     with transaction.atomic():
         locked = Workload.objects.select_for_update().get(pk=workload.pk)
         if not locked.can_move_to(Workload.State.CANCELLED):

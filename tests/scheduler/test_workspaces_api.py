@@ -93,3 +93,9 @@ def test_a_workspace_run_follows_the_workspaces_rules_through_the_workload_doors
     client.force_login(granted.owner)
     client.post(f"/workloads/{run_id}/cancel/")
     assert Workload.objects.get(pk=run_id).state != Workload.State.CANCELLED
+    # the rule is the service's, so every door meets it (the admin's bulk cancel too)
+    from core.errors import InvalidTransition
+    from scheduler.workloads.services import cancel_workload
+
+    with pytest.raises(InvalidTransition, match="run of workspace"):
+        cancel_workload(actor=granted.admin, workload=Workload.objects.get(pk=run_id))

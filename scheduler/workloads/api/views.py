@@ -220,9 +220,7 @@ class WorkloadViewSet(
     @extend_schema(request=None, responses=s.WorkloadSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        workload = self.get_object()
-        workloads.refuse_a_workspace_run(workload, "stop")
-        workload = workloads.cancel_workload(actor=request.user, workload=workload)
+        workload = workloads.cancel_workload(actor=request.user, workload=self.get_object())
         workload = self.get_queryset().get(pk=workload.pk)
         return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 
@@ -235,9 +233,7 @@ class WorkloadViewSet(
     )
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        workload = self.get_object()
-        workloads.refuse_a_workspace_run(workload, "restart")
-        workload = suspending.resume_workload(actor=request.user, workload=workload)
+        workload = suspending.resume_workload(actor=request.user, workload=self.get_object())
         workload = self.get_queryset().get(pk=workload.pk)
         return Response(s.WorkloadSerializer(workload, context=self.get_serializer_context()).data)
 

@@ -27,7 +27,7 @@ from scheduler.cluster.kube import KubeGateway, gateway
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, Observation
 from scheduler.workloads.lifecycle.idle import Action, Step
 from scheduler.workloads.lifecycle.sync import change_state
-from scheduler.workloads.models import Workload, WorkloadEvent
+from scheduler.workloads.models import Workload, WorkloadEvent, refuse_a_workspace_run
 from tenants.notifications import notify
 from tenants.permissions import WRITE_ROLES, require_role
 
@@ -128,10 +128,14 @@ def suspend_idle(kube: KubeGateway, workload_id: int, step: Step, now: datetime)
     return True
 
 
-def resume_workload(*, actor, workload: Workload, kube: KubeGateway | None = None) -> Workload:
+def resume_workload(
+    *, actor, workload: Workload, kube: KubeGateway | None = None, for_workspace: bool = False
+) -> Workload:
     """Put a suspended workload back: a job into its team's queue, a deployment to its
-    replicas. Team members and owners; audited; refused unless it is suspended."""
+    replicas. Team members and owners; audited; refused unless it is suspended, and for a
+    workspace's run unless the workspace's own service asks (`for_workspace`)."""
     require_role(actor, workload.tenant, WRITE_ROLES, "resume workloads")
+    refuse_a_workspace_run(workload, "restart", for_workspace=for_workspace)
     with transaction.atomic():
         w = Workload.objects.select_for_update().select_related("tenant").get(pk=workload.pk)
         if w.state != Workload.State.SUSPENDED:

@@ -208,7 +208,6 @@ def workload_cancel(request, pk):
     if request.method == "GET":
         return _cancel_confirm(request, workload)
     try:
-        workloads.refuse_a_workspace_run(workload, "stop")
         workloads.cancel_workload(actor=request.user, workload=workload)
         messages.success(request, f"{workload.name} cancelled.")
     except ServiceError as exc:
@@ -222,7 +221,6 @@ def workload_resume(request, pk):
     """Resume a workload suspended for holding idle GPUs (the API's and the CLI's service)."""
     workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=pk)
     try:
-        workloads.refuse_a_workspace_run(workload, "restart")
         suspending.resume_workload(actor=request.user, workload=workload)
         messages.success(request, f"{workload.name} resumed: it waits for room in the queue.")
     except ServiceError as exc:
