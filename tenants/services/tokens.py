@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from core import audit
@@ -203,22 +204,24 @@ def revoke_robot_tokens_made_by(*, user, tenant: Tenant, why: str) -> int:
 def revoke_robot_tokens_of_leavers() -> int:
     """CI robot tokens whose maker is no longer in the robot's team (they left before leaving
     revoked them, or some other way): revoked, the owners told, as a leaving now does.
-    Level-triggered, for the daily task."""
-    revoked = 0
-    for tenant in Tenant.objects.filter(robot__isnull=False):
-        makers = (
-            ApiToken.objects.filter(
-                user__robot_of=tenant, revoked_at__isnull=True, created_by__isnull=False
-            )
-            .exclude(created_by__memberships__tenant=tenant)
-            .values_list("created_by", flat=True)
-            .distinct()
+    Level-triggered, for the daily task: one query finds them whatever the number of teams."""
+    left = (
+        ApiToken.objects.filter(
+            user__robot_of__isnull=False, revoked_at__isnull=True, created_by__isnull=False
         )
-        for maker in get_user_model().objects.filter(pk__in=list(makers)):
-            with transaction.atomic():
-                revoked += revoke_robot_tokens_made_by(
-                    user=maker, tenant=tenant, why="is no longer in the team"
-                )
+        .exclude(created_by__memberships__tenant=F("user__robot_of"))
+        .values_list("user__robot_of", "created_by")
+        .distinct()
+    )
+    pairs = list(left)
+    tenants = Tenant.objects.in_bulk({t for t, _ in pairs})
+    makers = get_user_model().objects.in_bulk({m for _, m in pairs})
+    revoked = 0
+    for tenant_id, maker_id in pairs:
+        with transaction.atomic():
+            revoked += revoke_robot_tokens_made_by(
+                user=makers[maker_id], tenant=tenants[tenant_id], why="is no longer in the team"
+            )
     return revoked
 
 
