@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -45,23 +44,23 @@ def chromium_endpoint() -> Iterator[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    said = []
-    deadline = time.monotonic() + 30
-    endpoint = None
+    said: list[str] = []
+    found = threading.Event()
     assert process.stderr is not None
-    for line in process.stderr:  # Chromium prints its address once it listens
-        said.append(line)
-        if match := LISTENING.search(line):
-            endpoint = match.group(1)
-            break
-        if time.monotonic() > deadline:
-            break
-    if endpoint is None:
+
+    def read() -> None:  # all it says, so a full pipe never blocks it; its address once
+        for line in process.stderr:
+            said.append(line)
+            if not found.is_set() and LISTENING.search(line):
+                found.set()
+
+    drain = threading.Thread(target=read, daemon=True)
+    drain.start()
+    # a Chromium that says nothing (hung, or gone) fails the test in 30 s, not never
+    if not found.wait(timeout=30):
         process.kill()
         pytest.fail(f"Chromium did not start: {''.join(said[-20:])}")
-    # Keep reading what it says, so a full pipe never blocks it
-    drain = threading.Thread(target=process.stderr.read, daemon=True)
-    drain.start()
+    endpoint = next(m.group(1) for line in said if (m := LISTENING.search(line)))
     yield endpoint
     process.terminate()
     try:
