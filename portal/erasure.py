@@ -199,12 +199,9 @@ def _rewrite_tables(person: _Person, result: Erasure) -> None:
             for pk, changed in _rewrite(rows, free, pattern, person.pseudonym):
                 model._base_manager.filter(pk=pk).update(**changed)
                 result.rewritten[model._meta.label] += 1
-        for f in fields:
-            if not _structural(f):
-                continue
-            own = theirs(model, person.user, person.username)
-            count = matching(model, [f], person.names).filter(own).count() if own else 0
-            if count:
+        own = theirs(model, person.user, person.username)
+        for f in fields if own is not None else ():
+            if _structural(f) and (count := matching(model, [f], person.names).filter(own).count()):
                 result.left[f"{model._meta.label}.{f.name}"] = count
 
 

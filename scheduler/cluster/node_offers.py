@@ -8,7 +8,7 @@ capacity of each pool.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from catalog import facts, product_labels
@@ -132,9 +132,7 @@ def parse_node(
     )
 
 
-def unguarded_gpu_nodes(
-    nodes: list[NodeInfo] | list, gpu_taint_keys: set[str]
-) -> dict[str, list[str]]:
+def unguarded_gpu_nodes(nodes: Iterable, gpu_taint_keys: set[str]) -> dict[str, list[str]]:
     """GPU nodes that do not keep devices from pods not given them, by what is missing: the
     GPU taint (any CPU pod lands there) or the toolkit label (the platform has not said the
     toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers). Pure: nodes or rows."""

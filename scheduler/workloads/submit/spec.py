@@ -128,11 +128,10 @@ class WorkloadSpec:
 
 
 class _Refusals:
-    """Runs each check, keeps what it refused by field, and raises them all at once."""
+    """Runs each check, keeps what it refused, and raises them all at once."""
 
     def __init__(self) -> None:
-        self.errors: dict[str, list[str]] = {}
-        self.refused: list[InvalidInput] = []
+        self.refused: list[tuple[str, InvalidInput]] = []  # (field, refusal), in order
 
     def check(self, name: str, check: Callable[..., T], *args: Any) -> T | None:
         try:
@@ -142,19 +141,19 @@ class _Refusals:
             return None
 
     def refuse(self, name: str, exc: InvalidInput) -> None:
-        self.errors.setdefault(name, []).append(exc.detail)
-        self.refused.append(exc)
+        self.refused.append((name, exc))
 
     def ok(self, *names: str) -> bool:
-        return not any(n in self.errors for n in names)
+        return not any(field in names for field, _ in self.refused)
 
     def raise_any(self) -> None:
         if len(self.refused) == 1:  # as it was raised: its code (e.g. image_not_allowed) too
-            raise self.refused[0]
-        if self.errors:
-            raise InvalidInput.of_fields(
-                {f: self.errors[f] for f in sorted(self.errors, key=_field_order)}
-            )
+            raise self.refused[0][1]
+        if self.refused:
+            errors: dict[str, list[str]] = {}
+            for field, exc in sorted(self.refused, key=lambda r: _field_order(r[0])):
+                errors.setdefault(field, []).append(exc.detail)
+            raise InvalidInput.of_fields(errors)
 
 
 def _field_order(name: str) -> int:
