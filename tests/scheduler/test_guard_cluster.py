@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 
 from core.errors import ClusterError
-from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL, WORKSPACE_LABEL
 from tests.scheduler.cluster_helpers import (
     as_user,
     gpu_tolerations,
@@ -87,6 +87,33 @@ def runtime_class(kube_cluster):
     node_api.create_runtime_class({"metadata": {"name": name}, "handler": "nvidia"})
     yield name
     node_api.delete_runtime_class(name)
+
+
+def test_another_members_workspace_run_is_not_a_members_to_stop(kube, kube_cluster, guarded_team):
+    """The portal lets only a workspace's owner stop it; with kubectl a member could delete or
+    suspend its Job. Their own Jobs stay theirs to delete."""
+    _, ns, people = guarded_team
+    member = as_user(kube_cluster, people["member"])
+    run = _in(ns, member_job("ws-theirs", {}))
+    run["metadata"]["labels"] = {MANAGED_BY_LABEL: MANAGED_BY, WORKSPACE_LABEL: "1"}
+    run["spec"]["suspend"] = True
+    kube.create(run)
+
+    def refused() -> bool:
+        try:
+            member.delete("Job", "ws-theirs", ns)
+        except ClusterError as exc:
+            return "a workspace's run" in str(exc)
+        return False
+
+    wait_for("the workspace run rule in force", refused, timeout=30)
+    with pytest.raises(ClusterError, match="a workspace's run"):
+        member.merge_patch("Job", "ws-theirs", {"spec": {"parallelism": 2}}, ns)
+    assert kube.get("Job", "ws-theirs", ns) is not None
+    mine = _in(ns, member_job("mine", {}))
+    mine["spec"]["suspend"] = True
+    member.create(mine)
+    member.delete("Job", "mine", ns)
 
 
 def test_only_gpu_pods_reach_gpu_nodes_and_none_names_the_toolkits_variables(

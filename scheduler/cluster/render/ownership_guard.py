@@ -1,14 +1,15 @@
 """The ownership guard: a ValidatingAdmissionPolicy that keeps a team's members (and the
 ServiceAccounts of their namespace) from changing or deleting the Services, Ingresses and routes
-the portal made there, such as a workspace's: repointed, they would carry the workspace's
-signed-in path to somewhere else."""
+the portal made there, such as a workspace's (repointed, they would carry the workspace's
+signed-in path to somewhere else), and a workspace's run (only its owner stops it)."""
 
 from __future__ import annotations
 
 from scheduler.cluster.render.admission import not_trusted, tenant_policy
-from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from scheduler.cluster.render.labels import MANAGED_BY, MANAGED_BY_LABEL, WORKSPACE_LABEL
 
 OWNERSHIP_GUARD = "gpu-portal-ownership-guard"
+_A_JOB = "(request.resource.resource == 'jobs')"
 # Who is held to it: people (not system: users, whose controllers delete what an owner left,
 # e.g. the garbage collector) and the ServiceAccounts of the namespace itself.
 _A_MEMBER = (
@@ -42,15 +43,28 @@ def render_ownership_guard(trusted_users: tuple[str, ...]) -> list[dict]:
                 "operations": changes,
                 "resources": ["httproutes", "grpcroutes", "tlsroutes", "tcproutes"],
             },
+            {
+                "apiGroups": ["batch"],
+                "apiVersions": ["v1"],
+                "operations": changes,
+                "resources": ["jobs"],
+            },
         ],
         [{"name": "a-member", "expression": f"{not_trusted(trusted_users)} && ({_A_MEMBER})"}],
         [
             {
-                "expression": f"!has({labels}) || !('{MANAGED_BY_LABEL}' in {labels}) "
+                "expression": f"{_A_JOB} || !has({labels}) || !('{MANAGED_BY_LABEL}' in {labels}) "
                 f"|| {labels}['{MANAGED_BY_LABEL}'] != '{MANAGED_BY}'",
                 "message": "the portal made this object (a workspace's or a workload's "
                 "Service, Ingress or route): change it through the portal, which keeps it "
                 "as the workspace or workload needs it",
-            }
+            },
+            {
+                # another member's workspace is theirs alone: only its owner stops it, in the
+                # portal (the team's own Jobs stay the team's to delete with kubectl)
+                "expression": f"!{_A_JOB} || !has({labels}) || !('{WORKSPACE_LABEL}' in {labels})",
+                "message": "this Job is a workspace's run: only the workspace's owner stops or "
+                "changes it, on the workspace's page or with `gpu-portal workspace`",
+            },
         ],
     )
