@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.fleet import gpu_tolerations
 from localcluster.pytest_plugin import wait_for  # noqa: F401 - re-exported for the tests
@@ -146,7 +148,7 @@ def kube_admin(kube_cluster) -> KubeGateway:
 
 
 @pytest.fixture
-def tenant_namespaces(kube):
+def tenant_namespaces(kube, kube_cluster):
     """Namespaces a test's tenants got; deleted afterwards whatever the test did."""
     names: list[str] = []
     yield names
@@ -155,14 +157,39 @@ def tenant_namespaces(kube):
         # a team's Kueue ClusterQueue is cluster-scoped and named like its namespace: left
         # behind, its quota would stay in the cohort for other tests to borrow
         kube.delete("ClusterQueue", name)
-    # The namespace controller takes seconds to reach the pods, which hold their GPUs until
-    # then: a next test that counts a node's free units would count them as held (the gang
-    # ready-timeout test did). Leave only when they are gone.
+    # The namespace controller reaches the pods and jobs only after seconds (five per test,
+    # measured), and until then their GPUs are held and their Kueue Workloads keep the
+    # ClusterQueue (in the cohort) with its quota: a next test that counts free units or
+    # borrows from the cohort would find them taken. A terminating namespace takes no new
+    # objects, so what holds GPUs or quota is removed now, pods without their grace; leave
+    # when the pods and the ClusterQueues are gone.
+    apps, batch = (
+        client.AppsV1Api(kube_cluster.api_client),
+        client.BatchV1Api(kube_cluster.api_client),
+    )
+    for name in names:
+        for remove in (
+            batch.delete_collection_namespaced_job,
+            apps.delete_collection_namespaced_deployment,
+            apps.delete_collection_namespaced_stateful_set,
+        ):
+            _gone_or_done(remove, name, propagation_policy="Background")
+        _gone_or_done(
+            kube_cluster.core.delete_collection_namespaced_pod, name, grace_period_seconds=0
+        )
     wait_for(
-        "the test's tenant pods gone",
-        lambda: not any(kube.list("Pod", name) for name in names),
+        "the test's tenant pods and ClusterQueues gone",
+        lambda: not any(kube.list("Pod", name) or kube.get("ClusterQueue", name) for name in names),
         timeout=60,
     )
+
+
+def _gone_or_done(remove, namespace: str, **options) -> None:
+    try:
+        remove(namespace, **options)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
 
 
 def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
