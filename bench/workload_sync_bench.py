@@ -1,12 +1,15 @@
-"""Follow N live workloads on the local cluster: the full per-namespace sync (three lists a
-namespace and a GET a workload, the periodic sync before issue 14 and its full resync now) next
-to the change-driven periodic sync (a watch per kind from cursors in PostgreSQL), with nothing
-changed and with 1 % of the workloads changed, in the same run.
+"""Follow N live workloads of mixed origin on the local cluster: the full per-namespace sync
+(three lists a namespace and a GET a workload, the periodic sync before issue 14 and its full
+resync now) next to the change-driven periodic sync (a watch per kind from cursors in
+PostgreSQL), with nothing changed and with 1 % of the workloads changed, in the same run.
 
-Goals (issue 14): with nothing changed, one call per watched kind whatever N; with 1 % changed,
-at most 5 % of the full sync's calls. The workloads are suspended Jobs with the portal's labels
-in namespaces Kueue does not manage (created through the gateway; they make no pods) and their
-rows in a throwaway database; the namespaces are deleted at the end.
+Goals (issues 14 and 48): with nothing changed, one call per watched kind whatever N; with 1 %
+changed, at most 5 % of the full sync's calls. A third of the workloads are the portal's own
+(suspended Jobs with its labels), a third Jobs and a third Deployments (at 0 replicas) made as
+a team's kubectl would, each with the Kueue Workload Kueue keeps for it (owned by its object,
+labelled with its uid), which is all the sync sees change of such work. All in namespaces Kueue
+does not manage (created through the gateway; they make no pods), their rows in a throwaway
+database; the namespaces are deleted at the end.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from django.utils import timezone
 from localcluster import cluster
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
-from scheduler.workloads.kinds.manifests import queue_wait
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_wait
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.models import Workload
@@ -57,6 +60,63 @@ def _job(name: str, namespace: str, workload_id: int) -> dict:
     }
 
 
+ORIGINS = ("", "Job", "Deployment")  # the portal's own, then as a team's kubectl makes them
+
+
+def _kubectl_object(w: Workload) -> dict:
+    """A Job or Deployment with no label of the portal's."""
+    template = {
+        "metadata": {"labels": {"app": w.k8s_name}},
+        "spec": {
+            "restartPolicy": "Never" if w.owner_kind == "Job" else "Always",
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
+    meta = {"name": w.k8s_name, "namespace": w.namespace}
+    if w.owner_kind == "Job":
+        spec: dict = {"suspend": True, "template": template}
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    spec = {"replicas": 0, "selector": {"matchLabels": {"app": w.k8s_name}}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+
+
+def _queue_workload(w: Workload, owner: dict) -> dict:
+    """The Kueue Workload Kueue keeps for a team's object (its job-uid label, owned by it)."""
+    uid = owner["metadata"]["uid"]
+    template = _kubectl_object(w)["spec"]["template"]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"{w.owner_kind.lower()}-{w.k8s_name}",
+            "namespace": w.namespace,
+            "labels": {KUEUE_JOB_UID_LABEL: uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": w.owner_kind,
+                    "name": w.k8s_name,
+                    "uid": uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "queueName": "default",
+            "podSets": [{"name": "main", "count": 1, "template": template}],
+        },
+    }
+
+
+def _create(kube: KubeGateway, w: Workload) -> None:
+    if not w.owner_kind:
+        kube.create(_job(w.k8s_name, w.namespace, w.pk))
+        return
+    made = kube.create(_kubectl_object(w))
+    kube.create(_queue_workload(w, made))
+    Workload.objects.filter(pk=w.pk).update(k8s_uid=made["metadata"]["uid"])
+
+
 def _seed(kube: KubeGateway, n: int) -> list[Workload]:
     user = get_user_model().objects.create(username="wsbench")
     steady = queue_wait(None)
@@ -69,7 +129,9 @@ def _seed(kube: KubeGateway, n: int) -> list[Workload]:
         Workload(
             tenant=tenants[i % NAMESPACES],
             name=f"w{i:05d}",
-            kind=Workload.Kind.JOB,
+            kind=Workload.Kind.DEPLOYMENT
+            if ORIGINS[i % len(ORIGINS)] == "Deployment"
+            else Workload.Kind.JOB,
             image="registry.k8s.io/pause:3.10",
             resources={"h100-80gb-mig-3g.40gb": 1},
             gpu_model="H100-80GB",
@@ -80,7 +142,8 @@ def _seed(kube: KubeGateway, n: int) -> list[Workload]:
             message=steady.message,
             namespace=namespaces[i % NAMESPACES],
             k8s_name=f"w{i:05d}",
-            submitted_by=user,
+            owner_kind=ORIGINS[i % len(ORIGINS)],
+            submitted_by=None if i % len(ORIGINS) else user,
             cluster_created_at=now,
         )
         for i in range(n)
@@ -88,8 +151,20 @@ def _seed(kube: KubeGateway, n: int) -> list[Workload]:
     for ns in namespaces:
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(lambda w: kube.create(_job(w.k8s_name, w.namespace, w.pk)), rows))
-    return rows
+        list(pool.map(lambda w: _create(kube, w), rows))
+    connection.close()  # the pool's threads had their own; this one is the bench's again
+    return list(Workload.objects.filter(pk__in=[w.pk for w in rows]))
+
+
+def _change(kube: KubeGateway, w: Workload) -> None:
+    """What the sync sees change: the portal's Job itself, or the Kueue Workload of a team's."""
+    patch = {"metadata": {"annotations": {"bench": "1"}}}
+    if w.owner_kind:
+        kube.merge_patch(
+            "KueueWorkload", f"{w.owner_kind.lower()}-{w.k8s_name}", patch, w.namespace
+        )
+    else:
+        kube.merge_patch("Job", w.k8s_name, patch, w.namespace)
 
 
 def _cleanup(kube: KubeGateway) -> None:
@@ -132,7 +207,10 @@ def run(*, workloads: int) -> int:
         for i in range(NAMESPACES):  # an earlier run's namespaces still terminating
             while setup.get("Namespace", f"wsbench-{i}") is not None:
                 time.sleep(1)
-        print(f"creating {workloads} suspended Jobs in {NAMESPACES} namespaces ...", flush=True)
+        print(
+            f"creating {workloads} workloads of mixed origin in {NAMESPACES} namespaces ...",
+            flush=True,
+        )
         t0 = time.perf_counter()
         rows = _seed(setup, workloads)
         created_s = time.perf_counter() - t0
@@ -151,18 +229,8 @@ def run(*, workloads: int) -> int:
                 _measure(kube, lambda: watching.sync_live_workloads(kube)),
             )
         )
-        with ThreadPoolExecutor(PARALLEL) as pool:  # 1 %: a change the watch sees on each Job
-            list(
-                pool.map(
-                    lambda w: setup.merge_patch(
-                        "Job",
-                        w.k8s_name,
-                        {"metadata": {"annotations": {"bench": "1"}}},
-                        w.namespace,
-                    ),
-                    random.Random(14).sample(rows, changed),  # in every namespace
-                )
-            )
+        with ThreadPoolExecutor(PARALLEL) as pool:  # 1 %: a change the watch sees of each
+            list(pool.map(lambda w: _change(setup, w), random.Random(14).sample(rows, changed)))
         results.append(
             (
                 f"change-driven, 1 % changed ({changed})",
@@ -176,7 +244,10 @@ def run(*, workloads: int) -> int:
     _, quiet_calls, _, _ = results[2][1]
     one_s, one_calls, _, _ = results[3][1]
     print()
-    print(f"Sync {workloads} live workloads in {NAMESPACES} namespaces on the local cluster")
+    print(
+        f"Sync {workloads} live workloads in {NAMESPACES} namespaces on the local cluster: a"
+        " third the portal's Jobs, a third kubectl Jobs, a third kubectl Deployments"
+    )
     print(f"{'run':<36} {'wall s':>8} {'API calls':>10} {'GETs':>6} {'synced':>7}")
     for label, (secs, calls, gets, looked_at) in results:
         print(f"{label:<36} {secs:>8.2f} {calls:>10} {gets:>6} {looked_at:>7}")
@@ -197,7 +268,7 @@ def run(*, workloads: int) -> int:
         shown = f"{value:>8.3f}" if isinstance(value, float) else f"{value:>8}"
         print(f"{name:<36} {shown} {goal:>10} {'yes' if ok else 'NO':>6}")
     print(
-        f"(creating the {workloads} Jobs took {created_s:.1f} s; a change-driven run lasts at "
+        f"(creating the {workloads} workloads took {created_s:.1f} s; a change-driven run lasts at "
         f"least its watch window, SYNC_WORKLOADS_WATCH_S = {settings.SYNC_WORKLOADS_WATCH_S} s)"
     )
     return 0

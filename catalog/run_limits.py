@@ -12,6 +12,8 @@ Pure: the bound, the rule and the words; no Django.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from core.errors import InvalidInput
 
 # Kueue's maximumExecutionTimeSeconds is an int32.
@@ -36,6 +38,13 @@ def smallest_limit(*limits: int | None) -> int | None:
     """The limit a job gets: the smallest of those that are set (None: no limit at all)."""
     set_ = [n for n in limits if n is not None]
     return min(set_) if set_ else None
+
+
+def job_limit(tenant_limit: int | None, classes: Iterable) -> int | None:
+    """A job's maximum run time: the smallest of its team's and its classes' pools' (a class
+    without a pool sets none)."""
+    pools = [getattr(rc, "pool", None) for rc in classes]
+    return smallest_limit(tenant_limit, *(pool.max_run_s for pool in pools if pool is not None))
 
 
 def duration_words(seconds: int) -> str:

@@ -17,7 +17,7 @@ import click
 from cli.admin import admin
 from cli.client import ApiError
 from cli.completion import completion
-from cli.output import fail
+from cli.output import fail, table
 from cli.session import Session, client
 from cli.waiting import follow, status_line, waiting_lines
 from cli.workspaces import workspace
@@ -296,6 +296,33 @@ def wait(ctx, workload_id, timeout, cancel_on_timeout, interval):
     follow(
         client(ctx), workload_id, w["kind"], timeout, interval, cancel_on_timeout=cancel_on_timeout
     )
+
+
+WORKLOAD_COLUMNS = [
+    ("id", "ID"),
+    ("tenant", "TENANT"),
+    ("name", "NAME"),
+    ("kind", "KIND"),
+    ("origin", "FROM"),
+    ("state", "STATE"),
+    ("queue_position", "PLACE"),
+    ("reason", "REASON"),
+]
+
+
+@cli.command("list")
+@click.option("--tenant", help="only this team's")
+@click.option("--state", help="only in this state (queued, running, ...)")
+@click.pass_context
+def list_workloads(ctx, tenant, state):
+    """A team's workloads, newest first, wherever they came from: the portal, or kubectl, Helm
+    or a framework (FROM names the object the portal follows)."""
+    query = {k: v for k, v in (("tenant", tenant), ("state", state)) if v}
+    try:
+        rows = client(ctx).get_all("/api/v1/workloads/", ordering="-created_at", **query)
+    except ApiError as exc:
+        fail(exc)
+    _out(ctx, rows, table(rows, WORKLOAD_COLUMNS, empty="no workloads"))
 
 
 @cli.command()

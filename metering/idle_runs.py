@@ -31,6 +31,7 @@ from core.locks import advisory_lock
 from metering import prometheus
 from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.lifecycle.idle import Action, IdleFacts, decide
@@ -136,16 +137,25 @@ def _pass(kube: KubeGateway, now: datetime) -> IdlePass:
         return result
     running = list(Workload.objects.filter(state=Workload.State.RUNNING).order_by("pk"))
     pods: dict[str, list[dict]] = {}
+    in_namespace: dict[str, list[dict]] = {}  # work made outside the portal has no label of ours
     for ns in sorted({w.namespace for w in running}):
-        for pod in kube.list("Pod", ns, label_selector=WORKLOAD_LABEL):
-            pods.setdefault((pod["metadata"].get("labels") or {})[WORKLOAD_LABEL], []).append(pod)
+        in_namespace[ns] = kube.list("Pod", ns)
+        for pod in in_namespace[ns]:
+            label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+            if label is not None:
+                pods.setdefault(label, []).append(pod)
     max_gap_s = 3 * settings.IDLE_CHECK_EVERY_S
     for w in running:
         policy = policies.for_workload(w)
         starts = [t for t in (w.started_at, w.resumed_at) if t is not None]
         facts = IdleFacts(
             started_at=max(starts) if starts else None,
-            use=workload_use(pods.get(str(w.pk), []), use),
+            use=workload_use(
+                owners.own_pods(w.owner_kind, w.k8s_name, w.k8s_uid, in_namespace[w.namespace])
+                if w.owner_kind
+                else pods.get(str(w.pk), []),
+                use,
+            ),
             idle_since=w.idle_since,
             idle_seen_at=w.idle_seen_at,
             warned_at=w.idle_warned_at,

@@ -55,6 +55,13 @@ KINDS: dict[str, Kind] = {
     "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
+    "StatefulSet": Kind("/apis/apps/v1", "statefulsets", True),
+    # frameworks' objects, followed when a team makes them (workloads/kinds/owners.py)
+    "JobSet": Kind("/apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
+    "PyTorchJob": Kind("/apis/kubeflow.org/v1", "pytorchjobs", True),
+    "RayJob": Kind("/apis/ray.io/v1", "rayjobs", True),
+    "RayCluster": Kind("/apis/ray.io/v1", "rayclusters", True),
+    "LeaderWorkerSet": Kind("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets", True),
     "HorizontalPodAutoscaler": Kind("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
     "ValidatingAdmissionPolicy": Kind(
         "/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False

@@ -159,7 +159,11 @@ class Workload(models.Model):
     reason = models.CharField(max_length=120, blank=True)
     message = models.TextField(blank=True)
     namespace = models.CharField(max_length=63)
-    k8s_name = models.CharField(max_length=63)
+    k8s_name = models.CharField(max_length=253)
+    # Made outside the portal (kubectl, Helm, a framework) and followed through Kueue's
+    # Workload for it (lifecycle/following.py): the kind of its top-level object, whose name is
+    # k8s_name. Empty for the portal's own.
+    owner_kind = models.CharField(max_length=40, blank=True, default="")
     k8s_uid = models.CharField(max_length=64, blank=True)
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads"
@@ -207,6 +211,11 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name} of tenant #{self.tenant_id}"
+
+    @property
+    def origin(self) -> str:
+        """Where it came from: "portal", or its top-level object's kind and name."""
+        return f"{self.owner_kind} {self.k8s_name}" if self.owner_kind else "portal"
 
     @property
     def is_final(self) -> bool:

@@ -81,6 +81,26 @@ def test_kueues_workloads_map_by_job_uid_else_by_the_pod_they_queue_and_mark_the
     assert touched.queue_namespaces == {"team-a"}  # not someone-else's: no workload of ours
 
 
+def test_kueues_workloads_no_live_workload_accounts_for_are_handed_on_to_be_followed():
+    """Work made outside the portal (or the portal's own that ended): `following.follow_new`
+    decides; a deleted one is nothing to follow."""
+    kubectl = meta("job-mine-1a2b3", **{"kueue.x-k8s.io/job-uid": "uid-kubectl"})
+    elsewhere = meta("job-other-3-aaaaa", namespace="someone-else")
+    touched = touched_workloads(
+        {
+            "KueueWorkload": [
+                ev(kubectl),
+                ev(elsewhere),
+                ev(meta("job-gone-1"), "DELETED"),
+                ev(meta("job-train-50-8f2c1", **{"kueue.x-k8s.io/job-uid": "uid-50"})),
+            ]
+        },
+        LIVE,
+    )
+    assert touched.unknown == [kubectl, elsewhere]
+    assert touched.ids == {50}
+
+
 def test_a_change_in_a_queue_with_none_of_ours_in_it_only_marks_the_queue():
     touched = touched_workloads({"KueueWorkload": [ev(meta("job-x-1-abc"), "DELETED")]}, LIVE)
     assert (touched.ids, touched.queue_namespaces) == (set(), {"team-a"})

@@ -187,6 +187,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text='a job\'s maximum run time in words ("stops after 4 h of running"); "": none',
     )
+    origin = serializers.CharField(
+        read_only=True,
+        help_text='where it came from: "portal", or the kind and name of the object a team made '
+        'with kubectl, Helm or a framework ("StatefulSet web"), which the portal follows',
+    )
     run_ends_at = serializers.DateTimeField(
         read_only=True,
         allow_null=True,
@@ -201,6 +206,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "tenant",
             "name",
             "kind",
+            "origin",
             "image",
             "command",
             "args",
@@ -257,6 +263,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "tenant": _text(_annotated(w, "tenant_slug", lambda: w.tenant.slug)),
             "name": _text(w.name),
             "kind": _text(w.kind),
+            "origin": _text(w.origin),
             "image": _text(w.image),
             "command": w.command,
             "args": w.args,

@@ -8,7 +8,10 @@ Suspending frees the quota and keeps the spec:
   `spec.active` goes false, Kueue evicts it, suspends the Job and releases its quota for the
   next workload in the queue; resuming sets it true and Kueue queues it again;
 - a Deployment scaled to 0 (its pods go, Kueue's pod groups with them; an autoscaler leaves a
-  Deployment at 0 alone); resuming scales it back to its replicas.
+  Deployment at 0 alone); resuming scales it back to its replicas;
+- work made outside the portal, by its kind (`kinds/owners.OWNER_KINDS`): a Job or a
+  framework's job through Kueue as above, a Deployment or StatefulSet scaled to 0, a bare pod
+  deleted (nothing of it can be kept; the notice says so).
 A suspended workload stays `suspended` whatever the cluster shows until it is resumed (the
 sync leaves it so, `sync.sync_workload`), or it ends (deleted, cancelled).
 """
@@ -24,6 +27,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import InvalidTransition
 from scheduler.cluster.kube import KubeGateway, gateway
+from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, Observation
 from scheduler.workloads.lifecycle.idle import Action, Step
 from scheduler.workloads.lifecycle.sync import change_state
@@ -164,11 +168,15 @@ def resume_workload(
 def _set_running(kube: KubeGateway, w: Workload, running: bool, now: datetime) -> bool:
     """The patch that suspends (running=False) or resumes a workload; False when its object
     (or, for a job, Kueue's Workload for it) is gone."""
-    if w.kind == Workload.Kind.DEPLOYMENT:
-        if kube.get("Deployment", w.k8s_name, w.namespace) is None:
+    how = owners.OWNER_KINDS[w.owner_kind].suspend if w.owner_kind else ""
+    if how == "delete":  # a bare pod made outside the portal keeps nothing: it goes
+        return not running and kube.delete("Pod", w.k8s_name, w.namespace)
+    if how == "scale" or (not how and w.kind == Workload.Kind.DEPLOYMENT):
+        kind = w.owner_kind or "Deployment"
+        if kube.get(kind, w.k8s_name, w.namespace) is None:
             return False
         replicas = w.replicas if running else 0
-        kube.merge_patch("Deployment", w.k8s_name, {"spec": {"replicas": replicas}}, w.namespace)
+        kube.merge_patch(kind, w.k8s_name, {"spec": {"replicas": replicas}}, w.namespace)
         return True
     mine = [
         kw

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 from django.db.models import Max
@@ -18,7 +18,7 @@ from django.utils import timezone
 from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
-from scheduler.workloads.kinds import gang, serving
+from scheduler.workloads.kinds import gang, owners, serving
 from scheduler.workloads.kinds.from_row import spec_for
 from scheduler.workloads.kinds.manifests import (
     KUEUE_JOB_UID_LABEL,
@@ -194,6 +194,8 @@ def create_in_cluster(kube: KubeGateway, workload_id: int) -> Workload | None:
 
 
 def _kube_kind(workload: Workload) -> str:
+    if workload.owner_kind:  # made outside the portal: its own object (following.py)
+        return workload.owner_kind
     return "Job" if workload.kind == Workload.Kind.JOB else "Deployment"
 
 
@@ -202,7 +204,17 @@ def _newest_first(pods: list[dict]) -> list[dict]:
 
 
 def workload_pods(kube: KubeGateway, workload: Workload) -> list[dict]:
-    pods = kube.list("Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}")
+    if workload.owner_kind:  # no label of the portal's: its pods are those its object owns
+        pods = owners.own_pods(
+            workload.owner_kind,
+            workload.k8s_name,
+            workload.k8s_uid,
+            kube.list("Pod", workload.namespace),
+        )
+    else:
+        pods = kube.list(
+            "Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}"
+        )
     return _newest_first(pods)
 
 
@@ -216,23 +228,28 @@ def list_queue_workloads(kube: KubeGateway, namespace: str) -> list[dict] | None
 
 @dataclass
 class NamespaceReading:
-    """One namespace as the periodic sync reads it once for all its workloads: the portal's
-    pods by workload id, the events and Kueue's Workloads (three list calls per namespace,
-    instead of three per workload)."""
+    """One namespace as the periodic sync reads it once for all its workloads: its pods (the
+    portal's by workload id), the events and Kueue's Workloads (three list calls per
+    namespace, instead of three per workload)."""
 
     pods: dict[str, list[dict]]
     events: list[dict]
     queue_workloads: list[dict] | None
+    all_pods: list[dict] = field(default_factory=list)  # work made outside the portal's too
 
 
 def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
     pods: dict[str, list[dict]] = defaultdict(list)
-    for pod in kube.list("Pod", namespace, label_selector=WORKLOAD_LABEL):
-        pods[(pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "")].append(pod)
+    everything = kube.list("Pod", namespace)
+    for pod in everything:
+        label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+        if label is not None:
+            pods[label].append(pod)
     return NamespaceReading(
         pods={k: _newest_first(v) for k, v in pods.items()},
         events=kube.list("Event", namespace),
         queue_workloads=list_queue_workloads(kube, namespace),
+        all_pods=everything,
     )
 
 
@@ -279,11 +296,30 @@ def sync_workload(
         pods = workload_pods(kube, workload)
         all_events = kube.list("Event", workload.namespace)
         queue_workloads = list_queue_workloads(kube, workload.namespace)
+    elif workload.owner_kind:
+        pods = _newest_first(
+            owners.own_pods(
+                workload.owner_kind, workload.k8s_name, workload.k8s_uid, reading.all_pods
+            )
+        )
+        all_events, queue_workloads = reading.events, reading.queue_workloads
     else:
         pods = reading.pods.get(str(workload.pk), [])
         all_events, queue_workloads = reading.events, reading.queue_workloads
     events = [e for e in all_events if e.get("reason") in EVENT_REASONS and _involves(e, workload)]
-    mine = queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
+    mine: list[dict] | None
+    if workload.owner_kind:
+        mine = owners.own_queue_workloads(
+            workload.owner_kind, workload.k8s_uid, pods, queue_workloads or []
+        )
+        if workload.kind == Workload.Kind.JOB:
+            obj = owners.as_job(workload.owner_kind, obj)
+        elif queue_workloads is not None:
+            mine = queue_workloads  # `observe` picks those its pods own
+    else:
+        mine = (
+            queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
+        )
     obs = observe(workload.kind, obj, pods, events, mine)
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
         obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))

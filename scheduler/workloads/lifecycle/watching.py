@@ -19,6 +19,7 @@ from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_position
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
 from scheduler.workloads.lifecycle.sync import (
     EVENT_REASONS,
     NamespaceReading,
@@ -78,6 +79,9 @@ class Touched:
 
     ids: set[int] = field(default_factory=set)
     queue_namespaces: set[str] = field(default_factory=set)
+    # Kueue's Workloads no live workload accounts for: work made outside the portal, perhaps
+    # new (`following.follow_new` decides)
+    unknown: list[dict] = field(default_factory=list)
 
 
 def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]) -> Touched:
@@ -107,14 +111,13 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                 if wid.isdigit() and int(wid) in by_id and by_id[int(wid)].namespace == namespace:
                     touched.ids.add(int(wid))
             elif kind == "KueueWorkload":
-                if namespace not in by_namespace:
-                    continue
-                touched.queue_namespaces.add(namespace)
                 uid = labels.get(KUEUE_JOB_UID_LABEL, "")
-                if uid in by_uid:
-                    touched.ids.add(by_uid[uid])
-                else:
-                    touched.ids |= named(namespace, meta.get("name", ""))
+                ids = {by_uid[uid]} if uid in by_uid else named(namespace, meta.get("name", ""))
+                if not ids and event.get("type") != "DELETED":
+                    touched.unknown.append(obj)
+                if namespace in by_namespace:
+                    touched.queue_namespaces.add(namespace)
+                    touched.ids |= ids
             elif kind == "Event" and event.get("type") != "DELETED":
                 if obj.get("reason") not in EVENT_REASONS:
                     continue
@@ -203,6 +206,10 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
     except ClusterError as exc:  # no cursors: the next run is a full one again
         log.warning("workload sync cannot take watch cursors: %s", exc)
         return sync_all_live_workloads(kube)
+    try:  # work made outside the portal and not followed yet: one list, cluster-wide
+        follow_new(kube, kube.list("KueueWorkload"))
+    except ClusterError as exc:
+        log.warning("workload sync cannot read Kueue's Workloads: %s", exc)
     looked_at, failed = sync_all_live(kube)
     # those whose sync failed are retried by the next run, not the next full resync
     state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
@@ -254,6 +261,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             for pk, ns, _, _, created in live
             if pk in touched.ids or pk in retry or created is None
         ]
+        if touched.unknown:
+            new = follow_new(kube, touched.unknown)
+            todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
         readings, failed = sync_each(kube, todo)
         try:
             refresh_queue_positions(
@@ -264,4 +274,8 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
         state.cursors = {**state.cursors, **{k: c.resource_version for k, c in changes.items()}}
         state.retry_ids = failed
         state.save(update_fields=["cursors", "retry_ids", "updated_at"])
+        try:
+            stop_past_their_run_time(kube)
+        except ClusterError as exc:  # still running: the next run stops it
+            log.warning("followed jobs past their run time not stopped: %s", exc)
         return len(todo)

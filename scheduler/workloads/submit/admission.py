@@ -253,7 +253,4 @@ def max_run_s(tenant: Tenant, kind: str, asked: list[tuple[ResourceClass, int]])
     pools' (read with the classes). A deployment serves until stopped: none."""
     if kind != Workload.Kind.JOB:
         return None
-    pools = [getattr(rc, "pool", None) for rc, _ in asked]
-    return run_limits.smallest_limit(
-        tenant.max_run_s, *(pool.max_run_s for pool in pools if pool is not None)
-    )
+    return run_limits.job_limit(tenant.max_run_s, (rc for rc, _ in asked))
