@@ -22,8 +22,13 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
     # Only what the team may use: a flavor or resource it has no quota of and may not borrow
     # is left out (Kueue then never admits work asking for it, as with a zero line), which
     # keeps a queue small on a fleet of many models and profiles.
+    # A suspended team keeps its lines at zero: with the flavors its admitted work holds gone
+    # from the queue, Kueue does not evict that work for HoldAndDrain (seen on the local
+    # cluster, tests/scheduler/test_following_cluster.py), and it would run on.
     usable = [
-        line for line in spec.queue_lines if spec.active and (line.nominal or line.borrowing_limit)
+        line if spec.active else QueueLine(line.flavor, line.resource_name, 0, 0, line.lend)
+        for line in spec.queue_lines
+        if line.nominal or line.borrowing_limit
     ]
     gpu_names = sorted({line.resource_name for line in usable})
     by_flavor: dict[str, dict[str, QueueLine]] = {}
