@@ -165,8 +165,13 @@ class Workload(models.Model):
     # k8s_name. Empty for the portal's own.
     owner_kind = models.CharField(max_length=40, blank=True, default="")
     k8s_uid = models.CharField(max_length=64, blank=True)
+    # None for work made outside the portal (owner_kind): the cluster does not say by whom
     submitted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="workloads",
+        null=True,
+        blank=True,
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

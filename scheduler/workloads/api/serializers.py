@@ -307,7 +307,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "k8s_name": _text(w.k8s_name),
             "k8s_uid": _text(w.k8s_uid),
             "submitted_by": _text(
-                _annotated(w, "submitted_by_username", lambda: w.submitted_by.username)
+                _annotated(
+                    w,
+                    "submitted_by_username",
+                    lambda: w.submitted_by.username if w.submitted_by else None,
+                )
             ),
             "created_at": _datetime(w.created_at),
             "cluster_created_at": _datetime(w.cluster_created_at),

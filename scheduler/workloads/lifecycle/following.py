@@ -151,7 +151,9 @@ def _record(
                 )
             log.info("following %s of %s as workload %s", w.origin, tenant.slug, w.pk)
             return w.pk
-        except IntegrityError:
+        except IntegrityError as exc:
+            if "unique_live_workload_name" not in str(exc):
+                raise
             continue
     log.warning(
         "cannot follow %s %s/%s: its names are taken", owner.kind, owner.namespace, owner.name

@@ -69,7 +69,7 @@ def _running_locked(workload_id: int) -> Workload | None:
     """The workload under its row lock (inside the caller's transaction), or None when it no
     longer runs: each step acts on what is true now, not on what the pass read."""
     w = (
-        Workload.objects.select_for_update()
+        Workload.objects.select_for_update(of=("self",))  # its submitter may be none (kubectl)
         .select_related("tenant", "submitted_by")
         .get(pk=workload_id)
     )

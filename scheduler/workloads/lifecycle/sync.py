@@ -15,6 +15,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from catalog import run_limits
+from catalog.models import ResourceClass
+from catalog.product_labels import configured_product_labels
 from core import audit
 from core.errors import ClusterError, PermanentClusterError, TransientClusterError
 from scheduler.cluster.kube import KubeGateway
@@ -320,6 +323,8 @@ def sync_workload(
         mine = (
             queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
         )
+    if workload.owner_kind and not workload.gpu_model and queue_workloads:
+        _learn_the_model(workload, pods, queue_workloads)
     obs = observe(workload.kind, obj, pods, events, mine)
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
         obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))
@@ -340,6 +345,28 @@ def sync_workload(
         change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
     change_state(workload.pk, obs, position=position)
     return Workload.objects.get(pk=workload.pk)
+
+
+def _learn_the_model(workload: Workload, pods: list[dict], queue_workloads: list[dict]) -> None:
+    """Work made outside the portal may name no model (nothing in its pods selects one): once
+    Kueue admits it to a model's flavor, its ask is booked by that model's classes, with the
+    run time they allow."""
+    mine = owners.own_queue_workloads(workload.owner_kind, workload.k8s_uid, pods, queue_workloads)
+    asked = owners.asked(mine[0], configured_product_labels()) if mine else None
+    if asked is None or not asked.gpu_model:
+        return
+    limit = None
+    if workload.kind == Workload.Kind.JOB:
+        classes = ResourceClass.objects.filter(slug__in=asked.resources).select_related("pool")
+        limit = run_limits.job_limit(workload.tenant.max_run_s, classes)
+    Workload.objects.filter(pk=workload.pk, gpu_model="").update(
+        gpu_model=asked.gpu_model, resources=asked.resources, max_run_s=limit
+    )
+    workload.gpu_model, workload.resources, workload.max_run_s = (
+        asked.gpu_model,
+        asked.resources,
+        limit,
+    )
 
 
 def sync_each(
