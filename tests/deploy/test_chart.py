@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from catalog import kueue_integrations
 from localcluster import build
 
 HELM_DIR = Path(__file__).resolve().parents[2] / "deploy" / "helm"
@@ -386,6 +387,11 @@ def test_settings_for_gpu_nodes_kueue_and_the_operator(full):
             selected = selector.items() <= labels.items()
             assert selected == name.endswith("-web"), name
     assert data["PLATFORM_WEB_PORT"] == "8000"
+
+
+def test_kueue_integrations_are_a_value(required):
+    data = required[("ConfigMap", f"{FULLNAME}-config")]["data"]
+    assert data["KUEUE_INTEGRATIONS"] == ",".join(kueue_integrations.DEFAULT)
 
 
 def test_ingress_with_tls_and_an_autoscaled_web_that_keeps_one_pod_through_drains(full):

@@ -1,6 +1,6 @@
 """Print the part of Kueue's Configuration this portal relies on (docs/deploy.md), for
-GPU_QUOTA_UNIT as set: merge it into Kueue's own (its Helm value
-`managerConfig.controllerManagerConfigYaml`). The chart ships the default one as
+GPU_QUOTA_UNIT, KUEUE_INTEGRATIONS and KUEUE_PODS_READY_* as set: merge it into Kueue's own (its
+Helm value `managerConfig.controllerManagerConfigYaml`). The chart ships the default one as
 files/kueue-configuration.yaml; a test keeps the two the same."""
 
 import yaml
@@ -11,7 +11,10 @@ from catalog.kueue_config import PodsReady, kueue_configuration
 
 
 class Command(BaseCommand):
-    help = "Print the Kueue Configuration fragment the portal needs (slices, fair sharing, gangs)."
+    help = (
+        "Print the Kueue Configuration fragment the portal needs (queue enforcement, slices, "
+        "fair sharing, gangs)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -31,5 +34,6 @@ class Command(BaseCommand):
                 requeue_limit=settings.KUEUE_PODS_READY_REQUEUE_LIMIT,
                 block_admission=settings.KUEUE_PODS_READY_BLOCK_ADMISSION,
             ),
+            integrations=settings.KUEUE_INTEGRATIONS,
         )
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")
