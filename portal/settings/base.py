@@ -406,6 +406,10 @@ KUEUE_PODS_READY_BLOCK_ADMISSION = env.bool("KUEUE_PODS_READY_BLOCK_ADMISSION", 
 KUEUE_INTEGRATIONS = env.list(
     "KUEUE_INTEGRATIONS", default=["batch/job", "pod", "deployment", "statefulset"]
 )
+# Where the running Kueue keeps its Configuration (its Helm chart's and release manifests'
+# ConfigMap, key controller_manager_config.yaml): read to check the keys above hold.
+KUEUE_CONFIG_NAMESPACE = env("KUEUE_CONFIG_NAMESPACE", default="kueue-system")
+KUEUE_CONFIG_MAP = env("KUEUE_CONFIG_MAP", default="kueue-manager-config")
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

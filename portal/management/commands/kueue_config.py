@@ -4,10 +4,9 @@ Helm value `managerConfig.controllerManagerConfigYaml`). The chart ships the def
 files/kueue-configuration.yaml; a test keeps the two the same."""
 
 import yaml
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from catalog.kueue_config import PodsReady, kueue_configuration
+from scheduler.cluster.kueue_settings import expected_configuration
 
 
 class Command(BaseCommand):
@@ -24,16 +23,5 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        fragment = kueue_configuration(
-            settings.GPU_QUOTA_UNIT,
-            feature_gates=not options["no_feature_gates"],
-            pods_ready=PodsReady(
-                timeout_s=settings.KUEUE_PODS_READY_TIMEOUT_S,
-                requeue_base_s=settings.KUEUE_PODS_READY_REQUEUE_BASE_S,
-                requeue_max_s=settings.KUEUE_PODS_READY_REQUEUE_MAX_S,
-                requeue_limit=settings.KUEUE_PODS_READY_REQUEUE_LIMIT,
-                block_admission=settings.KUEUE_PODS_READY_BLOCK_ADMISSION,
-            ),
-            integrations=settings.KUEUE_INTEGRATIONS,
-        )
+        fragment = expected_configuration(feature_gates=not options["no_feature_gates"])
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")
