@@ -94,6 +94,10 @@ DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was ap
 MUTATING = "kueue-mutating-webhook-configuration"
 VALIDATING = "kueue-validating-webhook-configuration"
 
+# Where a real install keeps Kueue's Configuration (the portal's KUEUE_CONFIG_* defaults).
+CONFIG_NAMESPACE = "kueue-system"
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_MAP_KEY = "controller_manager_config.yaml"
 CERT_DIR = PKI / "kueue"  # tls.crt/tls.key: webhook server and metrics server
 STATE = STATE_DIR / "kueue"
 CONFIG = STATE / "config.yaml"
@@ -190,11 +194,39 @@ def ensure_cert() -> None:
     crt.replace(cert)  # last: its presence means the pair is complete
 
 
-def write_config() -> None:
+def write_config() -> str:
+    """config.yaml for the process; returns its text."""
     STATE.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(config(), sort_keys=False)
     tmp = CONFIG.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(config(), sort_keys=False))
+    tmp.write_text(text)
     tmp.replace(CONFIG)
+    return text
+
+
+def config_map(text: str) -> dict:
+    """The Configuration where Kueue's Helm chart and release manifests keep it, so that the
+    portal reads the local Kueue's as it reads a real install's (scheduler/cluster/
+    kueue_settings.py)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": CONFIG_MAP,
+            "namespace": CONFIG_NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "data": {CONFIG_MAP_KEY: text},
+    }
+
+
+def publish_config(api: ApiClient, text: str) -> None:
+    _apply(
+        api,
+        f"/api/v1/namespaces/{CONFIG_NAMESPACE}",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}},
+    )
+    _apply(api, f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps/{CONFIG_MAP}", config_map(text))
 
 
 def _ca_bundle() -> str:
@@ -358,7 +390,7 @@ def prepare(api: ApiClient, timeout: float = 30, comp: build.Component | None = 
     """CRDs, cert, config and webhook configurations: all Kueue needs before it starts (`comp`:
     another build of Kueue than the checkout's, e.g. the previous release's)."""
     ensure_cert()
-    write_config()
+    publish_config(api, write_config())
     # Applying all 11 CRDs takes 1.5 s; only those whose source changed are applied again.
     for doc in crds(skip_digests=_applied_digests(api), comp=comp):
         name = doc["metadata"]["name"]

@@ -46,3 +46,13 @@ def test_the_local_kueue_reads_kueue_integrations_and_refuses_what_it_cannot_run
     monkeypatch.setenv(kueue_integrations.ENV, "batch/job,pod,deployment,ray.io/rayjob")
     with pytest.raises(local_kueue.ClusterError, match="ray.io/rayjob"):
         local_kueue.config()
+
+
+def test_the_local_kueue_publishes_its_configuration_where_the_portal_reads_it(settings):
+    text = yaml.safe_dump(local_kueue.config(), sort_keys=False)
+    cm = local_kueue.config_map(text)
+    assert (cm["metadata"]["namespace"], cm["metadata"]["name"]) == (
+        settings.KUEUE_CONFIG_NAMESPACE,
+        settings.KUEUE_CONFIG_MAP,
+    )
+    assert cm["data"] == {"controller_manager_config.yaml": text}
