@@ -1,7 +1,13 @@
 """What the portal needs of Kueue's own Configuration, as one fragment: the local cluster's
-Kueue runs with it, and `manage.py kueue_config` prints it for a real install (merged into
-Kueue's Helm value `managerConfig.controllerManagerConfigYaml`; docs/deploy.md).
+Kueue runs with it, `manage.py kueue_config` prints it for a real install (merged into
+Kueue's Helm value `managerConfig.controllerManagerConfigYaml`; docs/deploy.md), the chart ships
+it, and the portal checks the running Kueue against it (scheduler/cluster/kueue_settings.py).
 
+- whoever submits goes through the queue: Kueue manages every workload in a team namespace,
+  with or without a queue label (`manageJobsWithoutQueueName`), in team namespaces only
+  (`managedJobsNamespaceSelector`: the label the portal sets on them, so a Kueue outage never
+  blocks pods in kube-system), for every kind teams may create (`integrations.frameworks`,
+  the setting `KUEUE_INTEGRATIONS`, kueue_integrations.py);
 - grants in GPU-equivalent slices (`GPU_QUOTA_UNIT=slices`): every GPU resource counted as its
   compute slices through `resources.transformations`; with `class` there are none, and each
   resource name keeps its own quota line;
@@ -27,15 +33,22 @@ Kueue's Helm value `managerConfig.controllerManagerConfigYaml`; docs/deploy.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from catalog import slices
+from catalog import kueue_integrations, slices
 
 CLIENT_QPS = 200
 CLIENT_BURST = 400
 FEATURE_GATES = {"SchedulingEquivalenceHashing": True, "UnadmittedWorkloadsObservability": True}
 FAIR_SHARING_PREEMPTION = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+
+# Set by the portal on every tenant namespace (scheduler/cluster/render/namespace.py); a team
+# cannot edit its namespace's labels. Kueue manages workloads only where it is, and the local
+# cluster's Kueue webhooks select the same namespaces.
+QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
+TENANT_SELECTOR = {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}}
 
 
 # The environment names the portal's settings and the local cluster read them from.
@@ -103,12 +116,20 @@ class PodsReady:
 
 
 def kueue_configuration(
-    unit: str, *, feature_gates: bool = True, pods_ready: PodsReady | None = None
+    unit: str,
+    *,
+    feature_gates: bool = True,
+    pods_ready: PodsReady | None = None,
+    integrations: Sequence[str] = kueue_integrations.DEFAULT,
 ) -> dict:
     """The Configuration keys the portal relies on. `feature_gates=False` leaves the gates out
     for a Kueue that takes them by flag (a flag and the config's `featureGates` together are a
-    start-up error). `pods_ready`: the platform team's waitForPodsReady (the defaults without)."""
+    start-up error). `pods_ready`: the platform team's waitForPodsReady (the defaults without).
+    `integrations`: Kueue's frameworks (`KUEUE_INTEGRATIONS`)."""
     out: dict = {
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": copy.deepcopy(TENANT_SELECTOR),
+        "integrations": {"frameworks": list(integrations)},
         "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_BURST},
         "fairSharing": {"preemptionStrategies": list(FAIR_SHARING_PREEMPTION)},
         "waitForPodsReady": (pods_ready or PodsReady()).kueue(),

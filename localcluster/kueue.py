@@ -19,13 +19,14 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
 
-from catalog import kueue_config, slices
+from catalog import kueue_config, kueue_integrations, slices
 
 from . import build
 from .base import (
@@ -39,17 +40,24 @@ from .base import (
     openssl,
 )
 
-# Set by the portal on every tenant namespace. Kueue manages Jobs, Pods and Deployments only
-# there (managedJobsNamespaceSelector), and the webhooks for those kinds select the same
-# namespaces, so a Kueue outage can never block pods in kube-system or test namespaces.
-QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
-TENANT_SELECTOR = {"matchLabels": {QUEUE_ENFORCED_LABEL: "true"}}
+# Set by the portal on every tenant namespace. Kueue manages Jobs, Pods, Deployments and
+# StatefulSets only there (managedJobsNamespaceSelector, from the portal's fragment), and the
+# webhooks for those kinds select the same namespaces, so a Kueue outage can never block pods
+# in kube-system or test namespaces.
+QUEUE_ENFORCED_LABEL = kueue_config.QUEUE_ENFORCED_LABEL
+TENANT_SELECTOR = kueue_config.TENANT_SELECTOR
 
-# "deployment" implicitly enables "pod" (v0.19: ImplicitlyEnabledFrameworkNames); listing it
-# makes the pod integration explicit (bare pods are queued too).
-FRAMEWORKS = ["batch/job", "pod", "deployment"]
-# The (API group, resource) of those integrations: their webhook entries get TENANT_SELECTOR.
-WORKLOAD_RESOURCES = {("batch", "jobs"), ("", "pods"), ("apps", "deployments")}
+# The (API group, resource) of the integrations the local cluster can run (Kubernetes' own
+# kinds: no JobSet, Kubeflow or KubeRay controller runs here): their webhook entries get
+# TENANT_SELECTOR. "deployment" and "statefulset" implicitly enable "pod" only for their own
+# pods (v0.19: ImplicitlyEnabledFrameworkNames); the default lists it, so bare pods are
+# queued too.
+WORKLOAD_RESOURCES = {
+    ("batch", "jobs"),
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+}
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 # Off, though beta and on by default in v0.19: TopologyAwareScheduling (with it the pod webhook
@@ -86,6 +94,10 @@ DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was ap
 MUTATING = "kueue-mutating-webhook-configuration"
 VALIDATING = "kueue-validating-webhook-configuration"
 
+# Where a real install keeps Kueue's Configuration (the portal's KUEUE_CONFIG_* defaults).
+CONFIG_NAMESPACE = "kueue-system"
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_MAP_KEY = "controller_manager_config.yaml"
 CERT_DIR = PKI / "kueue"  # tls.crt/tls.key: webhook server and metrics server
 STATE = STATE_DIR / "kueue"
 CONFIG = STATE / "config.yaml"
@@ -114,6 +126,22 @@ def env() -> dict[str, str]:
     return {"KUEUE_METRICS_CERT_DIR": str(CERT_DIR)}
 
 
+def frameworks(environ: Mapping[str, str] | None = None) -> list[str]:
+    """KUEUE_INTEGRATIONS as the portal's settings read it (the same default); only those the
+    local cluster can run: another's webhooks would be dropped and its kind left unqueued."""
+    names = kueue_integrations.from_env(os.environ if environ is None else environ)
+    local = {
+        name
+        for name, f in kueue_integrations.FRAMEWORKS.items()
+        if (f.group, f.resource) in WORKLOAD_RESOURCES
+    }
+    if unknown := [name for name in names if name not in local]:
+        raise ClusterError(
+            f"{kueue_integrations.ENV} names {unknown}: the local cluster runs only {sorted(local)}"
+        )
+    return list(names)
+
+
 def config() -> dict:
     webhook, health, metrics = kueue_ports()
     return {
@@ -129,17 +157,15 @@ def config() -> dict:
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
         # HTTPS with TokenReview/SubjectAccessReview: scrape with the admin token.
         "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "enableClusterQueueResources": True},
-        "manageJobsWithoutQueueName": True,
-        "managedJobsNamespaceSelector": TENANT_SELECTOR,
-        "integrations": {"frameworks": FRAMEWORKS},
-        # slices, fair sharing, the client rate, all-or-nothing gangs: what the portal needs
-        # of any Kueue
-        # (GPU_QUOTA_UNIT as the portal reads it: "class" runs Kueue without transformations)
-        # and waitForPodsReady from the same KUEUE_PODS_READY_* the portal's settings read
+        # queue enforcement, slices, fair sharing, the client rate, all-or-nothing gangs: what
+        # the portal needs of any Kueue, from the same environment the portal's settings read
+        # (GPU_QUOTA_UNIT: "class" runs Kueue without transformations; KUEUE_INTEGRATIONS;
+        # KUEUE_PODS_READY_*)
         **kueue_config.kueue_configuration(
             os.environ.get("GPU_QUOTA_UNIT", slices.UNIT_SLICES),
             feature_gates=False,
             pods_ready=kueue_config.PodsReady.from_env(os.environ),
+            integrations=frameworks(),
         ),
     }
 
@@ -168,11 +194,39 @@ def ensure_cert() -> None:
     crt.replace(cert)  # last: its presence means the pair is complete
 
 
-def write_config() -> None:
+def write_config() -> str:
+    """config.yaml for the process; returns its text."""
     STATE.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(config(), sort_keys=False)
     tmp = CONFIG.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(config(), sort_keys=False))
+    tmp.write_text(text)
     tmp.replace(CONFIG)
+    return text
+
+
+def config_map(text: str) -> dict:
+    """The Configuration where Kueue's Helm chart and release manifests keep it, so that the
+    portal reads the local Kueue's as it reads a real install's (scheduler/cluster/
+    kueue_settings.py)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": CONFIG_MAP,
+            "namespace": CONFIG_NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "data": {CONFIG_MAP_KEY: text},
+    }
+
+
+def publish_config(api: ApiClient, text: str) -> None:
+    _apply(
+        api,
+        f"/api/v1/namespaces/{CONFIG_NAMESPACE}",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONFIG_NAMESPACE}},
+    )
+    _apply(api, f"/api/v1/namespaces/{CONFIG_NAMESPACE}/configmaps/{CONFIG_MAP}", config_map(text))
 
 
 def _ca_bundle() -> str:
@@ -336,7 +390,7 @@ def prepare(api: ApiClient, timeout: float = 30, comp: build.Component | None = 
     """CRDs, cert, config and webhook configurations: all Kueue needs before it starts (`comp`:
     another build of Kueue than the checkout's, e.g. the previous release's)."""
     ensure_cert()
-    write_config()
+    publish_config(api, write_config())
     # Applying all 11 CRDs takes 1.5 s; only those whose source changed are applied again.
     for doc in crds(skip_digests=_applied_digests(api), comp=comp):
         name = doc["metadata"]["name"]

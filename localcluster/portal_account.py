@@ -74,13 +74,16 @@ def install() -> list[dict]:
     accounts = [o for o in objects if o["kind"] == "ServiceAccount"]
     if [o["metadata"]["name"] for o in accounts] != [SERVICE_ACCOUNT]:
         raise PortalAccountError(f"the chart renders {accounts!r}, not one ServiceAccount")
-    namespaces = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        for name in (RELEASE_NAMESPACE, GPU_OPERATOR_NAMESPACE)
-    ]
     for obj in objects:  # helm leaves the release namespace to the installer
         if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
             obj["metadata"].setdefault("namespace", RELEASE_NAMESPACE)
+    # and every namespace a Role names (the GPU operator's, Kueue's) to whoever runs those
+    wanted = {RELEASE_NAMESPACE, GPU_OPERATOR_NAMESPACE}
+    wanted |= {o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]}
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        for name in sorted(wanted)
+    ]
     manifest = yaml.safe_dump_all([*namespaces, *objects])
     kubectl("apply", "--server-side", "--field-manager=gpu-portal-tests", "-f", "-", stdin=manifest)
     return objects

@@ -20,7 +20,7 @@ from metering.selectors import budget_state
 from portal.borrowing import team_queue
 from portal.console import approvals
 from portal.promises import promises
-from scheduler.cluster import kube
+from scheduler.cluster import kube, kueue_settings
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
@@ -202,16 +202,33 @@ def healthz(request):
 def readyz(request):
     """Readiness: PostgreSQL, Redis (Celery's broker) and the cluster's API server all answer,
     and the cluster runs versions the portal supports; 503 with `Retry-After` and what failed
-    (or what to upgrade) otherwise. A warning (a version it cannot tell) is said, not failed."""
+    (or what to upgrade) otherwise. A warning (a version it cannot tell) is said, not failed,
+    and so is what Kueue's running Configuration lacks (`kueue_settings`, what to set): this
+    pod serves as well without it, and the console that says so must stay reachable."""
     checks = {name: _probe(check) for name, check in READINESS_CHECKS.items()}
     ready = all(value == "ok" for value in checks.values())
     body: dict = {"status": "ready" if ready else "not ready", "checks": checks}
     if checks["cluster"] == "ok" and (warnings := kube.gateway().support.verdict().warnings):
         body["warnings"] = list(warnings)
+    if missing := _kueue_settings_missing(cluster_ok=checks["cluster"] == "ok"):
+        body["kueue_settings"] = missing
     response = JsonResponse(body, status=200 if ready else 503)
     if not ready:
         response["Retry-After"] = "10"
     return response
+
+
+def _kueue_settings_missing(*, cluster_ok: bool) -> list[str]:
+    """What Kueue's running Configuration lacks: this process's check while the cluster answers
+    (read at the first probe, then every five minutes), else the last any process remembered."""
+    try:
+        if cluster_ok:
+            verdict: dict | None = kube.gateway().kueue_settings.verdict().as_dict()
+        else:
+            verdict = kueue_settings.remembered()
+    except Exception:  # noqa: BLE001 - an outage is the checks' to say, not this reason's
+        return []
+    return [missing["detail"] for missing in (verdict or {}).get("missing", [])]
 
 
 def _probe(check) -> str:

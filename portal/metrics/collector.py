@@ -1,6 +1,6 @@
 """The portal's state as gauges, computed when Prometheus scrapes the web's /metrics (three
-queries and one Redis round trip): reconcile failures and lag per tenant, Celery queue depths,
-pending approvals, grants about to end."""
+queries and two Redis round trips): reconcile failures and lag per tenant, Celery queue depths,
+pending approvals, grants about to end, and what Kueue's running Configuration lacks."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from redis.exceptions import RedisError
 
+from scheduler.cluster import kueue_settings
 from scheduler.cluster.models import TenantSyncState
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
@@ -183,6 +184,16 @@ class PortalStateCollector:
             for queue, depth in depths.items():
                 fams["queue"].add_metric([queue], depth)
             yield fams["queue"]
+        try:
+            verdict = kueue_settings.remembered()  # the last check's, any process's
+        except RedisError as exc:
+            log.warning("metrics: the cache is unavailable: %s", exc)
+            up.add_metric(["cache"], 0)
+        else:
+            up.add_metric(["cache"], 1)
+            for missing in (verdict or {}).get("missing", []):
+                fams["kueue"].add_metric([missing["setting"], missing["want"]], 1)
+            yield fams["kueue"]
         yield up
 
     def _families(self) -> dict[str, GaugeMetricFamily]:
@@ -212,5 +223,12 @@ class PortalStateCollector:
             "expiring": _gauge(
                 "gpu_portal_grants_expiring_soon",
                 "Grants that end within METRICS_GRANTS_EXPIRING_WITHIN_HOURS",
+            ),
+            "kueue": _gauge(
+                "gpu_portal_kueue_setting_missing",
+                "1 for each thing Kueue's running Configuration lacks for teams' work to go "
+                "through the queue (or an enabled integration's absent CRD): the setting, and "
+                "what to set it to",
+                ["setting", "want"],
             ),
         }

@@ -399,6 +399,17 @@ KUEUE_PODS_READY_REQUEUE_MAX_S = env.int("KUEUE_PODS_READY_REQUEUE_MAX_S", defau
 _requeue_limit = env("KUEUE_PODS_READY_REQUEUE_LIMIT", default="").strip()  # the chart sets ""
 KUEUE_PODS_READY_REQUEUE_LIMIT = int(_requeue_limit) if _requeue_limit else None
 KUEUE_PODS_READY_BLOCK_ADMISSION = env.bool("KUEUE_PODS_READY_BLOCK_ADMISSION", default=False)
+# Kueue's job integrations (its Configuration's `integrations.frameworks`, comma-separated, as
+# Kueue names them): the four on Kubernetes' own kinds, plus those of projects the platform team
+# installed (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, ray.io/rayjob, ...), whose kinds
+# team members may then create. Checked at start-up (scheduler.E006; catalog/kueue_integrations.py).
+KUEUE_INTEGRATIONS = env.list(
+    "KUEUE_INTEGRATIONS", default=["batch/job", "pod", "deployment", "statefulset"]
+)
+# Where the running Kueue keeps its Configuration (its Helm chart's and release manifests'
+# ConfigMap, key controller_manager_config.yaml): read to check the keys above hold.
+KUEUE_CONFIG_NAMESPACE = env("KUEUE_CONFIG_NAMESPACE", default="kueue-system")
+KUEUE_CONFIG_MAP = env("KUEUE_CONFIG_MAP", default="kueue-manager-config")
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

@@ -23,7 +23,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from core.errors import PermanentClusterError, TransientClusterError
-from scheduler.cluster import support
+from scheduler.cluster import kueue_settings, support
 
 FIELD_MANAGER = "gpu-portal"
 
@@ -71,7 +71,8 @@ KINDS: dict[str, Kind] = {
     ),
     # where the custom metrics API is served from (the local cluster's adapter registers one)
     "APIService": Kind("/apis/apiregistration.k8s.io/v1", "apiservices", False),
-    # read only: which Kueue the cluster runs (support.py)
+    # read only: which Kueue the cluster runs (support.py) and which integrations' CRDs it
+    # serves (kueue_settings.py)
     "CustomResourceDefinition": Kind(
         "/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False
     ),
@@ -155,6 +156,8 @@ class KubeGateway:
         self.cluster_objects_at = float("-inf")  # when cluster-wide objects were last converged
         # Nothing is written to a cluster below the supported versions (read at the first write).
         self.support = support.SupportCheck(self._support_facts)
+        # Whether the running Kueue holds teams' work to the queue (said, never refused).
+        self.kueue_settings = kueue_settings.KueueSettingsCheck(self._kueue_settings_facts)
 
     @classmethod
     def configured(cls) -> KubeGateway:
@@ -374,6 +377,24 @@ class KubeGateway:
             return version, self.get("CustomResourceDefinition", support.KUEUE_PROBE_CRD), True
         except ClusterForbidden:
             return version, None, False
+
+    def _kueue_settings_facts(
+        self, namespace: str, name: str, crds: tuple[str, ...]
+    ) -> kueue_settings.Facts:
+        """What kueue_settings.judge reads: Kueue's ConfigMap and whether each CRD is there.
+        A ConfigMap the portal may not read (or any refusal) is a fact to report, not a crash."""
+        config_map, error = None, ""
+        try:
+            config_map = self.get("ConfigMap", name, namespace)
+        except PermanentClusterError as exc:
+            error = str(exc)
+        served: dict[str, bool | None] = {}
+        for crd in crds:
+            try:
+                served[crd] = self.get("CustomResourceDefinition", crd) is not None
+            except ClusterForbidden:
+                served[crd] = None
+        return kueue_settings.Facts(config_map, error, served)
 
     # --- writes ---------------------------------------------------------------------------
 

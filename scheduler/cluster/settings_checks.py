@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from catalog import slices
+from catalog import kueue_integrations, slices
 from catalog.product_labels import LABEL_VALUE, read_product_labels
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
@@ -168,4 +168,18 @@ def check_gpu_quota_unit(app_configs=None, **kwargs) -> list[checks.CheckMessage
             hint=f"one of {', '.join(slices.UNITS)}",
             id="scheduler.E005",
         )
+    ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_kueue_integrations(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    names = getattr(settings, "KUEUE_INTEGRATIONS", kueue_integrations.DEFAULT)
+    return [
+        checks.Error(
+            f"KUEUE_INTEGRATIONS: {problem}",
+            hint=f"Kueue's names, among {', '.join(kueue_integrations.FRAMEWORKS)}; "
+            f"keep {', '.join(kueue_integrations.REQUIRED)}",
+            id="scheduler.E006",
+        )
+        for problem in kueue_integrations.problems(names)
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from catalog import kueue_integrations
 from localcluster import build
 
 HELM_DIR = Path(__file__).resolve().parents[2] / "deploy" / "helm"
@@ -386,6 +387,55 @@ def test_settings_for_gpu_nodes_kueue_and_the_operator(full):
             selected = selector.items() <= labels.items()
             assert selected == name.endswith("-web"), name
     assert data["PLATFORM_WEB_PORT"] == "8000"
+
+
+def test_kueue_integrations_and_where_its_configuration_is_read(required):
+    data = required[("ConfigMap", f"{FULLNAME}-config")]["data"]
+    assert data["KUEUE_INTEGRATIONS"] == ",".join(kueue_integrations.DEFAULT)
+    assert data["KUEUE_CONFIG_NAMESPACE"] == "kueue-system"
+    assert data["KUEUE_CONFIG_MAP"] == "kueue-manager-config"
+
+
+def _crd_rule(objects) -> dict:
+    (rule,) = [
+        r
+        for r in objects[("ClusterRole", FULLNAME)]["rules"]
+        if r["resources"] == ["customresourcedefinitions"]
+    ]
+    return rule
+
+
+def test_the_portal_reads_kueues_configuration_and_nothing_else_there(required):
+    role = required[("Role", f"{FULLNAME}-kueue-config")]
+    assert role["metadata"]["namespace"] == "kueue-system"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kueue-manager-config"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = required[("RoleBinding", f"{FULLNAME}-kueue-config")]
+    assert binding["metadata"]["namespace"] == "kueue-system"
+    assert binding["roleRef"]["name"] == f"{FULLNAME}-kueue-config"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+    # the default integrations are Kubernetes' own kinds: the ClusterQueue CRD alone
+    assert _crd_rule(required)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io"]
+    assert _crd_rule(required)["verbs"] == ["get"]
+
+
+def test_the_crds_it_may_read_are_those_of_the_enabled_integrations(helm):
+    every = list(kueue_integrations.FRAMEWORKS)
+    objects = render(helm, "required", "--set", f"kueue.integrations={{{','.join(every)}}}")
+    assert _crd_rule(objects)["resourceNames"] == [
+        "clusterqueues.kueue.x-k8s.io",
+        *(f.crd for f in kueue_integrations.optional(every)),
+    ]
+    objects = render(helm, "required", "--set", "kueue.integrations={batch/job,ray.io/rayjob}")
+    assert _crd_rule(objects)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io", "rayjobs.ray.io"]
 
 
 def test_ingress_with_tls_and_an_autoscaled_web_that_keeps_one_pod_through_drains(full):

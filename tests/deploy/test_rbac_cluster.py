@@ -108,6 +108,16 @@ def test_it_binds_and_escalates_only_the_portal_roles(portal_kubeconfig, tenant_
     assert can_i("patch", "configmaps", portal_account.GPU_OPERATOR_NAMESPACE)
 
 
+def test_it_reads_kueues_configuration_and_no_other_config_map_there(portal_kubeconfig):
+    assert can_i("get", "configmaps", "kueue-system", "kueue-manager-config")
+    assert not can_i("get", "configmaps", "kueue-system", "something-else")
+    assert not can_i("list", "configmaps", "kueue-system")
+    assert not can_i("patch", "configmaps", "kueue-system", "kueue-manager-config")
+    # the ClusterQueue CRD (support.py); the default integrations have no CRD of their own
+    assert can_i("get", "customresourcedefinitions", None, "clusterqueues.kueue.x-k8s.io")
+    assert not can_i("get", "customresourcedefinitions", None, "jobsets.jobset.x-k8s.io")
+
+
 def test_it_writes_its_own_cluster_objects_by_name_only(portal_kubeconfig):
     assert can_i("patch", "validatingadmissionpolicies", None, "gpu-portal-queue-guard")
     assert can_i("patch", "validatingadmissionpolicies", None, "gpu-portal-ownership-guard")

@@ -217,7 +217,8 @@ def reconcile_tenant(kube: KubeGateway, tenant_id: int, *, trigger: str = "tenan
             ensure_cluster_objects(kube)
             if tenant.department_id:  # its queue names the department's Cohort: make it first
                 reconcile_cohorts(kube)
-            spec = build_specs([tenant]).get(tenant.pk)
+            frameworks = kube.kueue_settings.verdict().usable  # read with the cluster objects
+            spec = build_specs([tenant], frameworks=frameworks).get(tenant.pk)
             live = _live_for_tenant(kube, tenant)
             outcome = _sync_one(kube, tenant, spec, live, state.applied_hashes)
         except PermanentClusterError as exc:
@@ -274,7 +275,9 @@ def reconcile_cluster_objects(kube: KubeGateway) -> Outcome:
     """PriorityClasses, ResourceFlavors, WorkloadPriorityClasses and the queue guard: shared by
     every instance of the portal on the cluster (same names and content), so listed by the
     managed label alone. A flavor is never pruned: another instance's queues may name a GPU
-    model this one has no class of (and Kueue holds a flavor in use anyway)."""
+    model this one has no class of (and Kueue holds a flavor in use anyway). Kueue's running
+    settings are read again with them (kueue_settings.py): said, never refused."""
+    kube.kueue_settings.verdict(fresh=True)
     desired = cluster_desired()
     live = [obj for kind in CLUSTER_KINDS for obj in kube.list(kind, label_selector=MANAGED)]
     previously = {key_str(m): m["metadata"]["annotations"][HASH_ANNOTATION] for m in desired}
@@ -327,7 +330,10 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
             slug = (obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
             if slug:
                 live_by_tenant[slug].append(obj)
-    specs = build_specs([t for t in tenants if t.status != Tenant.Status.ARCHIVED])
+    specs = build_specs(
+        [t for t in tenants if t.status != Tenant.Status.ARCHIVED],
+        frameworks=kube.kueue_settings.verdict().usable,
+    )
     states = {s.tenant_id: s for s in TenantSyncState.objects.all()}
     for tenant in tenants:
         live = live_by_tenant.pop(tenant.slug, [])

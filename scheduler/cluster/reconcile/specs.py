@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 
-from catalog import slices
+from catalog import kueue_integrations, slices
 from catalog.models import Pool, ResourceClass
 from catalog.product_labels import product_label
 from core.names import dns_label
@@ -153,8 +153,12 @@ def provider_groups_by_tenant() -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
-    """TenantSpecs for many tenants in a fixed number of queries."""
+def build_specs(
+    tenants: list[Tenant], *, frameworks: tuple[str, ...] = ()
+) -> dict[int, TenantSpec]:
+    """TenantSpecs for many tenants in a fixed number of queries. `frameworks`: the Kueue
+    integrations members may create the kinds of (those enabled whose CRD the cluster serves,
+    kueue_settings.Verdict.usable); none beyond the built-in kinds without."""
     ids = [t.pk for t in tenants]
     groups = provider_groups_by_tenant()
     classes = {rc.pk: rc for rc in ResourceClass.objects.all()}
@@ -170,6 +174,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             Member(m.user.get_username(), m.role, is_robot=m.user_id in robots)
         )
     priority_names = tuple(pc.name for pc in priority_class_specs())
+    framework_apis = kueue_integrations.role_apis(frameworks)
     unit = settings.GPU_QUOTA_UNIT
     # a team in a department queues in the department's Cohort (render/cohorts.py)
     in_department = {t.department_id for t in tenants if t.department_id}
@@ -235,6 +240,7 @@ def build_specs(tenants: list[Tenant]) -> dict[int, TenantSpec]:
             ),
             queue_held=t.pk in held,
             fair_share_weight=format(t.fair_share_weight.normalize(), "f"),  # 10, not 1E+1
+            framework_apis=framework_apis,
         )
     return specs
 

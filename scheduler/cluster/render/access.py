@@ -19,16 +19,25 @@ ROLE_BINDING_PREFIX = "gpu-portal-team-"
 
 _READ = ["get", "list", "watch"]
 _WRITE = [*_READ, "create", "update", "patch", "delete", "deletecollection"]
+# The kinds of Kueue's custom-resource integrations: run and stop them, one at a time.
+_FRAMEWORK_WRITE = ["create", "get", "list", "watch", "update", "patch", "delete"]
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict:
     return {"apiGroups": groups, "resources": resources, "verbs": list(verbs)}
 
 
-def role_rules(*, write: bool, pod_exec: bool) -> list[dict]:
+def role_rules(
+    *,
+    write: bool,
+    pod_exec: bool,
+    framework_apis: tuple[tuple[str, tuple[str, ...]], ...] = (),
+) -> list[dict]:
     """What a team needs for its workloads, and nothing that changes access (roles, bindings),
     isolation (network policies) or quota (quotas, limit ranges, queues): those are read-only.
-    Viewers read the same things, minus secrets, exec and port-forward."""
+    Viewers read the same things, minus secrets, exec and port-forward. `framework_apis`: the
+    (group, resources) of the custom-resource kinds Kueue queues here (JobSets, PyTorchJobs,
+    ...), only those whose CRD the cluster serves (kueue_settings.Verdict.usable)."""
     verbs = _WRITE if write else _READ
     rules = [
         _rule([""], ["pods", "configmaps", "persistentvolumeclaims", "services"], verbs),
@@ -43,6 +52,10 @@ def role_rules(*, write: bool, pod_exec: bool) -> list[dict]:
         _rule(["networking.k8s.io"], ["networkpolicies"], _READ),
         _rule(["kueue.x-k8s.io"], ["workloads", "localqueues"], _READ),
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ),
+        *(
+            _rule([group], list(resources), _FRAMEWORK_WRITE if write else _READ)
+            for group, resources in framework_apis
+        ),
     ]
     if write:
         rules.insert(1, _rule([""], ["secrets"], verbs))  # the team's own, in its namespace
@@ -69,7 +82,9 @@ def render_access(spec: TenantSpec, namespace: str) -> list[dict]:
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "Role",
                     "metadata": _meta(spec, name, namespace),
-                    "rules": role_rules(write=write, pod_exec=spec.pod_exec),
+                    "rules": role_rules(
+                        write=write, pod_exec=spec.pod_exec, framework_apis=spec.framework_apis
+                    ),
                 }
             )
     for role, role_name in ROLE_FOR.items():

@@ -12,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+# Kueue's Configuration selects team namespaces by it as much: catalog holds it for both.
+from catalog.kueue_config import QUEUE_ENFORCED_LABEL as QUEUE_ENFORCED_LABEL
+
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpu-portal"
 TENANT_LABEL = "gpu-portal.io/tenant"
@@ -32,7 +35,6 @@ KEEP_BINDING_LABEL = "gpu-portal.io/keep"
 # namespaces carry QUEUE_ENFORCED_LABEL: Kueue manages every Job and Pod there (with or without a
 # queue label) and its webhooks select them by it. A team cannot edit its namespace's labels.
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-QUEUE_ENFORCED_LABEL = "gpu-portal.io/queue-enforced"
 LOCAL_QUEUE = "default"  # the name also makes Kueue label unlabelled jobs and pods with it
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

@@ -119,6 +119,9 @@ class TenantSpec:
     queue_held: bool = False
     # Kueue fair sharing: the team's weight among queues that want more than their nominal
     fair_share_weight: str = "1"
+    # (API group, resources) of the Kueue integrations on custom resources that are enabled and
+    # whose CRD the cluster serves (JobSets, PyTorchJobs, ...): members may create them
+    framework_apis: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def _meta(spec: TenantSpec, name: str, namespace: str | None = None, **extra) -> dict:
