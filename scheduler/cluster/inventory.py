@@ -92,8 +92,8 @@ def system_namespaces() -> set[str]:
 def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
     """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
     them, less what pods outside the teams hold. Idempotent; a pool whose capacity or outside
-    use changes gets one audit event. Every call to the API
-    server happens before the transaction: approvals never wait on the cluster for a pool lock."""
+    use changes gets one audit event. Every call to the API server happens before the
+    transaction (`read_cluster`): approvals never wait on the cluster for a pool lock."""
     return record_inventory(read_cluster(kube), cluster_name=cluster_name)
 
 
