@@ -92,11 +92,13 @@ class PoolAdmin(ServiceAdmin):
         "max_grant_days",
         "idle_threshold_pct",
         "source",
+        "outside_use",
         "updated_at",
     ]
     list_filter = ["source", "lend_idle"]
     list_editable = ["overcommit_ratio", "borrowing_limit", "lend_idle"]
-    readonly_fields = ["source", "updated_at"]
+    # the inventory sync's reading of the cluster, not the platform team's to set
+    readonly_fields = ["source", "outside_use", "outside_namespaces", "updated_at"]
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         field = super().formfield_for_dbfield(db_field, request, **kwargs)

@@ -115,6 +115,14 @@ class Pool(IdlePolicyFields):
         help_text="Approvals may grant up to capacity × ratio",
     )
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    # What pods outside the teams' namespaces hold of the nodes' units when the inventory last
+    # synced (scheduler/cluster/outside_use.py): `capacity` is already without them.
+    outside_use = models.PositiveIntegerField(
+        default=0, help_text="Units pods outside the teams' namespaces hold (not in capacity)"
+    )
+    outside_namespaces = models.JSONField(
+        default=dict, blank=True, help_text="Namespace -> units its pods hold, outside the teams"
+    )
     # Kueue cohort policy: what one team may borrow of what others leave idle, and whether
     # teams lend their own idle units (taken back by preemption when the lender needs them).
     borrowing_limit = models.PositiveIntegerField(
@@ -158,6 +166,11 @@ class Pool(IdlePolicyFields):
 
     def __str__(self) -> str:
         return f"pool {self.resource_class.slug}: {self.capacity}"
+
+    @property
+    def offered(self) -> int:
+        """Units the nodes offer, those used outside the portal included."""
+        return self.capacity + self.outside_use
 
     @property
     def grantable(self) -> int:

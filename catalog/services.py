@@ -23,6 +23,8 @@ POOL_FIELDS = [
     "capacity",
     "overcommit_ratio",
     "source",
+    "outside_use",
+    "outside_namespaces",
     "borrowing_limit",
     "lend_idle",
     "reclaim_grace_s",
@@ -209,7 +211,8 @@ def set_pool(*, actor, resource_class: ResourceClass, **changes: Unpack[PoolChan
         pool, _ = Pool.objects.select_for_update().get_or_create(resource_class=resource_class)
         before = audit.snapshot(pool, POOL_FIELDS)
         if capacity is not None:
-            pool.capacity = capacity
+            # a capacity set by hand is the whole of it (the next inventory sync sets it again)
+            pool.capacity, pool.outside_use, pool.outside_namespaces = capacity, 0, {}
             pool.source = Pool.Source.MANUAL
         if overcommit_ratio is not None:
             pool.overcommit_ratio = overcommit_ratio

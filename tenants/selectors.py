@@ -4,7 +4,7 @@ pages, the API and the CLI show the same quota lines, pools and tokens."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Q, Sum
@@ -174,10 +174,27 @@ class PoolLine:
     overcommit_ratio: float
     grantable: int
     granted: int
+    outside_use: int = 0  # units pods outside the teams hold (not in capacity)
+    outside_namespaces: dict[str, int] = field(default_factory=dict)
 
     @property
     def free(self) -> int:
         return max(0, self.grantable - self.granted)
+
+    @property
+    def shortfall(self) -> int:
+        """Units granted beyond what may be: the pool shrank under grants already made (use
+        outside the portal grew, a node left). The grants stand; new asks are refused."""
+        return max(0, self.granted - self.grantable)
+
+    @property
+    def offered(self) -> int:
+        return self.capacity + self.outside_use
+
+    @property
+    def outside_said(self) -> str:
+        """`serving (2), ml-ops (1)`: the namespaces using it outside the portal."""
+        return ", ".join(f"{ns} ({n})" for ns, n in sorted(self.outside_namespaces.items()))
 
 
 def pooled_class_slugs() -> set[str]:
@@ -209,6 +226,8 @@ def pool_summary(now: datetime | None = None) -> list[PoolLine]:
                 overcommit_ratio=float(pool.overcommit_ratio) if pool else 1.0,
                 grantable=pool.grantable if pool else 0,
                 granted=granted.get(rc.pk, 0),
+                outside_use=pool.outside_use if pool else 0,
+                outside_namespaces=dict(pool.outside_namespaces or {}) if pool else {},
             )
         )
     return lines

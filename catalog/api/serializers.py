@@ -19,6 +19,8 @@ class PoolSerializer(serializers.ModelSerializer):
             "overcommit_ratio",
             "grantable",
             "source",
+            "outside_use",
+            "outside_namespaces",
             "borrowing_limit",
             "lend_idle",
             "reclaim_grace_s",

@@ -177,7 +177,8 @@ def queue(request):
 def queue_page(request, *, status=200, selected=(), comment="", comment_error="", row_errors=None):
     now = timezone.now()
     filters = QueueFilters.from_query(request.GET)
-    free = {line.resource_class.pk: line.free for line in pool_summary()}
+    pools = pool_summary()
+    free = {line.resource_class.pk: line.free for line in pools}
     asks = list(pending_asks(filters, now))
     rows = group_rows(sort_rows(queue_rows(asks, free=free, now=now), filters.sort))
     query = request.GET.copy()
@@ -210,6 +211,7 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
         "comment": comment,
         "comment_error": comment_error,
         "query": query.urlencode(),
+        "shortfalls": [line for line in pools if line.shortfall],
     }
     return render(request, "console/queue.html", context, status=status)
 

@@ -169,11 +169,13 @@ def capacity(request):
     mark_reshapes(nodes)
     mark_places(nodes)
     taint_keys = {t["key"] for t in settings.GPU_NODE_TOLERATIONS if t.get("key")}
+    pools = pool_summary()
     return render(
         request,
         "console/capacity.html",
         {
-            "pools": pool_summary(),
+            "pools": pools,
+            "shortfalls": [line for line in pools if line.shortfall],
             "nodes": nodes,
             "colours": colours,
             "cluster": Cluster.objects.first(),

@@ -16,7 +16,7 @@ from catalog.services import ensure_resource_classes
 from core import audit
 from core.errors import InvalidTransition
 from core.permissions import require_platform_admin
-from scheduler.cluster import node_offers
+from scheduler.cluster import node_offers, outside_use
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, PodAllocation
 from scheduler.cluster.render.labels import TENANT_LABEL
@@ -51,25 +51,68 @@ NODE_FIELDS = [
 ]
 
 
-def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
-    """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
-    them. Idempotent; a pool whose capacity changes gets one audit event. Every call to the API
-    server happens before the transaction: approvals never wait on the cluster for a pool lock."""
+@dataclass(frozen=True)
+class ClusterReading:
+    """What one sync reads of the cluster, all of it before any transaction."""
+
+    nodes: list[node_offers.NodeInfo]  # GPU nodes only
+    pods: list[node_offers.PodInfo]  # pods holding GPUs
+    namespaces: dict[str, str | None]  # tenant namespace -> its tenant label
+    api_server: str = ""
+    server_version: str = ""
+
+
+def read_cluster(kube: KubeGateway) -> ClusterReading:
     labels_by_model = configured_product_labels()
     levels = set(settings.GPU_TOPOLOGY_LEVELS.values())
     nodes = [node_offers.parse_node(n, labels_by_model, levels) for n in kube.list("Node")]
-    gpu_nodes = [n for n in nodes if n.gpu_model]
-    pods = [p for p in map(node_offers.parse_gpu_pod, kube.list("Pod")) if p is not None]
-    namespaces = {
-        ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
-        for ns in kube.list("Namespace", label_selector=TENANT_LABEL)
+    return ClusterReading(
+        nodes=[n for n in nodes if n.gpu_model],
+        pods=[p for p in map(node_offers.parse_gpu_pod, kube.list("Pod")) if p is not None],
+        namespaces={
+            ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
+            for ns in kube.list("Namespace", label_selector=TENANT_LABEL)
+        },
+        api_server=kube.api.configuration.host,
+        server_version=kube.server_version(),
+    )
+
+
+def system_namespaces() -> set[str]:
+    """The platform's own namespaces: GPU pods there are not counted as used outside the
+    portal (scheduler/cluster/outside_use.py says why)."""
+    return {
+        outside_use.KUBE_SYSTEM,
+        settings.PLATFORM_NAMESPACE,
+        settings.GPU_OPERATOR_NAMESPACE,
+        settings.CLUSTER_DNS_NAMESPACE,
     }
-    api_server = kube.api.configuration.host
-    server_version = kube.server_version()
+
+
+def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
+    """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
+    them, less what pods outside the teams hold. Idempotent; a pool whose capacity or outside
+    use changes gets one audit event. Every call to the API server happens before the
+    transaction (`read_cluster`): approvals never wait on the cluster for a pool lock."""
+    return record_inventory(read_cluster(kube), cluster_name=cluster_name)
+
+
+POOL_SYNCED_FIELDS = ("capacity", "source", "outside_use", "outside_namespaces")
+
+
+def record_inventory(reading: ClusterReading, *, cluster_name: str = "local") -> InventorySync:
+    """Write what `read_cluster` read: the nodes, the pods holding GPUs, and each pool's
+    capacity, the nodes' units less those used outside the portal."""
+    gpu_nodes = reading.nodes
     result = InventorySync()
     now = timezone.now()
     ensure_resource_classes(sorted({n.gpu_model for n in gpu_nodes}))
-    capacities = node_offers.pool_capacities(gpu_nodes)
+    sizes = outside_use.pool_sizes(
+        gpu_nodes,
+        reading.pods,
+        tenant_namespaces=reading.namespaces.keys(),
+        system_namespaces=system_namespaces(),
+    )
     with transaction.atomic():
         cluster, _ = Cluster.objects.select_for_update().get_or_create(name=cluster_name)
         known = {n.name: n for n in Node.objects.filter(cluster=cluster)}
@@ -95,26 +138,30 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
             .select_related("resource_class")
             .order_by("resource_class_id")
         ):
-            capacity = capacities.get(pool.resource_class.slug, 0)
-            if pool.capacity == capacity and pool.source == Pool.Source.CLUSTER:
+            size = sizes.get(pool.resource_class.slug, outside_use.PoolSize(0))
+            after = {
+                "capacity": size.capacity,
+                "source": Pool.Source.CLUSTER,
+                "outside_use": size.outside_units,
+                "outside_namespaces": size.outside,
+            }
+            before = {f: getattr(pool, f) for f in POOL_SYNCED_FIELDS}
+            if before == after:
                 continue
-            before = {"capacity": pool.capacity, "source": pool.source}
-            result.pools_changed[pool.resource_class.slug] = (pool.capacity, capacity)
-            pool.capacity, pool.source = capacity, Pool.Source.CLUSTER
-            pool.save(update_fields=["capacity", "source", "updated_at"])
+            result.pools_changed[pool.resource_class.slug] = (pool.capacity, size.capacity)
+            for f, v in after.items():
+                setattr(pool, f, v)
+            pool.save(update_fields=[*POOL_SYNCED_FIELDS, "updated_at"])
+            # Grants already made stand when outside use grows past what was free: the
+            # console warns of the shortfall (tenants.selectors.PoolLine.shortfall).
             audit.record(
-                actor=None,
-                verb="pool.synced",
-                obj=pool,
-                tenant=None,
-                before=before,
-                after={"capacity": capacity, "source": pool.source},
+                actor=None, verb="pool.synced", obj=pool, tenant=None, before=before, after=after
             )
-        _sync_allocations(cluster, pods, namespaces, now)
+        _sync_allocations(cluster, reading.pods, reading.namespaces, now)
         cluster.last_sync_at = now
         cluster.last_sync_error = ""
-        cluster.api_server = api_server
-        cluster.server_version = server_version
+        cluster.api_server = reading.api_server
+        cluster.server_version = reading.server_version
         cluster.save()
     return result
 

@@ -147,12 +147,17 @@ def unguarded_gpu_nodes(nodes: Iterable, gpu_taint_keys: set[str]) -> dict[str, 
     return out
 
 
+def offers_capacity(node: NodeInfo) -> bool:
+    """Whether a node's GPUs count in the pools: cordoned, NotReady or health-tainted nodes take
+    no new work, so approvals must not count on them."""
+    return node.schedulable and node.ready and not node.health_tainted
+
+
 def pool_capacities(nodes: list[NodeInfo]) -> dict[str, int]:
-    """Capacity per class slug: what schedulable, ready nodes offer (cordoned, NotReady or
-    health-tainted nodes take no new work, so approvals must not count on them)."""
+    """Units per class slug that the nodes counting in the pools offer (`offers_capacity`)."""
     total: Counter = Counter()
     for node in nodes:
-        if node.schedulable and node.ready and not node.health_tainted:
+        if offers_capacity(node):
             total.update(node.units)
     return dict(total)
 
