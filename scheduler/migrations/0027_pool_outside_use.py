@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0025_node_taints'),
+        ('scheduler', '0026_workloads_made_outside_the_portal'),
     ]
 
     operations = [
