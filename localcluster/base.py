@@ -1,8 +1,9 @@
 """What every part of the local cluster stands on: where its state lives, its ports, its error,
-the log line, openssl, an HTTP probe and the admin's API client.
+the log line, openssl, a webhook server's cert, an HTTP probe and the admin's API client.
 
-`cluster` (the processes) and `kueue` (Kueue's CRDs, cert and webhooks) both need these; with
-them here, `cluster` imports `kueue` and `kueue` imports only this module, so there is no loop.
+`cluster` (the processes), `kueue` and `jobset` (their CRDs, certs and webhooks) all need these;
+with them here, `cluster` imports `kueue` and `jobset`, and neither imports `cluster` or the
+other, so there is no loop.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def kueue_ports() -> tuple[int, int, int]:
     return api_port() + 3, api_port() + 4, api_port() + 5
 
 
+def jobset_ports() -> tuple[int, int, int]:
+    """The JobSet controller's webhook, health probe and metrics ports, after Kueue's."""
+    return api_port() + 6, api_port() + 7, api_port() + 8
+
+
 def server_url() -> str:
     return f"https://127.0.0.1:{api_port()}"
 
@@ -59,6 +65,32 @@ def openssl(*args: str) -> None:
     )
     if res.returncode != 0:
         raise ClusterError(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
+
+
+def ensure_serving_cert(cert_dir: Path, common_name: str) -> None:
+    """tls.crt/tls.key in cert_dir for a local webhook server: RSA, IP SAN 127.0.0.1, signed by
+    the cluster CA (the caBundle of its webhook configurations); made once, again if the CA is
+    newer."""
+    cert, ca = cert_dir / "tls.crt", PKI / "ca.crt"
+    if cert.is_file() and cert.stat().st_mtime >= ca.stat().st_mtime:
+        return
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    ext = cert_dir / "tls.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    )
+    key, csr, crt = cert_dir / "tls.key", cert_dir / "tls.csr", cert_dir / "tls.crt.tmp"
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+        "-subj", f"/CN={common_name}",
+    )  # fmt: skip
+    openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca),
+        "-CAkey", str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
+        "-extfile", str(ext), "-out", str(crt),
+    )  # fmt: skip
+    crt.replace(cert)  # last: its presence means the pair is complete
 
 
 def http_ok(url: str, token: str | None = None, timeout: float = 2) -> bool:

@@ -27,6 +27,9 @@ KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.8.0"  # its consts.KubeVersion is 1.36.1
 KUEUE_VERSION = "v0.19.2"
+# The JobSet controller: the version Kueue v0.19.2's go.mod pins (its JobSet integration is
+# built and tested against it).
+JOBSET_VERSION = "v0.12.0"
 # Helm, for `helm lint` / `helm template` of the chart in deploy/helm (not a cluster component,
 # but built and cached the same way so make test needs no download but Go modules). Helm 4 reads
 # the Kubernetes version it assumes from its client-go's build info: no ldflags needed for it.
@@ -132,6 +135,26 @@ def kueue_component(version: str, go_version: str = "1.26.0") -> Component:
     )
 
 
+def jobset_component(version: str = JOBSET_VERSION) -> Component:
+    """The JobSet controller (its main package is the module root, as its Makefile builds
+    main.go), its CRD and webhook manifest (with the kustomize patches that scope the pod
+    webhooks to JobSet's pods) copied beside it. No source edit: every path it reads (webhook
+    and metrics certs) is settable in its Configuration."""
+    return Component(
+        tag=f"jobset-{version}",
+        module="sigs.k8s.io/jobset",
+        version=version,
+        packages={"jobset": "sigs.k8s.io/jobset"},
+        ldflags=f"-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion={version}",
+        assets={
+            "config/components/crd/bases/*.yaml": "crds",
+            "config/components/webhook/manifests.yaml": "webhook",
+            "config/components/webhook/kustomization.yaml": "webhook",
+            "config/components/webhook/patches/*.yaml": "webhook/patches",
+        },
+    )
+
+
 def components() -> list[Component]:
     staging_version = "v0." + KUBERNETES_VERSION.split(".", 1)[1]
     k8s_cmds = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
@@ -158,6 +181,7 @@ def components() -> list[Component]:
             tags="grpcnotrace",
         ),
         kueue_component(KUEUE_VERSION),
+        jobset_component(),
         Component(
             tag=f"helm-{HELM_VERSION}",
             module="helm.sh/helm/v4",

@@ -1,4 +1,4 @@
-"""Start, stop and inspect the local control plane: etcd, kube-apiserver, Kueue,
+"""Start, stop and inspect the local control plane: etcd, kube-apiserver, JobSet, Kueue,
 controller-manager, scheduler, kwok and the GPU simulator, as detached processes with pid files.
 
 Everything lives under <repo>/.local/cluster (state, logs, pids, PKI); the admin kubeconfig is
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from . import build, fleet, kueue
+from . import build, fleet, jobset, kueue
 from .base import (  # noqa: F401 (cluster.X is how callers and tests name these)
     KUBECONFIG,
     LOCAL_DIR,
@@ -37,6 +37,7 @@ from .base import (  # noqa: F401 (cluster.X is how callers and tests name these
     api_port,
     etcd_ports,
     http_ok,
+    jobset_ports,
     kueue_ports,
     log,
     openssl,
@@ -64,6 +65,10 @@ def _code_version(comp: Component) -> str:
     if comp.name == "kueue":
         # its configuration is made by code (kueue.config), not read from a checked-in file
         config = json.dumps([kueue.config(), kueue.FEATURE_GATES], sort_keys=True)
+        return hashlib.sha256(config.encode()).hexdigest()[:16]
+    if comp.name == "jobset":
+        # likewise (jobset.config), and its flags
+        config = json.dumps([jobset.config(), comp.argv], sort_keys=True)
         return hashlib.sha256(config.encode()).hexdigest()[:16]
     if comp.name != "gpu-simulator":
         return ""
@@ -221,6 +226,9 @@ def _free_ports(comp: Component) -> None:
         "kueue": dict(
             zip(("Kueue webhook", "Kueue health", "Kueue metrics"), kueue_ports(), strict=True)
         ),
+        "jobset": dict(
+            zip(("JobSet webhook", "JobSet health", "JobSet metrics"), jobset_ports(), strict=True)
+        ),
     }.get(comp.name, {})
     for what, port in ports.items():
         if _port_open(port):
@@ -275,7 +283,7 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     specs = component_specs(bins)
     _follow_new_stack(specs)
     api_comp = next(c for c in specs if c.name == "kube-apiserver")
-    kueue_proc = None
+    kueue_proc = jobset_proc = None
     for comp in specs:
         if running_pid(comp) is not None:
             if not _stale(comp):
@@ -293,6 +301,16 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
             finally:
                 api.close()
             log(f"applied Kueue's CRDs and webhooks in {time.monotonic() - prep:.1f} s")
+        elif comp.name == "jobset":
+            # Its CRD (before Kueue starts), cert, config and webhooks.
+            wait_until("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
+            prep = time.monotonic()
+            api = api_client()
+            try:
+                jobset.prepare(api)
+            finally:
+                api.close()
+            log(f"applied JobSet's CRD and webhooks in {time.monotonic() - prep:.1f} s")
         log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
@@ -301,6 +319,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
             wait_until("kube-apiserver /readyz", apiserver_ready, comp, 120, proc)
         elif comp.name == "kueue":
             kueue_proc = proc  # waited for below: its start overlaps the fleet's
+        elif comp.name == "jobset":
+            jobset_proc = proc  # likewise
     if not apiserver_ready():
         wait_until("kube-apiserver /readyz", apiserver_ready, api_comp, 120)
     api = api_client()
@@ -312,6 +332,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     kueue_comp = next(c for c in specs if c.name == "kueue")
     wait_until("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
     wait_until("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
+    jobset_comp = next(c for c in specs if c.name == "jobset")
+    wait_until("JobSet /readyz", jobset.ready, jobset_comp, 120, jobset_proc)
     log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"
@@ -345,8 +367,8 @@ def reset() -> None:
 
 
 def status() -> int:
-    """Print what runs; exit code 0 when everything runs and the API server and Kueue are
-    ready."""
+    """Print what runs; exit code 0 when everything runs and the API server, Kueue and JobSet
+    are ready."""
     ok = True
     for comp in component_specs(build.binaries()):
         pid = running_pid(comp)
@@ -363,6 +385,13 @@ def status() -> int:
     print(
         f"{'kueue webhooks':24} {'ready' if kueue_ready else 'not ready'} (webhooks :{webhook}, "
         f"/readyz :{health}, metrics :{metrics}, config {kueue.CONFIG})"
+    )
+    webhook, health, metrics = jobset_ports()
+    jobset_ready = jobset.ready()
+    ok &= jobset_ready
+    print(
+        f"{'jobset webhooks':24} {'ready' if jobset_ready else 'not ready'} (webhooks :{webhook}, "
+        f"/readyz :{health}, metrics :{metrics}, config {jobset.CONFIG})"
     )
     print(
         f"{'binaries':24} {'built' if build.all_built() else 'not built'} "

@@ -1,6 +1,6 @@
 """What the local control plane runs: each component's command line (etcd, kube-apiserver,
-Kueue, controller-manager, scheduler, kwok, the GPU simulator), the scheduler's configuration,
-and the files whose change makes `up` restart a running component."""
+JobSet, Kueue, controller-manager, scheduler, kwok, the GPU simulator), the scheduler's
+configuration, and the files whose change makes `up` restart a running component."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from catalog import facts
 
-from . import kueue
+from . import jobset, kueue
 from .base import (
     KUBECONFIG,
     PACKAGE_DIR,
@@ -105,6 +105,10 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
                 "--v=1",
             ],
         ),
+        # Before Kueue, so that Kueue finds the JobSet CRD at start (it would otherwise set its
+        # JobSet integration up once the CRD appears). Its webhooks see JobSets and, of pods,
+        # only JobSet's own.
+        Component("jobset", jobset.argv(bins["jobset"])),
         # Right after the API server: `down` stops it before the API server, and its webhooks
         # gate nothing outside namespaces labelled gpu-portal.io/queue-enforced=true.
         Component("kueue", kueue.argv(bins["kueue"]), env=kueue.env()),
