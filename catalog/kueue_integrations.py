@@ -58,6 +58,9 @@ FRAMEWORKS: dict[str, Framework] = {
     )
 }
 DEFAULT: tuple[str, ...] = ("batch/job", "pod", "deployment", "statefulset")
+# The local cluster runs JobSet's controller too (localcluster/jobset.py): its portal and its
+# Kueue enable it unless KUEUE_INTEGRATIONS says otherwise.
+LOCAL_CLUSTER: tuple[str, ...] = (*DEFAULT, "jobset.x-k8s.io/jobset")
 # What the portal itself submits (Jobs, Deployments) and what a team may create bare (Pods):
 # without them those would run beside the queue, not through it.
 REQUIRED: tuple[str, ...] = ("batch/job", "pod", "deployment")
@@ -69,9 +72,11 @@ def parse(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for name in names if name))
 
 
-def from_env(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """`KUEUE_INTEGRATIONS` as the local cluster reads it (unset or empty: the default)."""
-    return parse(environ.get(ENV) or "") or DEFAULT
+def from_env(
+    environ: Mapping[str, str], default: tuple[str, ...] = LOCAL_CLUSTER
+) -> tuple[str, ...]:
+    """`KUEUE_INTEGRATIONS` as the local cluster reads it (unset or empty: `default`)."""
+    return parse(environ.get(ENV) or "") or default
 
 
 def problems(names: Iterable[str]) -> list[str]:

@@ -48,7 +48,7 @@ QUEUE_ENFORCED_LABEL = kueue_config.QUEUE_ENFORCED_LABEL
 TENANT_SELECTOR = kueue_config.TENANT_SELECTOR
 
 # The (API group, resource) of the integrations the local cluster can run (Kubernetes' own
-# kinds: no JobSet, Kubeflow or KubeRay controller runs here): their webhook entries get
+# kinds and JobSet: no Kubeflow or KubeRay controller runs here): their webhook entries get
 # TENANT_SELECTOR. "deployment" and "statefulset" implicitly enable "pod" only for their own
 # pods (v0.19: ImplicitlyEnabledFrameworkNames); the default lists it, so bare pods are
 # queued too.
@@ -57,6 +57,7 @@ WORKLOAD_RESOURCES = {
     ("", "pods"),
     ("apps", "deployments"),
     ("apps", "statefulsets"),
+    ("jobset.x-k8s.io", "jobsets"),  # its controller runs here too (jobset.py)
 }
 KUEUE_GROUP = "kueue.x-k8s.io"
 

@@ -5,6 +5,8 @@ from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
+from catalog import kueue_integrations
+
 from .celery_settings import *  # noqa: F403 - the Celery settings (broker, routes, beat)
 from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
 from .environment import BASE_DIR, env
@@ -403,9 +405,7 @@ KUEUE_PODS_READY_BLOCK_ADMISSION = env.bool("KUEUE_PODS_READY_BLOCK_ADMISSION", 
 # Kueue names them): the four on Kubernetes' own kinds, plus those of projects the platform team
 # installed (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, ray.io/rayjob, ...), whose kinds
 # team members may then create. Checked at start-up (scheduler.E006; catalog/kueue_integrations.py).
-KUEUE_INTEGRATIONS = env.list(
-    "KUEUE_INTEGRATIONS", default=["batch/job", "pod", "deployment", "statefulset"]
-)
+KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.DEFAULT))
 # Where the running Kueue keeps its Configuration (its Helm chart's and release manifests'
 # ConfigMap, key controller_manager_config.yaml): read to check the keys above hold.
 KUEUE_CONFIG_NAMESPACE = env("KUEUE_CONFIG_NAMESPACE", default="kueue-system")

@@ -1,6 +1,8 @@
 import hashlib
 import os
 
+from catalog import kueue_integrations
+
 from .base import *  # noqa: F403
 from .base import BASE_DIR, env
 
@@ -37,3 +39,6 @@ CACHES = {
 }
 WORKLOAD_IMAGE_ALLOWLIST = ["*"]  # tests that need an allow-list set one
 WORKER_METRICS_PORT = 0  # the tests' workers serve no metrics; tests that need it set a port
+
+# The local cluster runs JobSet's controller: its Kueue queues JobSets, so team Roles may make them.
+KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.LOCAL_CLUSTER))
