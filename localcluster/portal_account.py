@@ -10,13 +10,14 @@ reports) uses the admin.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from pathlib import Path
 
 import yaml
 
-from . import build, cluster
+from . import build, cluster, kueue
 
 CHART = Path(__file__).resolve().parents[1] / "deploy" / "helm" / "gpu-portal"
 REQUIRED_VALUES = CHART.parent / "check-values" / "required.yaml"
@@ -53,6 +54,10 @@ def rendered_rbac() -> list[dict]:
     helm = str(build.ensure_built(verbose=False)["helm"])
     args = [helm, "template", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE]
     args += ["-f", str(REQUIRED_VALUES), "--set", f"gpuOperator.namespace={GPU_OPERATOR_NAMESPACE}"]
+    # the integrations the local cluster's Kueue runs (JobSet's among them): the account may
+    # read their CRDs, as an install that enables them would set kueue.integrations
+    integrations = json.dumps(list(kueue.frameworks()))
+    args += ["--set-json", f"kueue.integrations={integrations}"]
     for template in RBAC_TEMPLATES:
         args += ["--show-only", template]
     return [doc for doc in yaml.safe_load_all(_run(args)) if doc]

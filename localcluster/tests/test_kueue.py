@@ -283,15 +283,16 @@ def test_workload_webhooks_only_select_tenant_namespaces(kube_cluster):
         *adm.read_validating_webhook_configuration(kueue.VALIDATING).webhooks,
     ]
     by_name = {h.name: h for h in hooks}
-    workload_kinds = ("job", "pod", "deployment", "statefulset")
+    workload_kinds = ("job", "pod", "deployment", "statefulset", "jobset")
     for name in (f"{prefix}{kind}" for kind in workload_kinds for prefix in "mv"):
         hook = by_name[f"{name}.kb.io"]
         assert hook.namespace_selector.match_labels == {kueue.QUEUE_ENFORCED_LABEL: "true"}
         assert hook.failure_policy == "Fail"
         assert hook.client_config.url.startswith("https://127.0.0.1:")
-    # Kueue's own kinds keep their rules; integrations not enabled are not installed.
+    # Kueue's own kinds keep their rules; integrations no controller runs for here are not
+    # installed (JobSet's is: localcluster/jobset.py)
     assert {"mclusterqueue.kb.io", "vworkload.kb.io", "vcohort.kb.io"} <= set(by_name)
-    assert not {"mjobset.kb.io", "vraycluster.kb.io", "mleaderworkerset.kb.io"} & set(by_name)
+    assert not {"vraycluster.kb.io", "mleaderworkerset.kb.io"} & set(by_name)
 
 
 def test_unlabelled_job_is_suspended_admitted_and_runs_on_h100(

@@ -113,9 +113,11 @@ def test_it_reads_kueues_configuration_and_no_other_config_map_there(portal_kube
     assert not can_i("get", "configmaps", "kueue-system", "something-else")
     assert not can_i("list", "configmaps", "kueue-system")
     assert not can_i("patch", "configmaps", "kueue-system", "kueue-manager-config")
-    # the ClusterQueue CRD (support.py); the default integrations have no CRD of their own
+    # the ClusterQueue CRD (support.py) and those of the integrations enabled (the local
+    # cluster's: JobSet), no other
     assert can_i("get", "customresourcedefinitions", None, "clusterqueues.kueue.x-k8s.io")
-    assert not can_i("get", "customresourcedefinitions", None, "jobsets.jobset.x-k8s.io")
+    assert can_i("get", "customresourcedefinitions", None, "jobsets.jobset.x-k8s.io")
+    assert not can_i("get", "customresourcedefinitions", None, "rayjobs.ray.io")
 
 
 def test_it_writes_its_own_cluster_objects_by_name_only(portal_kubeconfig):

@@ -300,7 +300,7 @@ def test_the_holds_on_a_teams_queue_hold_for_kubectl_work_as_for_the_portals(
             (w["metadata"]["name"], w.get("status", {}).get("conditions"))
             for w in kube.list("KueueWorkload", tenant.namespace)
         ]
-        raise AssertionError(f"{exc}; cq {cq.get('status')}; Kueue's {queue}") from None
+        raise AssertionError(f"{exc}; Kueue's {queue[::-1]}") from None
     wait_for(
         "the portal sees it stopped",
         lambda: (

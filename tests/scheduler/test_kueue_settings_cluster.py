@@ -32,7 +32,7 @@ def test_the_portal_reads_the_local_kueues_configuration_and_finds_nothing_missi
     verdict = kube.kueue_settings.verdict(fresh=True)  # as the chart's ServiceAccount
 
     assert verdict.missing == (), [m.detail for m in verdict.missing]
-    assert verdict.usable == kueue_integrations.DEFAULT
+    assert verdict.usable == kueue_integrations.LOCAL_CLUSTER  # JobSet's CRD is installed
     assert kueue_settings.remembered() == verdict.as_dict()
 
 

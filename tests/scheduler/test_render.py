@@ -493,6 +493,7 @@ def test_a_suspended_tenant_queue_is_drained_and_a_held_one_admits_nothing_new()
     objs = by_key(render_tenant(spec(queue_lines=LINES, active=False)))
     cq = objs[("ClusterQueue", "tenant-team-a")]
     assert cq["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert objs[("LocalQueue", "default")]["spec"]["stopPolicy"] == "HoldAndDrain"
     quotas = [
         r["nominalQuota"]
         for g in cq["spec"]["resourceGroups"]

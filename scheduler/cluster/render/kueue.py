@@ -22,13 +22,8 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
     # Only what the team may use: a flavor or resource it has no quota of and may not borrow
     # is left out (Kueue then never admits work asking for it, as with a zero line), which
     # keeps a queue small on a fleet of many models and profiles.
-    # A suspended team keeps its lines at zero: with the flavors its admitted work holds gone
-    # from the queue, Kueue does not evict that work for HoldAndDrain (seen on the local
-    # cluster, tests/scheduler/test_following_cluster.py), and it would run on.
     usable = [
-        line if spec.active else QueueLine(line.flavor, line.resource_name, 0, 0, line.lend)
-        for line in spec.queue_lines
-        if line.nominal or line.borrowing_limit
+        line for line in spec.queue_lines if spec.active and (line.nominal or line.borrowing_limit)
     ]
     gpu_names = sorted({line.resource_name for line in usable})
     by_flavor: dict[str, dict[str, QueueLine]] = {}
@@ -96,15 +91,16 @@ def render_cluster_queue(spec: TenantSpec, namespace: str) -> dict:
 
 def render_local_queue(spec: TenantSpec, namespace: str) -> dict:
     """The queue the team submits to; `Hold` stops new admissions (work already running goes
-    on), e.g. while the team is over budget."""
+    on), e.g. while the team is over budget; a suspended team's drains, as its ClusterQueue
+    does. Both say so: Kueue evicts from the one whose change it reads first, and a queue
+    moving from `Hold` to `None` while the ClusterQueue moves to `HoldAndDrain` left running
+    work running on the local cluster."""
+    policy = "HoldAndDrain" if not spec.active else "Hold" if spec.queue_held else "None"
     return {
         "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
         "metadata": _meta(spec, LOCAL_QUEUE, namespace),
-        "spec": {
-            "clusterQueue": namespace,
-            "stopPolicy": "Hold" if spec.queue_held else "None",
-        },
+        "spec": {"clusterQueue": namespace, "stopPolicy": policy},
     }
 
 
