@@ -308,3 +308,81 @@ def test_the_holds_on_a_teams_queue_hold_for_kubectl_work_as_for_the_portals(
             and Workload.objects.get(pk=running.pk).state in ("preempted", "queued")
         ),
     )
+
+
+def jobset(name, pods):
+    """A JobSet of one replicated Job of `pods` pods, each with one 3g slice."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": pods,
+                            "completions": pods,
+                            "backoffLimit": 0,
+                            "template": {"spec": pod_spec({MIG: 1})},
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def test_a_members_jobset_is_queued_within_the_grant_followed_and_cancelled(kube, team, world):
+    """The framework the local cluster runs (JobSet's controller, built from the module Kueue
+    v0.19.2 pins): a member may make JobSets; Kueue queues them on the team's grant (two
+    slices: one JobSet of two pods runs, the next waits), the portal follows each as one
+    workload and cancels it through the JobSet."""
+    tenant, mig, member = team
+    made_by(member, tenant, jobset("trainer", 2))
+    w = followed(kube, tenant, "JobSet trainer")
+    assert (w.kind, w.replicas, w.resources) == ("job", 2, {mig.slug: 1})
+    pods = workload_sync.workload_pods(kube, w)
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
+
+    made_by(member, tenant, jobset("next", 2))  # beyond the grant: Kueue holds it whole
+    waiting = followed(kube, tenant, "JobSet next", state="queued")
+    assert kube.get("JobSet", "next", tenant.namespace)["spec"]["suspend"] is True
+    assert not workload_sync.workload_pods(kube, waiting)
+
+    workloads.cancel_workload(actor=world.member, workload=w)
+    assert workload_sync.delete_from_cluster(kube, w.pk) is True
+    wait_for("the JobSet gone", lambda: kube.get("JobSet", "trainer", tenant.namespace) is None)
+    followed(kube, tenant, "JobSet next")  # its units free, the next one runs
+
+
+def test_a_members_statefulset_is_one_workload_and_is_given_back_by_scaling_to_zero(
+    kube, team, world
+):
+    tenant, mig, member = team
+    spec = {**pod_spec({MIG: 1}), "restartPolicy": "Always"}
+    spec.pop("terminationGracePeriodSeconds")
+    made_by(
+        member,
+        tenant,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "db",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": spec},
+            },
+        },
+    )
+    w = followed(kube, tenant, "StatefulSet db")
+    assert (w.kind, w.replicas, w.resources) == ("deployment", 2, {mig.slug: 1})
+    assert Workload.objects.filter(tenant=tenant).count() == 1
+    now = timezone.now()
+    step = Step(Action.SUSPEND, now - timedelta(hours=1), "its GPUs sat idle for an hour")
+    assert suspending.suspend_idle(kube, w.pk, step, now)
+    assert kube.get("StatefulSet", "db", tenant.namespace)["spec"]["replicas"] == 0
