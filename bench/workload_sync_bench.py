@@ -22,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
+from kubernetes import client
 
 from localcluster import cluster
 from scheduler.cluster.kube import KubeGateway
@@ -113,7 +114,10 @@ def _create(kube: KubeGateway, w: Workload) -> None:
         kube.create(_job(w.k8s_name, w.namespace, w.pk))
         return
     made = kube.create(_kubectl_object(w))
-    kube.create(_queue_workload(w, made))
+    # the gateway names Kueue's kind KueueWorkload (Workload is ambiguous); create it plainly
+    client.CustomObjectsApi(kube.api).create_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", w.namespace, "workloads", _queue_workload(w, made)
+    )
     Workload.objects.filter(pk=w.pk).update(k8s_uid=made["metadata"]["uid"])
 
 
