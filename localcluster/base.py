@@ -67,6 +67,24 @@ def openssl(*args: str) -> None:
         raise ClusterError(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
 
 
+def server_side_apply(api, path: str, body: dict, field_manager: str) -> None:
+    """PATCH an apply patch to `path` (the typed client's patch methods cannot send one;
+    call_api can); forced: the local cluster's own objects are its to set."""
+    api.call_api(
+        path,
+        "PATCH",
+        query_params=[("fieldManager", field_manager), ("force", "true")],
+        header_params={
+            "Content-Type": "application/apply-patch+yaml",
+            "Accept": "application/json",
+        },
+        body=body,
+        auth_settings=["BearerToken"],
+        response_type=None,  # the answer (the whole object) is read but not deserialized
+        _return_http_data_only=True,
+    )
+
+
 def ensure_serving_cert(cert_dir: Path, common_name: str) -> None:
     """tls.crt/tls.key in cert_dir for a local webhook server: RSA, IP SAN 127.0.0.1, signed by
     the cluster CA (the caBundle of its webhook configurations); made once, again if the CA is

@@ -37,6 +37,7 @@ from .base import (
     ensure_serving_cert,
     http_ok,
     jobset_ports,
+    server_side_apply,
 )
 
 GROUP = "jobset.x-k8s.io"
@@ -194,20 +195,7 @@ def webhook_configurations(comp: build.Component | None = None) -> list[dict]:
 
 
 def _apply(api: ApiClient, path: str, body: dict) -> None:
-    # The typed client's patch methods cannot send an apply patch; call_api can.
-    api.call_api(
-        path,
-        "PATCH",
-        query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-        header_params={
-            "Content-Type": "application/apply-patch+yaml",
-            "Accept": "application/json",
-        },
-        body=body,
-        auth_settings=["BearerToken"],
-        response_type=None,  # the answer (the whole object) is read but not deserialized
-        _return_http_data_only=True,
-    )
+    server_side_apply(api, path, body, FIELD_MANAGER)
 
 
 def _applied_digest(api: ApiClient) -> str:

@@ -35,9 +35,10 @@ from .base import (
     STATE_DIR,
     ClusterError,
     api_client,
+    ensure_serving_cert,
     http_ok,
     kueue_ports,
-    openssl,
+    server_side_apply,
 )
 
 # Set by the portal on every tenant namespace. Kueue manages Jobs, Pods, Deployments and
@@ -173,26 +174,7 @@ def config() -> dict:
 
 def ensure_cert() -> None:
     """A serving cert for 127.0.0.1 (IP SAN) signed by the cluster CA (once per CA)."""
-    cert, ca = CERT_DIR / "tls.crt", PKI / "ca.crt"
-    if cert.is_file() and cert.stat().st_mtime >= ca.stat().st_mtime:
-        return
-    CERT_DIR.mkdir(parents=True, exist_ok=True)
-    ext = CERT_DIR / "tls.ext"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
-    )
-    key, csr, crt = CERT_DIR / "tls.key", CERT_DIR / "tls.csr", CERT_DIR / "tls.crt.tmp"
-    openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-        "-subj", "/CN=kueue-localcluster",
-    )  # fmt: skip
-    openssl(
-        "x509", "-req", "-in", str(csr), "-CA", str(ca),
-        "-CAkey", str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
-        "-extfile", str(ext), "-out", str(crt),
-    )  # fmt: skip
-    crt.replace(cert)  # last: its presence means the pair is complete
+    ensure_serving_cert(CERT_DIR, "kueue-localcluster")
 
 
 def write_config() -> str:
@@ -354,20 +336,7 @@ def webhook_configurations(comp: build.Component | None = None) -> list[dict]:
 
 
 def _apply(api: ApiClient, path: str, body: dict) -> None:
-    # The typed client's patch methods cannot send an apply patch; call_api can.
-    api.call_api(
-        path,
-        "PATCH",
-        query_params=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-        header_params={
-            "Content-Type": "application/apply-patch+yaml",
-            "Accept": "application/json",
-        },
-        body=body,
-        auth_settings=["BearerToken"],
-        response_type=None,  # the answer (the whole object) is read but not deserialized
-        _return_http_data_only=True,
-    )
+    server_side_apply(api, path, body, FIELD_MANAGER)
 
 
 def served_resources(api: ApiClient) -> set[str]:

@@ -192,6 +192,19 @@ def _gone_or_done(remove, namespace: str, **options) -> None:
             raise
 
 
+def wait_for_quota(kube, namespace: str) -> None:
+    """Until the API server has counted the namespace's ResourceQuota (its status says `hard`):
+    before that, a pod the quota would admit may be refused."""
+    wait_for(
+        "quota status",
+        lambda: (
+            (kube.get("ResourceQuota", "gpu-portal-quota", namespace) or {})
+            .get("status", {})
+            .get("hard")
+        ),
+    )
+
+
 def h100_h200_team(world, kube, tenant_namespaces, prefix: str, name: str):
     """A fresh tenant allowed gpu-critical (one unit) and gpu-low, whose namespace is registered
     for clean-up, with pools of H100 3g.40gb slices and whole H200s; returns (tenant, mig, h200).

@@ -16,7 +16,13 @@ from scheduler.workloads.lifecycle.idle import Action, Step
 from scheduler.workloads.models import Workload
 from tenants.services.grants import grant_quota
 from tenants.services.tenants import add_member, update_tenant
-from tests.scheduler.cluster_helpers import as_user, h100_h200_team, restricted_pod, wait_for
+from tests.scheduler.cluster_helpers import (
+    as_user,
+    h100_h200_team,
+    restricted_pod,
+    wait_for,
+    wait_for_quota,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -30,14 +36,7 @@ def team(kube, kube_cluster, tenant_namespaces, world):
     add_member(actor=world.admin, tenant=tenant, username=world.member.username, role="member")
     grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     reconcile_tenant(kube, tenant.pk)
-    wait_for(
-        "quota status",
-        lambda: (
-            (kube.get("ResourceQuota", "gpu-portal-quota", tenant.namespace) or {})
-            .get("status", {})
-            .get("hard")
-        ),
-    )
+    wait_for_quota(kube, tenant.namespace)
     tenant.refresh_from_db()
     return tenant, mig, as_user(kube_cluster, world.member.username)
 

@@ -13,7 +13,7 @@ from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
-from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
+from tests.scheduler.cluster_helpers import h100_h200_team, wait_for, wait_for_quota
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -26,12 +26,7 @@ def team(kube, tenant_namespaces, world):
     grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=1)
     reconcile_tenant(kube, tenant.pk)
     ns = tenant_namespaces[-1]
-    wait_for(
-        "quota status",
-        lambda: (
-            (kube.get("ResourceQuota", "gpu-portal-quota", ns) or {}).get("status", {}).get("hard")
-        ),
-    )
+    wait_for_quota(kube, ns)
     return tenant, h200, ns
 
 

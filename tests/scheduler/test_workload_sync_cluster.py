@@ -15,7 +15,7 @@ from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
-from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
+from tests.scheduler.cluster_helpers import h100_h200_team, wait_for, wait_for_quota
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -29,14 +29,7 @@ def team(kube, tenant_namespaces, world):
     tenant, mig, _ = h100_h200_team(world, kube, tenant_namespaces, "ws", "Watched")
     grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     reconcile_tenant(kube, tenant.pk)
-    wait_for(
-        "quota status",
-        lambda: (
-            (kube.get("ResourceQuota", "gpu-portal-quota", tenant.namespace) or {})
-            .get("status", {})
-            .get("hard")
-        ),
-    )
+    wait_for_quota(kube, tenant.namespace)
     tenant.refresh_from_db()
     return tenant, mig
 

@@ -15,7 +15,7 @@ from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent
 from tenants.services.grants import grant_quota
-from tests.scheduler.cluster_helpers import h100_h200_team, wait_for
+from tests.scheduler.cluster_helpers import h100_h200_team, wait_for, wait_for_quota
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -27,14 +27,7 @@ def team(kube, tenant_namespaces, world):
     grant_quota(actor=world.admin, tenant=tenant, resource_class=mig, amount=2)
     grant_quota(actor=world.admin, tenant=tenant, resource_class=h200, amount=9)
     reconcile_tenant(kube, tenant.pk)
-    wait_for(
-        "quota status",
-        lambda: (
-            (kube.get("ResourceQuota", "gpu-portal-quota", tenant_namespaces[-1]) or {})
-            .get("status", {})
-            .get("hard")
-        ),
-    )
+    wait_for_quota(kube, tenant_namespaces[-1])
     tenant.refresh_from_db()
     return tenant, mig, h200
 
