@@ -18,7 +18,11 @@ def test_the_charts_file_is_what_manage_py_kueue_config_prints():
 
 def test_the_local_kueue_runs_with_the_same_fragment_and_its_gates_by_flag():
     config = local_kueue.config()
-    fragment = kueue_configuration(slices.UNIT_SLICES, feature_gates=False)
+    fragment = kueue_configuration(
+        slices.UNIT_SLICES,
+        feature_gates=False,
+        integrations=kueue_integrations.LOCAL_CLUSTER,  # JobSet's controller runs there too
+    )
     assert {k: config[k] for k in fragment} == fragment
     assert "featureGates" not in config  # given by flag: both together fail Kueue's start
     assert "SchedulingEquivalenceHashing=true" in local_kueue.FEATURE_GATES
@@ -33,9 +37,9 @@ def test_the_local_kueue_enforces_the_queue_from_the_fragment_not_a_copy(monkeyp
     config = local_kueue.config()
     assert config["manageJobsWithoutQueueName"] is True
     assert config["managedJobsNamespaceSelector"] == local_kueue.TENANT_SELECTOR
-    assert config["integrations"]["frameworks"] == list(kueue_integrations.DEFAULT)
+    assert config["integrations"]["frameworks"] == list(kueue_integrations.LOCAL_CLUSTER)
     # every integration it enables has its webhooks scoped to team namespaces
-    for name in kueue_integrations.DEFAULT:
+    for name in kueue_integrations.LOCAL_CLUSTER:
         framework = kueue_integrations.FRAMEWORKS[name]
         assert (framework.group, framework.resource) in local_kueue.WORKLOAD_RESOURCES
 

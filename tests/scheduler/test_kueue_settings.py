@@ -92,8 +92,14 @@ def test_integrations_parse_as_the_setting_and_the_local_cluster_read_them():
         "pod",
         "deployment",
     )
-    assert kueue_integrations.from_env({}) == kueue_integrations.DEFAULT
-    assert kueue_integrations.from_env({"KUEUE_INTEGRATIONS": ""}) == kueue_integrations.DEFAULT
+    # unset: the local cluster's (it runs JobSet's controller), or the default asked for
+    assert kueue_integrations.from_env({}) == kueue_integrations.LOCAL_CLUSTER
+    assert kueue_integrations.from_env({"KUEUE_INTEGRATIONS": ""}, kueue_integrations.DEFAULT) == (
+        kueue_integrations.DEFAULT
+    )
+    assert kueue_integrations.LOCAL_CLUSTER[: len(kueue_integrations.DEFAULT)] == (
+        kueue_integrations.DEFAULT
+    )
     assert kueue_integrations.from_env({"KUEUE_INTEGRATIONS": "batch/job,pod"}) == (
         "batch/job",
         "pod",
