@@ -201,3 +201,56 @@ def test_an_idle_deployment_is_scaled_to_zero_with_its_spec_kept_and_resumed(
     assert kube.get("Deployment", served.k8s_name, served.namespace)["spec"]["replicas"] == 1
     resumed = wait_state(kube, served, "running", timeout=90)
     assert resumed.resumed_at is not None and resumed.idle_since is None
+
+
+def test_a_members_idle_kubectl_job_is_given_back_by_the_same_pass(
+    kube, kube_cluster, tenant_namespaces, world, h100_mig, settings, dcgm, prometheus_server
+):
+    """Work made with kubectl, followed by the portal (lifecycle/following.py): the idle pass
+    finds its pods by owner, not by the portal's label, and suspends it through Kueue."""
+    from scheduler.workloads.lifecycle import watching
+    from tests.scheduler.cluster_helpers import as_user
+    from tests.scheduler.test_kueue_cluster import MIG, member_job
+
+    settings.PORTAL_INSTANCE = unique_slug("idlek")
+    settings.PROMETHEUS_URL = prometheus_server.url
+    settings.IDLE_USE_WINDOW = "30s"
+    settings.IDLE_CHECK_EVERY_S = 60
+    set_pool(
+        actor=world.admin,
+        resource_class=h100_mig,
+        idle_threshold_pct=5,
+        idle_warn_after_s=60,
+        idle_suspend_after_s=120,
+        idle_protect_s=0,
+    )
+    tenant = team(world, kube, tenant_namespaces, h100_mig, 1, prefix="idlek")
+    job = member_job("notebook", {MIG: 1})
+    job["metadata"]["namespace"] = tenant.namespace
+    as_user(kube_cluster, world.member.username).create(job)
+
+    def followed_running():
+        watching.sync_live_workloads(kube)
+        return Workload.objects.filter(tenant=tenant, owner_kind="Job", state="running").first()
+
+    w = wait_for("the kubectl job followed and running", followed_running, timeout=60)
+    pod = workload_sync.workload_pods(kube, w)[0]["metadata"]["name"]
+    dcgm.namespaces.add(w.namespace)
+    dcgm.util[(w.namespace, pod)] = Decimal("0.01")
+    deadline = time.monotonic() + 60
+    while (w.namespace, pod) not in prometheus.pod_utilisation(prometheus_server.url, window="30s"):
+        assert time.monotonic() < deadline, f"Prometheus never had the pod; {dcgm.last_error}"
+        time.sleep(0.5)
+
+    t0 = timezone.now()
+    idle_runs.give_back_idle_gpus(kube, now=t0)
+    warned = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=61))
+    assert w.pk in warned.warned
+    gone = idle_runs.give_back_idle_gpus(kube, now=t0 + timedelta(seconds=123))
+    assert gone.suspended == [w.pk]
+    assert Workload.objects.get(pk=w.pk).state == "suspended"
+    wait_for(
+        "the member's job suspended by Kueue",
+        lambda: kube.get("Job", "notebook", tenant.namespace)["spec"].get("suspend") is True,
+        timeout=30,
+    )
