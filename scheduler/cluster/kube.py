@@ -11,6 +11,7 @@ import builtins
 import json
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,7 +64,16 @@ def _path(kind: str, name: str | None = None, namespace: str | None = None, sub:
     return path
 
 
+# An API server that is starting answers before it has loaded its RBAC bindings, with 403s for
+# what the portal may do (seen on the local cluster a second after a restart: a reconcile retried
+# into it failed "for good"). A 403 this soon after the API server could not be reached is
+# therefore tried again, as the outage itself was.
+WARMING_UP_S = 60.0
+_unreachable_at: float | None = None  # monotonic: when this process last could not reach it
+
+
 def _translate(exc: Exception, what: str) -> Exception:
+    global _unreachable_at
     if isinstance(exc, ApiException):
         detail = exc.reason
         try:
@@ -73,7 +83,15 @@ def _translate(exc: Exception, what: str) -> Exception:
         message = f"{what}: {exc.status} {detail}"
         if exc.status in TRANSIENT_STATUSES:
             return TransientClusterError(message)
-        return ClusterForbidden(message) if exc.status == 403 else PermanentClusterError(message)
+        if exc.status != 403:
+            return PermanentClusterError(message)
+        if _unreachable_at is not None and time.monotonic() - _unreachable_at < WARMING_UP_S:
+            return TransientClusterError(
+                f"{message} (the API server was unreachable moments ago and may still be "
+                "loading its authorization: tried again)"
+            )
+        return ClusterForbidden(message)
+    _unreachable_at = time.monotonic()
     return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
 
 
