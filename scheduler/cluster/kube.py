@@ -66,14 +66,14 @@ def _path(kind: str, name: str | None = None, namespace: str | None = None, sub:
 
 # An API server that is starting answers before it has loaded its RBAC bindings, with 403s for
 # what the portal may do (seen on the local cluster a second after a restart: a reconcile retried
-# into it failed "for good"). A 403 this soon after the API server could not be reached is
-# therefore tried again, as the outage itself was.
+# into it failed "for good"). A 403 this soon after the same gateway could not reach the API
+# server is therefore tried again, as the outage itself was.
 WARMING_UP_S = 60.0
-_unreachable_at: float | None = None  # monotonic: when this process last could not reach it
 
 
-def _translate(exc: Exception, what: str) -> Exception:
-    global _unreachable_at
+def _translate(exc: Exception, what: str, since_unreachable: float | None = None) -> Exception:
+    """The portal's error for a failed call; `since_unreachable`: seconds since this gateway
+    last could not reach the API server (None: not lately)."""
     if isinstance(exc, ApiException):
         detail = exc.reason
         try:
@@ -85,13 +85,12 @@ def _translate(exc: Exception, what: str) -> Exception:
             return TransientClusterError(message)
         if exc.status != 403:
             return PermanentClusterError(message)
-        if _unreachable_at is not None and time.monotonic() - _unreachable_at < WARMING_UP_S:
+        if since_unreachable is not None and since_unreachable < WARMING_UP_S:
             return TransientClusterError(
                 f"{message} (the API server was unreachable moments ago and may still be "
                 "loading its authorization: tried again)"
             )
         return ClusterForbidden(message)
-    _unreachable_at = time.monotonic()
     return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
 
 
@@ -115,11 +114,18 @@ class KubeGateway:
     def __init__(self, api_client: client.ApiClient):
         self.api = api_client
         self.stats = CallStats()
+        self._unreachable_at: float | None = None  # monotonic: its last call that found no server
         self.cluster_objects_at = float("-inf")  # when cluster-wide objects were last converged
         # Nothing is written to a cluster below the supported versions (read at the first write).
         self.support = support.SupportCheck(self._support_facts)
         # Whether the running Kueue holds teams' work to the queue (said, never refused).
         self.kueue_settings = kueue_settings.KueueSettingsCheck(self._kueue_settings_facts)
+
+    def _error(self, exc: Exception, what: str) -> Exception:
+        if not isinstance(exc, ApiException):
+            self._unreachable_at = time.monotonic()
+        since = None if self._unreachable_at is None else time.monotonic() - self._unreachable_at
+        return _translate(exc, what, since)
 
     @classmethod
     def configured(cls) -> KubeGateway:
@@ -200,7 +206,7 @@ class KubeGateway:
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             if isinstance(exc, ApiException) and exc.status == 404 and verb in ("get", "delete"):
                 return None
-            raise _translate(exc, f"{verb} {kind} {path}") from exc
+            raise self._error(exc, f"{verb} {kind} {path}") from exc
         return data
 
     # --- reads ----------------------------------------------------------------------------
@@ -314,9 +320,9 @@ class KubeGateway:
         except ApiException as exc:
             if exc.status == 410:
                 raise ResourceVersionGone(f"{what}: 410 {exc.reason}") from exc
-            raise _translate(exc, what) from exc
+            raise self._error(exc, what) from exc
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise _translate(exc, what) from exc
+            raise self._error(exc, what) from exc
         return Changes(events=events, resource_version=latest)
 
     def pod_log(self, name: str, namespace: str, *, tail_lines: int = 500) -> str:
@@ -326,7 +332,7 @@ class KubeGateway:
                 name, namespace, tail_lines=tail_lines, _request_timeout=(5, 30)
             )
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, f"logs of pod {namespace}/{name}") from exc
+            raise self._error(exc, f"logs of pod {namespace}/{name}") from exc
 
     def server_version(self) -> str:
         data = self._call("get", "Version", "GET", "/version")
@@ -433,9 +439,9 @@ class KubeGateway:
                 return "gone"
             if exc.status == 429:
                 return "blocked"
-            raise _translate(exc, f"evict pod {namespace}/{name}") from exc
+            raise self._error(exc, f"evict pod {namespace}/{name}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, f"evict pod {namespace}/{name}") from exc
+            raise self._error(exc, f"evict pod {namespace}/{name}") from exc
         return "evicted"
 
     def delete(

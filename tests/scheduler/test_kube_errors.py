@@ -2,6 +2,7 @@
 what is recorded for good."""
 
 import urllib3
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from core.errors import PermanentClusterError, TransientClusterError
@@ -14,23 +15,28 @@ def forbidden() -> ApiException:
     return exc
 
 
-def test_a_403_is_for_good_unless_the_api_server_was_just_unreachable(monkeypatch):
-    monkeypatch.setattr(kube, "_unreachable_at", None)
+def test_a_403_is_for_good_unless_the_api_server_was_just_unreachable():
     assert isinstance(kube._translate(forbidden(), "get Namespace"), kube.ClusterForbidden)
-
-    # an outage, then the API server answers 403 while it loads its RBAC: tried again
-    down = kube._translate(urllib3.exceptions.NewConnectionError(None, "refused"), "get Namespace")
-    assert isinstance(down, TransientClusterError) and "cannot reach" in str(down)
-    warming = kube._translate(forbidden(), "get Namespace")
+    warming = kube._translate(forbidden(), "get Namespace", since_unreachable=1.0)
     assert isinstance(warming, TransientClusterError) and "tried again" in str(warming)
-
-    # long after the outage a 403 is the account's real limit again
-    monkeypatch.setattr(kube, "_unreachable_at", kube.time.monotonic() - kube.WARMING_UP_S - 1)
-    assert isinstance(kube._translate(forbidden(), "get Namespace"), kube.ClusterForbidden)
+    late = kube._translate(forbidden(), "get Namespace", since_unreachable=kube.WARMING_UP_S + 1)
+    assert isinstance(late, kube.ClusterForbidden)
 
 
-def test_other_refusals_are_for_good_and_busy_answers_are_tried_again(monkeypatch):
-    monkeypatch.setattr(kube, "_unreachable_at", kube.time.monotonic())
+def test_the_outage_a_gateway_saw_is_its_own():
+    """The worker's gateway that met the outage retries the 403s that follow it; another
+    gateway (a member's, a fresh one) that never met it keeps the 403 as the account's limit."""
+    worker = kube.KubeGateway(client.ApiClient())
+    down = worker._error(urllib3.exceptions.NewConnectionError(None, "refused"), "get Namespace")
+    assert isinstance(down, TransientClusterError) and "cannot reach" in str(down)
+    assert isinstance(worker._error(forbidden(), "get Namespace"), TransientClusterError)
+    member = kube.KubeGateway(client.ApiClient())
+    assert isinstance(member._error(forbidden(), "get Namespace"), kube.ClusterForbidden)
+
+
+def test_other_refusals_are_for_good_and_busy_answers_are_tried_again():
     invalid = ApiException(status=422, reason="Invalid")
-    assert type(kube._translate(invalid, "apply Job")) is PermanentClusterError
+    assert type(kube._translate(invalid, "apply Job", since_unreachable=1.0)) is (
+        PermanentClusterError
+    )
     assert isinstance(kube._translate(ApiException(status=429), "list Pod"), TransientClusterError)
