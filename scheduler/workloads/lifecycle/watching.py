@@ -262,7 +262,11 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             if pk in touched.ids or pk in retry or created is None
         ]
         if touched.unknown:
-            new = follow_new(kube, touched.unknown)
+            try:  # one that fails is followed by the next full resync, the rest go on now
+                new = follow_new(kube, touched.unknown)
+            except ClusterError as exc:
+                log.warning("work made outside the portal not followed yet: %s", exc)
+                new = []
             todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
         readings, failed = sync_each(kube, todo)
         try:
