@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import following, suspending, watching
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle.idle import Action, Step
@@ -146,6 +147,26 @@ def test_a_members_kubectl_job_is_followed_listed_and_cancelled_from_the_portal(
     wait_for("the member's job gone", lambda: kube.get("Job", "train", tenant.namespace) is None)
     w.refresh_from_db()
     assert (w.state, w.reason) == ("cancelled", "Cancelled")
+
+
+def test_a_made_up_portal_label_does_not_hide_a_members_job(kube, team, world):
+    """The portal's workload label on a pod template is only a claim: a member who copies it
+    from one of the team's own finished workloads (or makes a number up) is followed all the
+    same, with the run time, idle and billing rules that come with it."""
+    tenant, _, member = team
+    finished = Workload.objects.create(
+        tenant=tenant, name="earlier", kind="job", image="x", resources={}, gpu_model="H100-80GB",
+        priority_class="gpu-low", namespace=tenant.namespace, k8s_name="earlier",
+        k8s_uid="0f0e0d0c-uid-of-a-job-long-gone", state=Workload.State.SUCCEEDED,
+        submitted_by=world.member,
+    )  # fmt: skip
+    for name, claim in [("copied", str(finished.pk)), ("invented", "987654321")]:
+        manifest = job(name)
+        manifest["spec"]["template"]["metadata"] = {"labels": {WORKLOAD_LABEL: claim}}
+        made_by(member, tenant, manifest)
+    assert followed(kube, tenant, "Job copied").submitted_by is None
+    assert followed(kube, tenant, "Job invented").origin == "Job invented"
+    assert Workload.objects.filter(tenant=tenant).count() == 3
 
 
 def test_a_members_deployment_is_one_workload_suspended_to_zero_and_resumed(kube, team, world):

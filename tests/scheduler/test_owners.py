@@ -115,9 +115,34 @@ def test_the_portals_own_and_finished_workloads_are_told_apart():
     mine = queue_workload(
         "job-x", ref("Job", "x"), pod_sets=[pod_set(labels={WORKLOAD_LABEL: "7"})]
     )
-    assert owners.is_portals(mine)
-    assert not owners.is_portals(queue_workload("job-y", ref("Job", "y")))
+    assert owners.portal_claim(mine) == 7
+    assert owners.portal_claim(queue_workload("job-y", ref("Job", "y"))) is None
+    made_up = queue_workload(
+        "job-y", ref("Job", "y"), pod_sets=[pod_set(labels={WORKLOAD_LABEL: "seven"})]
+    )
+    assert owners.portal_claim(made_up) is None
     assert owners.is_finished(queue_workload("job-z", ref("Job", "z"), finished=True))
+
+
+def test_a_claim_is_believed_only_for_the_object_the_portals_row_names():
+    claim = [pod_set(labels={WORKLOAD_LABEL: "7"})]
+    mine = queue_workload("job-x-1a2b3", ref("Job", "x", uid="uid-x"), pod_sets=claim)
+    # by uid once the row knows it, wherever the row says it lives
+    assert owners.believed(mine, NS, "x", "uid-x")
+    assert owners.believed(mine, "elsewhere", "x", "uid-x")
+    # a member's Job wearing the label: another uid, another name, another namespace
+    theirs = queue_workload("job-y-9z8y7", ref("Job", "y", uid="uid-y"), pod_sets=claim)
+    assert not owners.believed(theirs, NS, "x", "uid-x")
+    assert not owners.believed(theirs, NS, "x", "")
+    assert not owners.believed(mine, "gpu-team-b", "x", "")
+    # before the row's first sync: the same namespace and name
+    assert owners.believed(mine, NS, "x", "")
+    # a Deployment's pods: Kueue's Workload per pod, named after the pod
+    pod_workload = queue_workload(
+        "pod-serve-7d9f-abcde-1f2e3", ref("Pod", "serve-7d9f-abcde", uid="uid-p"), pod_sets=claim
+    )
+    assert owners.believed(pod_workload, NS, "serve", "uid-deployment")
+    assert not owners.believed(pod_workload, NS, "other", "uid-deployment")
 
 
 def test_what_a_workload_asks_for_on_the_flavor_kueue_admitted_it_to():

@@ -81,12 +81,34 @@ def _controller(obj: Mapping) -> dict | None:
     return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
 
 
-def is_portals(queue_workload: Mapping) -> bool:
-    """Made by the portal: its pods carry the portal's workload label (the Kueue Workload copies
-    the pod template, labels included)."""
+def portal_claim(queue_workload: Mapping) -> int | None:
+    """The portal workload its pods say they belong to (the portal's workload label, which the
+    Kueue Workload copies from the pod template), or None. Only a claim: anyone who can create a
+    Job can write the label, so `believed` checks it against the portal's own rows."""
+    for ps in (queue_workload.get("spec") or {}).get("podSets") or []:
+        labels = ((ps.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        value = str(labels.get(WORKLOAD_LABEL, ""))
+        if value.isdigit() and len(value) < 19:
+            return int(value)
+    return None
+
+
+def believed(queue_workload: Mapping, row_namespace: str, row_name: str, row_uid: str) -> bool:
+    """Whether the portal's own row (namespace, Job or Deployment name, uid once synced) is what
+    this Kueue Workload's claim says: the same object by uid where both are known (a uid cannot
+    be chosen), else the same namespace and an object named after the row's."""
+    uid = owner_uid(queue_workload)
+    if uid and row_uid:
+        return uid == row_uid
+    meta = _meta(queue_workload)
+    ref = _controller(queue_workload) or {}
+    if meta.get("namespace") != row_namespace or not row_name:
+        return False
     return any(
-        WORKLOAD_LABEL in ((ps.get("template") or {}).get("metadata") or {}).get("labels", {})
-        for ps in (queue_workload.get("spec") or {}).get("podSets") or []
+        name == row_name or name.startswith(f"{prefix}{row_name}-")
+        for name in (ref.get("name", ""), meta.get("name", ""))
+        if name
+        for prefix in ("", "job-", "pod-")
     )
 
 

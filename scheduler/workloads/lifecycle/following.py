@@ -34,15 +34,32 @@ def _tenants_by_namespace(namespaces: Iterable[str]) -> dict[str, Tenant]:
     return {t.namespace: t for t in Tenant.objects.all() if t.namespace in wanted}
 
 
+def _not_the_portals(queue_workloads: list[dict]) -> list[dict]:
+    """Those that are not the portal's own: a pod template's workload label is believed only
+    where the portal's row it names is that object (`owners.believed`), so a member's kubectl Job
+    wearing the label is followed like any other."""
+    claims = {w_id for w in queue_workloads if (w_id := owners.portal_claim(w)) is not None}
+    rows = {
+        pk: (namespace, name, uid)
+        for pk, namespace, name, uid in Workload.objects.filter(
+            pk__in=claims, owner_kind=""
+        ).values_list("pk", "namespace", "k8s_name", "k8s_uid")
+    }
+    return [
+        w
+        for w in queue_workloads
+        if (claim := owners.portal_claim(w)) is None
+        or claim not in rows
+        or not owners.believed(w, *rows[claim])
+    ]
+
+
 def follow_new(kube: KubeGateway, queue_workloads: Iterable[dict]) -> list[int]:
     """Record a workload for each top-level object behind these Kueue Workloads that lives in
     a team's namespace, was not made by the portal, has not finished and is not followed yet;
     returns the new rows' ids. Safe to run twice: a followed object is found by its uid."""
-    candidates = [
-        w
-        for w in queue_workloads
-        if not owners.is_portals(w) and not owners.is_finished(w) and w.get("metadata")
-    ]
+    candidates = [w for w in queue_workloads if not owners.is_finished(w) and w.get("metadata")]
+    candidates = _not_the_portals(candidates)
     if not candidates:
         return []
     tenants = _tenants_by_namespace(w["metadata"].get("namespace", "") for w in candidates)
