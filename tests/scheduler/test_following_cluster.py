@@ -15,7 +15,8 @@ from scheduler.workloads.lifecycle import following, suspending, watching
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle.idle import Action, Step
 from scheduler.workloads.models import Workload
-from tenants.services.grants import grant_quota
+from scheduler.workloads.queue import overquota
+from tenants.services.grants import grant_quota, revoke_grant
 from tenants.services.tenants import add_member, update_tenant
 from tests.scheduler.cluster_helpers import (
     as_user,
@@ -232,6 +233,25 @@ def test_a_followed_job_past_the_teams_maximum_run_time_is_stopped_and_frees_its
     )
     made_by(member, tenant, job("next", parallelism=2))
     followed(kube, tenant, "Job next")
+
+
+def test_a_followed_job_left_above_a_revoked_grant_is_stopped_by_the_over_quota_policy(
+    kube, team, world, settings, django_capture_on_commit_callbacks
+):
+    tenant, _, member = team
+    settings.OVER_QUOTA_GRACE_S = 0
+    made_by(member, tenant, job("kept", parallelism=2))
+    w = followed(kube, tenant, "Job kept")
+    for grant in tenant.grants.filter(state="active"):
+        revoke_grant(actor=world.admin, grant=grant, comment="the project ended")
+    assert overquota.stop_work_over_quota() == []  # first seen above the grant: the clock starts
+    with django_capture_on_commit_callbacks() as hints:  # the delete is the worker's (a hint)
+        assert overquota.stop_work_over_quota() == [w.pk]
+    assert [h.keywords for h in hints] == [{"workload_id": w.pk}]
+    w.refresh_from_db()
+    assert (w.state, w.reason) == ("cancelled", "OverQuota")
+    assert workload_sync.delete_from_cluster(kube, w.pk) is True
+    wait_for("the member's job gone", lambda: kube.get("Job", "kept", tenant.namespace) is None)
 
 
 def over_budget(world, tenant, rc, settings):
