@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal
@@ -165,6 +166,60 @@ def _failed_gpu_pods(tenant_ids: list[int], window: pricing.Window) -> dict[str,
     ).values_list("pod_uid", "event__opened_at"):
         out[pod_uid] = min(at, out.get(pod_uid, at))
     return out
+
+
+def workload_costs(
+    workload_ids: Iterable[int], *, window: pricing.Window | None = None
+) -> dict[int, Decimal]:
+    """Workload id -> what its pods were seen to hold, priced as the statement prices it (the
+    price in force each minute, the time on a failed GPU waived), within `window` (default its
+    whole life): the statement's allocation, split by workload. Two or three queries for any
+    number of workloads; a workload no pod of which was seen costs 0."""
+    ids = list(workload_ids)
+    out = dict.fromkeys(ids, pricing.money(ZERO))
+    rows = list(
+        AllocationInterval.objects.with_seen_until()
+        .filter(workload_id__in=ids, resource_class__isnull=False)
+        .values_list(
+            "workload_id", "tenant_id", "resource_class_id", "started_at", "seen_until", "units",
+            "pod_uid",
+        )
+    )  # fmt: skip
+    if not rows:
+        return out
+    if window is None:
+        window = pricing.Window(min(r[3] for r in rows), max(r[4] for r in rows))
+    classes = ResourceClass.objects.filter(pk__in={r[2] for r in rows})
+    schedules = price_schedules(classes)
+    failed = _failed_gpu_pods(list({r[1] for r in rows if r[1] is not None}), window)
+    numerators: dict[int, Decimal] = defaultdict(Decimal)
+    for workload_id, _, rc_id, start, seen, units, pod_uid in rows:
+        schedule = schedules[rc_id]
+        numerators[workload_id] += pricing.cost_numerator(
+            [pricing.Span(start, seen, units)], schedule, window
+        )
+        failed_at = failed.get(pod_uid)
+        if failed_at is not None and failed_at < seen:
+            waived = pricing.Span(max(start, failed_at), seen, units)
+            numerators[workload_id] -= pricing.cost_numerator([waived], schedule, window)
+    for workload_id, numerator in numerators.items():
+        out[workload_id] = pricing.money(max(numerator, ZERO) / pricing.HOUR_US)
+    return out
+
+
+def month_workload_costs(tenant: Tenant, month: date, now: datetime) -> list[tuple[int, Decimal]]:
+    """The team's workloads whose pods held GPUs in the month, with what each cost in it (the
+    statement's "by workload" table), dearest first."""
+    window = month_window_until(month, now)
+    ids = (
+        AllocationInterval.objects.with_seen_until()
+        .filter(tenant=tenant, workload__isnull=False, started_at__lt=window.end)
+        .filter(seen_until__gt=window.start)
+        .values_list("workload_id", flat=True)
+        .distinct()
+    )
+    costs = workload_costs(list(ids), window=window)
+    return sorted(costs.items(), key=lambda item: (-item[1], item[0]))
 
 
 def all_statements(month: date, now: datetime) -> dict[int, pricing.Statement]:

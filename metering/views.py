@@ -8,6 +8,7 @@ import functools
 import json
 import zoneinfo
 from datetime import date, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib import messages
@@ -32,6 +33,7 @@ from metering import (
 )
 from metering.api.views import csv_response, statement_dicts
 from metering.models import AllocationInterval, DepartmentBudgetAlert
+from scheduler.workloads.models import Workload
 from tenants import display
 from tenants.models import Department, Tenant
 from tenants.services.departments import can_see_department_spend
@@ -190,6 +192,7 @@ def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
         "series": (series := selectors.team_series(tenant)),
         "charts": chart_figures(series, "hour", display.class_names()),
         "low_use": selectors.low_use_holders(tenant),
+        "by_workload": _by_workload(tenant, month),
         "intervals": AllocationInterval.objects.with_seen_until()
         .filter(tenant=tenant)
         .select_related("resource_class")
@@ -202,6 +205,13 @@ def _team_usage(tenant: Tenant, tz: str, month: date, basis: str) -> dict:
         ),
         "next_month": next_month_link(month, selectors.current_month()),
     }
+
+
+def _by_workload(tenant: Tenant, month: date) -> list[tuple[Workload, Decimal]]:
+    """The month's cost split by workload: the figure each workload's page and the API show."""
+    costs = selectors.month_workload_costs(tenant, month, timezone.now())
+    rows = Workload.objects.in_bulk([pk for pk, _ in costs])
+    return [(rows[pk], cost) for pk, cost in costs if pk in rows]
 
 
 @login_required

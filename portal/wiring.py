@@ -5,6 +5,7 @@ layer's question."""
 from __future__ import annotations
 
 from catalog import hooks as catalog_hooks
+from metering.selectors import workload_costs
 from metering.services import check_budget, over_budget_tenants
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
@@ -13,6 +14,7 @@ from tenants import hooks
 
 def fill_hooks() -> None:
     hooks.workload_usage.fill(usage_by_tenant)
+    hooks.workload_costs.fill(workload_costs)  # what the statement bills, per workload
     hooks.workload_admission.fill(check_budget)  # budgets are metering's
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
     hooks.desired_state_changed.fill(enqueue_reconcile)

@@ -5,6 +5,7 @@ higher layer has (core/hooks.py says how a hook works). Each is filled in portal
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
 from core.hooks import Hook
 from tenants.models import Tenant
@@ -12,6 +13,11 @@ from tenants.models import Tenant
 # Governance shows granted / in use / free, but only workloads know what pods hold.
 workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
     "workload_usage", "tenant id -> {resource class slug -> units its workloads hold}"
+)
+
+# What a workload cost is what its team is billed for it: metering prices what its pods held.
+workload_costs: Hook[[list[int]], Mapping[int, Decimal]] = Hook(
+    "workload_costs", "workload id -> what its pods held, priced as the team's statement prices it"
 )
 
 # The submit path refuses what a higher layer forbids (metering: a team over budget). Called

@@ -172,6 +172,7 @@ def _start_run(actor, ws: Workspace, rc: ResourceClass) -> Workload:
             env={"HOME": home},
             volumes=[{"claim": claim_name(ws.name), "mount_path": home}],
         ),
+        check_references=False,  # its home claim is the portal's, made as the run starts
     )
     # The portal's own labels (a member may not set them): the Service selects the pod by the
     # first, the generic idle pass leaves workspaces to the culling pass (the second). The

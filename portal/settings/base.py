@@ -222,6 +222,8 @@ LOGGING = {
 }
 # Enqueue a reconcile of the tenant after each commit that changes its desired state.
 RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
+# A submit that mounts a volume claim the team's namespace lacks is refused (one GET a claim).
+SUBMIT_CHECKS_CLAIMS = env.bool("SUBMIT_CHECKS_CLAIMS", default=True)
 # The mig-parted config (what the GPU operator's MIG manager reads) whose names nodes carry.
 MIG_PARTED_CONFIG = env(
     "MIG_PARTED_CONFIG",

@@ -22,6 +22,7 @@ STORAGES = {
 LOG_LEVEL = "WARNING"
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
 RECONCILE_ON_COMMIT = False  # tests that need it turn it on
+SUBMIT_CHECKS_CLAIMS = False  # reads the cluster: the cluster tests that need it turn it on
 # The suite shares the local cluster with a developer's portal: its own label and names.
 # (Overridable so that two suites can run side by side against one cluster.)
 PORTAL_INSTANCE = env("TEST_PORTAL_INSTANCE", default="test")

@@ -24,7 +24,7 @@ from scheduler.workloads import tasks
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent, refuse_a_workspace_run
-from scheduler.workloads.submit import admission
+from scheduler.workloads.submit import admission, references
 from scheduler.workloads.submit.placement import check_topology
 from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, WorkloadSpec
 from tenants import hooks
@@ -37,7 +37,9 @@ def _enqueue_create(workload_id: int) -> None:
     send_hint(tasks.create_workload, f"workload {workload_id}", workload_id=workload_id)
 
 
-def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
+def submit_workload(
+    *, actor, tenant: Tenant, spec: WorkloadSpec, check_references: bool = True
+) -> Workload:
     """Admit a workload (`spec`, parsed and checked by `submit.spec.parse_spec`) and queue its
     creation on the cluster (after commit). An autoscaled deployment starts at `min_replicas`
     and is admitted when they fit the grant; its autoscaler may go up to `max_replicas`, each
@@ -57,6 +59,8 @@ def submit_workload(*, actor, tenant: Tenant, spec: WorkloadSpec) -> Workload:
         )  # the fleet's size, not the team's
     topology = check_topology(spec.topology, kind=kind, pods=held_pods, asked=asked)
     container = spec.container
+    if check_references:  # a claim it mounts must exist, or it would wait forever
+        references.check_claims(tenant.namespace, (v["claim"] for v in container.volumes))
     ports, probes = list(spec.serving.ports), dict(spec.serving.probes)
     # The row and its audit picture are built before the lock: under it, only what must be
     # serialised (the tenant's state, the name, the grants, the insert) and the writes.

@@ -2,11 +2,10 @@
 
 import shlex
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from scheduler.workloads.pages.presenting import (
+    billing_words,
     command_line,
-    cost_so_far,
     logs_unavailable_message,
     plain_duration,
     run_time,
@@ -30,11 +29,13 @@ def test_the_command_keeps_its_quoting():
     assert command_line([], None) == ""
 
 
-def test_run_time_and_its_cost_at_list_price():
+def test_run_time_and_how_its_cost_stands_to_the_bill():
     span = run_time(T0, None, T0 + timedelta(minutes=90))
     assert plain_duration(span) == "1 h 30 min"
-    assert cost_so_far(span, [(Decimal("1.93"), 2)]) == Decimal("5.79")
-    assert run_time(None, None, T0) is None and cost_so_far(None, []) is None
+    assert run_time(None, None, T0) is None
+    assert billing_words("allocation").startswith("billed to the team")
+    assert "within what it pays already" in billing_words("quota")
+    assert "larger of its use and its grant" in billing_words("max")
     finished = run_time(T0, T0 + timedelta(seconds=70), T0 + timedelta(days=1))
     assert plain_duration(finished) == "1 min 10 s"
 

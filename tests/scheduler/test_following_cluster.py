@@ -254,6 +254,32 @@ def test_a_followed_job_left_above_a_revoked_grant_is_stopped_by_the_over_quota_
     wait_for("the member's job gone", lambda: kube.get("Job", "kept", tenant.namespace) is None)
 
 
+def test_a_submit_that_mounts_a_claim_the_namespace_lacks_is_refused_naming_it(
+    kube, team, world, client, settings
+):
+    """Accepted, it would wait forever (its pod is never placed): refused at submit instead,
+    and accepted once the member has made the claim."""
+    tenant, mig, member = team
+    settings.SUBMIT_CHECKS_CLAIMS = True
+    client.force_login(world.member)
+    body = {
+        "tenant": tenant.slug, "name": "reads-data", "kind": "job",
+        "image": "registry.k8s.io/pause:3.10", "resources": {mig.slug: 1}, "priority": "gpu-low",
+        "volumes": [{"claim": "datasets", "mount_path": "/data"}],
+    }  # fmt: skip
+    refused = client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert refused.status_code == 400, refused.content
+    assert "'datasets' does not exist" in refused.content.decode()
+    assert not Workload.objects.filter(tenant=tenant).exists()  # nothing written
+    made_by(
+        member, tenant,
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "datasets"},
+         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+    )  # fmt: skip
+    accepted = client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert accepted.status_code == 201, accepted.content
+
+
 def over_budget(world, tenant, rc, settings):
     """The team has spent more than its budget this month (a minute of 8 slices at the class's
     price, just ended) and budgets are enforced."""

@@ -209,7 +209,10 @@ def test_the_browser_form_takes_topology_and_keeps_the_form_on_a_bad_one(racked)
     w = racked.tenant.workloads.get(name="ddp")
     assert w.topology == "rack-required"
     page = client.get(f"/workloads/{w.pk}/").content.decode()
-    assert "a gang of 2 pods admitted, started and stopped together (rack-required)" in page
+    assert (
+        "a gang of 2 pods: admitted together, running only when every pod is placed, stopped "
+        "together (rack-required)" in page
+    )
     bad = client.post("/teams/team-a/workloads/new/", {**form, "name": "x", "topology": "row-1"})
     assert bad.status_code == 200 and "is not one of: none, block-required" in bad.content.decode()
 

@@ -239,6 +239,70 @@ def test_a_stuck_pending_pod():
     assert w.code == "no_shape" and w.position is None and "Insufficient" in w.details
 
 
+STUCK = replace(FULL, state="pending", holders=(), position=None)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "code", "words"),
+    [
+        (
+            "Unschedulable",
+            "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+            "preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
+            "volume_unbound",
+            "not bound",
+        ),
+        (
+            "Unschedulable",
+            '0/5 nodes are available: persistentvolumeclaim "scratch" not found.',
+            "volume_missing",
+            "scratch",
+        ),
+        (
+            "CreateContainerConfigError",
+            'secret "hf-token" not found',
+            "config_missing",
+            "Secret hf-token",
+        ),
+        ("ImagePullBackOff", 'Back-off pulling image "trian:1"', "image", "cannot be pulled"),
+        (
+            "Unschedulable",
+            "0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector.",
+            "node_selector",
+            "node selector",
+        ),
+    ],
+)
+def test_the_pods_own_reason_is_read_before_any_guess(reason, message, code, words):
+    """A notebook waiting on its volume claim is not told the nodes are busy, nor advised to
+    ask for a whole GPU."""
+    w = explain(replace(STUCK, kueue_reason=reason, kueue_message=message))
+    assert w.code == code and words in w.reason
+    assert "busy" not in w.reason and not any("Free now" in h for h in w.hints)
+    assert w.details == message  # the cluster's own words stay beside
+
+
+def test_a_gang_half_placed_waits_and_says_how_many_of_its_pods_run():
+    short = (
+        "1 of 2 pods running; the job waits until every pod is placed: Unschedulable "
+        "(0/5 nodes are available: 5 Insufficient nvidia.com/mig-1g.10gb.)"
+    )
+    assert is_waiting("pending", "GangIncomplete")
+    w = explain(replace(STUCK, kueue_reason="GangIncomplete", kueue_message=short))
+    assert w.code == "gang_unplaced" and w.reason.startswith("1 of its 2 pods run")
+    on_a_claim = short.replace(
+        "5 Insufficient nvidia.com/mig-1g.10gb.",
+        "pod has unbound immediate PersistentVolumeClaims.",
+    )
+    w = explain(replace(STUCK, kueue_reason="GangIncomplete", kueue_message=on_a_claim))
+    assert w.code == "volume_unbound" and w.reason.startswith("1 of its 2 pods run")
+    # the nodes lack GPUs: the fleet's reading, as before
+    busy = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"
+    assert explain(replace(STUCK, kueue_reason="Unschedulable", kueue_message=busy)).code == (
+        "no_shape"
+    )
+
+
 def test_a_preempted_workload_says_so_first():
     w = explain(replace(FULL, state="preempted", kueue_reason="Preempted"))
     assert w.reason.startswith("It was preempted") and "quota is full" in w.reason

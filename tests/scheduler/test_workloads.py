@@ -226,6 +226,31 @@ def test_a_failed_job_says_the_exit_codes_of_its_containers():
     )
 
 
+UNPLACED = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/5 nodes are available: 5 Insufficient nvidia.com/mig-1g.10gb.",
+}
+
+
+def test_a_gang_with_a_pod_that_cannot_be_placed_waits_and_does_not_say_running():
+    gang = {"spec": {"parallelism": 2, "completions": 2}, "status": {}}
+    obs = observe("job", gang, [pod(), pod("Pending", [UNPLACED])], [])
+    assert (obs.state, obs.reason) == ("pending", "GangIncomplete")
+    assert obs.message == (
+        "1 of 2 pods running; the job waits until every pod is placed: Unschedulable "
+        f"({UNPLACED['message']})"
+    )
+    # whole: running
+    assert observe("job", gang, [pod(), pod()], []).state == "running"
+    # one pod left to finish of two: the one that runs is all it needs
+    finishing = {"spec": {"parallelism": 2, "completions": 2}, "status": {"succeeded": 1}}
+    assert observe("job", finishing, [pod(), pod("Pending", [UNPLACED])], []).state == "running"
+    # a job of one pod is never a gang
+    assert observe("job", JOB, [pod(), pod("Pending", [UNPLACED])], []).state == "running"
+
+
 def test_a_suspended_job_is_queued_with_kueues_reason():
     obs = observe("job", SUSPENDED_JOB, [], [], [queue_workload(PENDING_QUOTA)])
     assert obs == Observation("queued", "Pending", PENDING_QUOTA["message"])

@@ -411,6 +411,15 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         return data
 
 
+class WorkloadCostSerializer(serializers.Serializer):
+    cost = serializers.DecimalField(max_digits=14, decimal_places=2)
+    currency = serializers.CharField()
+    basis = serializers.ChoiceField(choices=["allocation", "quota", "max"])
+    admitted_with = serializers.DictField(
+        child=serializers.IntegerField(), help_text="resource class slug -> units, all pods"
+    )
+
+
 class LogsSerializer(serializers.Serializer):
     pod = serializers.CharField()
     log = serializers.CharField()

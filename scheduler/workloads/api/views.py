@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import (
     BooleanField,
     F,
@@ -32,6 +33,7 @@ from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.submit import needs
 from scheduler.workloads.submit.spec import workload_spec
+from tenants import hooks
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken, Membership, QuotaGrant
 from tenants.permissions import WRITE_ROLES
@@ -253,3 +255,21 @@ class WorkloadViewSet(
             actor=request.user, workload=self.get_object(), tail_lines=tail
         )
         return Response({"pod": pod, "log": text})
+
+    @extend_schema(
+        responses={200: s.WorkloadCostSerializer},
+        description="What the workload cost: its pods' held units priced as the team's "
+        "statement prices them (the same number as its page and the statement's by-workload "
+        "table), with the billing basis in force and what it was admitted with.",
+    )
+    @action(detail=True, methods=["get"])
+    def cost(self, request, pk=None):
+        workload = self.get_object()
+        return Response(
+            {
+                "cost": str(hooks.workload_costs([workload.pk]).get(workload.pk)),
+                "currency": settings.BILLING_CURRENCY,
+                "basis": settings.BILLING_BASIS,
+                "admitted_with": workload.units_held(),
+            }
+        )

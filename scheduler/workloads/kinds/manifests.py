@@ -32,8 +32,11 @@ PREEMPTION_REASONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeSchedu
 # Kueue Workload to its Job.
 KUEUE_GATE = serving.KUEUE_GATE
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-# A container that cannot start for what its spec refers to: a Secret (or key) that is missing.
-CONTAINER_CONFIG_ERRORS = frozenset({"CreateContainerConfigError"})
+# A container that cannot start for what its spec refers to: a Secret (or key) that is
+# missing, an image that cannot be pulled. Said as the pod's own reason (`queue/pod_reasons.py`).
+CONTAINER_CONFIG_ERRORS = frozenset(
+    {"CreateContainerConfigError", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
+)
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -275,6 +278,35 @@ def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
     return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
 
 
+# A gang some of whose pods run while the others cannot be placed (Kueue admitted it on quota,
+# the scheduler finds no node for the rest): it waits, and holds what it was admitted with.
+GANG_INCOMPLETE = "GangIncomplete"
+
+
+def _gang_short(
+    job: dict, pods: list[dict], running: list[dict], events: list[dict]
+) -> Observation | None:
+    """`pending` while a Job of several pods started together has fewer running than it needs
+    and the rest wait to be placed or started (a gang runs only whole), else None."""
+    spec = job.get("spec") or {}
+    parallelism = int(spec.get("parallelism") or 1)
+    if parallelism < 2:
+        return None
+    done = int((job.get("status") or {}).get("succeeded") or 0)
+    completions = spec.get("completions")
+    needed = min(parallelism, int(completions) - done) if completions is not None else parallelism
+    waiting = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+    if len(running) >= needed or not waiting:
+        return None
+    why = _pending_reason(waiting, events)
+    said = f": {why.reason}" + (f" ({why.message})" if why.message else "") if why.reason else ""
+    return Observation(
+        Workload.State.PENDING,
+        GANG_INCOMPLETE,
+        f"{len(running)} of {needed} pods running; the job waits until every pod is placed{said}",
+    )
+
+
 def _true(conditions: dict[str, dict], kind: str) -> dict | None:
     cond = conditions.get(kind)
     return cond if cond and cond.get("status") == "True" else None
@@ -396,7 +428,9 @@ def _observe(
         if (obj.get("spec") or {}).get("suspend"):
             return queue_wait(queue_workloads[0] if queue_workloads else None)
         if running:
-            return Observation(Workload.State.RUNNING, "Running")
+            return _gang_short(obj, pods, running, events) or Observation(
+                Workload.State.RUNNING, "Running"
+            )
         return _pending_reason(pods, events)
     wanted = int((obj.get("spec") or {}).get("replicas", 1))
     if len(running) >= wanted:

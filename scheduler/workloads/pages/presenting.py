@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
 
 
 def state_note(state_label: str, reason: str) -> str:
@@ -44,14 +43,19 @@ def plain_duration(span: timedelta | None) -> str:
     return f"{seconds} s"
 
 
-def cost_so_far(span: timedelta | None, prices: list[tuple[Decimal, int]]) -> Decimal | None:
-    """List price of holding, for `span`, the units priced in `prices` [(price per hour,
-    units)]: an estimate (the statement bills what the pods were seen to hold)."""
-    if span is None:
-        return None
-    hours = Decimal(span.total_seconds()) / Decimal(3600)
-    total = sum((Decimal(price) * units * hours for price, units in prices), Decimal(0))
-    return total.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+# How a workload's cost stands to what its team pays, per billing basis (BILLING_BASIS).
+_BILLING_WORDS = {
+    "allocation": "billed to the team: what its pods were seen to hold, priced as the team's "
+    "statement prices it",
+    "quota": "of use, priced as the statement prices it; the team is billed for its grant "
+    "(quota basis), so this is within what it pays already",
+    "max": "of use, priced as the statement prices it; the team is billed the larger of its "
+    "use and its grant (max basis)",
+}
+
+
+def billing_words(basis: str) -> str:
+    return _BILLING_WORDS.get(basis, _BILLING_WORDS["allocation"])
 
 
 def logs_unavailable_message(*, on_cluster: bool, finished: bool, detail: str) -> str:

@@ -1,6 +1,7 @@
 """Workloads in the browser: list, detail with history and logs, submit, cancel. The same
 services as the API; objects only through `visible_to(user)`."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -29,7 +30,7 @@ from scheduler.workloads.selectors import (
     waiting_outlook,
 )
 from scheduler.workloads.submit.spec import parse_spec
-from tenants import display
+from tenants import display, hooks
 from tenants.models import Tenant
 from tenants.permissions import can_ask
 from tenants.views import confirm_page
@@ -78,9 +79,10 @@ def live_state(workload: Workload, user) -> dict:
         "time_left": duration_words(int((workload.run_ends_at - now).total_seconds()))
         if workload.run_ends_at
         else "",
-        "cost": presenting.cost_so_far(
-            span, [(classes[s].price_per_hour, n) for s, n in held.items() if s in classes]
-        ),
+        # one number for what it cost: what the team's statement bills for its pods (metering)
+        "cost": hooks.workload_costs([workload.pk]).get(workload.pk),
+        "cost_basis": presenting.billing_words(settings.BILLING_BASIS),
+        "currency": settings.BILLING_CURRENCY,
         "gpus": [(n, classes[s].display_name if s in classes else s) for s, n in held.items()],
         "per_pod": [
             (n, classes[s].display_name if s in classes else s)

@@ -23,12 +23,21 @@ import re
 from dataclasses import asdict, dataclass
 
 from scheduler.workloads.kinds.gang import PODS_READY_TIMEOUT
+from scheduler.workloads.kinds.manifests import CONTAINER_CONFIG_ERRORS
+from scheduler.workloads.queue import pod_reasons
 from scheduler.workloads.queue.counting import Facts, Line, Shape, Units, line_of, placeable
 
 WAITING_STATES = frozenset({"queued", "preempted"})
 # A pending workload is on its way to the cluster unless the cluster says it cannot place its
 # pod (the scheduler) or create it (the namespace's ResourceQuota): then it waits too.
-STUCK_PENDING_REASONS = frozenset({"Unschedulable", "FailedCreate"})
+STUCK_PENDING_REASONS = frozenset(
+    {
+        "Unschedulable",
+        "FailedCreate",
+        pod_reasons.GANG_INCOMPLETE,
+        *CONTAINER_CONFIG_ERRORS,
+    }
+)
 
 MAX_NAMED = 5  # holders named in a reason; the rest are counted
 MAX_SHAPE_HINTS = 2
@@ -317,6 +326,10 @@ def explain(f: Facts) -> Waiting | None:
     held = "suspended" if not f.team_active else "over_budget" if f.queue_held else ""
     if held:
         return Waiting(held, _SAID[held], position, [_HINTS[held]], f.kueue_message)
+    # admitted, and its pods say what holds them: read that before any guess from the numbers
+    said = pod_reasons.read(f.kueue_reason, f.kueue_message) if f.state == "pending" else None
+    if said is not None:
+        return Waiting(said.code, said.reason, None, [said.hint], f.kueue_message)
     code, reason, line = _why(u)
     hints: list[str] = []
     if code == "exceeds_max" and line is not None:
