@@ -5,6 +5,7 @@ higher layer has (core/hooks.py says how a hook works). Each is filled in portal
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
 from core.hooks import Hook
 from tenants.models import Tenant
@@ -18,6 +19,12 @@ workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
 # under the tenant's row lock, inside the submit's transaction; raises a ServiceError to refuse.
 workload_admission: Hook[[Tenant], None] = Hook(
     "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
+)
+
+# What the team has spent this month and its budget (None: no budget), for a form's preview
+# of what new work adds to it. Money is metering's.
+month_spend: Hook[[Tenant], tuple[Decimal, Decimal | None]] = Hook(
+    "month_spend", "(the tenant's cost so far this month, its budget or None)"
 )
 
 # The reconciler holds the Kueue LocalQueue of these tenants, so kubectl submits wait too.
