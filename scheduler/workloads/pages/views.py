@@ -118,7 +118,7 @@ def workload_detail(request, pk):
         "scheduler/workload_detail.html",
         {
             **live_state(workload, request.user),
-            "command_line": presenting.command_line(workload.command, workload.args),
+            "command_line": presenting.command_line(workload.command, workload.shown_args),
             "can_run_again": workload.is_final and can_ask(request.user, workload.tenant),
             "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
             "env_values": env_values,
