@@ -13,6 +13,8 @@ class ServiceError(Exception):
         self.detail = detail
         self.field = field
         self.errors: dict[str, list[str]] = {field: [detail]} if field else {}
+        # (field, refusal) of every check that refused, when one answer says several
+        self.refused: list[tuple[str, ServiceError]] = []
         if code:
             self.code = code
 

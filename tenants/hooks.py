@@ -26,6 +26,12 @@ workload_admission: Hook[[Tenant], None] = Hook(
     "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
 )
 
+# What the team has spent this month and its budget (None: no budget), for a form's preview
+# of what new work adds to it. Money is metering's.
+month_spend: Hook[[Tenant], tuple[Decimal, Decimal | None]] = Hook(
+    "month_spend", "(the tenant's cost so far this month, its budget or None)"
+)
+
 # The reconciler holds the Kueue LocalQueue of these tenants, so kubectl submits wait too.
 queue_holds: Hook[[list[int]], set[int]] = Hook(
     "queue_holds", "of these tenant ids, those whose new work must wait in the cluster"

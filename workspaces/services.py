@@ -1,11 +1,12 @@
 """Workspaces: open, stop and restart (every write here, audited in its transaction).
 
 A run is a workload of kind `job` submitted through `scheduler.workloads.services` (grants,
-budgets, the allow-list, priority classes, the team's Kueue queue), at the highest priority
-class the team may use below the critical one: Kueue's ClusterQueues preempt within a team only
-what has lower priority, never let a borrower preempt (`borrowWithinCohort: Never`), and reclaim
-only borrowed units, so a workspace kept within the team's own grant is never preempted by
-batch work (the portal admits workspaces only within that grant, `_check_room`). Its time limit
+budgets, the allow-list, priority classes, the team's Kueue queue), at the priority its opener
+chooses, by default the lowest the team may use (issue 49, 6): Kueue's ClusterQueues preempt
+within a team only what has lower priority, so a notebook at gpu-high takes the place of
+teammates' gpu-low jobs, and one at gpu-low may be preempted by their gpu-high work. Borrowers
+never preempt (`borrowWithinCohort: Never`) and only borrowed units are reclaimed, so the portal
+admits workspaces only within the team's own grant (`_check_room`). Its time limit
 is the run's maximum run time, enforced by Kueue (the smallest of it and the team's and pool's).
 Its PersistentVolumeClaim, Service and Ingress are applied by a task on commit
 (`sync.apply_objects`) and kept across stops; stopping cancels the run (its Job goes, its volume
@@ -28,6 +29,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload
+from scheduler.workloads.pages.choices import OWN, gpu_offer
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
@@ -55,13 +57,32 @@ def max_per_person(tenant: Tenant) -> int:
     return policy.max_per_person if policy else settings.WORKSPACE_MAX_PER_PERSON
 
 
-def workspace_priority(tenant: Tenant) -> str:
-    """The highest class the team may use below the critical one (which is capped for
-    production inference)."""
+def workspace_priorities(tenant: Tenant) -> list[str]:
+    """The classes a workspace may run at: the team's, below the critical one (capped for
+    production inference), lowest first."""
     allowed = set(tenant.allowed_priority_classes or [])
-    for pc in sorted(PRIORITY_CLASS_DEFS, key=lambda pc: -pc.value):
-        if pc.name != CRITICAL_PRIORITY_CLASS and pc.name in allowed:
-            return pc.name
+    return [
+        pc.name
+        for pc in sorted(PRIORITY_CLASS_DEFS, key=lambda pc: pc.value)
+        if pc.name != CRITICAL_PRIORITY_CLASS and pc.name in allowed
+    ]
+
+
+def workspace_priority(tenant: Tenant, asked: str | None = None) -> str:
+    """The class a workspace runs at: the one asked, else the lowest the team may use (issue
+    49, 6: a notebook at gpu-high preempts teammates' gpu-low jobs, so that is chosen, not
+    given silently)."""
+    offered = workspace_priorities(tenant)
+    if asked:
+        if asked not in offered:
+            raise InvalidInput(
+                f"a workspace of {tenant.slug} runs at {' or '.join(offered) or 'no class'}, "
+                f"not {asked!r}",
+                field="priority",
+            )
+        return asked
+    if offered:
+        return offered[0]
     raise InvalidInput(
         f"{tenant.slug} may use no priority class a workspace runs at; a platform admin must "
         "allow gpu-high or gpu-low",
@@ -99,6 +120,16 @@ def covered_classes(tenant: Tenant) -> list[ResourceClass]:
         c
         for c in ResourceClass.objects.filter(active=True).order_by("slug")
         if _granted(tenant, c, grants) >= _units(c)
+    ]
+
+
+def class_choices(tenant: Tenant) -> list[tuple[str, str]]:
+    """The form's GPU picker: (slug, label) of each class a workspace may open on, with what
+    the team has free, smallest first (the first is the default: the smallest granted slice),
+    in the words of the submit form's picker."""
+    covered = {c.slug for c in covered_classes(tenant)}
+    return [
+        (c.rc.slug, c.label) for c in gpu_offer(tenant) if c.source == OWN and c.rc.slug in covered
     ]
 
 
@@ -154,7 +185,7 @@ def _check_cap_and_room(tenant: Tenant, owner, rc: ResourceClass, *, but: int | 
         )
 
 
-def _start_run(actor, ws: Workspace, rc: ResourceClass) -> Workload:
+def _start_run(actor, ws: Workspace, rc: ResourceClass, priority: str) -> Workload:
     """Submit the run (inside the caller's transaction; created in the cluster on commit)."""
     home = HOMES[ws.kind]
     command, args = server_command(ws.kind, ws.tenant.namespace, ws.name)
@@ -166,7 +197,7 @@ def _start_run(actor, ws: Workspace, rc: ResourceClass) -> Workload:
             kind=Workload.Kind.JOB,
             image=ws.image,
             resources={rc.slug: 1},
-            priority=workspace_priority(ws.tenant),
+            priority=priority,
             command=command,
             args=args,
             env={"HOME": home},
@@ -192,7 +223,7 @@ def _enqueue_apply(workspace_id: int) -> None:
     send_hint(tasks.apply_workspace, f"workspace {workspace_id}", workspace_id=workspace_id)
 
 
-def open_workspace(
+def open_workspace(  # noqa: PLR0913 (the form's and the API's fields, by keyword)
     *,
     actor,
     tenant: Tenant,
@@ -202,6 +233,7 @@ def open_workspace(
     resource_class,
     time_limit_h,
     home_size=None,
+    priority=None,
 ) -> Workspace:
     require_role(actor, tenant, WRITE_ROLES, "open workspaces")
     name = checks.check_name(name)
@@ -210,7 +242,7 @@ def open_workspace(
     limit_s = checks.check_time_limit(time_limit_h)
     home_size = checks.check_home_size(home_size or settings.WORKSPACE_HOME_SIZE)
     rc = granted_class(tenant, resource_class if isinstance(resource_class, str) else "")
-    workspace_priority(tenant)
+    priority = workspace_priority(tenant, priority if isinstance(priority, str) else None)
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         if Workspace.objects.filter(tenant=tenant, name=name).exists():
@@ -230,7 +262,7 @@ def open_workspace(
             home_size=home_size,
             time_limit_s=limit_s,
         )
-        _start_run(actor, ws, rc)
+        _start_run(actor, ws, rc, priority)
         audit.record(
             actor=actor,
             verb="workspace.opened",
@@ -289,7 +321,10 @@ def restart_workspace(*, actor, workspace: Workspace, kube: KubeGateway | None =
             suspending.resume_workload(actor=actor, workload=run, kube=kube, for_workspace=True)
             how = "resumed"
         else:
-            run = _start_run(actor, ws, rc)
+            # at the class its last run was chosen at, while the team may still use it
+            last = run.priority_class if run is not None else None
+            keep = last if last in workspace_priorities(tenant) else None
+            run = _start_run(actor, ws, rc, workspace_priority(tenant, keep))
             how = "new run"
         audit.record(
             actor=actor,

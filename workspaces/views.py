@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from catalog.run_limits import duration_words
 from core.errors import ClusterError, ServiceError
+from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
 from workspaces import access, services
@@ -38,18 +39,24 @@ def workspace_list(request, slug):
                 resource_class=form.get("resource_class"),
                 time_limit_h=form.get("time_limit_h"),
                 home_size=form.get("home_size") or None,
+                priority=form.get("priority") or None,
             )
             messages.success(request, f"{ws.name} is starting: it waits for its GPU in the queue.")
             return redirect("workspaces:workspace_detail", pk=ws.pk)
         except ServiceError as exc:  # a 400 or 409 that says what to change, the form kept
             status, error = exc.status, exc.detail
-    workspaces = Workspace.objects.filter(tenant=tenant).select_related("run", "owner")
+    workspaces = list(Workspace.objects.filter(tenant=tenant).select_related("run", "owner"))
+    names = display.class_names({ws.resource_class for ws in workspaces})
+    for ws in workspaces:  # the catalog's names, not slugs
+        ws.gpu_label = names.get(ws.resource_class, ws.resource_class)
     context = {
         "tenant": tenant,
         "workspaces": workspaces,
         "can_open": tenant.is_active and can_ask(request.user, tenant),
         "kinds": Workspace.Kind.choices,
-        "classes": services.covered_classes(tenant),  # only what the team can open
+        # only what the team can open, smallest first, with what it has free
+        "classes": services.class_choices(tenant),
+        "priorities": services.workspace_priorities(tenant),
         "error": error,
         "form": form,
         "default_image": settings.WORKSPACE_DEFAULT_IMAGE,

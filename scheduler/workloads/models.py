@@ -18,6 +18,9 @@ from scheduler.cluster.render.labels import WORKSPACE_LABEL
 # Pods of a workload unless it says otherwise (a job always runs one). The one definition: the
 # model, the service, the API, the form and the autoscaling check read it from here.
 DEFAULT_REPLICAS = 1
+WORKSPACE_KIND_LABEL = "Notebook (workspace)"
+# A workspace server's own authentication, switched off (the Ingress asks the portal).
+WORKSPACE_AUTH_ARGS = ("--ServerApp.token=", "--ServerApp.password=", "--auth=")
 
 
 class WorkloadQuerySet(TenantScopedQuerySet):
@@ -237,6 +240,26 @@ class Workload(models.Model):
             "target_gpu_util": self.target_gpu_util,
             "target_latency_ms": self.target_latency_ms,
         }
+
+    @property
+    def is_workspace_run(self) -> bool:
+        """The run of a workspace (a notebook or VS Code server), labelled by its service."""
+        return bool((self.labels or {}).get(WORKSPACE_LABEL))
+
+    @property
+    def kind_label(self) -> str:
+        """What a person reads as its kind: a workspace's run is a notebook, not a batch job."""
+        return WORKSPACE_KIND_LABEL if self.is_workspace_run else self.get_kind_display()
+
+    @property
+    def shown_args(self) -> list[str]:
+        """Its arguments as pages and the API show them: a workspace's server is run without
+        a token or password of its own (the Ingress asks the portal), and those arguments are
+        not shown anywhere (issue 49, 6)."""
+        args = list(self.args or [])
+        if not self.is_workspace_run:
+            return args
+        return [a for a in args if not a.startswith(WORKSPACE_AUTH_ARGS)]
 
     @property
     def max_pods(self) -> int:

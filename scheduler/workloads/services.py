@@ -18,15 +18,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import audit
-from core.errors import InvalidInput, InvalidTransition
+from core.errors import InvalidTransition
 from core.tasks import send_hint
 from scheduler.workloads import tasks
 from scheduler.workloads.kinds.manifests import Observation
 from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent, refuse_a_workspace_run
 from scheduler.workloads.submit import admission, references
-from scheduler.workloads.submit.placement import check_topology
-from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, WorkloadSpec
+from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, Refusals, WorkloadSpec
 from tenants import hooks
 from tenants.models import Tenant
 from tenants.permissions import WRITE_ROLES, require_role
@@ -48,16 +47,19 @@ def submit_workload(
     topology asks (`submit/placement.py`). Here: what needs the catalog and the tenant's state."""
     require_role(actor, tenant, WRITE_ROLES, "submit workloads")
     kind, priority, name = spec.kind, spec.priority, spec.name
-    asked, model_classes = admission.resolve_resources(dict(spec.resources))
+    ask = admission.Ask.of(spec)
+    # Every refusal in one answer: the catalog's and the fleet's before the lock, the
+    # team's under it (what refused before the lock is said with the team's, read unlocked).
+    bad = Refusals()
+    resolved = admission.check_shape(bad, ask)
+    if resolved is None or bad.refused:
+        admission.check_ask(tenant, ask).raise_any()
+    assert resolved is not None  # noqa: S101 (raised above)
+    asked, topology = resolved.asked, resolved.topology
     # a deployment's replicas (an autoscaled one's minimum: quota follows the pods Kueue
     # admits as it scales), a job's gang
     held_pods = spec.size.pods
     scaling = spec.size.autoscaling
-    if kind == Workload.Kind.JOB and held_pods > 1:
-        admission.check_pool_holds(
-            asked, held_pods, model_classes
-        )  # the fleet's size, not the team's
-    topology = check_topology(spec.topology, kind=kind, pods=held_pods, asked=asked)
     container = spec.container
     if check_references:  # a claim it mounts must exist, or it would wait forever
         references.check_claims(tenant.namespace, (v["claim"] for v in container.volumes))
@@ -110,30 +112,18 @@ def submit_workload(
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can run")
         hooks.workload_admission(tenant)  # metering's budget check (portal/wiring.py)
-        if priority not in (tenant.allowed_priority_classes or []):
-            allowed = sorted(tenant.allowed_priority_classes or [])
-            raise InvalidInput(
-                f"{tenant.slug} may use {' or '.join(allowed) or 'no priority class'}, "
-                f"not {priority}",
-                field="priority",
-                code="priority_not_allowed",
-            )
         # A statement of its own, after the lock's: it reads what the submit that held the
         # lock before this one committed (READ COMMITTED takes a snapshot per statement).
         name_taken, granted_by_class, workload.pk = admission.admission_reads(tenant, name, asked)
-        if name_taken:
-            raise InvalidInput(
-                f"{tenant.slug} already runs a workload named {name!r}", field="name"
-            )
-        admission.check_fits(
+        admission.check_team(
+            bad,
             tenant,
-            asked,
-            held_pods,
-            priority,
-            granted_by_class,
-            model_classes,
-            autoscaled=scaling is not None,
+            ask,
+            resolved,
+            name_taken=name_taken,
+            granted_by_class=granted_by_class,
         )
+        bad.raise_any()
         workload.tenant = tenant
         workload.max_run_s = audited["max_run_s"] = admission.max_run_s(tenant, kind, asked)
         workload.namespace = tenant.namespace

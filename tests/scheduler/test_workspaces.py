@@ -204,14 +204,15 @@ def test_the_auth_request_lets_the_teams_members_in_and_no_one_else(granted, cli
 
 
 @pytest.mark.django_db
-def test_opening_a_workspace_submits_its_run_in_the_teams_grant_at_a_priority_batch_never_preempts(
+def test_opening_a_workspace_submits_its_run_in_the_teams_grant_at_the_lowest_priority(
     granted,
 ):
+    # issue 49, 6 changed this: gpu-low by default (gpu-high preempts teammates' jobs)
     ws = open_one(granted)
     run = Workload.objects.get(pk=ws.run_id)
     assert (run.kind, run.priority_class, run.resources) == (
         "job",
-        "gpu-high",
+        "gpu-low",
         {granted.rc.slug: 1},
     )
     assert run.labels == {WORKSPACE_LABEL: str(ws.pk), "gpu-portal.io/idle-exempt": "true"}
@@ -364,3 +365,42 @@ def test_the_form_offers_only_classes_the_grant_covers_one_of(granted, client):
         open_one(granted, resource_class="a100-80gb")  # 6 slices do not make a whole GPU
     assert granted.rc.slug in str(refused.value)
     assert not Workspace.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_notebook_runs_at_the_priority_chosen_and_keeps_it_on_restart(granted, client):
+    ws = open_one(granted, priority="gpu-high")
+    assert Workload.objects.get(pk=ws.run_id).priority_class == "gpu-high"
+    services.stop_workspace(actor=granted.member, workspace=ws)
+    ws = services.restart_workspace(actor=granted.member, workspace=ws)
+    assert ws.run.priority_class == "gpu-high"
+    with pytest.raises(services.InvalidInput, match="runs at gpu-low or gpu-high"):
+        open_one(granted, name="nb2", priority="gpu-critical")
+
+
+@pytest.mark.django_db
+def test_the_form_offers_human_gpu_labels_smallest_first_and_the_priority_with_why(granted, client):
+    client.force_login(granted.member)
+    page = html.unescape(
+        client.get(
+            reverse("workspaces:workspace_list", args=[granted.tenant.slug])
+        ).content.decode()
+    )
+    assert f'value="{granted.rc.slug}">{granted.rc.display_name} ·' in page
+    assert "slices free" in page or "free" in page
+    assert '<option value="gpu-low">gpu-low (normal)</option>' in page
+    assert "preempts teammates' lower-priority jobs" in page
+
+
+@pytest.mark.django_db
+def test_a_notebook_is_listed_as_a_workspace_without_its_token_arguments(granted, client):
+    ws = open_one(granted)
+    client.force_login(granted.member)
+    listing = client.get(reverse("scheduler:workload_list", args=[granted.tenant.slug]))
+    assert '<td data-label="Kind">Notebook (workspace)</td>' in listing.content.decode()
+    assert '<td data-label="Kind">Job (training, batch)' not in listing.content.decode()
+    detail = client.get(reverse("scheduler:workload_detail", args=[ws.run_id])).content.decode()
+    api = client.get(f"/api/v1/workloads/{ws.run_id}/").json()
+    for said in (detail, str(api["args"])):
+        assert "ServerApp.token" not in said and "ServerApp.password" not in said
+    assert "--no-browser" in api["args"]

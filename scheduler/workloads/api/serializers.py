@@ -187,6 +187,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text='a job\'s maximum run time in words ("stops after 4 h of running"); "": none',
     )
+    args = serializers.ListField(
+        source="shown_args",
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="the arguments (a workspace's server's own authentication left out)",
+    )
     origin = serializers.CharField(
         read_only=True,
         help_text='where it came from: "portal", or the kind and name of the object a team made '
@@ -266,7 +272,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "origin": _text(w.origin),
             "image": _text(w.image),
             "command": w.command,
-            "args": w.args,
+            "args": w.shown_args,
             "env": self.get_env(w),
             "labels": w.labels,
             "resources": None

@@ -3,19 +3,18 @@
 import shlex
 
 from django import forms
-from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 
-from catalog import slices
 from catalog.models import ResourceClass
-from core.errors import ServiceError
+from core.errors import InvalidInput, QuotaExceeded, ServiceError
 from core.forms import RefuseNotCut
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
-from scheduler.workloads.submit.spec import POD_SPEC_FIELDS
+from scheduler.workloads.pages.choices import gpu_choices
+from scheduler.workloads.submit import admission
+from scheduler.workloads.submit.spec import POD_SPEC_FIELDS, parse_spec
 from tenants.models import Tenant
 from tenants.models.priority_classes import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASS_DEFS
-from tenants.selectors import quota_lines
 
 SECRET_KEY_REF = "secretKeyRef:"  # KEY=secretKeyRef:SECRET/KEY in the env box
 READ_ONLY_SUFFIX = ":ro"  # CLAIM:/path:ro in the volumes box
@@ -30,7 +29,12 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     """The browser's submit form: the same fields as the API, parsed into the same service call."""
 
     name = forms.CharField(max_length=40, help_text="Lower-case letters, digits and '-'")
-    kind = forms.ChoiceField(choices=Workload.Kind.choices)
+    kind = forms.ChoiceField(
+        choices=Workload.Kind.choices,
+        initial=Workload.Kind.JOB,
+        widget=forms.RadioSelect,
+        help_text="Only the chosen kind's fields below are used",
+    )
     image = forms.CharField(max_length=300, initial="pytorch/pytorch:2.4-cuda12.4")
     command = forms.CharField(
         required=False, help_text="As in a shell, e.g. python train.py --epochs 3"
@@ -46,30 +50,28 @@ class WorkloadForm(RefuseNotCut, forms.Form):
         choices=[(pc.name, f"{pc.name} — {pc.description}") for pc in PRIORITY_CLASS_DEFS],
         initial=DEFAULT_PRIORITY_CLASS,
     )
-    replicas = forms.IntegerField(
-        min_value=1, initial=DEFAULT_REPLICAS, help_text="Deployments only"
-    )
+    replicas = forms.IntegerField(min_value=1, initial=DEFAULT_REPLICAS)
     pods = forms.IntegerField(
         required=False,
         min_value=1,
         initial=1,
-        help_text="Jobs only: worker pods of this shape, admitted and started together "
+        help_text="Worker pods of this shape, admitted and started together "
         "(distributed training; each gets MASTER_ADDR, WORLD_SIZE, RANK)",
     )
     backoff_limit = forms.IntegerField(
-        min_value=0, initial=0, help_text="Jobs only: retries (a gang's, over all its pods)"
+        min_value=0, initial=0, help_text="Retries (a gang's, over all its pods)"
     )
     topology = forms.CharField(
         required=False,
         max_length=40,
-        help_text="Jobs of 2+ pods: rack-required (all pods in one rack), rack-preferred (as "
+        help_text="For 2 pods or more: rack-required (all pods in one rack), rack-preferred (as "
         "close as possible), or empty",
     )
     max_replicas = forms.IntegerField(
         required=False,
         min_value=1,
         label="Autoscale up to (replicas)",
-        help_text="Deployments only: scale between Replicas and this; quota is held for the "
+        help_text="Scale between Replicas and this; quota is held for the "
         "replicas running, and those beyond the grant wait in the queue",
     )
     target_gpu_util = forms.IntegerField(
@@ -81,7 +83,7 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     port = forms.IntegerField(
         required=False,
         label="Serves on port",
-        help_text="Deployments only: the container's port; a Service inside the cluster in front",
+        help_text="The container's port; a Service inside the cluster in front",
     )
     readiness_path = forms.CharField(
         required=False, max_length=200, help_text="e.g. /ready: in the Service once it answers"
@@ -142,39 +144,14 @@ class WorkloadForm(RefuseNotCut, forms.Form):
             self._offer_grants_first(tenant)
 
     def _offer_grants_first(self, tenant: Tenant) -> None:
-        """Only what the team can run: its granted classes, with what of each is unused, and
-        where quota is counted in slices the other shapes of those models; a link to ask for
-        the rest (a class with no grant could only be refused, issue 35, 11)."""
+        """Only what the team can run (`gpu_choices`), a link to ask for the rest (a class
+        with no grant could only be refused, issue 35, 11)."""
         field = self.fields["resource_class"]
         assert isinstance(field, forms.ModelChoiceField)
-        granted = [line for line in quota_lines(tenant) if line.granted]
-        mine = [
-            (
-                line.resource_class.slug,
-                f"{line.resource_class.display_name} · {line.free} of {line.granted} unused",
-            )
-            for line in granted
-        ]
-        shapes = []
-        if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES and granted:
-            shapes = [
-                (rc.slug, rc.display_name)
-                for rc in ResourceClass.objects.filter(
-                    active=True,
-                    gpu_model__in={line.resource_class.gpu_model for line in granted},
-                    pool__capacity__gt=0,  # a shape no node offers could only wait
-                )
-                .exclude(pk__in=[line.resource_class.pk for line in granted])
-                .order_by("gpu_model", "kind", "profile")
-            ]
+        groups = gpu_choices(tenant)
         field.choices = [
-            ("", "Choose a GPU resource" if mine else "The team has no quota yet"),
-            *([(f"{tenant.name}'s quota", mine)] if mine else []),
-            *(
-                [("Other shapes of the same GPUs (drawn on the team's slices)", shapes)]
-                if shapes
-                else []
-            ),
+            ("", "Choose a GPU resource" if groups else "The team has no quota yet"),
+            *groups,
         ]
         ask = reverse("tenants:request_create", args=[tenant.slug])
         field.help_text = format_html(
@@ -277,6 +254,56 @@ class WorkloadForm(RefuseNotCut, forms.Form):
         }
         return {"ports": [port] if port is not None else [], "probes": probes}
 
+    # The fields of one kind: shown only when it is chosen, ignored by the server otherwise.
+    KIND_FIELDS = {
+        Workload.Kind.JOB: ("pods", "backoff_limit", "topology"),
+        Workload.Kind.DEPLOYMENT: (
+            "replicas",
+            "max_replicas",
+            "target_gpu_util",
+            "target_latency_ms",
+            "port",
+            "readiness_path",
+            "liveness_path",
+        ),
+    }
+    POD_FIELDS = ("env", *POD_SPEC_FIELDS)
+
+    def groups(self) -> dict[str, list]:
+        """The bound fields by fieldset: what every workload has, each kind's own, the pod's."""
+        own = {name for names in self.KIND_FIELDS.values() for name in names}
+        return {
+            "common": [self[n] for n in self.fields if n not in own and n not in self.POD_FIELDS],
+            **{kind: [self[n] for n in names] for kind, names in self.KIND_FIELDS.items()},
+            "pod": [self[n] for n in self.POD_FIELDS],
+        }
+
+    def pod_fields_used(self) -> bool:
+        """The pod's fieldset opens when one of its fields is filled or refused."""
+        return any(self[n].errors or self[n].value() for n in self.POD_FIELDS)
+
+    def chosen_kind(self) -> str:
+        kind = self.cleaned_data.get("kind") if hasattr(self, "cleaned_data") else None
+        return kind or str(self["kind"].value() or Workload.Kind.JOB)
+
+    def clean(self):
+        """Ignore the other kind's fields (shown without CSS, or typed before switching),
+        then the spec's checks on every field that is still clean: one round of errors."""
+        data = super().clean()
+        kind = self.chosen_kind()
+        for other, names in self.KIND_FIELDS.items():
+            if other == kind:
+                continue
+            for name in names:
+                self._errors.pop(name, None)
+                data[name] = self.fields[name].initial if name in ("replicas", "pods") else None
+        self.spec = None
+        try:
+            self.spec = parse_spec(self.spec_fields())
+        except ServiceError as exc:
+            self.show_refusal(exc, keep_earlier=True)
+        return data
+
     # The spec's fields (the API's names) that this form names otherwise.
     SPEC_TO_FORM = {
         "resources": "resource_class",
@@ -287,31 +314,79 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     }
 
     def spec_fields(self) -> dict:
-        """The submit's fields as `parse_spec` takes them (the API's names)."""
+        """The submit's fields as `parse_spec` takes them (the API's names); a field the form
+        refused already is left out (its check would only say it again). The other kind's
+        fields are not passed: a job has no replicas, ports or autoscaling."""
         d = self.cleaned_data
-        return {
-            "name": d["name"],
-            "kind": d["kind"],
-            "image": d["image"],
-            "command": d["command"],
-            "env": d["env"],
-            "resources": {d["resource_class"].slug: d["units"]},
-            "priority": d["priority"],
-            "replicas": d["replicas"],
-            "pods": d.get("pods"),
-            "backoff_limit": d["backoff_limit"],
-            "topology": d.get("topology") or "",
-            "autoscaling": self.autoscaling(),
-            **self.serving(),
-            **{name: d[name] for name in POD_SPEC_FIELDS},
+        job = self.chosen_kind() == Workload.Kind.JOB
+        rc, units = d.get("resource_class"), d.get("units")
+        fields = {
+            "name": d.get("name"),
+            "kind": d.get("kind"),
+            "image": d.get("image"),
+            "command": d.get("command"),
+            "env": d.get("env"),
+            "resources": {rc.slug: units} if rc and units else None,
+            "priority": d.get("priority"),
+            "replicas": DEFAULT_REPLICAS if job else d.get("replicas"),
+            "pods": (d.get("pods") or 1) if job else None,
+            "backoff_limit": (d.get("backoff_limit") or 0) if job else 0,
+            "topology": (d.get("topology") or "") if job else "",
+            "autoscaling": None if job else self.autoscaling(),
+            **({"ports": [], "probes": {}} if job else self.serving()),
+            **{name: d.get(name) for name in POD_SPEC_FIELDS},
         }
+        if "resource_class" in self.errors or "units" in self.errors:
+            fields.pop("resources")
+        return {k: v for k, v in fields.items() if k in ("kind",) or k not in self.errors}
 
-    def show_refusal(self, exc: ServiceError) -> None:
-        """Each refused field's words under the form's own field (on top when it has none)."""
-        for field, said in (exc.errors or {"": [exc.detail]}).items():
-            name = self.SPEC_TO_FORM.get(field, field)
-            for words in said:
-                self.add_error(name if name in self.fields else None, words)
+    def ask(self) -> admission.Ask:
+        """What admission weighs, from what is clean (None where a field was refused)."""
+        d = self.cleaned_data
+        if self.spec is not None:
+            return admission.Ask.of(self.spec)
+        kind = d.get("kind")
+        job = kind == Workload.Kind.JOB
+        rc, units = d.get("resource_class"), d.get("units")
+        size_field = "pods" if job else "replicas"
+        pods = d.get(size_field) or (1 if job else None)
+        return admission.Ask(
+            kind=kind,
+            resources={rc.slug: units} if rc and units else None,
+            pods=pods if size_field not in self.errors else None,
+            priority=d.get("priority") if "priority" not in self.errors else None,
+            name=d.get("name") if "name" not in self.errors else None,
+            topology=(d.get("topology") or "") if job else "",
+            autoscaled=not job and bool(d.get("max_replicas")),
+        )
+
+    def form_field(self, field: str, exc: ServiceError) -> str | None:
+        """The form's field a refusal of the spec's `field` belongs at: "can never fit" is
+        about the units (or the autoscaling range, a gang's pods), not the class chosen."""
+        if field == "resources" and isinstance(exc, QuotaExceeded):
+            return "units"
+        if field == "replicas" and self.chosen_kind() == Workload.Kind.JOB:
+            return "pods"
+        name = self.SPEC_TO_FORM.get(field, field)
+        return name if name in self.fields else None
+
+    def show_refusal(self, exc: ServiceError, *, keep_earlier: bool = False) -> None:
+        """Each refused field's words under the form's own field (on top when it has none).
+        `keep_earlier`: a field the form refused already keeps only its first words."""
+        parts = exc.refused or [(exc.field or "", exc)]
+        if not exc.refused and len(exc.errors) > 1:  # of_fields without the refusals
+            parts = [(f, InvalidInput(w, field=f)) for f, said in exc.errors.items() for w in said]
+        self.show_refusal_list(parts, keep_earlier=keep_earlier)
+
+    def show_refusal_list(
+        self, parts: list[tuple[str, ServiceError]], *, keep_earlier: bool = True
+    ) -> None:
+        already = set(self.errors) if keep_earlier else set()
+        for field, refusal in parts:
+            name = self.form_field(field, refusal) if field else None
+            if name in already:
+                continue
+            self.add_error(name, refusal.detail)
 
 
 def initial_from(workload: Workload) -> dict:

@@ -9,6 +9,11 @@ app_name = "scheduler"
 urlpatterns = [
     path("teams/<slug:slug>/workloads/", views.workload_list, name="workload_list"),
     path("teams/<slug:slug>/workloads/new/", views.workload_create, name="workload_create"),
+    path(
+        "teams/<slug:slug>/workloads/new/preview/",
+        views.workload_preview,
+        name="workload_preview",
+    ),
     path("workloads/<int:pk>/", views.workload_detail, name="workload_detail"),
     path("workloads/<int:pk>/logs/", views.workload_logs, name="workload_logs"),
     path("workloads/<int:pk>/pods/", views.workload_pods_panel, name="workload_pods"),

@@ -21,6 +21,7 @@ from scheduler.workloads.lifecycle import pods as workload_pods
 from scheduler.workloads.lifecycle import suspending
 from scheduler.workloads.models import Workload
 from scheduler.workloads.pages import presenting
+from scheduler.workloads.pages import preview as workload_preview_of
 from scheduler.workloads.pages.consequences import cancel_consequences
 from scheduler.workloads.pages.forms import WorkloadForm, initial_from
 from scheduler.workloads.selectors import (
@@ -29,7 +30,7 @@ from scheduler.workloads.selectors import (
     waiting_for,
     waiting_outlook,
 )
-from scheduler.workloads.submit.spec import parse_spec
+from scheduler.workloads.submit import admission as submit_admission
 from tenants import display, hooks
 from tenants.models import Tenant
 from tenants.permissions import can_ask
@@ -119,7 +120,7 @@ def workload_detail(request, pk):
         "scheduler/workload_detail.html",
         {
             **live_state(workload, request.user),
-            "command_line": presenting.command_line(workload.command, workload.args),
+            "command_line": presenting.command_line(workload.command, workload.shown_args),
             "can_run_again": workload.is_final and can_ask(request.user, workload.tenant),
             "env": sorted(env_shown(workload.env or {}, values=env_values).items()),
             "env_values": env_values,
@@ -190,17 +191,45 @@ def workload_create(request, slug):
     form = WorkloadForm(
         request.POST or None, tenant=tenant, initial=initial_from(again) if again else None
     )
-    if request.method == "POST" and form.is_valid():
+    # every refusal in one round: the form's, the spec's (in `clean`) and admission's
+    if request.method == "POST" and not _refused(form, tenant):
         try:
-            spec = parse_spec(form.spec_fields())
-            workload = workloads.submit_workload(actor=request.user, tenant=tenant, spec=spec)
+            assert form.spec is not None  # noqa: S101 (clean made it when nothing was refused)
+            workload = workloads.submit_workload(actor=request.user, tenant=tenant, spec=form.spec)
         except ServiceError as exc:
             form.show_refusal(exc)
         else:
             # not its state: a message stays as it is while the state block below follows on
             messages.success(request, f"{workload.name} submitted.")
             return redirect("scheduler:workload_detail", pk=workload.pk)
-    return render(request, "scheduler/workload_form.html", {"tenant": tenant, "form": form})
+    return render(
+        request,
+        "scheduler/workload_form.html",
+        {"tenant": tenant, "form": form, "preview": _preview(form, tenant)},
+    )
+
+
+def _preview(form: WorkloadForm, tenant: Tenant) -> workload_preview_of.Preview | None:
+    if not form.is_bound:
+        return None
+    rc = form.cleaned_data.get("resource_class") if hasattr(form, "cleaned_data") else None
+    return workload_preview_of.preview(tenant, form.ask(), rc)
+
+
+@login_required
+def workload_preview(request, slug):
+    """The form's live preview (htmx): cost, budget, and starts now / queues / never fits."""
+    tenant = _tenant(request, slug)
+    form = WorkloadForm(request.GET, tenant=tenant)
+    form.is_valid()
+    return render(request, "scheduler/_workload_preview.html", {"preview": _preview(form, tenant)})
+
+
+def _refused(form: WorkloadForm, tenant: Tenant) -> bool:
+    """Validate the form, then what admission would refuse of what is clean in it."""
+    form.is_valid()
+    form.show_refusal_list(submit_admission.check_ask(tenant, form.ask()).refused)
+    return bool(form.errors)
 
 
 @login_required

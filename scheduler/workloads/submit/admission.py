@@ -7,6 +7,8 @@ change."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +20,8 @@ from catalog.models import Pool, ResourceClass
 from core.errors import InvalidInput, QuotaExceeded
 from scheduler.workloads.kinds import gang
 from scheduler.workloads.models import Workload
+from scheduler.workloads.submit.placement import check_topology
+from scheduler.workloads.submit.spec import Refusals, WorkloadSpec
 from tenants.models import QuotaGrant, Tenant
 from tenants.models.priority_classes import CRITICAL_PRIORITY_CLASS
 
@@ -218,24 +222,31 @@ _ADMISSION_SQL = (
 )
 
 
-def admission_reads(
-    tenant: Tenant, name: str, asked: list[tuple[ResourceClass, int]]
-) -> tuple[bool, dict[int, int], int]:
-    """(name taken?, resource class id -> units granted, the next workload id)."""
-    taken = Workload.objects.live().filter(tenant_id=tenant.pk, name=name).values("pk")
+def _name_taken(tenant: Tenant, name: str):
+    return Workload.objects.live().filter(tenant_id=tenant.pk, name=name).values("pk")
+
+
+def _grants(tenant: Tenant, asked: list[tuple[ResourceClass, int]]):
     # in slices, every grant of the model counts (one workload runs on one model)
     of_asked = (
         Q(resource_class__gpu_model__in={rc.gpu_model for rc, _ in asked})
         if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES
         else Q(resource_class_id__in=[rc.pk for rc, _ in asked])
     )
-    grants = (
+    return (
         QuotaGrant.objects.effective()
         .filter(of_asked, tenant_id=tenant.pk)
         .values("resource_class_id")
         .annotate(total=Sum("amount"))
         .order_by()
     )
+
+
+def admission_reads(
+    tenant: Tenant, name: str, asked: list[tuple[ResourceClass, int]]
+) -> tuple[bool, dict[int, int], int]:
+    """(name taken?, resource class id -> units granted, the next workload id)."""
+    taken, grants = _name_taken(tenant, name), _grants(tenant, asked)
     taken_sql, taken_params = taken.query.sql_with_params()
     grants_sql, grants_params = grants.query.sql_with_params()
     sql = _ADMISSION_SQL.format(taken=taken_sql, grants=grants_sql)
@@ -246,6 +257,125 @@ def admission_reads(
     if isinstance(by_class, str):  # Django's connection leaves jsonb to the fields that read it
         by_class = json.loads(by_class)
     return bool(name_taken), {int(pk): int(units) for pk, units in by_class.items()}, next_id
+
+
+# --- every refusal at once -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What admission weighs of a submit; None where the submit's own checks refused the field
+    (the checks that need it are skipped, the others still run)."""
+
+    kind: str | None
+    resources: Mapping[str, int] | None
+    pods: int | None  # a deployment's replicas (an autoscaled one's minimum), a job's gang
+    priority: str | None
+    name: str | None = None
+    topology: str = ""
+    autoscaled: bool = False
+
+    @classmethod
+    def of(cls, spec: WorkloadSpec) -> Ask:
+        return cls(
+            kind=spec.kind,
+            resources=dict(spec.resources),
+            pods=spec.size.pods,
+            priority=spec.priority,
+            name=spec.name,
+            topology=spec.topology,
+            autoscaled=spec.size.autoscaling is not None,
+        )
+
+
+@dataclass(frozen=True)
+class Resolved:
+    asked: list[tuple[ResourceClass, int]]
+    model_classes: list[ResourceClass]
+    topology: str  # as stored
+    pool_holds: bool = True  # False: no pool could ever hold the gang (the grant is moot)
+
+
+def check_shape(bad: Refusals, ask: Ask) -> Resolved | None:
+    """Before the tenant's lock (the catalog and the fleet): the classes asked for, a gang
+    against its pool, the topology. Each refusal is kept in `bad`; None when the classes are."""
+    if ask.resources is None:
+        return None
+    resolved = bad.check("resources", resolve_resources, dict(ask.resources))
+    if resolved is None:
+        return None
+    asked, model_classes = resolved
+    topology, holds = "", True
+    if ask.pods is not None and ask.kind is not None:
+        if ask.kind == Workload.Kind.JOB and ask.pods > 1:
+            before = len(bad.refused)
+            bad.check("pods", check_pool_holds, asked, ask.pods, model_classes)
+            holds = len(bad.refused) == before
+        topology = (
+            bad.check(
+                "topology", check_topology, ask.topology, kind=ask.kind, pods=ask.pods, asked=asked
+            )
+            or ""
+        )
+    return Resolved(asked, model_classes, topology, holds)
+
+
+def check_team(
+    bad: Refusals,
+    tenant: Tenant,
+    ask: Ask,
+    resolved: Resolved | None,
+    *,
+    name_taken: bool,
+    granted_by_class: dict[int, int],
+) -> None:
+    """The tenant's rules (under its lock in a submit): the priority it may use, the name it
+    has free, the grant it can ever fit in. Each refusal is kept in `bad`."""
+    allowed = tenant.allowed_priority_classes or []
+    may_use = ask.priority in allowed
+    if ask.priority is not None and not may_use:
+        bad.refuse(
+            "priority",
+            InvalidInput(
+                f"{tenant.slug} may use {' or '.join(sorted(allowed)) or 'no priority class'}, "
+                f"not {ask.priority}",
+                field="priority",
+                code="priority_not_allowed",
+            ),
+        )
+    if name_taken:
+        bad.refuse(
+            "name",
+            InvalidInput(f"{tenant.slug} already runs a workload named {ask.name!r}", field="name"),
+        )
+    fits_known = resolved is not None and resolved.pool_holds
+    if resolved is not None and fits_known and ask.pods is not None and ask.priority is not None:
+        bad.check(
+            "resources",
+            check_fits,
+            tenant,
+            resolved.asked,
+            ask.pods,
+            ask.priority if may_use else "",  # a class it may not use has no cap to weigh
+            granted_by_class,
+            resolved.model_classes,
+            autoscaled=ask.autoscaled,
+        )
+
+
+def check_ask(tenant: Tenant, ask: Ask) -> Refusals:
+    """Every refusal admission would give `ask` now, all at once and without writing (no lock:
+    a form's one round of errors, and its preview). The submit checks again under the lock."""
+    bad = Refusals()
+    resolved = check_shape(bad, ask)
+    taken = bool(ask.name) and _name_taken(tenant, ask.name or "").exists()
+    granted: dict[int, int] = {}
+    if resolved is not None:
+        granted = {
+            row["resource_class_id"]: row["total"] for row in _grants(tenant, resolved.asked)
+        }
+    check_team(bad, tenant, ask, resolved, name_taken=taken, granted_by_class=granted)
+    return bad
 
 
 def max_run_s(tenant: Tenant, kind: str, asked: list[tuple[ResourceClass, int]]) -> int | None:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, ServiceError
 from scheduler.workloads.kinds import serving
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from scheduler.workloads.submit.input import (
@@ -127,20 +127,23 @@ class WorkloadSpec:
     backoff_limit: int = 0
 
 
-class _Refusals:
-    """Runs each check, keeps what it refused, and raises them all at once."""
+class Refusals:
+    """Runs each check, keeps what it refused, and raises them all at once (the spec's checks
+    here, admission's in `submit.admission.check_ask`: one answer names every bad field)."""
 
     def __init__(self) -> None:
-        self.refused: list[tuple[str, InvalidInput]] = []  # (field, refusal), in order
+        self.refused: list[tuple[str, ServiceError]] = []  # (field, refusal), in order
 
-    def check(self, name: str, check: Callable[..., T], *args: Any) -> T | None:
+    def check(self, name: str, check: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         try:
-            return check(*args)
-        except InvalidInput as exc:
+            return check(*args, **kwargs)
+        except ServiceError as exc:
+            if not exc.field and not name:
+                raise  # not about a field (a suspended team): said on its own
             self.refuse(exc.field or name, exc)
             return None
 
-    def refuse(self, name: str, exc: InvalidInput) -> None:
+    def refuse(self, name: str, exc: ServiceError) -> None:
         self.refused.append((name, exc))
 
     def ok(self, *names: str) -> bool:
@@ -153,7 +156,9 @@ class _Refusals:
             errors: dict[str, list[str]] = {}
             for field, exc in sorted(self.refused, key=lambda r: _field_order(r[0])):
                 errors.setdefault(field, []).append(exc.detail)
-            raise InvalidInput.of_fields(errors)
+            combined = InvalidInput.of_fields(errors)
+            combined.refused = list(self.refused)  # each with its own code, for a form's map
+            raise combined
 
 
 def _field_order(name: str) -> int:
@@ -166,7 +171,7 @@ def parse_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     unknown = set(data) - set(FIELDS)
     if unknown:
         raise InvalidInput(f"unknown fields {sorted(unknown)}; a submit takes {list(FIELDS)}")
-    bad = _Refusals()
+    bad = Refusals()
     name = bad.check("name", _name, data.get("name"))
     kind = bad.check("kind", _kind, data.get("kind"))
     image = data.get("image")
