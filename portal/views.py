@@ -149,7 +149,7 @@ def team_detail(request, slug):
         Tenant.objects.visible_to(request.user).select_related("robot"), slug=slug
     )
     lines = quota_lines(tenant)
-    scale = max([max(line.granted, line.in_use) for line in lines] or [1])
+    scale = max([max(line.granted, line.running) for line in lines] or [1])
     promised = promises(lines)  # quota against what the pools have (overcommit)
     context = {
         "tenant": tenant,
@@ -160,7 +160,7 @@ def team_detail(request, slug):
             {
                 "line": line,
                 "promise": promised[line.resource_class.pk],
-                **_bars(line.granted, line.in_use, scale),
+                **_bars(line.granted, line.running, scale),  # in use: what runs
             }
             for line in lines
         ],

@@ -14,6 +14,12 @@ workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
     "workload_usage", "tenant id -> {resource class slug -> units its workloads hold}"
 )
 
+# "In use" is what runs: the units of pods placed on nodes and running, not admitted work still
+# on its way (issue 49, 4). Only the cluster's inventory and the workloads know that.
+workload_running: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
+    "workload_running", "tenant id -> {resource class slug -> units of its pods running now}"
+)
+
 # The submit path refuses what a higher layer forbids (metering: a team over budget). Called
 # under the tenant's row lock, inside the submit's transaction; raises a ServiceError to refuse.
 workload_admission: Hook[[Tenant], None] = Hook(

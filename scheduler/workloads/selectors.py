@@ -41,6 +41,38 @@ def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     return out
 
 
+def running_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+    """tenant id -> {resource class slug -> units of its pods running now}: what "in use" means
+    on a page (issue 49, 4), not what admitted work holds of the quota. Read from the inventory
+    (the pods it saw placed on a GPU node and running, each counted by its node's model) once
+    it has seen a node; before that, from the workloads the portal saw running (two queries)."""
+    nodes = {
+        (n.cluster_id, n.name): n
+        for n in Node.objects.filter(cluster__archived_at__isnull=True).only(
+            "cluster_id", "name", "gpu_model", "gpu_product", "sharing_strategy"
+        )
+    }
+    out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if not nodes:
+        rows = Workload.objects.filter(state=Workload.State.RUNNING, tenant_id__in=tenant_ids)
+        for w in rows.only(
+            "tenant_id", "kind", "replicas", "max_replicas", "held_replicas", "resources"
+        ):
+            for slug, units in w.units_held().items():
+                out[w.tenant_id][slug] += units
+        return out
+    pods = PodAllocation.objects.filter(
+        cluster__archived_at__isnull=True, tenant_id__in=tenant_ids, phase="Running"
+    ).values_list("tenant_id", "cluster_id", "node_name", "resources")
+    for tenant_id, cluster_id, node_name, resources in pods:
+        node = nodes.get((cluster_id, node_name))
+        if node is None or not node.gpu_model:
+            continue
+        for slug, units in _node_units(node, resources or {}).items():
+            out[tenant_id][slug] += units
+    return out
+
+
 def held_by_class() -> dict[str, int]:
     """resource class slug -> units every team's workloads hold together (one query): what of a
     pool is taken now."""
