@@ -154,7 +154,7 @@ def team_detail(request, slug):
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
-        "can_manage": permissions.can_manage_members(request.user, tenant),
+        "can_manage": (can_manage := permissions.can_manage_members(request.user, tenant)),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
         "lines": [
             {
@@ -177,6 +177,9 @@ def team_detail(request, slug):
         .order_by("ends_at"),
         "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
         "budget": budget_state(tenant),  # cost this month against budget (metering)
+        # the budget is set here too (issue 49, 8) by whom metering's `can_set_budget` allows:
+        # the platform team and the team's owners, those who manage members (no query more)
+        "can_set_budget": can_manage,
         "enforce": settings.BUDGET_ENFORCE,
         "memberships": Membership.objects.filter(tenant=tenant)
         .select_related("user")

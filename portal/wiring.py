@@ -5,16 +5,17 @@ layer's question."""
 from __future__ import annotations
 
 from catalog import hooks as catalog_hooks
+from metering.selectors import budget_left
 from metering.services import check_budget, over_budget_tenants
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
-from scheduler.workloads.selectors import running_by_tenant, usage_by_tenant
+from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks
 
 
 def fill_hooks() -> None:
     hooks.workload_usage.fill(usage_by_tenant)
-    hooks.workload_running.fill(running_by_tenant)  # what runs: the inventory's pods
     hooks.workload_admission.fill(check_budget)  # budgets are metering's
+    hooks.budget_left.fill(budget_left)  # an ask's cost against the budget
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
     hooks.desired_state_changed.fill(enqueue_reconcile)
     catalog_hooks.fleet_policy_changed.fill(enqueue_reconcile_all)

@@ -9,21 +9,26 @@ from collections.abc import Mapping
 from core.hooks import Hook
 from tenants.models import Tenant
 
-# Governance shows granted / in use / free, but only workloads know what pods hold.
-workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
-    "workload_usage", "tenant id -> {resource class slug -> units its workloads hold}"
-)
-
-# "In use" is what runs: the units of pods placed on nodes and running, not admitted work still
-# on its way (issue 49, 4). Only the cluster's inventory and the workloads know that.
-workload_running: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
-    "workload_running", "tenant id -> {resource class slug -> units of its pods running now}"
+# Governance shows granted / in use / free, but only workloads know what pods hold, and only
+# the inventory what of it runs ("in use" on a page is what runs: issue 49, 4).
+workload_usage: Hook[
+    [list[int]], tuple[Mapping[int, Mapping[str, int]], Mapping[int, Mapping[str, int]]]
+] = Hook(
+    "workload_usage",
+    "(tenant id -> {resource class slug -> units its workloads hold}, "
+    "tenant id -> {slug -> units of its pods running now})",
 )
 
 # The submit path refuses what a higher layer forbids (metering: a team over budget). Called
 # under the tenant's row lock, inside the submit's transaction; raises a ServiceError to refuse.
 workload_admission: Hook[[Tenant], None] = Hook(
     "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
+)
+
+# An ask's preview shows its monthly cost beside the team's budget and what is left of it
+# (issue 49, 8): budgets are metering's. None: no budget set.
+budget_left: Hook[[Tenant], Mapping[str, object] | None] = Hook(
+    "budget_left", "a tenant's budget this month: {budget, spent, left}, or None"
 )
 
 # The reconciler holds the Kueue LocalQueue of these tenants, so kubectl submits wait too.

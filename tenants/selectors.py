@@ -97,8 +97,8 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
     uses (a class in use but no longer granted shows with 0 granted), ordered by slug. Three
     queries for any number of tenants: the one read model of quota lines."""
     granted = effective_quotas(tenant_ids)
-    used = hooks.workload_usage(tenant_ids)  # what pods hold: the workloads' answer
-    running = hooks.workload_running(tenant_ids)  # what of it runs on nodes now
+    # what pods hold, and what runs on nodes now: the workloads' and the inventory's answer
+    used, running = hooks.workload_usage(tenant_ids)
     wanted_pks = {pk for lines in granted.values() for pk in lines}
     wanted_slugs = {slug for lines in used.values() for slug in lines} | {
         slug for lines in running.values() for slug in lines
