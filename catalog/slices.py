@@ -101,6 +101,27 @@ def describe(slices: int) -> str:
     return " + ".join(parts)
 
 
+def shape(rc: ClassLike) -> str:
+    """A class as a shape: `3g.40gb`, `whole GPU`, `shared replica`."""
+    if rc.kind == "mig":
+        return rc.profile
+    return "whole GPU" if rc.kind == "whole" else "shared replica"
+
+
+def slices_of(count: int, total: int | None = None) -> str:
+    """`3 of 12 slices`; without a total, `3 slices` (`1 slice`)."""
+    if total is None:
+        return f"{count} slice" + ("" if count == 1 else "s")
+    return f"{count} of {total} slice" + ("" if total == 1 else "s")
+
+
+def units_in_slices(units: int, rc: ClassLike, of: int | None = None) -> str:
+    """The one way a number of a class's units is shown (issue 49, 4): the instances and the
+    compute slices they are, of `of` slices where a total is meant (a team's grant of the
+    model, a pool): `4 × 1g.10gb (= 4 of 14 slices)`, `2 × whole GPU (= 14 slices)`."""
+    return f"{units} × {shape(rc)} (= {slices_of(units * slices_per_unit(rc), of)})"
+
+
 def model_allowance(classes: Iterable, granted: dict[int, int]) -> tuple[int, int]:
     """(slices granted, slices that may be borrowed beyond them) of one model's classes (each
     with its `pool`, or none: nothing to borrow), as its queue line renders them: the widest of

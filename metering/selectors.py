@@ -303,6 +303,20 @@ def budget_state(tenant: Tenant, now: datetime | None = None) -> BudgetState:
     return budget_state_of(month, cost, budget_for(tenant, month), now)
 
 
+def budget_left(tenant: Tenant, now: datetime | None = None) -> dict | None:
+    """The team's budget this month, what is spent and what is left (never below zero), for an
+    ask's cost to be read against; None while no budget is set."""
+    state = budget_state(tenant, now)
+    if state.budget is None:
+        return None
+    return {
+        "budget": state.budget,
+        "spent": state.cost,
+        "left": max(Decimal(0), state.budget - state.cost),
+        "month": state.month,
+    }
+
+
 # --- dashboards --------------------------------------------------------------------------------
 
 

@@ -133,7 +133,11 @@ def team_budget(request, slug):
     that shows the usage page with the reason at its field and what was typed kept, a forbidden
     one a 403."""
     tenant = _team(request, slug)
-    back = redirect("metering:team_usage", slug=tenant.slug)
+    # set from the team page (issue 49, 8): back there; else the usage page
+    if request.POST.get("back") == "team":
+        back = redirect("team_detail", slug=tenant.slug)
+    else:
+        back = redirect("metering:team_usage", slug=tenant.slug)
     typed = {k: request.POST.get(k, "").replace("\x00", "")[:40] for k in ("month", "amount")}
 
     def refused(field: str, why: str):
@@ -252,7 +256,9 @@ def _platform_usage(tz: str, days: int, month: date) -> dict:
         "data": data,
         "costs": costs[:25],
         "idle_month": selectors.idle_hours_this_month(month),
-        "waste": waste.waste_by_team(month, now=now, statements=statements)[:25],
+        "waste": (wasted := waste.waste_by_team(month, now=now, statements=statements)[:25]),
+        # unknown is not zero (issue 49, 8): did any source report utilisation on their GPUs?
+        "waste_known": any(row.idle_pct is not None for row in wasted),
         "fleet": fleet_cost.fleet_cost(month, now=now, statements=statements),
         "cost_centres": cost_rollups.roll_up(month, "cost_centre", now=now, statements=statements),
         "departments": [

@@ -14,6 +14,11 @@ def portal(request):
         # Kueue's name for a model's compute slices: queue tables say it in words
         "slice_resource": SLICE_RESOURCE,
         "currency": settings.BILLING_CURRENCY,
+        # the route to the platform team wherever a page says to ask them (issue 49, 8)
+        "platform_contact": {
+            "url": settings.PLATFORM_CONTACT,
+            "label": settings.PLATFORM_CONTACT.removeprefix("mailto:"),
+        },
         "showback": settings.BILLING_MODE == "showback",
         # the last verdict on the cluster's versions (a banner below the floor); never asked here
         "cluster_support": support.remembered() if user and user.is_authenticated else None,

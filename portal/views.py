@@ -149,18 +149,18 @@ def team_detail(request, slug):
         Tenant.objects.visible_to(request.user).select_related("robot"), slug=slug
     )
     lines = quota_lines(tenant)
-    scale = max([max(line.granted, line.in_use) for line in lines] or [1])
+    scale = max([max(line.granted, line.running) for line in lines] or [1])
     promised = promises(lines)  # quota against what the pools have (overcommit)
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
-        "can_manage": permissions.can_manage_members(request.user, tenant),
+        "can_manage": (can_manage := permissions.can_manage_members(request.user, tenant)),
         "can_ask": tenant.is_active and permissions.can_ask(request.user, tenant),
         "lines": [
             {
                 "line": line,
                 "promise": promised[line.resource_class.pk],
-                **_bars(line.granted, line.in_use, scale),
+                **_bars(line.granted, line.running, scale),  # in use: what runs
             }
             for line in lines
         ],
@@ -177,6 +177,9 @@ def team_detail(request, slug):
         .order_by("ends_at"),
         "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
         "budget": budget_state(tenant),  # cost this month against budget (metering)
+        # the budget is set here too (issue 49, 8) by whom metering's `can_set_budget` allows:
+        # the platform team and the team's owners, those who manage members (no query more)
+        "can_set_budget": can_manage,
         "enforce": settings.BUDGET_ENFORCE,
         "memberships": Membership.objects.filter(tenant=tenant)
         .select_related("user")

@@ -5,7 +5,7 @@ layer's question."""
 from __future__ import annotations
 
 from catalog import hooks as catalog_hooks
-from metering.selectors import budget_state, workload_costs
+from metering.selectors import budget_left, budget_state, workload_costs
 from metering.services import check_budget, over_budget_tenants
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
@@ -16,6 +16,7 @@ def fill_hooks() -> None:
     hooks.workload_usage.fill(usage_by_tenant)
     hooks.workload_costs.fill(workload_costs)  # what the statement bills, per workload
     hooks.workload_admission.fill(check_budget)  # budgets are metering's
+    hooks.budget_left.fill(budget_left)  # an ask's cost against the budget
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
     hooks.month_spend.fill(_month_spend)
     hooks.desired_state_changed.fill(enqueue_reconcile)

@@ -10,9 +10,14 @@ from decimal import Decimal
 from core.hooks import Hook
 from tenants.models import Tenant
 
-# Governance shows granted / in use / free, but only workloads know what pods hold.
-workload_usage: Hook[[list[int]], Mapping[int, Mapping[str, int]]] = Hook(
-    "workload_usage", "tenant id -> {resource class slug -> units its workloads hold}"
+# Governance shows granted / in use / free, but only workloads know what pods hold, and only
+# the inventory what of it runs ("in use" on a page is what runs: issue 49, 4).
+workload_usage: Hook[
+    [list[int]], tuple[Mapping[int, Mapping[str, int]], Mapping[int, Mapping[str, int]]]
+] = Hook(
+    "workload_usage",
+    "(tenant id -> {resource class slug -> units its workloads hold}, "
+    "tenant id -> {slug -> units of its pods running now})",
 )
 
 # What a workload cost is what its team is billed for it: metering prices what its pods held.
@@ -30,6 +35,12 @@ workload_admission: Hook[[Tenant], None] = Hook(
 # of what new work adds to it. Money is metering's.
 month_spend: Hook[[Tenant], tuple[Decimal, Decimal | None]] = Hook(
     "month_spend", "(the tenant's cost so far this month, its budget or None)"
+)
+
+# An ask's preview shows its monthly cost beside the team's budget and what is left of it
+# (issue 49, 8): budgets are metering's. None: no budget set.
+budget_left: Hook[[Tenant], Mapping[str, object] | None] = Hook(
+    "budget_left", "a tenant's budget this month: {budget, spent, left}, or None"
 )
 
 # The reconciler holds the Kueue LocalQueue of these tenants, so kubectl submits wait too.

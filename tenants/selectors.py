@@ -45,13 +45,51 @@ def granted_totals(now: datetime | None = None) -> dict[int, int]:
 
 @dataclass(frozen=True)
 class QuotaLine:
+    """A team's line of one class: `granted`; `in_use`, what its admitted work holds of the
+    quota (Kueue's count: what is no longer free to admit); `running`, what of that runs now,
+    pods placed on nodes (issue 49, 4: "in use" on a page is what runs); `model_slices`, the
+    team's grant of the class's GPU model in compute slices, the "of Y slices" of the words."""
+
     resource_class: ResourceClass
     granted: int
     in_use: int
+    running: int = 0
+    model_slices: int = 0
 
     @property
     def free(self) -> int:
         return max(0, self.granted - self.in_use)
+
+    @property
+    def waiting_for_nodes(self) -> int:
+        """Units admitted on quota whose pods are not running yet (placed nowhere, starting)."""
+        return max(0, self.in_use - self.running)
+
+    def _words(self, units: int) -> str:
+        return slices.units_in_slices(units, self.resource_class, self.model_slices or None)
+
+    @property
+    def granted_words(self) -> str:
+        return self._words(self.granted)
+
+    @property
+    def running_words(self) -> str:
+        return self._words(self.running)
+
+    @property
+    def free_words(self) -> str:
+        return self._words(self.free)
+
+    @property
+    def summary(self) -> str:
+        """`4 × 3g.40gb (= 12 of 26 slices) granted; 1 × 3g.40gb (= 3 of 26 slices) running;
+        3 × 3g.40gb (= 9 of 26 slices) unused`, with what is admitted but not running yet."""
+        admitted = self.waiting_for_nodes
+        return (
+            f"{self.granted_words} granted; {self.running_words} running"
+            + (f" (+ {admitted} admitted, not running yet)" if admitted else "")
+            + f"; {self.free_words} unused"
+        )
 
 
 def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
@@ -59,9 +97,12 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
     uses (a class in use but no longer granted shows with 0 granted), ordered by slug. Three
     queries for any number of tenants: the one read model of quota lines."""
     granted = effective_quotas(tenant_ids)
-    used = hooks.workload_usage(tenant_ids)  # what pods hold: the workloads' answer
+    # what pods hold, and what runs on nodes now: the workloads' and the inventory's answer
+    used, running = hooks.workload_usage(tenant_ids)
     wanted_pks = {pk for lines in granted.values() for pk in lines}
-    wanted_slugs = {slug for lines in used.values() for slug in lines}
+    wanted_slugs = {slug for lines in used.values() for slug in lines} | {
+        slug for lines in running.values() for slug in lines
+    }
     classes = list(
         (
             ResourceClass.objects.filter(pk__in=wanted_pks)
@@ -73,10 +114,20 @@ def quota_lines_for(tenant_ids: list[int]) -> dict[int, list[QuotaLine]]:
     out: dict[int, list[QuotaLine]] = {}
     for tenant_id in tenant_ids:
         g, u = granted.get(tenant_id, {}), used.get(tenant_id, {})
+        r = running.get(tenant_id, {})
+        mine = [rc for rc in classes if rc.pk in g or rc.slug in u or rc.slug in r]
+        by_model: dict[str, int] = defaultdict(int)  # the team's grant of each model in slices
+        for rc in mine:
+            by_model[rc.gpu_model] += g.get(rc.pk, 0) * slices.slices_per_unit(rc)
         out[tenant_id] = [
-            QuotaLine(rc, g.get(rc.pk, 0), u.get(rc.slug, 0))
-            for rc in classes
-            if rc.pk in g or rc.slug in u
+            QuotaLine(
+                rc,
+                g.get(rc.pk, 0),
+                u.get(rc.slug, 0),
+                running=r.get(rc.slug, 0),
+                model_slices=by_model[rc.gpu_model],
+            )
+            for rc in mine
         ]
     return out
 
@@ -107,9 +158,7 @@ class SliceLine:
 
 def shape_name(rc: ResourceClass) -> str:
     """A class as a shape: "3g.40gb", "whole GPU", "shared replica"."""
-    if rc.kind == ResourceClass.Kind.MIG:
-        return rc.profile
-    return "whole GPU" if rc.kind == ResourceClass.Kind.WHOLE else "shared replica"
+    return slices.shape(rc)
 
 
 def slice_lines(lines: list[QuotaLine]) -> list[SliceLine]:
@@ -190,6 +239,18 @@ class PoolLine:
     @property
     def offered(self) -> int:
         return self.capacity + self.outside_use
+
+    @property
+    def capacity_words(self) -> str:
+        return slices.units_in_slices(self.capacity, self.resource_class)
+
+    @property
+    def granted_words(self) -> str:
+        return slices.units_in_slices(self.granted, self.resource_class)
+
+    @property
+    def free_words(self) -> str:
+        return slices.units_in_slices(self.free, self.resource_class)
 
     @property
     def outside_said(self) -> str:

@@ -19,7 +19,7 @@ from catalog.advice import sharing_advice
 from core import sealing
 from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
-from tenants import asking, consequences, display, permissions, selectors
+from tenants import asking, consequences, display, hooks, permissions, selectors
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.services import requests as request_services
@@ -125,6 +125,8 @@ def ask_hint(tenant: Tenant, data) -> dict | None:
             ends_at=d["ends_at"],
         ),
     }
+    # the ask's monthly cost beside the team's budget and what is left of it (issue 49, 8)
+    hint["budget"] = hooks.budget_left(tenant)
     names = display.class_names()
     try:
         decision, free = request_services.preview_capacity_request(

@@ -125,7 +125,10 @@ def test_ci_pipeline_through_the_cli(kube, portal, world):
     )  # fmt: skip
     assert code == 5
     # in compute slices: 5 x 3g is 15, the grant of 2 x 3g 6
-    assert "quota_exceeded" in err and "needs 15 slices, the grant is 6; ask for 9 more" in err
+    assert (
+        "quota_exceeded" in err
+        and ("needs 5 × 3g.40gb (= 15 slices), the grant is 6 slices; ask for 3 × 3g.40gb") in err
+    )
 
 
 def test_a_critical_job_preempts_a_low_one_and_wait_follows_it_back_into_the_queue(

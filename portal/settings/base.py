@@ -182,6 +182,9 @@ CONTENT_SECURITY_POLICY = {
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)  # seconds per SMTP wait: never hang
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
+# Where a person refused by the portal reaches the platform team (issue 49, 8): a mailto: or an
+# https: link (a ticket queue, a chat channel), shown wherever a page says "ask the platform team".
+PLATFORM_CONTACT = env("PLATFORM_CONTACT", default="mailto:gpu-platform@localhost")
 
 # --- Portal -------------------------------------------------------------------------------
 PLATFORM_ADMIN_GROUP = "platform-admins"

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from catalog import facts as catalog_facts
@@ -29,15 +29,61 @@ from tenants.models.priority_classes import PRIORITY_CLASS_DEFS
 from tenants.permissions import WRITE_ROLES, can_ask
 
 
-def usage_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
-    """tenant id -> {resource class slug -> units its workloads hold} (one query)."""
-    out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    rows = Workload.objects.holding().filter(tenant_id__in=tenant_ids)
-    for w in rows.only(
-        "tenant_id", "kind", "replicas", "max_replicas", "held_replicas", "resources"
-    ):
+def usage_by_tenant(
+    tenant_ids: list[int],
+) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+    """(tenant id -> {resource class slug -> units its workloads hold}, tenant id -> {slug ->
+    units of its pods running now}). Held: what admitted work takes of the quota. Running: what
+    "in use" means on a page (issue 49, 4), pods placed on nodes and running, not admitted work
+    on its way; read from the inventory (each pod by its node's model) once it has a node,
+    else from the workloads the portal saw running. One query, two with an inventory."""
+    held: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    seen_running: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    inventory = False
+    rows = (
+        Workload.objects.holding()
+        .filter(tenant_id__in=tenant_ids)
+        .annotate(inventory=Exists(Node.objects.filter(cluster__archived_at__isnull=True)))
+        .only(
+            "tenant_id", "state", "kind", "replicas", "max_replicas", "held_replicas", "resources"
+        )
+    )
+    for w in rows:
+        inventory = w.inventory
         for slug, units in w.units_held().items():
-            out[w.tenant_id][slug] += units
+            held[w.tenant_id][slug] += units
+            if w.state == Workload.State.RUNNING:
+                seen_running[w.tenant_id][slug] += units
+    return held, (_pods_running(tenant_ids) if inventory else seen_running)
+
+
+def running_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+    """tenant id -> {resource class slug -> units of its pods running now} (`usage_by_tenant`)."""
+    return usage_by_tenant(tenant_ids)[1]
+
+
+def _pods_running(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
+    """The pods the inventory saw placed on a GPU node and running, by their node's model, with
+    the node's facts read in the same query."""
+    node = Node.objects.filter(cluster_id=OuterRef("cluster_id"), name=OuterRef("node_name"))
+    pods = (
+        PodAllocation.objects.filter(
+            cluster__archived_at__isnull=True, tenant_id__in=tenant_ids, phase="Running"
+        )
+        .annotate(
+            model=Subquery(node.values("gpu_model")[:1]),
+            product=Subquery(node.values("gpu_product")[:1]),
+            sharing=Subquery(node.values("sharing_strategy")[:1]),
+        )
+        .values_list("tenant_id", "resources", "model", "product", "sharing")
+    )
+    out: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for tenant_id, resources, model, product, sharing in pods:
+        if not model:
+            continue
+        facts = Node(gpu_model=model, gpu_product=product or "", sharing_strategy=sharing or "")
+        for slug, units in _node_units(facts, resources or {}).items():
+            out[tenant_id][slug] += units
     return out
 
 

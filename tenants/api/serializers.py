@@ -16,8 +16,15 @@ from tenants.selectors import quota_lines_for, slice_lines
 class QuotaLineSerializer(serializers.Serializer):
     resource_class = serializers.CharField()
     granted = serializers.IntegerField()
-    in_use = serializers.IntegerField()
-    free = serializers.IntegerField()
+    in_use = serializers.IntegerField(help_text="units the team's admitted work holds of quota")
+    free = serializers.IntegerField(help_text="granted less in_use: what may still be admitted")
+    running = serializers.IntegerField(
+        help_text="of in_use, units of pods placed on nodes and running now"
+    )
+    summary = serializers.CharField(
+        help_text='the line as the pages say it: "N × shape (= X of Y slices)", Y the '
+        "team's grant of the GPU model in compute slices"
+    )
 
 
 class HeldShapeSerializer(serializers.Serializer):
@@ -67,6 +74,8 @@ def page_quota(tenant_ids: list[int]) -> dict[int, dict[str, list[dict]]]:
                     "granted": line.granted,
                     "in_use": line.in_use,
                     "free": line.free,
+                    "running": line.running,
+                    "summary": line.summary,
                 }
                 for line in lines
             ],

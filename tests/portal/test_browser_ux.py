@@ -286,7 +286,7 @@ def test_workload_form_offers_only_the_allowed_priorities_and_points_at_the_erro
     units = page.locator("#id_resource_class")  # the service's refusal is about the resources
     expect(units).to_be_focused()
     error = page.locator("#id_resource_class_error")
-    expect(error).to_contain_text("ask for 6 more slices (2 more")
+    expect(error).to_contain_text("ask for 2 × 3g.40gb (= 6 slices) more")
     assert dangling_describedby(page) == []
     assert_accessible(page)
 

@@ -148,7 +148,10 @@ def test_a_gang_is_counted_n_times_its_pod_against_the_grant(granted):
     with pytest.raises(QuotaExceeded) as exc:
         submit(world, name="big", pods=4)
     assert "a gang of 4 pods, admitted all at once" in exc.value.detail
-    assert "needs 12 slices, the grant is 9; ask for 3 more slices" in exc.value.detail
+    assert (  # issue 49, 4: the one unit
+        "needs 4 × 3g.40gb (= 12 slices), the grant is 9 slices; "
+        "ask for 1 × 3g.40gb (= 3 slices) more"
+    ) in exc.value.detail
 
 
 @pytest.mark.django_db

@@ -371,7 +371,9 @@ def test_what_fits_the_grant_is_admitted_to_wait_and_only_what_never_fits_is_ref
     # 2 of 3 in use: asking for 2 more fits the grant, so it is admitted and waits in the queue
     submit(world, name="b", resources={world.rc.slug: 2})
     # in compute slices: 3 x 3g granted is 9, 4 x 3g needs 12
-    with pytest.raises(QuotaExceeded, match="needs 12 slices, the grant is 9; ask for 3 more"):
+    with pytest.raises(
+        QuotaExceeded, match=r"needs 4 × 3g\.40gb \(= 12 slices\), the grant is 9 slices; ask for"
+    ):
         submit(world, name="c", resources={world.rc.slug: 4})
     lines = {line.resource_class.slug: line for line in tenant_selectors.quota_lines(world.tenant)}
     assert (lines[world.rc.slug].granted, lines[world.rc.slug].in_use) == (3, 4)
@@ -382,7 +384,9 @@ def test_the_pools_borrowing_limit_lets_a_team_ask_beyond_its_grant(granted):
     world = granted
     catalog.set_pool(actor=world.admin, resource_class=world.rc, borrowing_limit=2)
     submit(world, name="a", resources={world.rc.slug: 5})  # 3 granted + 2 borrowable
-    with pytest.raises(QuotaExceeded, match="the grant is 9 and 6 may be borrowed; ask for 3"):
+    with pytest.raises(
+        QuotaExceeded, match="the grant is 9 slices and 6 slices may be borrowed; ask for 1 × 3g"
+    ):
         submit(world, name="b", resources={world.rc.slug: 6})
 
 
@@ -394,7 +398,9 @@ def test_the_per_model_split_that_a_resource_quota_cannot_see(granted):
     )
     PoolFactory(resource_class=other_model, capacity=4)
     # Same Kubernetes resource name, another GPU model: the A100 grant does not cover it.
-    with pytest.raises(QuotaExceeded, match="H100-80GB: needs 3 slices, the grant is 0"):
+    with pytest.raises(
+        QuotaExceeded, match=r"H100-80GB: needs 1 × 3g\.40gb \(= 3 slices\), the grant is 0"
+    ):
         submit(world, resources={other_model.slug: 1})
 
 
@@ -508,7 +514,9 @@ def test_grants_that_end_do_not_count(granted):
     )
     submit(world, name="a", resources={world.rc.slug: 5})
     grant_services.expire_grants(now=timezone.now() + timedelta(hours=2))
-    with pytest.raises(QuotaExceeded, match="needs 15 slices, the grant is 9"):
+    with pytest.raises(
+        QuotaExceeded, match=r"needs 5 × 3g\.40gb \(= 15 slices\), the grant is 9 slices"
+    ):
         submit(world, name="b", resources={world.rc.slug: 5})
 
 

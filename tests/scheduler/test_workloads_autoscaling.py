@@ -144,7 +144,10 @@ def test_admission_checks_min_replicas_and_quota_follows_the_admitted_pods(grant
         )
     assert exc.value.field == "autoscaling"
     assert "5 pods at min replicas" in exc.value.detail
-    assert "needs 15 slices, the grant is 12; ask for 3 more slices (1 more" in exc.value.detail
+    assert (  # issue 49, 4: the one unit
+        "needs 5 × 3g.40gb (= 15 slices), the grant is 12 slices; "
+        "ask for 1 × 3g.40gb (= 3 slices) more"
+    ) in exc.value.detail
 
     # a max beyond the grant is taken: the replicas past it wait in the team's queue
     w = submit(
@@ -249,7 +252,7 @@ def test_the_api_takes_and_shows_autoscaling(granted):
     )
     assert too_big.status_code == 409
     assert too_big.data["code"] == "quota_exceeded"
-    assert "ask for 3 more slices (1 more" in too_big.data["detail"]
+    assert "ask for 1 × 3g.40gb (= 3 slices) more" in too_big.data["detail"]
     no_target = client.post(
         "/api/v1/workloads/", {**body, "autoscaling": {"max_replicas": 2}}, format="json"
     )

@@ -162,19 +162,21 @@ def short_in_slices(
         return []
     pools = [(rc, p) for rc in classes if (p := getattr(rc, "pool", None)) is not None]
     held = sum(p.capacity * slices.slices_per_unit(rc) for rc, p in pools)
+    # the one unit (issue 49, 4): what is asked as "N × shape (= X slices)", totals in slices
+    needs = " + ".join(slices.units_in_slices(units * pods, rc) for rc, units in asked)
     if pools and need > held:
         # no grant can make it fit: asking for more would only be refused
         return [
-            f"{model}: needs {need} slices, and its pools hold only {held}; no grant can run "
-            "it, ask for fewer units or pods"
+            f"{model}: needs {needs}, and its pools hold only {slices.slices_of(held)}; no "
+            "grant can run it, ask for fewer units or pods"
         ]
     rc = asked[0][0]
     per = slices.slices_per_unit(rc)
     more = -(-missing // per)  # in the asked class, rounded up
     return [
-        f"{model}: needs {need} slices, the grant is {granted}"
-        + (f" and {borrow} may be borrowed" if borrow else "")
-        + f"; ask for {missing} more slices ({more} more {rc.slug} at {per} each)"
+        f"{model}: needs {needs}, the grant is {slices.slices_of(granted)}"
+        + (f" and {slices.slices_of(borrow)} may be borrowed" if borrow else "")
+        + f"; ask for {slices.units_in_slices(more, rc)} more ({rc.slug})"
     ]
 
 

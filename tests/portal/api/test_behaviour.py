@@ -84,8 +84,8 @@ def test_more_than_the_grant_is_a_clear_409_with_what_to_ask_for(api, world):
     # 4 x 3g granted, 12 compute slices (1 held by the fixture's workload: what fits the
     # grant would wait queued)
     assert (
-        "A100-80GB: needs 27 slices, the grant is 12; "
-        "ask for 15 more slices (5 more a100-80gb-mig-3g.40gb at 3 each)"
+        "A100-80GB: needs 9 × 3g.40gb (= 27 slices), the grant is 12 slices; "
+        "ask for 5 × 3g.40gb (= 15 slices) more (a100-80gb-mig-3g.40gb)"
     ) in response.data["detail"]
     assert response.data["errors"] == {"resources": [response.data["detail"]]}
 
@@ -252,7 +252,18 @@ def test_tenant_shows_namespace_quota_in_use_and_free(api, world, settings):
     data = bearer(api.raw["read"]).get(f"/api/v1/tenants/{world.tenant.slug}/").data
     assert data["namespace"] == f"{settings.TENANT_NAMESPACE_PREFIX}team-a"
     assert data["quota"] == [
-        {"resource_class": world.rc.slug, "granted": 4, "in_use": 1, "free": 3}
+        {
+            "resource_class": world.rc.slug,
+            "granted": 4,
+            "in_use": 1,
+            "free": 3,
+            # issue 49, 4: the numbers kept, what runs (its one workload is admitted, not
+            # running yet) and the words added
+            "running": 0,
+            "summary": "4 × 3g.40gb (= 12 of 12 slices) granted; "
+            "0 × 3g.40gb (= 0 of 12 slices) running (+ 1 admitted, not running yet); "
+            "3 × 3g.40gb (= 9 of 12 slices) unused",
+        }
     ]
     assert data["reconcile_status"] == "pending"
     rc = bearer(api.raw["read"]).get(f"/api/v1/resource-classes/{world.rc.slug}/").data
