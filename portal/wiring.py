@@ -5,7 +5,7 @@ layer's question."""
 from __future__ import annotations
 
 from catalog import hooks as catalog_hooks
-from metering.selectors import budget_left, budget_state, workload_costs
+from metering.selectors import budget_left, workload_costs
 from metering.services import check_budget, over_budget_tenants
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
@@ -18,12 +18,6 @@ def fill_hooks() -> None:
     hooks.workload_admission.fill(check_budget)  # budgets are metering's
     hooks.budget_left.fill(budget_left)  # an ask's cost against the budget
     hooks.queue_holds.fill(over_budget_tenants)  # an over-budget team's queue is held
-    hooks.month_spend.fill(_month_spend)
     hooks.desired_state_changed.fill(enqueue_reconcile)
     catalog_hooks.fleet_policy_changed.fill(enqueue_reconcile_all)
     hooks.departments_changed.fill(enqueue_reconcile_all)  # cohorts and every queue
-
-
-def _month_spend(tenant):
-    state = budget_state(tenant)
-    return state.cost, state.budget

@@ -31,14 +31,8 @@ workload_admission: Hook[[Tenant], None] = Hook(
     "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
 )
 
-# What the team has spent this month and its budget (None: no budget), for a form's preview
-# of what new work adds to it. Money is metering's.
-month_spend: Hook[[Tenant], tuple[Decimal, Decimal | None]] = Hook(
-    "month_spend", "(the tenant's cost so far this month, its budget or None)"
-)
-
-# An ask's preview shows its monthly cost beside the team's budget and what is left of it
-# (issue 49, 8): budgets are metering's. None: no budget set.
+# An ask's and a submit's preview show their cost beside the team's budget and what is left
+# of it: budgets are metering's. None: no budget set.
 budget_left: Hook[[Tenant], Mapping[str, object] | None] = Hook(
     "budget_left", "a tenant's budget this month: {budget, spent, left}, or None"
 )

@@ -9,7 +9,7 @@ from django.core.management.base import SystemCheckError
 
 from catalog import hooks as catalog_hooks
 from core import hooks as core_hooks
-from metering.selectors import budget_left
+from metering.selectors import budget_left, workload_costs
 from metering.services import check_budget, over_budget_tenants
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
@@ -22,6 +22,7 @@ def test_every_declared_hook_is_filled_by_the_wiring():
         "workload_usage": f"{usage_by_tenant.__module__}.usage_by_tenant",
         "workload_admission": f"{check_budget.__module__}.check_budget",
         "budget_left": f"{budget_left.__module__}.budget_left",
+        "workload_costs": f"{workload_costs.__module__}.workload_costs",
         "queue_holds": f"{over_budget_tenants.__module__}.over_budget_tenants",
         "desired_state_changed": f"{enqueue_reconcile.__module__}.enqueue_reconcile",
         "fleet_policy_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",

@@ -54,7 +54,10 @@ def test_more_than_the_grant_keeps_the_form_and_says_what_to_ask_for(client, gra
     client.force_login(granted.member)
     response = submit(client, units=3)
     body = response.content.decode()
-    assert "the grant is 6; ask for 3 more slices" in body and 'value="train-7"' in body
+    assert (
+        "the grant is 6 slices; ask for 1 × 3g.40gb (= 3 slices) more" in body
+        and 'value="train-7"' in body
+    )
     assert not Workload.objects.exists()
     bad_env = submit(client, env="NOEQUALS")
     assert "line 1: write KEY=value" in bad_env.content.decode()

@@ -3,6 +3,7 @@ the real Django stack the auth decision the Ingress asks, the refusals that say 
 (400) and the per-person cap (409)."""
 
 import html
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -386,8 +387,13 @@ def test_the_form_offers_human_gpu_labels_smallest_first_and_the_priority_with_w
             reverse("workspaces:workspace_list", args=[granted.tenant.slug])
         ).content.decode()
     )
-    assert f'value="{granted.rc.slug}">{granted.rc.display_name} ·' in page
-    assert "slices free" in page or "free" in page
+    label = re.search(rf'value="{granted.rc.slug}"[^>]*>([^<]*)</option>', page)
+    assert label is not None, "the granted shape is offered"
+    # its name and what the team has free of it, in the one unit of the pages
+    assert re.fullmatch(
+        rf"{re.escape(granted.rc.display_name)} · \d+ × \S+ \(= \d+ of \d+ slices\) free",
+        label.group(1),
+    ) or re.fullmatch(rf"{re.escape(granted.rc.display_name)} · \d+ of \d+ free", label.group(1))
     assert '<option value="gpu-low">gpu-low (normal)</option>' in page
     assert "preempts teammates' lower-priority jobs" in page
 

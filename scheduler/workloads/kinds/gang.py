@@ -11,6 +11,7 @@ reads from its environment: index 0 is the master.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.workloads.kinds import topology
@@ -23,6 +24,33 @@ MASTER_PORT = 29500
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 # The Job controller's annotation (and env JOB_COMPLETION_INDEX) of an Indexed Job's pod.
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+# A gang some of whose pods run while the others cannot be placed (Kueue admitted it on quota,
+# the scheduler finds no node for the rest): it waits, holding what it was admitted with.
+INCOMPLETE = "GangIncomplete"
+
+
+@dataclass(frozen=True)
+class Short:
+    needed: int  # pods it needs running now
+    waiting: list[dict]  # its pods not placed or not started yet
+
+
+def short_of(job: dict, pods: list[dict], running: int) -> Short | None:
+    """A Job of several pods started together with fewer running than it needs while the rest
+    wait (a gang runs only whole), else None. Pods already done count out of what it needs."""
+    spec = job.get("spec") or {}
+    parallelism = int(spec.get("parallelism") or 1)
+    if parallelism < 2:
+        return None
+    done = int((job.get("status") or {}).get("succeeded") or 0)
+    completions = spec.get("completions")
+    needed = min(parallelism, int(completions) - done) if completions is not None else parallelism
+    waiting = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+    if running >= needed or not waiting:
+        return None
+    return Short(needed, waiting)
 
 
 def is_gang(spec: ManifestSpec) -> bool:

@@ -278,32 +278,20 @@ def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
     return Observation(Workload.State.PENDING, "Created" if pods else "NoPodsYet")
 
 
-# A gang some of whose pods run while the others cannot be placed (Kueue admitted it on quota,
-# the scheduler finds no node for the rest): it waits, and holds what it was admitted with.
-GANG_INCOMPLETE = "GangIncomplete"
-
-
 def _gang_short(
     job: dict, pods: list[dict], running: list[dict], events: list[dict]
 ) -> Observation | None:
-    """`pending` while a Job of several pods started together has fewer running than it needs
-    and the rest wait to be placed or started (a gang runs only whole), else None."""
-    spec = job.get("spec") or {}
-    parallelism = int(spec.get("parallelism") or 1)
-    if parallelism < 2:
+    """`pending` while a gang runs short of pods (`gang.short_of`), saying why the rest wait."""
+    short = gang.short_of(job, pods, len(running))
+    if short is None:
         return None
-    done = int((job.get("status") or {}).get("succeeded") or 0)
-    completions = spec.get("completions")
-    needed = min(parallelism, int(completions) - done) if completions is not None else parallelism
-    waiting = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
-    if len(running) >= needed or not waiting:
-        return None
-    why = _pending_reason(waiting, events)
+    why = _pending_reason(short.waiting, events)
     said = f": {why.reason}" + (f" ({why.message})" if why.message else "") if why.reason else ""
     return Observation(
         Workload.State.PENDING,
-        GANG_INCOMPLETE,
-        f"{len(running)} of {needed} pods running; the job waits until every pod is placed{said}",
+        gang.INCOMPLETE,
+        f"{len(running)} of {short.needed} pods running; the job waits until every pod is placed"
+        f"{said}",
     )
 
 

@@ -63,12 +63,12 @@ def gpu_offer(tenant: Tenant) -> list[GpuChoice]:
         offered = rc.pk in granted_by_class or (pool is not None and pool.capacity > 0)
         if not offered or size > granted + borrow:
             continue
-        each = f"{size} slice{'s' if size != 1 else ''} each"
-        free = f"{model.free} of {model.granted} {rc.gpu_model} slices free"
-        if size <= granted:
-            out.append(GpuChoice(rc, f"{rc.display_name} · {each}; {free}", OWN, size))
+        if size <= granted:  # free as instances of this shape, in the one unit of the pages
+            free = slices.units_in_slices(max(model.free, 0) // size, rc, model.granted)
+            out.append(GpuChoice(rc, f"{rc.display_name} · {free} free", OWN, size))
         else:
-            beyond = f"{rc.display_name} · {each}; more than the team's {granted}"
+            each = slices.units_in_slices(1, rc)
+            beyond = f"{rc.display_name} · {each}, more than the team's {granted} slices"
             out.append(GpuChoice(rc, beyond, BORROWED, size))
     return sorted(out, key=lambda c: (c.source != OWN, c.size, c.rc.gpu_model, c.rc.slug))
 

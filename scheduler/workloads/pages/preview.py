@@ -3,7 +3,7 @@ hour at list price and against the team's budget this month, and whether it star
 (behind what, and why) or can never fit. Every number comes from the rule that decides it:
 admission's refusals (`submit.admission.check_ask`), the queue's explanation
 (`queue.waiting.explain` over `selectors.waiting_facts`), the ask form's cost arithmetic
-(`tenants.asking.cost_estimate`) and metering's month (`tenants.hooks.month_spend`)."""
+(`tenants.asking.cost_estimate`) and metering's month (`tenants.hooks.budget_left`)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def preview(tenant: Tenant, ask: admission.Ask, rc: ResourceClass | None) -> Pre
         ends_at=now + timedelta(seconds=limit) if limit else None,
     )
     outcome, why, behind = _outcome(tenant, ask, rc)
-    spent, budget = hooks.month_spend(tenant)
+    month = hooks.budget_left(tenant)  # None: no budget this month
+    spent, budget = (month["spent"], month["budget"]) if month else (None, None)
     return Preview(
         rc=rc,
         units=units,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from scheduler.workloads.kinds import gang
+
 # A short gang's message (manifests._gang_short): "1 of 2 pods running; …: <reason> (<message>)".
 _GANG = re.compile(
     r"^(?P<running>\d+) of (?P<needed>\d+) pods running;[^:]*(?::\s*(?P<reason>\w+)"
     r"(?:\s*\((?P<message>.*)\))?)?$",
     re.S,
 )
-GANG_INCOMPLETE = "GangIncomplete"
+GANG_INCOMPLETE = gang.INCOMPLETE
 _QUOTED = re.compile(r'"([^"]+)"')
 _INSUFFICIENT = re.compile(r"insufficient\s+\S*(gpu|mig-|nvidia\.com)", re.I)
 
