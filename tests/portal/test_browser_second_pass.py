@@ -190,7 +190,7 @@ def test_forms_offer_only_what_can_be_had_and_link_to_ask(live_server, browser, 
         page.goto(f"{live_server.url}/teams/team-a/workloads/new/")
         offered = page.locator("#id_resource_class option:not([value=''])")
         expect(offered).to_have_count(1)
-        expect(offered).to_contain_text("2 of 2 unused")
+        expect(offered).to_contain_text("2 × 3g.40gb (= 6 of 6 slices) free")
         assert_accessible(page)
         page.locator(".field-resource_class").get_by_role("link", name="Ask for capacity").click()
         expect(page.get_by_role("heading", name="Ask for capacity")).to_be_visible()

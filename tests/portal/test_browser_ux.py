@@ -283,9 +283,9 @@ def test_workload_form_offers_only_the_allowed_priorities_and_points_at_the_erro
     page.get_by_label("GPU resource").select_option(people.rc.slug)
     page.get_by_label("Units per pod").fill("3")
     page.get_by_role("button", name="Submit").click()
-    units = page.locator("#id_resource_class")  # the service's refusal is about the resources
+    units = page.locator("#id_units")  # "too many units" is said at Units (issue 49, 5)
     expect(units).to_be_focused()
-    error = page.locator("#id_resource_class_error")
+    error = page.locator("#id_units_error")
     expect(error).to_contain_text("ask for 2 × 3g.40gb (= 6 slices) more")
     assert dangling_describedby(page) == []
     assert_accessible(page)
@@ -631,7 +631,9 @@ def test_display_names_grants_first_unused_quota_and_a_one_hour_chart(
     page.goto(f"{live_server.url}/teams/team-a/workloads/new/")
     groups = page.locator("#id_resource_class optgroup")
     expect(groups.first).to_have_attribute("label", "Team-A's quota")
-    expect(groups.first.locator("option")).to_have_text(["A100-80GB MIG 3g.40gb · 2 of 3 unused"])
+    expect(groups.first.locator("option")).to_have_text(
+        ["A100-80GB MIG 3g.40gb · 2 × 3g.40gb (= 6 of 9 slices) free"]
+    )
     page.goto(f"{live_server.url}/usage/teams/team-a/")
     chart = page.locator("section[aria-labelledby='chart-h'] figure").first
     expect(chart.locator("figcaption")).to_have_text("A100-80GB MIG 3g.40gb")
