@@ -95,6 +95,10 @@ def workspace_detail(request, pk):
     context = {
         "ws": ws,
         "link": link(ws),
+        # the catalog's name, not the slug (issue 49, 6)
+        "gpu_label": display.class_names([ws.resource_class]).get(
+            ws.resource_class, ws.resource_class
+        ),
         "idle_after": duration_words(policy.idle_after_s),
         "threshold": policy.threshold_pct,
         "stops_at": ends,

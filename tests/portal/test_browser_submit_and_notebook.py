@@ -267,7 +267,8 @@ def test_a_notebook_is_listed_as_a_workspace_and_shows_no_server_token(
     ws = Workspace.objects.get(name="nb")
     assert ws.run is not None and ws.run.priority_class == "gpu-high"
     assert any(a.startswith("--ServerApp.token=") for a in ws.run.args)  # it is run so
-    expect(page.locator("dl.facts")).to_contain_text("at gpu-high")
+    gpu = page.locator("dl.facts dt", has_text="GPU").locator("xpath=following-sibling::dd[1]")
+    expect(gpu).to_have_text("A100-80GB MIG 3g.40gb at gpu-high")  # a name, not the slug
     assert "--ServerApp.token=" not in page.content()
     assert_accessible(page)
 
