@@ -22,11 +22,26 @@ from workspaces.idleness import stops_at
 from workspaces.links import link
 from workspaces.models import Workspace
 
+# the open form's fields: a refusal of one of them is said under it, the others on top
+FORM_FIELDS = ("name", "kind", "image", "resource_class", "priority", "time_limit_h", "home_size")
+
+
+def refusals_by_field(exc: ServiceError) -> tuple[str | None, dict[str, list[str]]]:
+    """What the form says on top (None: only "correct the fields marked below") and under each
+    of its fields, as the submit form does (issue 49, 6)."""
+    errors = {name: said for name, said in exc.errors.items() if name in FORM_FIELDS}
+    elsewhere = [w for name, said in exc.errors.items() if name not in FORM_FIELDS for w in said]
+    if not errors:
+        return exc.detail, {}
+    return (" ".join(elsewhere) or None), errors
+
 
 @login_required
 def workspace_list(request, slug):
     tenant = get_object_or_404(Tenant.objects.visible_to(request.user), slug=slug)
-    status, error, form = 200, None, {}
+    status, form = 200, {}
+    error: str | None = None
+    errors: dict[str, list[str]] = {}
     if request.method == "POST":
         form = request.POST
         try:
@@ -44,7 +59,8 @@ def workspace_list(request, slug):
             messages.success(request, f"{ws.name} is starting: it waits for its GPU in the queue.")
             return redirect("workspaces:workspace_detail", pk=ws.pk)
         except ServiceError as exc:  # a 400 or 409 that says what to change, the form kept
-            status, error = exc.status, exc.detail
+            status = exc.status
+            error, errors = refusals_by_field(exc)
     workspaces = list(Workspace.objects.filter(tenant=tenant).select_related("run", "owner"))
     names = display.class_names({ws.resource_class for ws in workspaces})
     for ws in workspaces:  # the catalog's names, not slugs
@@ -58,6 +74,7 @@ def workspace_list(request, slug):
         "classes": services.class_choices(tenant),
         "priorities": services.workspace_priorities(tenant),
         "error": error,
+        "errors": errors,
         "form": form,
         "default_image": settings.WORKSPACE_DEFAULT_IMAGE,
         "default_home": settings.WORKSPACE_HOME_SIZE,
@@ -78,6 +95,10 @@ def workspace_detail(request, pk):
     context = {
         "ws": ws,
         "link": link(ws),
+        # the catalog's name, not the slug (issue 49, 6)
+        "gpu_label": display.class_names([ws.resource_class]).get(
+            ws.resource_class, ws.resource_class
+        ),
         "idle_after": duration_words(policy.idle_after_s),
         "threshold": policy.threshold_pct,
         "stops_at": ends,

@@ -410,3 +410,57 @@ def test_a_notebook_is_listed_as_a_workspace_without_its_token_arguments(granted
     for said in (detail, str(api["args"])):
         assert "ServerApp.token" not in said and "ServerApp.password" not in said
     assert "--no-browser" in api["args"]
+
+
+@pytest.mark.django_db
+def test_the_form_says_every_bad_field_in_one_round_each_at_its_own(granted, client):
+    """Issue 49, 6 (follow-up): three bad fields take one post, each refusal under its field
+    (aria-invalid, described by its words), not one sentence on top."""
+    client.force_login(granted.member)
+    body = {
+        "name": "Not_A_Name",
+        "kind": "jupyter",
+        "image": "bad image",
+        "resource_class": granted.rc.slug,
+        "time_limit_h": "900",
+    }
+    response = client.post(reverse("workspaces:workspace_list", args=[granted.tenant.slug]), body)
+    assert response.status_code == 400 and not Workspace.objects.exists()
+    page = html.unescape(response.content.decode())
+    for field, error_id, said in (
+        ("ws-name", "ws-name-error", "name 'Not_A_Name'"),
+        ("ws-image", "ws-image-error", "give an image reference without spaces"),
+        ("ws-limit", "ws-limit-error", "out of range: give a time limit between 15 min and 7 d"),
+    ):
+        tag = re.search(rf'<input id="{field}"[^>]*>', page)
+        assert tag and 'aria-invalid="true"' in tag.group(0), field
+        assert f'aria-describedby="{error_id}"' in tag.group(0)
+        said_at = re.search(rf'<div class="error" id="{error_id}"><p>(.*?)</p></div>', page)
+        assert said_at and said in said_at.group(1), field
+    assert "Please correct the 3 fields marked below." in page
+    assert 'id="ws-class-error"' not in page and 'id="ws-home-error"' not in page
+
+
+@pytest.mark.django_db
+def test_one_bad_field_keeps_its_own_code_and_a_409_is_said_at_its_field(granted, client):
+    with pytest.raises(services.InvalidInput) as refused:
+        open_one(granted, resource_class="h100-80gb")
+    assert refused.value.code == "no_grant" and refused.value.errors.keys() == {"resource_class"}
+    with pytest.raises(services.InvalidInput) as both:
+        open_one(granted, resource_class="h100-80gb", home_size="5Ti")
+    assert both.value.errors.keys() == {"resource_class", "home_size"}
+    WorkspacePolicy.objects.create(tenant=granted.tenant, max_per_person=1)
+    open_one(granted, name="first")
+    client.force_login(granted.member)
+    body = {
+        "name": "second",
+        "kind": "jupyter",
+        "image": "quay.io/jupyter/base-notebook",
+        "resource_class": granted.rc.slug,
+        "time_limit_h": "4",
+    }
+    response = client.post(reverse("workspaces:workspace_list", args=[granted.tenant.slug]), body)
+    page = html.unescape(response.content.decode())
+    assert response.status_code == 409
+    said_at = re.search(r'<div class="error" id="ws-name-error"><p>(.*?)</p></div>', page)
+    assert said_at and "the team's cap is 1 per person" in said_at.group(1)

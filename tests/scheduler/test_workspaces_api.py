@@ -99,3 +99,39 @@ def test_a_workspace_run_follows_the_workspaces_rules_through_the_workload_doors
 
     with pytest.raises(InvalidTransition, match="run of workspace"):
         cancel_workload(actor=granted.admin, workload=Workload.objects.get(pk=run_id))
+
+
+def test_a_workspace_opens_at_the_priority_asked_and_shows_it(granted):
+    """Issue 49, 6 (follow-up): the API chooses the priority as the form does, and shows it."""
+    member = session(granted.member)
+    low = member.post(URL, body(granted), format="json")
+    assert low.status_code == 201, low.data
+    assert low.data["priority"] == "gpu-low"  # the lowest the team may use, by default
+    high = member.post(URL, body(granted, name="nb-high", priority="gpu-high"), format="json")
+    assert high.status_code == 201, high.data
+    assert high.data["priority"] == "gpu-high"
+    assert member.get(f"{URL}{high.data['id']}/").data["priority"] == "gpu-high"
+    listed = {ws["name"]: ws["priority"] for ws in member.get(URL).data["results"]}
+    assert listed == {"nb": "gpu-low", "nb-high": "gpu-high"}
+    assert member.post(f"{URL}{high.data['id']}/stop/").data["priority"] == "gpu-high"
+    restarted = member.post(f"{URL}{high.data['id']}/restart/")
+    assert restarted.data["priority"] == "gpu-high"  # a restart keeps it
+
+
+@pytest.mark.parametrize("asked", ["gpu-critical", "gpu-urgent"])
+def test_a_priority_the_team_may_not_use_is_a_400_naming_the_allowed_ones(granted, asked):
+    response = session(granted.member).post(URL, body(granted, priority=asked), format="json")
+    assert response.status_code == 400
+    assert response.data["errors"]["priority"] == [
+        f"a workspace of team-a runs at gpu-low or gpu-high, not {asked!r}"
+    ]
+    assert "runs at gpu-low or gpu-high" in response.data["detail"]
+
+
+def test_every_bad_field_of_an_open_is_named_in_one_400(granted):
+    response = session(granted.member).post(
+        URL, body(granted, priority="gpu-critical", image="bad image", name="Bad_Name"),
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400 and response.data["code"] == "invalid"
+    assert set(response.data["errors"]) == {"priority", "image", "name"}

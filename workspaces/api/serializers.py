@@ -1,5 +1,7 @@
 """What the workspaces API takes and answers."""
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workspaces.models import Workspace
@@ -11,6 +13,9 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     state = serializers.CharField(read_only=True)
     run = serializers.IntegerField(source="run_id", read_only=True, allow_null=True)
     link = serializers.SerializerMethodField()
+    priority = serializers.SerializerMethodField(
+        help_text="the priority class its run is at (a restart keeps it); null before any run"
+    )
 
     class Meta:
         model = Workspace
@@ -21,6 +26,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
             "kind",
             "image",
             "resource_class",
+            "priority",
             "home_size",
             "time_limit_s",
             "owner",
@@ -37,6 +43,10 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     def get_link(self, ws: Workspace) -> str:
         return self.context["link"](ws)
 
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_priority(self, ws: Workspace) -> str | None:
+        return ws.run.priority_class if ws.run is not None else None
+
 
 class WorkspaceOpenSerializer(serializers.Serializer):
     """The shape only; the service checks the values and says what to change."""
@@ -48,3 +58,11 @@ class WorkspaceOpenSerializer(serializers.Serializer):
     resource_class = serializers.CharField(max_length=100)
     time_limit_h = serializers.DecimalField(max_digits=8, decimal_places=3)
     home_size = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    priority = serializers.CharField(
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        help_text="the priority class its runs are at, one the team may use below gpu-critical "
+        "(a 400 names them); empty: the lowest the team may use. A higher one preempts "
+        "teammates' lower-priority jobs while it runs",
+    )

@@ -39,7 +39,8 @@ class WorkspaceViewSet(
         responses={201: s.WorkspaceSerializer},
         description="Open a workspace on a class the team's grant covers. 400 says what to "
         "change (no grant for the class, an image off the allow-list, a time limit out of "
-        "range); 409 `workspace_cap` when the caller holds the team's cap of running ones.",
+        "range, a priority the team may not use: each bad field in `errors`); 409 `workspace_cap` "
+        "when the caller holds the team's cap of running ones.",
     )
     @idempotent
     def create(self, request, *args, **kwargs):
