@@ -144,7 +144,7 @@ def test_the_picker_offers_only_granted_shapes_with_their_free_slices(
     expect(offered).to_have_count(1)
     expect(offered).to_have_attribute("value", THREE_G)
     expect(offered).to_contain_text("A100-80GB MIG 3g.40gb")
-    expect(offered).to_contain_text("3 slices each; 6 of 6 A100-80GB slices free")
+    expect(offered).to_contain_text("2 × 3g.40gb (= 6 of 6 slices) free")
     expect(picker.locator("optgroup")).to_have_attribute("label", f"{granted.tenant.name}'s quota")
     # 6 slices hold no whole A100 (7), and the team has no grant of H100s
     for slug in ("a100-80gb", "h100-80gb-mig-3g.40gb"):
@@ -165,7 +165,7 @@ def test_the_preview_says_cost_per_hour_and_starts_now_queues_or_never_fits(
     page.get_by_label("Name").fill("train-7")
     page.get_by_label("GPU resource").select_option(THREE_G)
     expect(preview).to_contain_text("Starts now")
-    expect(preview).to_contain_text("1 × A100-80GB MIG 3g.40gb at list price: $1.50/h")
+    expect(preview).to_contain_text("1 × A100-80GB MIG 3g.40gb at list price: 1.50 USD/h")
     assert_accessible(page)
 
     # a teammate's job holds both units: one more queues, behind it
@@ -176,12 +176,12 @@ def test_the_preview_says_cost_per_hour_and_starts_now_queues_or_never_fits(
     page.get_by_label("Units per pod").fill("2")
     expect(preview).to_contain_text("Queues")
     expect(preview).to_contain_text("big")
-    expect(preview).to_contain_text("$3.00/h")
+    expect(preview).to_contain_text("3.00 USD/h")
 
     # more than the grant and the pool can ever hold
     page.get_by_label("Units per pod").fill("30")
     expect(preview).to_contain_text("Never fits as it is")
-    expect(preview).to_contain_text("$45.00/h")
+    expect(preview).to_contain_text("45.00 USD/h")
     expect(preview.locator(".hint.warn")).to_have_count(1)
     assert_accessible(page)
     assert no_sideways_scroll(page)
@@ -206,9 +206,10 @@ def test_the_notebook_form_offers_human_gpu_labels_and_a_priority_with_why(
     gpu = page.get_by_label("GPU")
     options = gpu.locator("option")
     labels = options.all_inner_texts()
-    assert labels and labels[0].startswith("A100-80GB MIG 1g.10gb · 1 slice each;"), labels
-    assert any(label.startswith("A100-80GB MIG 3g.40gb · 3 slices each;") for label in labels)
-    assert all("slices free" in label for label in labels), labels
+    # each shape with what the team has free of it, in the one unit of the pages
+    assert labels and labels[0].startswith("A100-80GB MIG 1g.10gb · 6 × 1g.10gb (= 6 of"), labels
+    assert any(label.startswith("A100-80GB MIG 3g.40gb · 2 × 3g.40gb (= 6 of") for label in labels)
+    assert all(label.endswith("slices) free") for label in labels), labels
     assert not any(label.startswith(("a100-", "h100-")) for label in labels)  # no raw slugs
     values = [options.nth(n).get_attribute("value") for n in range(options.count())]
     assert "a100-80gb" not in values and "h100-80gb-mig-3g.40gb" not in values
