@@ -22,6 +22,9 @@ class Cluster(models.Model):
         return self.name
 
 
+SIMULATED_LABEL = ("type", "kwok")
+
+
 class Node(models.Model):
     """A GPU node as NVIDIA's device plugin and GPU feature discovery describe it."""
 
@@ -55,6 +58,12 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def simulated(self) -> bool:
+        """A node KWOK simulates (the local cluster's): its pods have no containers, so no logs,
+        and they run until stopped. KWOK's convention labels its nodes `type: kwok`."""
+        return (self.labels or {}).get(SIMULATED_LABEL[0]) == SIMULATED_LABEL[1]
 
 
 class PodAllocation(models.Model):

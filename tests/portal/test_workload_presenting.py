@@ -51,3 +51,14 @@ def test_no_logs_is_said_in_words_not_the_api_error():
     assert finished == "No logs: the workload has finished and its pods are gone."
     served = logs_unavailable_message(on_cluster=True, finished=False, detail=raw)
     assert "404" not in served and served.startswith("No logs:")
+
+
+def test_a_pod_on_a_simulated_node_is_said_plainly_not_try_again():
+    said = logs_unavailable_message(
+        on_cluster=True,
+        finished=False,
+        detail="pod train-0 runs on a simulated node: a simulated node (...) runs no container",
+    )
+    assert said.startswith("No logs: A simulated node (the local cluster's KWOK) runs no")
+    assert "until the workload is cancelled or stopped at its maximum run time" in said
+    assert "try again" not in said

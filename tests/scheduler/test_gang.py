@@ -338,6 +338,9 @@ def test_pod_rows_in_index_order_with_node_and_state_in_words():
         ]
     )
     assert (alone.index, alone.state) == ("", "Failed: exited with code 3")
+    # a pod on a simulated node says so (its logs never come, it runs until stopped)
+    on_kwok = pod_rows([_pod("a-0", "0", "kwok-0"), _pod("a-1", "1", "real-0")], {}, {"kwok-0"})
+    assert [(r.node, r.simulated) for r in on_kwok] == [("kwok-0", True), ("real-0", False)]
 
 
 @pytest.mark.django_db

@@ -224,6 +224,22 @@ def test_the_scaling_panel_reads_replicas_metrics_conditions_and_scale_events():
     assert (fresh.current, fresh.metrics[0].current, fresh.events) == (None, "", [])
 
 
+def test_an_autoscaler_without_a_metrics_api_is_said_in_words_not_only_raw():
+    no_api = {
+        "type": "ScalingActive",
+        "status": "False",
+        "reason": "FailedGetPodsMetric",
+        "message": "the HPA was unable to compute the replica count: unable to get metric "
+        "DCGM_FI_DEV_GPU_UTIL: no custom metrics API (custom.metrics.k8s.io) registered",
+    }
+    hpa = {**HPA, "status": {**HPA["status"], "conditions": [no_api]}}
+    view = scaling_view(hpa, [])
+    assert view.said.startswith("The autoscaler cannot read DCGM_FI_DEV_GPU_UTIL")
+    assert "keeps 3 replicas" in view.said
+    assert view.conditions[0].message == no_api["message"]  # the raw words stay beside
+    assert scaling_view(HPA, []).said == ""  # a working autoscaler needs no words
+
+
 # --- the local metrics adapter -----------------------------------------------------------------
 
 

@@ -55,6 +55,26 @@ class ScalingView:
     metrics: list[MetricRow]
     conditions: list[ConditionRow]
     events: list[EventRow]
+    said: str = ""  # what the conditions mean, in words, where the raw ones do not tell
+
+
+# The HPA controller's words when the cluster serves no custom metrics API for its metric.
+_NO_METRICS_API = ("no custom metrics api", "unable to get metric", "failedgetpodsmetric")
+
+
+def _in_words(conditions: list[ConditionRow], metrics: list[MetricRow], current) -> str:
+    """The autoscaler cannot read its metric because no metrics API serves it: said as such
+    (the raw condition stays beside it)."""
+    raw = " ".join(f"{c.reason} {c.message}" for c in conditions if not c.ok).lower()
+    if not any(words in raw for words in _NO_METRICS_API):
+        return ""
+    names = ", ".join(m.name for m in metrics) or "its metric"
+    keeps = f"{current} replica{'s' if current != 1 else ''}" if current is not None else "its size"
+    return (
+        f"The autoscaler cannot read {names}: the cluster serves no custom metrics API for it "
+        "(a metrics adapter such as prometheus-adapter is not installed or not ready). It keeps "
+        f"{keeps} until it can; the platform team installs the adapter."
+    )
 
 
 def _metric_value(block: dict | None) -> str:
@@ -107,6 +127,7 @@ def scaling_view(hpa: dict, events: list[dict]) -> ScalingView:
         metrics=metrics,
         conditions=conditions,
         events=rows[:20],
+        said=_in_words(conditions, metrics, status.get("currentReplicas")),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
+from scheduler.workloads.lifecycle.pods import SIMULATED, on_simulated_node
 from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
 from tenants.permissions import READ_ROLES, require_role
@@ -35,6 +36,8 @@ def workload_logs(
     try:
         return pod, kube.pod_log(pod, workload.namespace, tail_lines=tail_lines)
     except ClusterError as exc:
+        if on_simulated_node(kube, pods[0]):  # asked only when there is no log to show
+            raise LogsUnavailable(f"pod {pod} runs on a simulated node: {SIMULATED}") from exc
         raise LogsUnavailable(
             f"the cluster does not serve the logs of pod {pod} ({exc}); simulated nodes have no "
             "containers and so no logs"

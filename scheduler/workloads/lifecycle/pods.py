@@ -9,13 +9,20 @@ from django.conf import settings
 
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
-from scheduler.cluster.models import Node
+from scheduler.cluster.models import SIMULATED_LABEL, Node
 from scheduler.workloads.kinds import topology
 from scheduler.workloads.kinds.gang import INDEX_ANNOTATION
 from scheduler.workloads.kinds.manifests import KUEUE_GATE
 from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
 from tenants.permissions import READ_ROLES, require_role
+
+# What a pod on a simulated node means, said wherever it shows (its pods, its logs).
+SIMULATED = (
+    "a simulated node (the local cluster's KWOK) runs no container, so there are no logs, and "
+    "its pods run until the workload is cancelled or stopped at its maximum run time; on a real "
+    "node the logs show here"
+)
 
 
 class PodsUnavailable(ServiceError):
@@ -30,6 +37,7 @@ class PodRow:
     node: str  # "" while not placed
     state: str  # in words: "Running", "Pending: waiting in the team's queue", ...
     place: str = ""  # its node's block and rack, "block-a / rack-a1" ("" unknown or unplaced)
+    simulated: bool = False  # on a simulated node: no container, no logs, runs until stopped
 
 
 def _state(pod: dict) -> str:
@@ -56,9 +64,12 @@ def _order(row: PodRow) -> tuple:
     return (int(row.index) if row.index.isdigit() else -1, row.name)
 
 
-def pod_rows(pods: list[dict], places: dict[str, str] | None = None) -> list[PodRow]:
+def pod_rows(
+    pods: list[dict], places: dict[str, str] | None = None, simulated: frozenset[str] = frozenset()
+) -> list[PodRow]:
     """The pods in index order (a gang's master first), then by name, each with its node's
-    place in the network from `places` (node -> "block / rack"): where a gang landed (pure)."""
+    place in the network from `places` (node -> "block / rack"): where a gang landed, and
+    whether its node is one of the `simulated` (pure)."""
     places = places or {}
     rows = []
     for p in pods:
@@ -72,6 +83,7 @@ def pod_rows(pods: list[dict], places: dict[str, str] | None = None) -> list[Pod
                 node=node,
                 state=_state(p),
                 place=places.get(node, ""),
+                simulated=node in simulated,
             )
         )
     return sorted(rows, key=_order)
@@ -89,11 +101,32 @@ def workload_pod_rows(
         pods = workload_pods(kube or gateway(), workload)
     except ClusterError as exc:
         raise PodsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc
-    return pod_rows(pods, node_places({(p.get("spec") or {}).get("nodeName") for p in pods}))
+    names = {(p.get("spec") or {}).get("nodeName") for p in pods}
+    nodes = _nodes(names)
+    return pod_rows(pods, _places(nodes), frozenset(n.name for n in nodes if n.simulated))
+
+
+def _nodes(names: set) -> list[Node]:
+    return list(Node.objects.filter(name__in=[n for n in names if n], cluster__archived_at=None))
+
+
+def _places(nodes: list[Node]) -> dict[str, str]:
+    levels = settings.GPU_TOPOLOGY_LEVELS
+    return {n.name: place for n in nodes if (place := topology.domain_of(n.labels or {}, levels))}
 
 
 def node_places(names: set) -> dict[str, str]:
     """Each named node's block and rack, from the inventory's labels (no extra API call)."""
-    levels = settings.GPU_TOPOLOGY_LEVELS
-    nodes = Node.objects.filter(name__in=[n for n in names if n], cluster__archived_at=None)
-    return {n.name: place for n in nodes if (place := topology.domain_of(n.labels or {}, levels))}
+    return _places(_nodes(names))
+
+
+def on_simulated_node(kube: KubeGateway, pod: dict) -> bool:
+    """Whether the pod's node is simulated, as the node itself says (one GET; a node the
+    portal cannot read is not called simulated)."""
+    name = (pod.get("spec") or {}).get("nodeName") or ""
+    try:
+        node = kube.get("Node", name) if name else None
+    except ClusterError:
+        return False
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(SIMULATED_LABEL[0]) == SIMULATED_LABEL[1]

@@ -1,10 +1,12 @@
 """How a workload reads on its pages (pure): the state's note without repeating the state, the
-command as typed, run time and what it cost at list price, why there are no logs."""
+command as typed, run time, how its cost stands to the bill, why there are no logs."""
 
 from __future__ import annotations
 
 import shlex
 from datetime import datetime, timedelta
+
+from scheduler.workloads.lifecycle.pods import SIMULATED
 
 
 def state_note(state_label: str, reason: str) -> str:
@@ -60,6 +62,8 @@ def billing_words(basis: str) -> str:
 
 def logs_unavailable_message(*, on_cluster: bool, finished: bool, detail: str) -> str:
     """What to tell a person when there are no logs to show, instead of the API's error."""
+    if "runs on a simulated node" in detail:
+        return f"No logs: {SIMULATED[0].upper()}{SIMULATED[1:]}."
     if not on_cluster:
         return "No logs: they appear once the workload's pod has started."
     if "has no pod" in detail:

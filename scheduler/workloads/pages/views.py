@@ -168,6 +168,8 @@ def workload_pods_panel(request, pk):
         context["pods"] = workload_pods.workload_pod_rows(actor=request.user, workload=workload)
     except (ServiceError, ClusterError) as exc:
         context["unavailable"] = getattr(exc, "detail", None) or str(exc)
+    context["simulated_pods"] = any(p.simulated for p in context.get("pods", ()))
+    context["simulated"] = workload_pods.SIMULATED
     return render(request, "scheduler/_workload_pods.html", context)
 
 
