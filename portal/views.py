@@ -25,6 +25,7 @@ from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
 from scheduler.workloads.models import Workload
+from scheduler.workloads.queue.waiting import STUCK_PENDING_REASONS
 from tenants import permissions
 from tenants.models import CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.selectors import pool_summary, quota_lines, quota_lines_for, slice_lines
@@ -131,16 +132,24 @@ def _count_of(rows, by: str) -> Subquery:
 
 
 def _team_waiting(tenant: Tenant) -> dict:
-    """The team's workloads that wait in its queue: the first TEAM_PAGE_CAP, and how many."""
-    waiting = Workload.objects.filter(
-        tenant=tenant, state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED]
+    """The team's workloads that wait: in its queue, or admitted but not placed (a gang short
+    of pods, a pod the scheduler cannot place: Kueue counts those admitted): the first
+    TEAM_PAGE_CAP, how many in all, and how many of them Kueue admitted."""
+    waiting = Workload.objects.filter(tenant=tenant).filter(
+        Q(state__in=[Workload.State.QUEUED, Workload.State.PREEMPTED])
+        | Q(state=Workload.State.PENDING, reason__in=STUCK_PENDING_REASONS)
     )
     first = list(
-        waiting.annotate(waiting_total=_count_of(waiting, "tenant")).order_by(
-            F("queue_position").asc(nulls_last=True), "created_at"
-        )[:TEAM_PAGE_CAP]
+        waiting.annotate(
+            waiting_total=_count_of(waiting, "tenant"),
+            unplaced_total=_count_of(waiting.filter(state=Workload.State.PENDING), "tenant"),
+        ).order_by(F("queue_position").asc(nulls_last=True), "created_at")[:TEAM_PAGE_CAP]
     )
-    return {"waiting": first, "waiting_count": first[0].waiting_total if first else 0}
+    return {
+        "waiting": first,
+        "waiting_count": first[0].waiting_total if first else 0,
+        "unplaced_count": (first[0].unplaced_total or 0) if first else 0,
+    }
 
 
 @login_required
@@ -169,7 +178,11 @@ def team_detail(request, slug):
         "sync": (sync := TenantSyncState.objects.filter(tenant=tenant).first()),
         "queue": (queue := team_queue(sync.queue_status) if sync and sync.queue_status else {}),
         # the queue card lists what waits only once the queue was read from the cluster
-        **(_team_waiting(tenant) if queue else {"waiting": [], "waiting_count": 0}),
+        **(
+            _team_waiting(tenant)
+            if queue
+            else {"waiting": [], "waiting_count": 0, "unplaced_count": 0}
+        ),
         **_team_requests(tenant),
         "grants": QuotaGrant.objects.holding()
         .filter(tenant=tenant)

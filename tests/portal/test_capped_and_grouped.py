@@ -44,6 +44,27 @@ def test_the_team_page_caps_waiting_asks_and_workloads_with_a_link_to_all(client
     assert "Show all queued workloads</a> (7 wait in all)" in body
 
 
+def test_a_gang_kueue_admitted_but_not_all_placed_waits_on_the_team_page(client, world):
+    """Kueue counts it admitted; the team sees it waiting, with why, and how many of the
+    admitted are not all placed."""
+    TenantSyncState.objects.create(
+        tenant=world.tenant,
+        queue_status={"queue": "q", "lines": [], "pending": 0, "admitted": 2, "active": True},
+    )
+    WorkloadFactory(tenant=world.tenant, name="whole", state=Workload.State.RUNNING)
+    WorkloadFactory(
+        tenant=world.tenant, name="half", state=Workload.State.PENDING, reason="GangIncomplete",
+        message="1 of 2 pods running; the job waits until every pod is placed",
+    )  # fmt: skip
+    client.force_login(world.member)
+    body = client.get(reverse("team_detail", args=["team-a"])).content.decode()
+    queue = body[body.index('id="queue-h"') :]
+    queue = queue[: queue.index("</section>")]
+    assert "2 admitted (1 of them not all placed yet" in queue
+    assert ">half</a>" in queue and "1 of 2 pods running" in queue
+    assert ">whole</a>" not in queue
+
+
 def test_a_few_waiting_asks_need_no_link(client, world):
     ask(world)
     client.force_login(world.member)
