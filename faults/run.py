@@ -23,15 +23,15 @@ from faults.load import Load
 from faults.options import ALL, SHORT
 from faults.stack import say
 from localcluster import build, cluster, components
+from localcluster.dcgm import DcgmStandin
 from localcluster.fleet import node_manifest
+from localcluster.prometheus import PrometheusServer
 from scheduler.cluster import tasks
 from scheduler.cluster.kube import KubeGateway
 from scheduler.mig import orders
 from scheduler.mig.models import Plan
 from tenants.models import AuditEvent
 from tenants.services.tokens import issue_token
-from tests.metering.standins.dcgm_standin import DcgmStandin
-from tests.metering.standins.prometheus_server import PrometheusServer
 from tests.scheduler.cluster_helpers import gpu_pod_on, no_disruption_budget
 
 # Keeps every pod but the rollout fault's own off the nodes it creates.

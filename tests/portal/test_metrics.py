@@ -16,12 +16,12 @@ from django.urls import reverse
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from localcluster.prometheus import PrometheusServer
 from localcluster.pytest_plugin import wait_for
 from portal.celery import app
 from portal.metrics import celery_signals, collector, views
 from scheduler.cluster.models import TenantSyncState
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
-from tests.metering.standins.prometheus_server import PrometheusServer
 from tests.scheduler.cluster_helpers import celery_worker
 from tests.tenants.factories import CapacityRequestFactory, QuotaGrantFactory, TenantFactory
 

@@ -3,8 +3,8 @@ Prometheus scraping a DCGM stand-in."""
 
 import pytest
 
-from tests.metering.standins.dcgm_standin import DcgmStandin
-from tests.metering.standins.prometheus_server import PrometheusServer
+from localcluster.dcgm import DcgmStandin
+from localcluster.prometheus import PrometheusServer
 
 
 @pytest.fixture
