@@ -1,6 +1,8 @@
-"""The admin sees money in the console (issue 49, 8): the approval queue shows each ask beside
-its team's budget this month (spent, left) and flags an ask that costs more in a month than is
-left, reading every shown team's budget in one batch."""
+"""The admin sees money and holders in the console (issue 49, 8): the approval queue shows each
+ask beside its team's budget this month (spent, left) and flags an ask that costs more in a
+month than is left, reading every shown team's budget in one batch; the capacity map links a
+held block to what holds it (the workload, or the team) and names the namespace of a GPU used
+outside the portal."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -154,3 +156,86 @@ def test_an_admin_reads_each_ask_against_its_teams_budget(live_server, browser, 
     expect(page.locator(f"#budget-{none_set.pk}")).to_contain_text("none set")
     assert_accessible(page)
     assert no_sideways_scroll(page)
+
+
+# --- (2) the capacity map's holders --------------------------------------------------------------
+
+
+def held_fleet(world):
+    """One A100 node (the seed's mixed layout): a team's pod of a known workload, a team's pod
+    the portal did not make, and a pod of a namespace outside the portal."""
+    from tests.portal.test_browser_ux import running_workload
+    from tests.scheduler.factories import NodeFactory, PodAllocationFactory
+
+    node = NodeFactory(name="gpu-a100-0")
+    workload = running_workload(world, name="train-7")
+    mine = PodAllocationFactory(
+        cluster=node.cluster,
+        node_name=node.name,
+        tenant=world.tenant,
+        namespace=world.tenant.namespace,
+        resources={"nvidia.com/mig-3g.40gb": 1},
+    )
+    AllocationInterval.objects.create(
+        cluster=node.cluster,
+        pod_uid=mine.uid,
+        namespace=mine.namespace,
+        pod_name=mine.pod_name,
+        node_name=node.name,
+        tenant=world.tenant,
+        resource_class=world.rc,
+        workload=workload,
+        resource_name="nvidia.com/mig-3g.40gb",
+        gpu_model="A100-80GB",
+        units=1,
+        started_at=timezone.now() - timedelta(minutes=5),
+        last_seen_at=timezone.now(),
+    )
+    PodAllocationFactory(  # kubectl-made: no workload label, so no interval names one
+        cluster=node.cluster,
+        node_name=node.name,
+        tenant=world.tenant,
+        namespace=world.tenant.namespace,
+        resources={"nvidia.com/mig-1g.10gb": 1},
+    )
+    PodAllocationFactory(
+        cluster=node.cluster,
+        node_name=node.name,
+        tenant=None,
+        namespace="ml-serving",
+        resources={"nvidia.com/gpu": 1},
+    )
+    return workload
+
+
+@pytest.mark.django_db
+def test_held_blocks_link_to_the_workload_or_the_team_and_name_an_outside_namespace(world):
+    workload = held_fleet(world)
+    client = Client()
+    client.force_login(world.admin)
+    body = client.get(reverse("console:capacity")).content.decode()
+    workload_url = reverse("scheduler:workload_detail", args=[workload.pk])
+    assert body.count(f'<a href="{workload_url}"') == 1
+    assert 'aria-label="GPU 0, 3g.40gb: workload train-7"' in body
+    assert body.count(f'<a href="{reverse("team_detail", args=["team-a"])}" aria-label') == 1
+    assert "namespace ml-serving (used outside the portal)" in body  # its block's title
+    assert "used outside the portal by namespace ml-serving" in body  # the map's label
+    assert 'role="group"' in body  # links inside: not an image whose children are not read
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_an_admin_follows_a_held_block_to_what_holds_it(live_server, browser, people, viewport):  # noqa: F811
+    workload = held_fleet(people)
+    page = browser.new_page(viewport=viewport)
+    sign_in(page, live_server.url, "platform")
+    page.goto(f"{live_server.url}/console/capacity/")
+    outside = page.locator("svg.map g.block.outside")
+    expect(outside).to_have_count(1)
+    expect(outside.locator("title")).to_contain_text("namespace ml-serving")
+    expect(page.get_by_role("link", name="team team-a")).to_have_count(1)
+    assert_accessible(page)
+    assert no_sideways_scroll(page)
+    page.get_by_role("link", name="workload train-7").click()
+    expect(page).to_have_url(f"{live_server.url}/workloads/{workload.pk}/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("train-7")
