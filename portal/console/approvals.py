@@ -1,6 +1,8 @@
-"""The approval queue (`/console/`): pending asks with filters, sort, age and cost; decisions
-per row with their own note, or for a selection with one comment; the same services as the API.
-A refused decision (a reject without a reason) shows the queue again as it was, not emptied."""
+"""The approval queue (`/console/`): pending asks with filters, sort, age and cost, each beside
+its team's budget this month (spent, left; an ask costing more in a month than is left is
+flagged); decisions per row with their own note, or for a selection with one comment; the same
+services as the API. A refused decision (a reject without a reason) shows the queue again as it
+was, not emptied."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from catalog.models import ResourceClass
 from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
+from metering.selectors import budgets_left
 from tenants import display
 from tenants.asking import cost_estimate
 from tenants.models import CapacityRequest, CapacityRequestItem, Tenant
@@ -85,6 +88,20 @@ class QueueRow:
     reasons: tuple[str, ...] = ()  # the policy's, with display names
     error: str = ""  # why this row's own decision was refused
     also: tuple[int, ...] = ()  # ids of identical asks shown in this row (grouped)
+    per_month: Decimal = Decimal(0)  # at the hourly price, held a whole month
+    budget: dict | None = None  # the team's this month (metering's budget_left); None: none set
+
+    @property
+    def month_cost(self) -> Decimal:
+        """What the row's asks add to a month: a month at their hourly price, or all they cost
+        when they end sooner (a one-day ask does not cost a month)."""
+        each = self.per_month if self.total is None else min(self.per_month, self.total)
+        return each * self.count
+
+    @property
+    def over_budget(self) -> bool:
+        """Costs more in a month than the team's budget has left."""
+        return self.budget is not None and self.month_cost > self.budget["left"]
 
     @property
     def ids(self) -> str:
@@ -124,7 +141,7 @@ def queue_rows(
 ) -> list[QueueRow]:
     rows = []
     for r in requests:
-        per_hour, total = Decimal(0), Decimal(0) if r.ends_at else None
+        per_hour, total, per_month = Decimal(0), Decimal(0) if r.ends_at else None, Decimal(0)
         items = []
         for item in r.items.all():
             rc = item.resource_class
@@ -135,10 +152,11 @@ def queue_rows(
                 ends_at=r.ends_at,
             )
             per_hour += cost.per_hour
+            per_month += cost.per_month
             if total is not None:
                 total += cost.total or 0
             items.append((item.amount, rc, free.get(rc.pk, 0)))
-        rows.append(QueueRow(r, now - r.created_at, per_hour, total, items))
+        rows.append(QueueRow(r, now - r.created_at, per_hour, total, items, per_month=per_month))
     return rows
 
 
@@ -185,11 +203,14 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
     query.pop("page", None)
     page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
     errors, names = row_errors or {}, display.class_names()
+    # the shown rows' teams' budgets, in one batch (not a query per row)
+    budgets = budgets_left({row.request.tenant_id for row in page.object_list}, now)
     page.object_list = [  # the shown rows only: reasons are read for one page, not the queue
         replace(
             row,
             error=errors.get(row.request.pk, ""),
             reasons=tuple(display.readable_all(row.request.policy_reasons or [], names)),
+            budget=budgets.get(row.request.tenant_id),
         )
         for row in page.object_list
     ]

@@ -6,8 +6,9 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from catalog import facts
@@ -15,9 +16,11 @@ from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
+from metering.models import AllocationInterval
 from portal import borrowing
 from portal.borrowing import with_lent_to
 from scheduler.cluster import node_offers
+from scheduler.cluster.inventory import system_namespaces
 from scheduler.cluster.models import Cluster, Node, PodAllocation, ReconcileRun, TenantSyncState
 from scheduler.cluster.queues import lending
 from scheduler.cluster.reconcile.specs import flavor_name
@@ -32,14 +35,51 @@ from tenants.models import AuditEvent, CapacityRequest, Tenant
 from tenants.selectors import effective_quotas, pool_summary
 
 
-def held_by_node() -> dict[str, dict[str, list[tuple[str, int]]]]:
-    """node -> resource -> [(tenant, units)] from the pods the inventory saw (one query)."""
-    rows = [
-        (a.node_name, a.tenant.slug if a.tenant else a.namespace, resource, units)
-        for a in PodAllocation.objects.select_related("tenant")
-        for resource, units in a.resources.items()
-    ]
+def held_by_node() -> dict[str, dict[str, list[tuple[str | layouts.Holder, int]]]]:
+    """node -> resource -> [(holder, units)] from the pods the inventory saw (one query): the
+    team and, where metering saw the pod's workload label, its workload; a pod of no team by
+    its namespace, said to be outside the portal unless the namespace is the platform's."""
+    # the pod's workload as metering's ingest read it from the pod's label (and checked it is
+    # the namespace's team's): the inventory keeps no labels
+    interval = AllocationInterval.objects.filter(
+        cluster_id=OuterRef("cluster_id"), pod_uid=OuterRef("uid"), workload__isnull=False
+    ).order_by("-started_at")
+    pods = PodAllocation.objects.select_related("tenant").annotate(
+        workload_id=Subquery(interval.values("workload_id")[:1]),
+        workload_name=Subquery(interval.values("workload__name")[:1]),
+    )
+    system = system_namespaces()
+    rows: list[tuple[str, str | layouts.Holder, str, int]] = []
+    for a in pods:
+        if a.tenant:
+            holder = layouts.Holder(a.tenant.slug, a.workload_id, a.workload_name or "")
+        else:
+            outside = a.namespace not in system
+            holder = layouts.Holder(a.namespace, namespace=a.namespace, outside=outside)
+        rows.extend(
+            (a.node_name, holder, resource, units) for resource, units in a.resources.items()
+        )
     return layouts.group_held(rows)
+
+
+def block_link(holder: layouts.Holder | None) -> tuple[str, str]:
+    """A held block's link and what it says: the workload's page, or the team's page when the
+    pod's workload is not known (a pod the portal did not make, or one not metered yet); none
+    for a pod of no team (its namespace is said instead)."""
+    if holder is None or holder.namespace:
+        return "", ""
+    if holder.workload is not None:
+        name = holder.workload_name or f"#{holder.workload}"
+        return reverse("scheduler:workload_detail", args=[holder.workload]), f"workload {name}"
+    return reverse("team_detail", args=[holder.tenant]), f"team {holder.tenant}"
+
+
+def holder_words(holder: layouts.Holder | None, tenant: str) -> str:
+    """Who holds a block, in the block's title: the team, or a pod of no team's namespace."""
+    if holder is None or not holder.namespace:
+        return tenant or "free"
+    where = "used outside the portal" if holder.outside else "the platform's"
+    return f"namespace {holder.namespace} ({where})"
 
 
 def draw_nodes(
@@ -56,9 +96,13 @@ def draw_nodes(
     slice_px, left, row = 72, 60, 30  # one compute slice, the GPU label, one GPU's row
     drawn = []
     for node, gpus in per_node:
+        held = [b.holder for g in gpus for b in g.blocks if b.holder]
         drawn.append(
             {
                 "node": node,
+                # links inside: a group of links, not one image (whose children are not read)
+                "linked": any(block_link(h)[0] for h in held),
+                "outside": sorted({h.namespace for h in held if h.outside}),
                 "width": left + 7 * slice_px,
                 "height": max(1, len(gpus)) * row,
                 "left": left,
@@ -82,8 +126,13 @@ def draw_nodes(
                                 if b.borrowed
                                 else "",
                                 "colour": colours.get(b.tenant, ""),
+                                "holder": holder_words(b.holder, b.tenant),
+                                "href": link[0],
+                                "link_words": link[1],
+                                "outside": bool(b.holder and b.holder.outside),
                             }
                             for b in g.blocks
+                            for link in [block_link(b.holder)]
                         ],
                     }
                     for i, g in enumerate(gpus)

@@ -89,12 +89,27 @@ def gpu_layouts(
 
 
 @dataclass(frozen=True)
+class Holder:
+    """Who holds units: a team (its slug) and its workload where the pod says which; or a pod
+    of no team, by its namespace (`tenant` is the namespace then, the map's colour key), with
+    `outside` when the namespace is not the platform's either: a GPU used outside the portal
+    (scheduler/cluster/outside_use.py)."""
+
+    tenant: str
+    workload: int | None = None
+    workload_name: str = ""
+    namespace: str = ""  # set for a pod of no team only
+    outside: bool = False
+
+
+@dataclass(frozen=True)
 class Block:
     x: float
     width: float
     label: str
     tenant: str  # "" when free
     borrowed: bool = False  # held on quota the tenant borrows from others in the cohort
+    holder: Holder | None = None  # what holds it, where the caller said more than the tenant
 
 
 @dataclass
@@ -107,11 +122,12 @@ class GpuDrawing:
 
 def assign_tenants(
     gpus: list[Gpu],
-    held: dict[str, list[tuple[str, int]]],
+    held: dict[str, list[tuple[str | Holder, int]]],
     borrowed: dict[tuple[str, str], int] | None = None,
 ) -> list[GpuDrawing]:
-    """Colour instances by the tenants whose pods hold them. The device plugin does not publish
-    which device a pod got, so units of a resource are handed out in GPU order. `borrowed`
+    """Colour instances by the tenants whose pods hold them (a tenant's slug, or a `Holder`
+    that says more: the block keeps it). The device plugin does not publish which device a pod
+    got, so units of a resource are handed out in GPU order. `borrowed`
     ((resource, tenant) -> units its queue borrows on this GPU model; consumed as units are
     marked) marks that many of the tenant's instances as borrowed: Kueue counts borrowed units
     per queue, not per pod, so which ones is as arbitrary as the order."""
@@ -119,10 +135,13 @@ def assign_tenants(
     queue = {name: [t for t, n in holders for _ in range(n)] for name, holders in held.items()}
     borrowed = borrowed if borrowed is not None else {}
     marks: list[bool] = []
+    owners: list[Holder | None] = []  # the holder of each unit taken, beside `marks`
 
     def take(resource: str) -> str:
         units = queue.get(resource)
-        tenant = units.pop(0) if units else ""
+        who = units.pop(0) if units else ""
+        owners.append(who if isinstance(who, Holder) else None)
+        tenant = who.tenant if isinstance(who, Holder) else who
         left = borrowed.get((resource, tenant), 0)
         if tenant and left > 0:
             borrowed[(resource, tenant)] = left - 1
@@ -142,7 +161,7 @@ def assign_tenants(
                 tenant = take(facts.SHARED_GPU_RESOURCE) or (
                     take(inst.resource_name) if plain_replicas else take("")
                 )
-                blocks.append(Block(i * width, width, "replica", tenant, marks[-1]))
+                blocks.append(Block(i * width, width, "replica", tenant, marks[-1], owners[-1]))
             free = 0
         else:
             for inst in gpu.instances:
@@ -154,6 +173,7 @@ def assign_tenants(
                         inst.profile or "whole GPU",
                         tenant,
                         marks[-1],
+                        owners[-1],
                     )
                 )
             free = 7 - sum(i.compute_slices for i in gpu.instances)
@@ -171,10 +191,12 @@ def tenant_colours(tenants: list[str]) -> dict[str, str]:
 
 
 def group_held(
-    rows: list[tuple[str, str, str, int]],
-) -> dict[str, dict[str, list[tuple[str, int]]]]:
-    """(node, tenant, resource, units) rows -> node -> resource -> [(tenant, units)]."""
-    out: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+    rows: list[tuple[str, str | Holder, str, int]],
+) -> dict[str, dict[str, list[tuple[str | Holder, int]]]]:
+    """(node, tenant or holder, resource, units) rows -> node -> resource -> [(it, units)]."""
+    out: dict[str, dict[str, list[tuple[str | Holder, int]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for node, tenant, resource, units in rows:
         out[node][resource].append((tenant, units))
     return out

@@ -55,3 +55,21 @@ def test_colours_are_stable_and_distinct():
     colours = layouts.tenant_colours(["b", "a", "c", "a"])
     assert list(colours) == ["a", "b", "c"] and len(set(colours.values())) == 3
     assert layouts.tenant_colours(["a", "b", "c"]) == colours
+
+
+def test_a_holder_that_says_more_than_the_tenant_stays_on_its_block():
+    gpus = layouts.gpu_layouts("A100-80GB", 4, "mixed", 1, CONFIGS)
+    train = layouts.Holder("team-a", workload=7, workload_name="train-7")
+    serving = layouts.Holder("ml-serving", namespace="ml-serving", outside=True)
+    drawn = layouts.assign_tenants(
+        gpus,
+        {
+            "nvidia.com/mig-1g.10gb": [(train, 1), ("team-b", 1)],
+            "nvidia.com/gpu": [(serving, 1)],
+        },
+        {("nvidia.com/mig-1g.10gb", "team-a"): 1},
+    )
+    first, second = drawn[1].blocks[:2]
+    assert (first.tenant, first.holder, first.borrowed) == ("team-a", train, True)
+    assert (second.tenant, second.holder) == ("team-b", None)  # a plain slug says no more
+    assert (drawn[2].blocks[0].tenant, drawn[2].blocks[0].holder) == ("ml-serving", serving)
