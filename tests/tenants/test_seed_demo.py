@@ -25,5 +25,7 @@ def test_seed_demo_builds_the_articles_world_once():
         "expired",
     }
     assert set(Workload.objects.values_list("name", flat=True)) == {"train-llm", "ranker"}
+    ranker = Workload.objects.get(name="ranker")  # the demo shows autoscaling at work
+    assert (ranker.replicas, ranker.max_replicas, ranker.target_gpu_util) == (2, 4, 60)
     call_command("seed_demo")  # a second run changes nothing
     assert Tenant.objects.count() == 4 and Workload.objects.count() == 2

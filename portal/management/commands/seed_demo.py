@@ -195,7 +195,7 @@ class Command(BaseCommand):
         assert expired.state == CapacityRequest.State.EXPIRED
 
     def _workloads(self, users, tenants):
-        """A training job and an inference service, created on the cluster by the worker once
+        """A training job and an autoscaled inference service, created on the cluster by the worker once
         `make run` starts it, so the workload pages, the capacity map and usage have data."""
         submit_workload(
             actor=users["bob"],
@@ -218,6 +218,8 @@ class Command(BaseCommand):
                 image="nvcr.io/nvidia/tritonserver:24.08-py3",
                 resources={"l40s-48gb-shared": 1},
                 priority="gpu-high",
-                replicas=2,
+                # scaled on its GPU utilisation, which the demo's metrics serve
+                # (python -m localcluster metrics, started by make run)
+                autoscaling={"min_replicas": 2, "max_replicas": 4, "target_gpu_util": 60},
             ),
         )
