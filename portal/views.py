@@ -152,6 +152,11 @@ def team_detail(request, slug):
     lines = quota_lines(tenant)
     scale = max([max(line.granted, line.in_use) for line in lines] or [1])
     promised = promises(lines)  # quota against what the pools have (overcommit)
+    memberships = list(
+        Membership.objects.filter(tenant=tenant)
+        .select_related("user")
+        .order_by("role", "user__username")
+    )
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
@@ -179,9 +184,9 @@ def team_detail(request, slug):
         "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
         "budget": budget_state(tenant),  # cost this month against budget (metering)
         "enforce": settings.BUDGET_ENFORCE,
-        "memberships": Membership.objects.filter(tenant=tenant)
-        .select_related("user")
-        .order_by("role", "user__username"),
+        "memberships": memberships,
+        # the one owner who can sign in is offered neither leaving nor stepping down
+        "last_owner_pk": _last_owner_pk(memberships),
         "roles": Membership.Role.choices,
         # groups bound in the namespace as they are: anyone in them has that role there
         "provider_groups": [
@@ -192,6 +197,11 @@ def team_detail(request, slug):
         "health_notices": health_selectors.team_notices(tenant),
     }
     return render(request, "portal/team_detail.html", context)
+
+
+def _last_owner_pk(memberships: list[Membership]) -> int | None:
+    owners = [m for m in memberships if m.role == Membership.Role.OWNER and m.user.is_active]
+    return owners[0].pk if len(owners) == 1 else None
 
 
 def healthz(request):

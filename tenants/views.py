@@ -320,6 +320,7 @@ def member_remove(request, slug, pk):
             return redirect("team_detail", slug=slug)
         try:
             tenant_services.refuse_provider_managed(membership, "remove")
+            tenant_services.refuse_last_owner(membership, None)  # asked before, not after
         except ServiceError as exc:
             messages.error(request, exc.detail)
             return redirect("team_detail", slug=slug)
