@@ -5,11 +5,20 @@ the API (400 `last_owner`), each saying what to do instead."""
 import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
+from playwright.sync_api import expect
 
 from core.errors import InvalidInput
 from tenants.models import Membership
 from tenants.services import tenants as tenant_services
 from tests.portal.api.conftest import session
+from tests.portal.test_browser_ux import (  # noqa: F401 (fixture)
+    DESKTOP,
+    PHONE,
+    assert_accessible,
+    no_sideways_scroll,
+    people,
+    sign_in,
+)
 from tests.tenants.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -76,3 +85,19 @@ def test_the_confirm_page_is_not_shown_to_the_last_owner(world, owner):
     assert response.status_code == 302 and response["Location"] == "/teams/team-a/"
     said = [str(m) for m in get_messages(response.wsgi_request)]
     assert any(WHAT_TO_DO in line for line in said), said
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_last_owner_reads_why_on_the_team_page(live_server, browser, people, viewport):  # noqa: F811
+    page = browser.new_page(viewport=viewport)
+    sign_in(page, live_server.url, "owner")
+    page.goto(f"{live_server.url}/teams/team-a/")
+    note = page.locator(".last-owner")
+    expect(note).to_have_text(
+        "The last owner: make another member owner before you leave or step down."
+    )
+    expect(page.get_by_role("link", name="Remove owner")).to_have_count(0)
+    expect(page.get_by_role("link", name="Remove member")).to_have_count(1)
+    assert no_sideways_scroll(page)
+    assert_accessible(page)
