@@ -59,9 +59,9 @@ def dev_server(db, tmp_path):
     settings and the test database, small: 2 workers of 2 threads."""
     port = _free_port()
     env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+        # DEBUG unset: the dev settings' own default, as `make run` has it
+        **{k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "DEBUG")},
         "DJANGO_SETTINGS_MODULE": "portal.settings.dev",
-        "DEBUG": "",  # the dev settings' own default
         "DATABASE_URL": _database_url(),
         "CACHE_URL": settings.CACHES["default"]["LOCATION"],
         "CACHE_KEY_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
@@ -72,7 +72,6 @@ def dev_server(db, tmp_path):
         "WEB_ACCESS_LOG": str(tmp_path / "access.log"),
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
     }
-    env.pop("DEBUG")
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
         ["bash", "scripts/serve_web.sh"],
@@ -96,6 +95,7 @@ def dev_server(db, tmp_path):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    log.close()
 
 
 def _get_or_none(url: str) -> int | None:
