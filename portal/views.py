@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Count, F, Q, Subquery
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -160,6 +161,11 @@ def team_detail(request, slug):
     lines = quota_lines(tenant)
     scale = max([max(line.granted, line.running) for line in lines] or [1])
     promised = promises(lines)  # quota against what the pools have (overcommit)
+    memberships = list(
+        Membership.objects.filter(tenant=tenant)
+        .select_related("user")
+        .order_by("role", "user__username")
+    )
     context = {
         "tenant": tenant,
         "role": permissions.role_in(request.user, tenant),
@@ -194,9 +200,9 @@ def team_detail(request, slug):
         # the platform team and the team's owners, those who manage members (no query more)
         "can_set_budget": can_manage,
         "enforce": settings.BUDGET_ENFORCE,
-        "memberships": Membership.objects.filter(tenant=tenant)
-        .select_related("user")
-        .order_by("role", "user__username"),
+        "memberships": memberships,
+        # the one owner who can sign in is offered neither leaving nor stepping down
+        "last_owner_pk": _last_owner_pk(memberships),
         "roles": Membership.Role.choices,
         # groups bound in the namespace as they are: anyone in them has that role there
         "provider_groups": [
@@ -207,6 +213,11 @@ def team_detail(request, slug):
         "health_notices": health_selectors.team_notices(tenant),
     }
     return render(request, "portal/team_detail.html", context)
+
+
+def _last_owner_pk(memberships: list[Membership]) -> int | None:
+    owners = [m for m in memberships if m.role == Membership.Role.OWNER and m.user.is_active]
+    return owners[0].pk if len(owners) == 1 else None
 
 
 def healthz(request):
@@ -296,7 +307,7 @@ def _unavailable(exc: BaseException | None) -> str | None:
 def server_error(request):
     """`handler500`: an outage of the database, cache or task queue is a 503 with
     `Retry-After` (a client retries with the same Idempotency-Key: nothing is done twice);
-    anything else is a 500. JSON under /api/, a short page elsewhere."""
+    anything else is a 500. JSON under /api/, the portal's error page elsewhere."""
     what = _unavailable(sys.exc_info()[1])
     api = request.path.startswith("/api/")
     if what:
@@ -308,10 +319,30 @@ def server_error(request):
     if api:
         response = JsonResponse({"code": code, "detail": detail, "errors": {}}, status=status)
     else:
-        response = HttpResponse(
-            f"<!doctype html><title>{status}</title><h1>{detail[0].upper()}{detail[1:]}.</h1>",
-            status=status,
-        )
+        page = {
+            "status": status,
+            "detail": detail,
+            "unavailable": bool(what),
+            "request_id": getattr(request, "request_id", ""),
+        }
+        response = HttpResponse(_error_page(request, page, with_navigation=not what), status=status)
     if status == 503:
         response["Retry-After"] = "5"
     return response
+
+
+def _error_page(request, page: dict, *, with_navigation: bool) -> str:
+    """The branded error page: with the navigation (which reads the signed-in user, so the
+    database) after a bug, with the brand alone in an outage; a plain line if the template
+    itself fails, since the error page must never raise."""
+    attempts = [request, None] if with_navigation else [None]
+    for with_request in attempts:
+        try:
+            return render_to_string("500.html", page, request=with_request)
+        except Exception:  # noqa: BLE001, S112 - the next try reads less; the last is plain
+            continue
+    detail = page["detail"]
+    return (
+        f'<!doctype html><html lang="en"><title>{page["status"]}</title>'
+        f"<h1>{detail[0].upper()}{detail[1:]}.</h1></html>"
+    )

@@ -26,7 +26,9 @@ cat <<MSG
   API docs:          http://127.0.0.1:8000/api/docs/
   Sign in as admin (platform admin), alice (team-a owner), bob (team-a member),
   carol (team-b owner); the password of each is: gpu-portal-demo
-  Worker and beat log to .local/worker.log and .local/beat.log. Ctrl-C stops everything.
+  Worker and beat log to .local/worker.log and .local/beat.log, each request to .local/web.log.
+  Ctrl-C stops everything.
 
 MSG
-.venv/bin/python manage.py runserver 127.0.0.1:8000
+# gunicorn as the Helm chart runs it (scripts/serve_web.sh), not runserver: no connection per request.
+bash scripts/serve_web.sh

@@ -22,6 +22,16 @@ DURATION_CHOICES: list[tuple[str, str]] = [
 HOURS_PER_MONTH = Decimal(730)  # 365 × 24 / 12, as cloud price sheets count a month
 
 
+def default_duration(max_hours: list[int]) -> str:
+    """The ask form's preset duration: the longest one that every auto-approval envelope in
+    `max_hours` accepts, so a small ask is approved at once as it comes; the shortest preset
+    when none is that short or there is no envelope (never open-ended, which a platform admin
+    must always review)."""
+    longest = timedelta(hours=min(max_hours, default=0))
+    fitting = [key for key, (_, length) in DURATION_PRESETS.items() if length <= longest]
+    return fitting[-1] if fitting else next(iter(DURATION_PRESETS))
+
+
 def ends_at_for(duration: str, *, now: datetime, custom: datetime | None) -> datetime | None:
     """When an ask of `duration` made at `now` ends: None when open-ended; `custom` as given
     (the service refuses one in the past, for the preview and the submit alike)."""

@@ -16,12 +16,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from catalog.advice import sharing_advice
+from catalog.models import ResourceClass
 from core import sealing
 from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
 from tenants import asking, consequences, display, hooks, permissions, selectors
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
+from tenants.services import departments as department_services
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
 from tenants.services import tokens as token_services
@@ -63,6 +65,16 @@ def _apply_error(form, exc: ServiceError, field_map: dict[str, str] | None = Non
     form.add_error(field if field in form.fields else None, exc.detail)
 
 
+def _envelope_hours(tenant: Tenant, resource_class: str | None) -> list[int]:
+    """The longest auto-approved grant of each class the team may ask for (of the one class
+    asked for, where the link names one), by the platform's rules and its department's."""
+    classes = ResourceClass.objects.filter(active=True, pool__capacity__gt=0)
+    if resource_class and resource_class.isdigit():
+        classes = classes.filter(pk=int(resource_class))
+    envelopes = department_services.team_envelopes(tenant, classes)
+    return [envelope.max_duration_hours for envelope in envelopes.values()]
+
+
 @login_required
 def request_create(request, slug):
     tenant = _tenant(request, slug)
@@ -70,7 +82,11 @@ def request_create(request, slug):
     prefill = {k: request.GET[k] for k in ("resource_class", "amount") if request.GET.get(k)}
     if "resource_class" in prefill:
         prefill.setdefault("amount", "1")
-    form = CapacityRequestForm(request.POST or None, initial=prefill or None)
+    # a length the auto-approval policy accepts, for the class asked for if one is (issue 49, 9)
+    prefill["duration"] = asking.default_duration(
+        _envelope_hours(tenant, prefill.get("resource_class"))
+    )
+    form = CapacityRequestForm(request.POST or None, initial=prefill)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -322,6 +338,7 @@ def member_remove(request, slug, pk):
             return redirect("team_detail", slug=slug)
         try:
             tenant_services.refuse_provider_managed(membership, "remove")
+            tenant_services.refuse_last_owner(membership, None)  # asked before, not after
         except ServiceError as exc:
             messages.error(request, exc.detail)
             return redirect("team_detail", slug=slug)

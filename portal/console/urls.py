@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import approvals, gpu_health, sso, views
+from portal.console import approvals, departments, gpu_health, sso, views
 
 app_name = "console"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("decide/", approvals.decide, name="decide"),
     path("capacity/", views.capacity, name="capacity"),
     path("tenants/", views.tenants_overview, name="tenants"),
+    path("departments/new/", departments.department_create, name="department_create"),
     path("queues/", views.queues, name="queues"),
     path("health/", views.health, name="health"),
     path("health/reconcile/", views.reconcile_now, name="reconcile_now"),

@@ -234,6 +234,9 @@ def capacity(request):
     )
 
 
+ANY_STATUS = "any"  # the tenants list's filter: archived teams too
+
+
 @platform_admin_required
 def tenants_overview(request):
     search = request.GET.get("q", "").strip()[:80]
@@ -245,7 +248,12 @@ def tenants_overview(request):
         found = found.filter(Q(slug__icontains=search) | Q(name__icontains=search))
     if status in Tenant.Status.values:
         found = found.filter(status=status)
+    elif status != ANY_STATUS:
+        # an archived team holds nothing and asks nothing (the queue leaves its asks out): the
+        # list of teams that count leaves it out too, unless asked for (issue 49, 9)
+        found = found.exclude(status=Tenant.Status.ARCHIVED)
     tenants = list(found)
+    hidden = 0 if status else Tenant.objects.filter(status=Tenant.Status.ARCHIVED).count()
     quotas = effective_quotas([t.pk for t in tenants])
     lines = {line.resource_class.pk: line.resource_class for line in pool_summary()}
     gpu_eq = defaultdict(float)
@@ -254,15 +262,18 @@ def tenants_overview(request):
             if rc_id in lines:
                 gpu_eq[tenant_id] += float(lines[rc_id].gpu_fraction) * units
     pending = defaultdict(int)
-    for tenant_id in CapacityRequest.objects.filter(
-        state=CapacityRequest.State.SUBMITTED
-    ).values_list("tenant_id", flat=True):
+    for tenant_id in (
+        CapacityRequest.objects.filter(state=CapacityRequest.State.SUBMITTED)
+        .exclude(tenant__status=Tenant.Status.ARCHIVED)  # as the approval queue counts them
+        .values_list("tenant_id", flat=True)
+    ):
         pending[tenant_id] += 1
     rows = [
         {
             "tenant": t,
             "gpu_eq": gpu_eq[t.pk],
             "pending": pending[t.pk],
+            "archived": t.status == Tenant.Status.ARCHIVED,  # holds and asks nothing: no counts
             "sync": getattr(t, "sync_state", None),
         }
         for t in tenants
@@ -270,7 +281,13 @@ def tenants_overview(request):
     return render(
         request,
         "console/tenants.html",
-        {"rows": rows, "q": search, "status": status, "statuses": Tenant.Status.choices},
+        {
+            "rows": rows,
+            "q": search,
+            "status": status,
+            "statuses": [*Tenant.Status.choices, (ANY_STATUS, "Any status, archived included")],
+            "archived_hidden": hidden,
+        },
     )
 
 

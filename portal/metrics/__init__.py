@@ -14,8 +14,9 @@
 the registry a process serves. Several processes (gunicorn's workers, a prefork Celery worker's
 children) add up through prometheus-client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
 set. A prefork worker needs it: its children run the tasks and its main process serves the
-port. The image sets it, and `make run` sets one for its worker (scripts/serve.sh); without it
-(runserver, the tests' in-process workers), the process's own registry is served.
+port. The image sets it, and `make run` sets one for its worker (scripts/serve.sh) and one for
+its gunicorn (scripts/serve_web.sh); without it (the tests' live servers and in-process
+workers), the process's own registry is served.
 
 portal.celery imports `celery_signals` before Django is set up, and gunicorn's master imports
 `registry`: those two import no models; `collector` and `views` load with the URLs."""

@@ -3,7 +3,14 @@ from catalog import kueue_integrations
 from .base import *  # noqa: F403
 from .base import env
 
-DEBUG = env.bool("DEBUG", default=True)
+# Off by default, as in production: the demo a newcomer runs answers a mistyped or forbidden
+# address with the portal's own 404 and 403 pages, never Django's debug page with the URL map
+# (DEBUG=1 brings it back for a developer who wants it).
+DEBUG = env.bool("DEBUG", default=False)
+# Static files straight from their sources (no collectstatic), re-read when they change:
+# WhiteNoise serves them whatever DEBUG says, under gunicorn as `make run` serves the portal.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
 # A developer's portal runs any image; production lists its registries (fails closed).
 WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=["*"])
 

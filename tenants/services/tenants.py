@@ -212,15 +212,28 @@ def add_member(*, actor, tenant: Tenant, username: str, role: str) -> Membership
     return membership
 
 
-def _refuse_last_owner(membership: Membership, new_role: str | None) -> None:
+def other_active_owners(membership: Membership):
+    """The team's other owners who can still sign in: a deactivated (or erased) account is no
+    owner to hand the team to."""
+    return Membership.objects.filter(
+        tenant_id=membership.tenant_id, role=Membership.Role.OWNER, user__is_active=True
+    ).exclude(pk=membership.pk)
+
+
+def refuse_last_owner(membership: Membership, new_role: str | None) -> None:
+    """A team keeps an owner who can sign in: its last one may neither leave (`new_role` None)
+    nor step down, and is told to make someone else owner first. Also what the team page and
+    the confirm page ask before offering either."""
     if membership.role != Membership.Role.OWNER or new_role == Membership.Role.OWNER:
         return
-    owners = Membership.objects.filter(tenant=membership.tenant, role=Membership.Role.OWNER)
-    if owners.count() <= 1:
+    if not other_active_owners(membership).exists():
+        doing = "leave" if new_role is None else f"become {new_role}"
         raise InvalidInput(
-            f"{membership.user.get_username()} is the last owner of {membership.tenant.slug}; "
-            "make someone else owner first",
+            f"{membership.user.get_username()} is the last owner of {membership.tenant.slug}, "
+            f"so cannot {doing}: make another member owner first (choose Owner in their row), "
+            "then try again",
             field="role",
+            code="last_owner",
         )
 
 
@@ -242,7 +255,7 @@ def change_member_role(*, actor, membership: Membership, role: str) -> Membershi
         lock_rows(tenant=membership.tenant_id)
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
         refuse_provider_managed(membership, "change the role of")
-        _refuse_last_owner(membership, role)
+        refuse_last_owner(membership, role)
         before = {"role": membership.role, "source": membership.source}
         membership.role = role
         # the provider no longer manages it (group mapping is off): the portal's from now on
@@ -266,7 +279,7 @@ def remove_member(*, actor, membership: Membership) -> None:
         lock_rows(tenant=membership.tenant_id)  # as a role change: owners are counted in turn
         membership = Membership.objects.select_for_update().get(pk=membership.pk)
         refuse_provider_managed(membership, "remove")
-        _refuse_last_owner(membership, None)
+        refuse_last_owner(membership, None)
         tenant = membership.tenant
         audit.record(
             actor=actor,

@@ -32,3 +32,14 @@ def test_cost_of_a_week_and_of_an_open_ended_month():
         price_per_hour=Decimal("1.5"), amount=1, starts_at=NOW, ends_at=NOW - timedelta(hours=1)
     )
     assert past.total is None
+
+
+def test_the_default_duration_is_the_longest_preset_every_envelope_accepts():
+    """Never open-ended (which a platform admin always reviews): issue 49, 9."""
+    from tenants.asking import OPEN_ENDED, default_duration
+
+    assert default_duration([72, 168, 24]) == "1d"  # the seed's rules: 1 day fits them all
+    assert default_duration([72, 168]) == "3d"
+    assert default_duration([168]) == "7d" and default_duration([10_000]) == "7d"
+    assert default_duration([12]) == "1d"  # none that short: the shortest, still bounded
+    assert default_duration([]) == "1d" != OPEN_ENDED  # no rule at all

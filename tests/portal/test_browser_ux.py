@@ -375,9 +375,10 @@ def test_a_preset_duration_shows_its_end_time_zone_and_cost_by_keyboard(
     # keyboard: Tab into the radio group (focus lands on the checked one), arrows choose
     page.locator("#id_amount").focus()
     page.keyboard.press("Tab")
-    expect(page.get_by_label("No end date (always reviewed)")).to_be_focused()
-    page.keyboard.press("ArrowUp")
-    page.keyboard.press("ArrowUp")
+    # bounded by default (issue 49, 9): with no auto-approval rule, the shortest preset
+    expect(page.get_by_label("1 day")).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
     expect(page.get_by_label("1 week")).to_be_checked()
     hint = page.locator("#hint")
     expect(hint).to_contain_text("(1 week)")
