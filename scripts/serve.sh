@@ -7,6 +7,19 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
+# GPU metrics as a real cluster has them (DCGM, Prometheus, the custom metrics API), so that
+# utilisation is known and autoscaled services scale: localcluster/demo_metrics.py. It writes
+# PROMETHEUS_URL for the portal's processes once Prometheus answers.
+rm -f .local/demo-metrics.env
+.venv/bin/python -m localcluster metrics >>.local/metrics.log 2>&1 &
+pids+=($!)
+for _ in $(seq 60); do [ -f .local/demo-metrics.env ] && break; sleep 0.5; done
+if [ -f .local/demo-metrics.env ]; then
+  set -a && . .local/demo-metrics.env && set +a
+else
+  echo "GPU metrics not started (see .local/metrics.log): utilisation unknown, no autoscaling" >&2
+fi
+
 # A prefork worker's tasks run in its children and its main process serves their metrics
 # (WORKER_METRICS_PORT): prometheus-client's multiprocess mode, a directory of the worker's own.
 worker_metrics="$PWD/.local/prometheus/worker"
@@ -26,7 +39,8 @@ cat <<MSG
   API docs:          http://127.0.0.1:8000/api/docs/
   Sign in as admin (platform admin), alice (team-a owner), bob (team-a member),
   carol (team-b owner); the password of each is: gpu-portal-demo
-  Worker and beat log to .local/worker.log and .local/beat.log, each request to .local/web.log.
+  Worker and beat log to .local/worker.log and .local/beat.log, each request to .local/web.log,
+  GPU metrics (Prometheus ${PROMETHEUS_URL:-not started}) to .local/metrics.log.
   Ctrl-C stops everything.
 
 MSG
