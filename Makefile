@@ -33,7 +33,7 @@ layers:
 
 typecheck:
 	@echo "==> mypy"
-	@.venv/bin/mypy core catalog portal tenants scheduler metering workspaces replay localcluster faults bench cli
+	@.venv/bin/mypy core catalog portal tenants scheduler metering workspaces replay localcluster faults bench cli demo
 
 migrations-check:
 	@echo "==> makemigrations --check"

@@ -18,14 +18,14 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import close_old_connections
 
+from demo.dcgm import DcgmStandin
+from demo.prometheus import PrometheusServer
 from faults import invariants, stack
 from faults.load import Load
 from faults.options import ALL, SHORT
 from faults.stack import say
 from localcluster import build, cluster, components
-from localcluster.dcgm import DcgmStandin
 from localcluster.fleet import node_manifest
-from localcluster.prometheus import PrometheusServer
 from scheduler.cluster import tasks
 from scheduler.cluster.kube import KubeGateway
 from scheduler.mig import orders

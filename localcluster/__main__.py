@@ -1,4 +1,4 @@
-"""Command line: python -m localcluster {build,up,down,reset,status,fleet,metrics}."""
+"""Command line: python -m localcluster {build,up,down,reset,status,fleet}."""
 
 from __future__ import annotations
 
@@ -26,10 +26,6 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop all cluster processes (state is kept)")
     sub.add_parser("reset", help="stop the cluster and delete its state")
     sub.add_parser("status", help="show what runs")
-    sub.add_parser(
-        "metrics",
-        help="serve GPU metrics and the custom metrics API for the demo until stopped",
-    )
     p_fleet = sub.add_parser("fleet", help="print the Node manifests of the fleet as YAML")
     p_fleet.add_argument("--large", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
@@ -46,10 +42,6 @@ def main(argv: list[str] | None = None) -> int:
             cluster.reset()
         elif args.command == "status":
             return cluster.status()
-        elif args.command == "metrics":
-            from . import demo_metrics  # sets Django up: only this command needs the portal
-
-            return demo_metrics.serve()
         elif args.command == "fleet":
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)

@@ -8,10 +8,10 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
 # GPU metrics as a real cluster has them (DCGM, Prometheus, the custom metrics API), so that
-# utilisation is known and autoscaled services scale: localcluster/demo_metrics.py. It writes
+# utilisation is known and autoscaled services scale: demo/metrics.py. It writes
 # PROMETHEUS_URL for the portal's processes once Prometheus answers.
 rm -f .local/demo-metrics.env
-.venv/bin/python -m localcluster metrics >>.local/metrics.log 2>&1 &
+.venv/bin/python -m demo >>.local/metrics.log 2>&1 &
 pids+=($!)
 for _ in $(seq 60); do [ -f .local/demo-metrics.env ] && break; sleep 0.5; done
 if [ -f .local/demo-metrics.env ]; then

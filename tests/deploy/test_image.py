@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from localcluster.prometheus import free_port
+from demo.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent  # the suite's virtualenv: the image's dependencies

@@ -16,7 +16,7 @@ from django.urls import reverse
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from localcluster.prometheus import PrometheusServer
+from demo.prometheus import PrometheusServer
 from localcluster.pytest_plugin import wait_for
 from portal.celery import app
 from portal.metrics import celery_signals, collector, views

@@ -195,8 +195,9 @@ class Command(BaseCommand):
         assert expired.state == CapacityRequest.State.EXPIRED
 
     def _workloads(self, users, tenants):
-        """A training job and an autoscaled inference service, created on the cluster by the worker once
-        `make run` starts it, so the workload pages, the capacity map and usage have data."""
+        """A training job and an autoscaled inference service, created on the cluster by the
+        worker once `make run` starts it, so the workload pages, the capacity map and usage have
+        data."""
         submit_workload(
             actor=users["bob"],
             tenant=tenants["team-a"],
@@ -219,7 +220,7 @@ class Command(BaseCommand):
                 resources={"l40s-48gb-shared": 1},
                 priority="gpu-high",
                 # scaled on its GPU utilisation, which the demo's metrics serve
-                # (python -m localcluster metrics, started by make run)
+                # (python -m demo, started by make run)
                 autoscaling={"min_replicas": 2, "max_replicas": 4, "target_gpu_util": 60},
             ),
         )

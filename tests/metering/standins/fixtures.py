@@ -3,8 +3,8 @@ Prometheus scraping a DCGM stand-in."""
 
 import pytest
 
-from localcluster.dcgm import DcgmStandin
-from localcluster.prometheus import PrometheusServer
+from demo.dcgm import DcgmStandin
+from demo.prometheus import PrometheusServer
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""GPU metrics for the demo (`make run`): what the tests run for one test, run for the portal.
+"""GPU metrics for the demo (`make run`, `python -m demo`): what the tests run for one test, run
+for the portal.
 
 The DCGM exporter stand-in (`dcgm.py`) serves series for the GPU pods of every team namespace,
 Debian's Prometheus scrapes it, and the custom metrics adapter (`metrics_adapter.py`) serves
@@ -22,7 +23,7 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 
-from .base import KUBECONFIG, LOCAL_DIR
+from localcluster.base import KUBECONFIG, LOCAL_DIR
 
 DEMO_UTIL_ANNOTATION = "gpu-portal.io/demo-util"
 ENV_FILE = LOCAL_DIR / "demo-metrics.env"  # PROMETHEUS_URL=..., for the portal's processes
@@ -50,12 +51,11 @@ def serve(kubeconfig: Path = KUBECONFIG, env_file: Path = ENV_FILE) -> int:
     django.setup()
     from django.conf import settings
 
+    from demo.dcgm import DcgmStandin
+    from demo.prometheus import PrometheusServer
+    from localcluster.metrics_adapter import MetricsAdapter
     from scheduler.cluster.kube import KubeGateway
     from scheduler.cluster.render.labels import TENANT_LABEL
-
-    from .dcgm import DcgmStandin
-    from .metrics_adapter import MetricsAdapter
-    from .prometheus import PrometheusServer
 
     if PrometheusServer.binary() is None:
         print(

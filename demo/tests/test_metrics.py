@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 
-from localcluster.demo_metrics import DEMO_UTIL_ANNOTATION, demo_util
+from demo.metrics import DEMO_UTIL_ANNOTATION, demo_util
 
 
 def pod(name, annotations=None):
