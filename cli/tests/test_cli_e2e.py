@@ -180,7 +180,7 @@ def test_an_autoscaled_deployment_through_the_cli(kube, portal, world):
         "--max-replicas", "4", "--target-gpu-util", "70",
     )  # fmt: skip
     assert code == 5
-    assert "3 pods at min replicas" in err and "ask for 3 more slices (1 more" in err
+    assert "3 pods at min replicas" in err and "ask for 1 × 3g.40gb (= 3 slices) more" in err
 
     code, out, err = run(
         url, token, "submit", "--tenant", tenant.slug, "--name", "serve", "--kind", "deployment",

@@ -131,7 +131,7 @@ def test_ask_approve_and_see_the_quota_in_sync(live_server, browser, portal_worl
     page.goto(f"{live_server.url}/teams/vision/")
     expect(page.locator(".badge.sync-in_sync")).to_have_text("in sync")
     expect(page.locator("table.quota")).to_contain_text("H100-80GB MIG 3g.40gb")
-    expect(page.locator("table.quota td.num").first).to_have_text("2")
+    expect(page.locator("table.quota td.num").first).to_have_text("2 × 3g.40gb (= 6 of 6 slices)")
     page.screenshot(path=SHOTS / "team-page.png", full_page=True)
     page.goto(f"{live_server.url}/requests/{request.pk}/")
     expect(page.locator("ol.timeline")).to_contain_text("Approved")
