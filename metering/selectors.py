@@ -22,6 +22,7 @@ from metering import pricing
 from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
 from scheduler.cluster.models import Node
 from scheduler.health.models import HealthImpact
+from tenants.hooks import BudgetLeft
 from tenants.models import QuotaGrant, Tenant
 
 LOW_UTIL = Decimal("0.25")
@@ -303,7 +304,7 @@ def budget_state(tenant: Tenant, now: datetime | None = None) -> BudgetState:
     return budget_state_of(month, cost, budget_for(tenant, month), now)
 
 
-def budget_left(tenant: Tenant, now: datetime | None = None) -> dict | None:
+def budget_left(tenant: Tenant, now: datetime | None = None) -> BudgetLeft | None:
     """The team's budget this month, what is spent and what is left (never below zero), for an
     ask's cost to be read against; None while no budget is set."""
     state = budget_state(tenant, now)
@@ -312,7 +313,7 @@ def budget_left(tenant: Tenant, now: datetime | None = None) -> dict | None:
     return _left(state.month, state.budget, state.cost)
 
 
-def budgets_left(tenant_ids: Iterable[int], now: datetime | None = None) -> dict[int, dict]:
+def budgets_left(tenant_ids: Iterable[int], now: datetime | None = None) -> dict[int, BudgetLeft]:
     """`budget_left` for many teams in one batch: tenant id -> {budget, spent, left, month} for
     those of `tenant_ids` with a budget this month (the others are absent). Two queries for the
     budgets, then the month's statements of the teams that have one (at most five more),
@@ -327,14 +328,9 @@ def budgets_left(tenant_ids: Iterable[int], now: datetime | None = None) -> dict
     return {pk: _left(month, amount, statements[pk].total) for pk, amount in budgets.items()}
 
 
-def _left(month: date, budget: Decimal, spent: Decimal) -> dict:
+def _left(month: date, budget: Decimal, spent: Decimal) -> BudgetLeft:
     """What is left is never below zero."""
-    return {
-        "budget": budget,
-        "spent": spent,
-        "left": max(Decimal(0), budget - spent),
-        "month": month,
-    }
+    return BudgetLeft(budget=budget, spent=spent, left=max(Decimal(0), budget - spent), month=month)
 
 
 # --- dashboards --------------------------------------------------------------------------------

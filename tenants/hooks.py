@@ -5,7 +5,9 @@ higher layer has (core/hooks.py says how a hook works). Each is filled in portal
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from decimal import Decimal
+from typing import TypedDict
 
 from core.hooks import Hook
 from tenants.models import Tenant
@@ -31,9 +33,17 @@ workload_admission: Hook[[Tenant], None] = Hook(
     "workload_admission", "refuse a tenant's new workload (raise a ServiceError), or return"
 )
 
+
 # An ask's and a submit's preview show their cost beside the team's budget and what is left
 # of it: budgets are metering's. None: no budget set.
-budget_left: Hook[[Tenant], Mapping[str, object] | None] = Hook(
+class BudgetLeft(TypedDict):
+    budget: Decimal
+    spent: Decimal
+    left: Decimal  # never below zero
+    month: date
+
+
+budget_left: Hook[[Tenant], BudgetLeft | None] = Hook(
     "budget_left", "a tenant's budget this month: {budget, spent, left}, or None"
 )
 

@@ -57,11 +57,6 @@ def usage_by_tenant(
     return held, (_pods_running(tenant_ids) if inventory else seen_running)
 
 
-def running_by_tenant(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
-    """tenant id -> {resource class slug -> units of its pods running now} (`usage_by_tenant`)."""
-    return usage_by_tenant(tenant_ids)[1]
-
-
 def _pods_running(tenant_ids: list[int]) -> dict[int, dict[str, int]]:
     """The pods the inventory saw placed on a GPU node and running, by their node's model, with
     the node's facts read in the same query."""

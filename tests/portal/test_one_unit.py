@@ -14,7 +14,7 @@ from catalog import slices
 from catalog.models import ResourceClass
 from scheduler.cluster.models import Cluster, Node, PodAllocation
 from scheduler.workloads.models import Workload
-from scheduler.workloads.selectors import running_by_tenant
+from scheduler.workloads.selectors import usage_by_tenant
 from tenants.selectors import quota_lines
 from tests.portal.test_browser import csp_refusals, sign_in
 from tests.portal.test_browser_ux import DESKTOP, PHONE, assert_accessible, no_sideways_scroll
@@ -109,7 +109,7 @@ def _inventory(world, *, phases=("Running", "Pending")):
 
 @pytest.mark.django_db
 def test_without_an_inventory_in_use_is_the_running_workloads_not_the_admitted(world, gang):
-    assert running_by_tenant([world.tenant.pk])[world.tenant.pk] == {gang.slug: 8}
+    assert usage_by_tenant([world.tenant.pk])[1][world.tenant.pk] == {gang.slug: 8}
     (line,) = [x for x in quota_lines(world.tenant) if x.resource_class == gang]
     assert (line.granted, line.in_use, line.running, line.waiting_for_nodes) == (14, 10, 8, 2)
 
@@ -117,7 +117,7 @@ def test_without_an_inventory_in_use_is_the_running_workloads_not_the_admitted(w
 @pytest.mark.django_db
 def test_with_an_inventory_in_use_is_the_pods_placed_and_running(world, gang):
     _inventory(world)
-    assert running_by_tenant([world.tenant.pk])[world.tenant.pk] == {gang.slug: 4}
+    assert usage_by_tenant([world.tenant.pk])[1][world.tenant.pk] == {gang.slug: 4}
     (line,) = [x for x in quota_lines(world.tenant) if x.resource_class == gang]
     assert (line.in_use, line.running, line.waiting_for_nodes) == (10, 4, 6)
     # never more in use than the pool of 7 slices has

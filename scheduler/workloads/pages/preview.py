@@ -77,9 +77,7 @@ def preview(tenant: Tenant, ask: admission.Ask, rc: ResourceClass | None) -> Pre
     )
     outcome, why, behind = _outcome(tenant, ask, rc)
     month = hooks.budget_left(tenant)  # None: no budget this month
-    spent, budget = (
-        (Decimal(str(month["spent"])), Decimal(str(month["budget"]))) if month else (None, None)
-    )
+    spent, budget = (month["spent"], month["budget"]) if month else (None, None)
     return Preview(
         rc=rc,
         units=units,
