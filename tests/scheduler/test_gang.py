@@ -370,3 +370,12 @@ def test_why_a_gang_waits_counts_every_pod_and_offers_fewer_pods():
     assert w.code == "quota_full"
     assert "has 8 of 14 slices free and this asks for 12" in w.reason  # 4 pods x 3 slices
     assert "A smaller ask fits now: 2 pods instead of 4." in w.hints
+
+
+def test_a_short_gangs_words_read_back_as_they_were_written():
+    said = gang.short_message(1, 2, "Unschedulable", "0/5 nodes are available: (x) y")
+    assert gang.read_short(said) == gang.ShortSaid(
+        1, 2, "Unschedulable", "0/5 nodes are available: (x) y"
+    )
+    assert gang.read_short(gang.short_message(3, 4)) == gang.ShortSaid(3, 4, "", "")
+    assert gang.read_short("2/2 running") is None

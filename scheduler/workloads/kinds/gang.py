@@ -11,6 +11,7 @@ reads from its environment: index 0 is the master.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,6 +36,38 @@ INCOMPLETE = "GangIncomplete"
 class Short:
     needed: int  # pods it needs running now
     waiting: list[dict]  # its pods not placed or not started yet
+
+
+# What a short gang's row says, written here and read back here (the row keeps only words):
+# "1 of 2 pods running; the job waits until every pod is placed: <reason> (<message>)".
+_SHORT = re.compile(
+    r"^(?P<running>\d+) of (?P<needed>\d+) pods running;[^:]*(?::\s*(?P<reason>\w+)"
+    r"(?:\s*\((?P<message>.*)\))?)?$",
+    re.S,
+)
+
+
+@dataclass(frozen=True)
+class ShortSaid:
+    running: int
+    needed: int
+    reason: str  # why the pods that wait wait (the scheduler's or the kubelet's), or ""
+    message: str
+
+
+def short_message(running: int, needed: int, reason: str = "", message: str = "") -> str:
+    said = f": {reason}" + (f" ({message})" if message else "") if reason else ""
+    return f"{running} of {needed} pods running; the job waits until every pod is placed{said}"
+
+
+def read_short(message: str) -> ShortSaid | None:
+    """`short_message` read back, or None for any other message."""
+    found = _SHORT.match(message or "")
+    if found is None:
+        return None
+    return ShortSaid(
+        int(found["running"]), int(found["needed"]), found["reason"] or "", found["message"] or ""
+    )
 
 
 def short_of(job: dict, pods: list[dict], running: int) -> Short | None:

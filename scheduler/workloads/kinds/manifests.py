@@ -34,7 +34,7 @@ KUEUE_GATE = serving.KUEUE_GATE
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # A container that cannot start for what its spec refers to: a Secret (or key) that is
 # missing, an image that cannot be pulled. Said as the pod's own reason (`queue/pod_reasons.py`).
-CONTAINER_CONFIG_ERRORS = frozenset(
+CONTAINER_START_ERRORS = frozenset(
     {"CreateContainerConfigError", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
 )
 
@@ -271,7 +271,7 @@ def _pending_reason(pods: list[dict], events: list[dict]) -> Observation:
             )
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (status.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in CONTAINER_CONFIG_ERRORS:  # e.g. a Secret not found
+            if waiting.get("reason") in CONTAINER_START_ERRORS:  # e.g. a Secret not found
                 return Observation(
                     Workload.State.PENDING, waiting["reason"], waiting.get("message", "")
                 )
@@ -286,13 +286,8 @@ def _gang_short(
     if short is None:
         return None
     why = _pending_reason(short.waiting, events)
-    said = f": {why.reason}" + (f" ({why.message})" if why.message else "") if why.reason else ""
-    return Observation(
-        Workload.State.PENDING,
-        gang.INCOMPLETE,
-        f"{len(running)} of {short.needed} pods running; the job waits until every pod is placed"
-        f"{said}",
-    )
+    message = gang.short_message(len(running), short.needed, why.reason, why.message)
+    return Observation(Workload.State.PENDING, gang.INCOMPLETE, message)
 
 
 def _true(conditions: dict[str, dict], kind: str) -> dict | None:

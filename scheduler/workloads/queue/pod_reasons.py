@@ -13,15 +13,7 @@ from dataclasses import dataclass
 
 from scheduler.workloads.kinds import gang
 
-# A short gang's message (manifests._gang_short): "1 of 2 pods running; …: <reason> (<message>)".
-_GANG = re.compile(
-    r"^(?P<running>\d+) of (?P<needed>\d+) pods running;[^:]*(?::\s*(?P<reason>\w+)"
-    r"(?:\s*\((?P<message>.*)\))?)?$",
-    re.S,
-)
-GANG_INCOMPLETE = gang.INCOMPLETE
 _QUOTED = re.compile(r'"([^"]+)"')
-_INSUFFICIENT = re.compile(r"insufficient\s+\S*(gpu|mig-|nvidia\.com)", re.I)
 
 
 @dataclass(frozen=True)
@@ -71,7 +63,7 @@ def pod_says(reason: str, message: str) -> PodSays | None:
             "it): the node keeps trying.",
             "Cancel and submit again with an image the cluster can pull.",
         )
-    if _INSUFFICIENT.search(text) or "insufficient" in low:
+    if "insufficient" in low:
         return None  # the nodes lack what it asks: the fleet's reading says which
     if "node affinity/selector" in low:
         return PodSays(
@@ -92,13 +84,13 @@ def pod_says(reason: str, message: str) -> PodSays | None:
 def read(reason: str, message: str) -> PodSays | None:
     """What a pending workload's pods say (`pod_says`), a gang's short count first: a gang some
     of whose pods run while the rest cannot be placed waits, and says why the rest wait."""
-    if reason != GANG_INCOMPLETE:
+    if reason != gang.INCOMPLETE:
         return pod_says(reason, message)
-    found = _GANG.match(message or "")
-    if found is None:
+    short = gang.read_short(message)
+    if short is None:
         return None
-    count = f"{found['running']} of its {found['needed']} pods run"
-    inner = pod_says(found["reason"] or "", found["message"] or "")
+    count = f"{short.running} of its {short.needed} pods run"
+    inner = pod_says(short.reason, short.message)
     if inner is not None:
         return PodSays(
             inner.code,

@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from scheduler.workloads.kinds import gang
 from scheduler.workloads.kinds.gang import PODS_READY_TIMEOUT
-from scheduler.workloads.kinds.manifests import CONTAINER_CONFIG_ERRORS
+from scheduler.workloads.kinds.manifests import CONTAINER_START_ERRORS
 from scheduler.workloads.queue import pod_reasons
 from scheduler.workloads.queue.counting import Facts, Line, Shape, Units, line_of, placeable
 
@@ -34,8 +35,8 @@ STUCK_PENDING_REASONS = frozenset(
     {
         "Unschedulable",
         "FailedCreate",
-        pod_reasons.GANG_INCOMPLETE,
-        *CONTAINER_CONFIG_ERRORS,
+        gang.INCOMPLETE,
+        *CONTAINER_START_ERRORS,
     }
 )
 
