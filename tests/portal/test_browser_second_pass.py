@@ -61,7 +61,7 @@ def test_the_approval_queue_on_a_phone_is_compact(live_server, browser, people):
     row = page.locator("table tbody tr").first
     assert box(page, row)["height"] <= 200, f"a row is {box(page, row)['height']} px tall"
     for what in (
-        row.get_by_text("$1.50/h"),
+        row.get_by_text("1.50 USD/h"),
         row.get_by_text("ask 0"),
         page.get_by_role("button", name=f"Approve request {asks[0].pk}", exact=True),
         page.get_by_role("button", name=f"Reject request {asks[0].pk}", exact=True),

@@ -383,7 +383,7 @@ def test_a_preset_duration_shows_its_end_time_zone_and_cost_by_keyboard(
     hint = page.locator("#hint")
     expect(hint).to_contain_text("(1 week)")
     expect(hint).to_contain_text("UTC")  # the end time says its zone
-    expect(hint).to_contain_text("$3.00/h, about $504.00 if held to the end")
+    expect(hint).to_contain_text("3.00 USD/h, about 504.00 USD if held to the end")
     expect(hint).to_contain_text("Goes to the platform team")  # no auto-approval rule here
     assert_accessible(page)
     assert no_sideways_scroll(page) and refused == []
