@@ -169,6 +169,17 @@ def _failed_gpu_pods(tenant_ids: list[int], window: pricing.Window) -> dict[str,
     return out
 
 
+_INTERVAL_COLUMNS = (
+    "workload_id",
+    "tenant_id",
+    "resource_class_id",
+    "started_at",
+    "seen_until",
+    "units",
+    "pod_uid",
+)
+
+
 def workload_costs(
     workload_ids: Iterable[int], *, window: pricing.Window | None = None
 ) -> dict[int, Decimal]:
@@ -177,21 +188,36 @@ def workload_costs(
     whole life): the statement's allocation, split by workload. Two or three queries for any
     number of workloads; a workload no pod of which was seen costs 0."""
     ids = list(workload_ids)
-    out = dict.fromkeys(ids, pricing.money(ZERO))
     rows = list(
         AllocationInterval.objects.with_seen_until()
         .filter(workload_id__in=ids, resource_class__isnull=False)
-        .values_list(
-            "workload_id", "tenant_id", "resource_class_id", "started_at", "seen_until", "units",
-            "pod_uid",
-        )
-    )  # fmt: skip
+        .values_list(*_INTERVAL_COLUMNS)
+    )
+    return {**dict.fromkeys(ids, pricing.money(ZERO)), **_priced_by_workload(rows, window)}
+
+
+def month_workload_costs(tenant: Tenant, month: date, now: datetime) -> list[tuple[int, Decimal]]:
+    """The team's workloads whose pods held GPUs in the month, with what each cost in it (the
+    statement's "by workload" table), dearest first; one read of the month's intervals."""
+    window = month_window_until(month, now)
+    rows = list(
+        AllocationInterval.objects.with_seen_until()
+        .filter(tenant=tenant, workload__isnull=False, resource_class__isnull=False)
+        .filter(started_at__lt=window.end, seen_until__gt=window.start)
+        .values_list(*_INTERVAL_COLUMNS)
+    )
+    costs = _priced_by_workload(rows, window)
+    return sorted(costs.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _priced_by_workload(rows: list[tuple], window: pricing.Window | None) -> dict[int, Decimal]:
+    """Intervals (`_INTERVAL_COLUMNS`) priced by workload, within `window` (default: all of
+    them), waivers taken off; the prices and the failures in two queries."""
     if not rows:
-        return out
+        return {}
     if window is None:
         window = pricing.Window(min(r[3] for r in rows), max(r[4] for r in rows))
-    classes = ResourceClass.objects.filter(pk__in={r[2] for r in rows})
-    schedules = price_schedules(classes)
+    schedules = price_schedules(ResourceClass.objects.filter(pk__in={r[2] for r in rows}))
     failed = _failed_gpu_pods(list({r[1] for r in rows if r[1] is not None}), window)
     numerators: dict[int, Decimal] = defaultdict(Decimal)
     for workload_id, _, rc_id, start, seen, units, pod_uid in rows:
@@ -203,24 +229,10 @@ def workload_costs(
         if failed_at is not None and failed_at < seen:
             waived = pricing.Span(max(start, failed_at), seen, units)
             numerators[workload_id] -= pricing.cost_numerator([waived], schedule, window)
-    for workload_id, numerator in numerators.items():
-        out[workload_id] = pricing.money(max(numerator, ZERO) / pricing.HOUR_US)
-    return out
-
-
-def month_workload_costs(tenant: Tenant, month: date, now: datetime) -> list[tuple[int, Decimal]]:
-    """The team's workloads whose pods held GPUs in the month, with what each cost in it (the
-    statement's "by workload" table), dearest first."""
-    window = month_window_until(month, now)
-    ids = (
-        AllocationInterval.objects.with_seen_until()
-        .filter(tenant=tenant, workload__isnull=False, started_at__lt=window.end)
-        .filter(seen_until__gt=window.start)
-        .values_list("workload_id", flat=True)
-        .distinct()
-    )
-    costs = workload_costs(list(ids), window=window)
-    return sorted(costs.items(), key=lambda item: (-item[1], item[0]))
+    return {
+        workload_id: pricing.money(max(numerator, ZERO) / pricing.HOUR_US)
+        for workload_id, numerator in numerators.items()
+    }
 
 
 def all_statements(month: date, now: datetime) -> dict[int, pricing.Statement]:
