@@ -85,18 +85,24 @@ def server_side_apply(api, path: str, body: dict, field_manager: str) -> None:
     )
 
 
-def ensure_serving_cert(cert_dir: Path, common_name: str) -> None:
+def ensure_serving_cert(
+    cert_dir: Path,
+    common_name: str,
+    extra_ips: tuple[str, ...] | list[str] = (),
+    usage: str = "serverAuth",
+) -> None:
     """tls.crt/tls.key in cert_dir for a local webhook server: RSA, IP SAN 127.0.0.1, signed by
     the cluster CA (the caBundle of its webhook configurations); made once, again if the CA is
-    newer."""
+    newer. (`usage` clientAuth makes a client certificate the same way.)"""
     cert, ca = cert_dir / "tls.crt", PKI / "ca.crt"
     if cert.is_file() and cert.stat().st_mtime >= ca.stat().st_mtime:
         return
     cert_dir.mkdir(parents=True, exist_ok=True)
     ext = cert_dir / "tls.ext"
+    ips = "".join(f",IP:{ip}" for ip in extra_ips)
     ext.write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+        f"subjectAltName=IP:127.0.0.1,DNS:localhost{ips}\n"
+        f"extendedKeyUsage={usage}\nkeyUsage=digitalSignature,keyEncipherment\n"
     )
     key, csr, crt = cert_dir / "tls.key", cert_dir / "tls.csr", cert_dir / "tls.crt.tmp"
     openssl(

@@ -83,6 +83,11 @@ class Component:
     # to the module dir -> (exact text, replacement); the text must occur exactly once, so a new
     # version fails loudly instead of building unedited.
     source_edits: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Edits to any package of the module: the module is copied beside the wrapper, edited there
+    # and used through a `replace` (file relative to the module dir -> [(exact text, new, how
+    # many times the text occurs)]).
+    module_edits: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+    cgo: bool = False  # runc: its nsexec is C, and seccomp comes from libseccomp
 
     def go_mod(self) -> str:
         lines = [f"module gpu-portal.local/{self.tag}-build", "", f"go {self.go_version}", ""]
@@ -94,7 +99,7 @@ class Component:
         return "\n".join(lines) + "\n"
 
 
-def _k8s_ldflags() -> str:
+def k8s_ldflags() -> str:
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
     flags = ["-s", "-w"]
     # Without these /version says v0.0.0 and clients (kubectl, the Python client) misjudge it.
@@ -177,7 +182,7 @@ def components() -> list[Component]:
             version=KUBERNETES_VERSION,
             packages={name: f"k8s.io/kubernetes/cmd/{name}" for name in k8s_cmds},
             replaces={f"k8s.io/{m}": f"k8s.io/{m} {staging_version}" for m in K8S_STAGING},
-            ldflags=_k8s_ldflags(),
+            ldflags=k8s_ldflags(),
             tags="grpcnotrace",
         ),
         kueue_component(KUEUE_VERSION),
@@ -223,9 +228,9 @@ def _log(msg: str) -> None:
     print(f"[localcluster build] {msg}", file=sys.stderr, flush=True)
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(GOTOOLCHAIN="local", CGO_ENABLED="0")
+    env.update(GOTOOLCHAIN="local", CGO_ENABLED="1" if cgo else "0")
     # The wrapper modules live outside any VCS checkout; -mod=mod lets `go build` refresh go.sum.
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -buildvcs=false -mod=mod").strip()
     env.setdefault("GOPATH", str(Path.home() / "go"))  # default GOMODCACHE ~/go/pkg/mod persists
@@ -277,7 +282,13 @@ def _count_packages(go: str, comp: Component, src: Path) -> int:
 
 
 def _run_logged(
-    cmd: list[str], cwd: Path, log, what: str, total: int = 0, count_progress: bool = False
+    cmd: list[str],
+    cwd: Path,
+    log,
+    what: str,
+    total: int = 0,
+    count_progress: bool = False,
+    cgo: bool = False,
 ) -> None:
     """Run cmd, copy its output to log; with count_progress, report compiled packages (-v)."""
     log.write(f"\n$ {' '.join(cmd)}\n")
@@ -289,7 +300,7 @@ def _run_logged(
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
-        env=_go_env(),
+        env=_go_env(cgo),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -379,6 +390,28 @@ def _edit_packages(comp: Component, module_dir: Path, src: Path) -> dict[str, st
     return local
 
 
+def _edit_module(go: str, comp: Component, src: Path) -> None:
+    """Copy comp.module out of the module cache into src/edited-module, apply comp.module_edits
+    and point the wrapper's go.mod at the copy."""
+    (src / "go.mod").write_text(comp.go_mod())
+    pristine = _module_dir(go, comp, src)
+    copy = src / "edited-module"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(pristine, copy, copy_function=shutil.copyfile)
+    for rel, edits in comp.module_edits.items():
+        target = copy / rel
+        text = target.read_text()
+        for old, new, times in edits:
+            if text.count(old) != times:
+                raise BuildError(
+                    f"{comp.module}@{comp.version} {rel}: expected {old!r} {times} time(s) to "
+                    f"edit, found {text.count(old)}; the edit in localcluster needs updating"
+                )
+            text = text.replace(old, new)
+        target.write_text(text)
+    (src / "go.mod").write_text(comp.go_mod() + f"\nreplace {comp.module} => ./edited-module\n")
+
+
 def _copy_assets(comp: Component, module_dir: Path, dest_root: Path) -> None:
     for pattern, dest in comp.assets.items():
         matches = sorted(glob.glob(str(module_dir / pattern)))
@@ -415,6 +448,8 @@ def _build_component(go: str, comp: Component) -> None:
         cmd = [go, "build", "-v", "-trimpath", "-ldflags", comp.ldflags, "-o", str(partial) + "/"]
         if comp.tags:
             cmd[3:3] = ["-tags", comp.tags]
+        if comp.module_edits:
+            _edit_module(go, comp, src)
         module_dir = _module_dir(go, comp, src) if comp.assets or comp.source_edits else None
         local = _edit_packages(comp, module_dir, src) if module_dir and comp.source_edits else {}
         total = _count_packages(go, comp, src)
@@ -426,6 +461,7 @@ def _build_component(go: str, comp: Component) -> None:
             f"go build {comp.tag}",
             total=total,
             count_progress=True,
+            cgo=comp.cgo,
         )
     for name, pkg in comp.packages.items():
         # go build names a binary after its package path, minus a /vN suffix (etcd: "server").

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from . import build, fleet, jobset, kueue
+from . import build, fleet, jobset, kueue, node_addons, node_stack, realnode
 from .base import (  # noqa: F401 (cluster.X is how callers and tests name these)
     KUBECONFIG,
     LOCAL_DIR,
@@ -35,6 +35,7 @@ from .base import (  # noqa: F401 (cluster.X is how callers and tests name these
     ClusterError,
     api_client,
     api_port,
+    ensure_serving_cert,
     etcd_ports,
     http_ok,
     jobset_ports,
@@ -58,7 +59,7 @@ def _code_version(comp: Component) -> str:
         for path in CONFIG_FILES[comp.name]:
             digest.update(path.read_bytes() if path.exists() else b"")
         return digest.hexdigest()[:16]
-    if comp.name == "kube-controller-manager":
+    if comp.name in ("kube-controller-manager", "kube-apiserver"):
         # its controllers and their periods are its command line: a checkout that adds one
         # (the autoscaler) restarts it once
         return hashlib.sha256("\0".join(comp.argv).encode()).hexdigest()[:16]
@@ -211,6 +212,8 @@ def up(large: int | None = None, timeout: float = 180) -> None:
     """Build if needed, start whatever is not running, seed the fleet, wait until Ready."""
     t0 = time.monotonic()
     bins = build.ensure_built()
+    if realnode.enabled():
+        bins = {**bins, **node_stack.ensure_built()}
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     # Two callers at once (make cluster and a test run) must not both start etcd.
     with open(STATE_DIR / ".up.lock", "w") as lock:
@@ -280,6 +283,12 @@ def _follow_new_stack(specs: list[Component]) -> None:
 def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: float) -> None:
     ensure_pki()
     write_kubeconfig()
+    if realnode.enabled():
+        realnode.prepare_host(bins)
+        realnode.node_kubeconfig()
+        ensure_serving_cert(
+            PKI / "kubelet-client", "kube-apiserver-kubelet-client", usage="clientAuth"
+        )
     specs = component_specs(bins)
     _follow_new_stack(specs)
     api_comp = next(c for c in specs if c.name == "kube-apiserver")
@@ -311,12 +320,17 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
             finally:
                 api.close()
             log(f"applied JobSet's CRD and webhooks in {time.monotonic() - prep:.1f} s")
+        if comp.name == "kubelet":
+            # Its pods' images first: none can be pulled from outside.
+            node_addons.build_and_load(bins)
         log(f"starting {comp.name}")
         proc = start(comp)
         if comp.name == "etcd":
             wait_until("etcd", etcd_healthy, comp, 60, proc)
         elif comp.name == "kube-apiserver":
             wait_until("kube-apiserver /readyz", apiserver_ready, comp, 120, proc)
+        elif comp.name == "containerd":
+            wait_until("containerd", realnode.socket_path().exists, comp, 30, proc)
         elif comp.name == "kueue":
             kueue_proc = proc  # waited for below: its start overlaps the fleet's
         elif comp.name == "jobset":
@@ -334,10 +348,31 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     wait_until("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
     jobset_comp = next(c for c in specs if c.name == "jobset")
     wait_until("JobSet /readyz", jobset.ready, jobset_comp, 120, jobset_proc)
+    if realnode.enabled():
+        _real_node_ready(bins)
     log(
         f"cluster up in {time.monotonic() - t0:.1f} s: {server_url()}, {len(names)} nodes; "
         f"KUBECONFIG={KUBECONFIG}"
     )
+
+
+def _real_node_ready(bins: dict[str, Path]) -> None:
+    start_at = time.monotonic()
+    node_addons.build_and_load(bins)  # nothing to do unless an image changed while it ran
+    api = api_client()
+    try:
+        node_addons.apply_addons(api)
+        node_addons.wait_ready(api)
+    finally:
+        api.close()
+    log(
+        f"real node {realnode.NODE_NAME} Ready with DNS and NetworkPolicy in "
+        f"{time.monotonic() - start_at:.1f} s"
+    )
+
+
+def _all_binaries() -> dict[str, Path]:
+    return {**build.binaries(), **node_stack.binaries()}
 
 
 def fresh_kwok() -> None:
@@ -352,14 +387,18 @@ def fresh_kwok() -> None:
 
 
 def down() -> None:
-    bins = build.binaries()
-    for comp in reversed(component_specs(bins)):
+    for comp in reversed(component_specs(_all_binaries())):
         if stop(comp):
             log(f"stopped {comp.name}")
+        if comp.name == "kubelet":
+            # the containers outlive the kubelet and containerd (their shims run on)
+            if stopped := realnode.stop_containers(_all_binaries()["runc"]):
+                log(f"stopped {stopped} containers of the real node")
 
 
 def reset() -> None:
     down()
+    realnode.unmount_all()
     if STATE_DIR.exists():
         shutil.rmtree(STATE_DIR)
     KUBECONFIG.unlink(missing_ok=True)
@@ -370,7 +409,7 @@ def status() -> int:
     """Print what runs; exit code 0 when everything runs and the API server, Kueue and JobSet
     are ready."""
     ok = True
-    for comp in component_specs(build.binaries()):
+    for comp in component_specs(_all_binaries()):
         pid = running_pid(comp)
         ok &= pid is not None
         state = f"running (pid {pid})" if pid else "stopped"

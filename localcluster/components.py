@@ -12,7 +12,7 @@ import yaml
 
 from catalog import facts
 
-from . import jobset, kueue
+from . import jobset, kueue, realnode
 from .base import (
     KUBECONFIG,
     PACKAGE_DIR,
@@ -32,6 +32,7 @@ CONTROLLERS = ",".join(
         "job-controller",
         "cronjob-controller",
         "deployment-controller",
+        "daemonset-controller",  # the real node's kube-network-policies
         "replicaset-controller",
         "statefulset-controller",
         "disruption-controller",
@@ -82,8 +83,7 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
             "kube-apiserver",
             [
                 str(bins["kube-apiserver"]),
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *_apiserver_network_flags(),
                 f"--secure-port={api_port()}",
                 f"--etcd-servers=http://127.0.0.1:{client_port}",
                 f"--cert-dir={PKI}",
@@ -98,8 +98,6 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
                 f"--service-account-key-file={PKI / 'sa.pub'}",
                 f"--service-account-signing-key-file={PKI / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # No endpoints for the `kubernetes` Service: 127.0.0.1 is refused there.
-                "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
@@ -166,7 +164,34 @@ def component_specs(bins: dict[str, Path]) -> list[Component]:
             ],
             env={"PYTHONPATH": str(REPO_ROOT)},
         ),
+        *_node_specs(bins),
     ]
+
+
+def _apiserver_network_flags() -> list[str]:
+    if not realnode.enabled():
+        # No endpoints for the `kubernetes` Service: 127.0.0.1 is refused there.
+        return [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+        ]
+    # The real node's pods reach it through the `kubernetes` Service, whose endpoint is the
+    # advertised address: the node's bridge. It listens there and on 127.0.0.1 (all addresses:
+    # one --bind-address only), and calls the kubelet (logs, exec) with a client certificate.
+    return [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={realnode.NODE_IP}",
+        f"--kubelet-client-certificate={PKI / 'kubelet-client' / 'tls.crt'}",
+        f"--kubelet-client-key={PKI / 'kubelet-client' / 'tls.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
+    ]
+
+
+def _node_specs(bins: dict[str, Path]) -> list[Component]:
+    if not realnode.enabled() or "kubelet" not in bins:
+        return []
+    return [Component(name, argv, env) for name, argv, env in realnode.component_argv(bins)]
 
 
 def scheduler_config() -> dict:
@@ -238,4 +263,7 @@ def simulator_sources() -> list[Path]:
 CONFIG_FILES = {
     "kwok": (PACKAGE_DIR / "kwok-stages.yaml",),
     "kube-scheduler": (STATE_DIR / "scheduler-config.yaml",),
+    "containerd": (realnode.NODE_DIR / "containerd" / "config.toml",),
+    "kubelet": (realnode.NODE_DIR / "kubelet" / "config.yaml",),
+    "kube-proxy": (realnode.NODE_DIR / "kube-proxy.yaml",),
 }

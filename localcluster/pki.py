@@ -13,66 +13,36 @@ import yaml
 
 from .base import KUBECONFIG, PKI, ClusterError, openssl, server_url
 
+SANS = (
+    # 10.245.0.1: the real node's bridge, where its pods reach the API server (realnode.py).
+    "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,IP:10.245.0.1,DNS:localhost,DNS:kubernetes,"
+    "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+    "DNS:kubernetes.default.svc.cluster.local\n"
+    "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+)
+
 
 def ensure_pki() -> None:
-    """CA, API server serving cert, service-account key pair and an admin token (once)."""
-    if (PKI / "tokens.csv").is_file():
-        return
+    """CA, service-account key pair and an admin token (once); the API server's serving cert
+    (again when its names change)."""
+    if not (PKI / "tokens.csv").is_file():
+        _make_ca_and_keys()
+    ext = PKI / "apiserver.ext"
+    if not ext.is_file() or ext.read_text() != SANS:
+        ext.write_text(SANS)
+        _make_apiserver_cert()
+
+
+def _make_ca_and_keys() -> None:
     if not shutil.which("openssl"):
         raise ClusterError("openssl is needed to create the cluster's certificates")
     PKI.mkdir(parents=True, exist_ok=True)
     os.chmod(PKI, 0o700)
     openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "3650",
-        "-keyout",
-        str(PKI / "ca.key"),
-        "-out",
-        str(PKI / "ca.crt"),
-        "-subj",
-        "/CN=gpu-portal-localcluster-ca",
-    )
-    sans = (
-        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
-        "DNS:kubernetes.default.svc.cluster.local\n"
-        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
-    )
-    (PKI / "apiserver.ext").write_text(sans)
-    openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        str(PKI / "apiserver.key"),
-        "-out",
-        str(PKI / "apiserver.csr"),
-        "-subj",
-        "/CN=kube-apiserver",
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(PKI / "apiserver.csr"),
-        "-CA",
-        str(PKI / "ca.crt"),
-        "-CAkey",
-        str(PKI / "ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        str(PKI / "apiserver.ext"),
-        "-out",
-        str(PKI / "apiserver.crt"),
-    )
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+        "-keyout", str(PKI / "ca.key"), "-out", str(PKI / "ca.crt"),
+        "-subj", "/CN=gpu-portal-localcluster-ca",
+    )  # fmt: skip
     openssl("genrsa", "-out", str(PKI / "sa.key"), "2048")
     openssl("rsa", "-in", str(PKI / "sa.key"), "-pubout", "-out", str(PKI / "sa.pub"))
     token = secrets.token_hex(24)
@@ -80,6 +50,18 @@ def ensure_pki() -> None:
     (PKI / "tokens.csv").write_text(
         f'{token},localcluster-admin,localcluster-admin,"system:masters"\n'
     )
+
+
+def _make_apiserver_cert() -> None:
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(PKI / "apiserver.key"),
+        "-out", str(PKI / "apiserver.csr"), "-subj", "/CN=kube-apiserver",
+    )  # fmt: skip
+    openssl(
+        "x509", "-req", "-in", str(PKI / "apiserver.csr"), "-CA", str(PKI / "ca.crt"),
+        "-CAkey", str(PKI / "ca.key"), "-CAcreateserial", "-days", "3650",
+        "-extfile", str(PKI / "apiserver.ext"), "-out", str(PKI / "apiserver.crt"),
+    )  # fmt: skip
 
 
 def admin_token() -> str:

@@ -21,6 +21,17 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # browser tests
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)  # make bench: the API load generator
+# The local cluster's real node (localcluster/realnode.py): the CNI plugins, iptables for
+# kube-proxy and NetworkPolicy, buildah and debootstrap for the images built here, gcc for the
+# pause process and with libseccomp for runc (built from its Go module).
+if [ "${LOCALCLUSTER_REAL_NODE:-1}" != 0 ]; then
+  [ -f /usr/include/seccomp.h ] || missing+=(libseccomp-dev pkg-config)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+  command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+  command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "Installing Debian packages: ${missing[*]} (first run only)"
   $SUDO apt-get update -q
