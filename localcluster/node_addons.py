@@ -13,7 +13,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from . import build, images, realnode
+from . import build, fleet, images, realnode
+from . import gpu_layout as gl
 from .base import PACKAGE_DIR, ClusterError, log, server_side_apply
 
 KNP_METRICS_PORT_OFFSET = 15  # after the node's other ports (realnode.node_ports)
@@ -151,3 +152,80 @@ def wait_ready(api: client.ApiClient, timeout: float = 120) -> None:
         f"timed out after {timeout:.0f} s waiting for {what}; see {realnode.NODE_DIR / 'logs'} "
         "and .local/cluster/logs/{containerd,kubelet,kube-proxy}.log"
     )
+
+
+def advertise_gpus(
+    api: client.ApiClient,
+    model: str,
+    gpus: int,
+    mig_config: str | None = None,
+    device_plugin_config: str = "default",
+) -> dict[str, int]:
+    """Make the real node a GPU node of `model`, as the KWOK nodes are: GPU feature discovery's
+    labels, the GPU taints, and the devices in its status (the documented way for extended
+    resources no device plugin serves). Its pods run on CPU. Returns the resources."""
+    resources, labels = gl.node_gpu_state(model, gpus, mig_config, device_plugin_config)
+    labels = {**labels, **fleet.fleet_gpu_labels()}
+    if gl.LABEL_MIG_CONFIG in labels:
+        labels[gl.LABEL_MIG_STATE] = "success"
+    labels[gl.LABEL_DP_STATE] = "success"
+    core = client.CoreV1Api(api)
+    node = core.read_node(realnode.NODE_NAME)
+    taints = [t.to_dict() for t in node.spec.taints or []]
+    keys = {(t["key"], t["effect"]) for t in taints}
+    taints += [t for t in fleet.gpu_taints() if (t["key"], t["effect"]) not in keys]
+    annotations = {
+        fleet.ANN_MIG_OBSERVED: mig_config or "",
+        fleet.ANN_MIG_EFFECTIVE: mig_config or "",
+        fleet.ANN_DP_OBSERVED: device_plugin_config,
+        fleet.ANN_DP_EFFECTIVE: device_plugin_config,
+    }
+    core.patch_node(
+        realnode.NODE_NAME,
+        {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
+    )
+    status = {k: str(v) for k, v in resources.items()}
+    core.patch_node_status(
+        realnode.NODE_NAME, {"status": {"capacity": status, "allocatable": status}}
+    )
+    return resources
+
+
+def withdraw_gpus(api: client.ApiClient) -> None:
+    """The real node back to a plain node: no GPU labels, taints or devices."""
+    core = client.CoreV1Api(api)
+    node = core.read_node(realnode.NODE_NAME)
+    gpu_keys = {t["key"] for t in fleet.gpu_taints()}
+    labels = {
+        k: None
+        for k in node.metadata.labels or {}
+        if k.startswith("nvidia.com/") or k in fleet.fleet_gpu_labels() or k == gl.LABEL_DP_STATE
+    }
+    annotations = dict.fromkeys(
+        (
+            fleet.ANN_MIG_OBSERVED,
+            fleet.ANN_MIG_EFFECTIVE,
+            fleet.ANN_DP_OBSERVED,
+            fleet.ANN_DP_EFFECTIVE,
+        )
+    )
+    taints = [t.to_dict() for t in node.spec.taints or [] if t.key not in gpu_keys]
+    core.patch_node(
+        realnode.NODE_NAME,
+        {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}},
+    )
+    ops = [
+        {"op": "remove", "path": f"/status/{field}/{key.replace('/', '~1')}"}
+        for field in ("capacity", "allocatable")
+        for key in (getattr(node.status, field) or {})
+        if key.startswith("nvidia.com/")
+    ]
+    if ops:
+        core.api_client.call_api(
+            f"/api/v1/nodes/{realnode.NODE_NAME}/status",
+            "PATCH",
+            header_params={"Content-Type": "application/json-patch+json"},
+            body=ops,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
