@@ -33,6 +33,7 @@ CONTROLLERS = ",".join(
         "cronjob-controller",
         "deployment-controller",
         "daemonset-controller",  # the real node's kube-network-policies
+        "persistentvolume-binder-controller",  # the chart's trial PostgreSQL on the real node
         "replicaset-controller",
         "statefulset-controller",
         "disruption-controller",

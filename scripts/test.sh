@@ -9,7 +9,9 @@
 #   database  PostgreSQL and the cache only, in two xdist workers, each with its own test
 #             database, cache prefix (portal/settings/test.py) and broker database, beside
 #   cluster   the local cluster, Celery workers and the shared Redis: one process, one test at a
-#             time (they share the cluster's queues, nodes and Kueue's settings).
+#             time (they share the cluster's queues, nodes and Kueue's settings);
+#   pods      the portal's own image and Helm chart as pods on the cluster's real node, after
+#             the cluster lane (the same cluster).
 # The database lane's output is kept in .local/test-lanes/database.log and printed when both end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +86,10 @@ echo "==> pytest: the database lane (two workers) beside the cluster lane; its l
   echo "${seconds[-1]} ${failed[*]}" >"$lanes/database.stage"
 ) &
 database=$!
-stage pytest-cluster lane cluster -m "$SERIAL"
+stage pytest-cluster lane cluster -m "($SERIAL) and not pods"
+# The portal itself as pods on the real node (the chart installed, upgraded, rolled back): the
+# same cluster, after the cluster lane.
+stage pytest-pods lane pods -m pods
 wait "$database"
 echo "==> pytest: the database lane"
 cat "$lanes/database.log"

@@ -11,7 +11,8 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   initdb -D "$PGDATA" -U "${POSTGRES_USER:-postgres}" --pwfile="$pw" -A scram-sha-256 >/dev/null
   rm -f "$pw"
   echo "host all all 0.0.0.0/0 scram-sha-256" >> "$PGDATA/pg_hba.conf"
-  if [ -n "${POSTGRES_DB:-}" ] && [ "$POSTGRES_DB" != "${POSTGRES_USER:-postgres}" ]; then
+  # initdb makes only `postgres` (and the templates): the named database too, as upstream does.
+  if [ -n "${POSTGRES_DB:-}" ] && [ "$POSTGRES_DB" != postgres ]; then
     postgres --single -D "$PGDATA" -j postgres <<SQL >/dev/null
 CREATE DATABASE "$POSTGRES_DB" OWNER "${POSTGRES_USER:-postgres}";
 SQL
