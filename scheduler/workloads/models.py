@@ -19,7 +19,8 @@ from scheduler.cluster.render.labels import WORKSPACE_LABEL
 # model, the service, the API, the form and the autoscaling check read it from here.
 DEFAULT_REPLICAS = 1
 WORKSPACE_KIND_LABEL = "Notebook (workspace)"
-# A workspace server's own authentication, switched off (the Ingress asks the portal).
+# Arguments about a workspace server's own authentication, kept off its pages (its secret is
+# read from the environment, never from here).
 WORKSPACE_AUTH_ARGS = ("--ServerApp.token=", "--ServerApp.password=", "--auth=")
 
 

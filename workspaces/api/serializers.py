@@ -16,6 +16,12 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     priority = serializers.SerializerMethodField(
         help_text="the priority class its run is at (a restart keeps it); null before any run"
     )
+    shared_with = serializers.SlugRelatedField(
+        many=True,
+        read_only=True,
+        slug_field="username",
+        help_text="the teammates its owner lets open it besides themselves (owner-only if empty)",
+    )
 
     class Meta:
         model = Workspace
@@ -30,6 +36,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
             "home_size",
             "time_limit_s",
             "owner",
+            "shared_with",
             "state",
             "run",
             "runs",
@@ -65,4 +72,10 @@ class WorkspaceOpenSerializer(serializers.Serializer):
         help_text="the priority class its runs are at, one the team may use below gpu-critical "
         "(a 400 names them); empty: the lowest the team may use. A higher one preempts "
         "teammates' lower-priority jobs while it runs",
+    )
+
+
+class WorkspaceShareSerializer(serializers.Serializer):
+    user = serializers.CharField(
+        max_length=150, help_text="the username of a teammate (an owner or member of the team)"
     )
