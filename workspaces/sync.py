@@ -44,7 +44,13 @@ def apply_objects(kube: KubeGateway, workspace_id: int) -> list[str]:
         return []
     applied = []
     for manifest in render_objects(spec_for(ws), ensure_server_secret(ws)):
-        kube.apply(manifest)
+        if manifest["kind"] == "Secret":
+            # write-only: the portal may create and delete Secrets, never get or patch them (a
+            # patch answers with the object), so it cannot read a team's own Secrets
+            kube.delete("Secret", manifest["metadata"]["name"], ws.tenant.namespace)
+            kube.create(manifest)
+        else:
+            kube.apply(manifest)
         applied.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
     if kube.delete("Ingress", object_name(ws.name), ws.tenant.namespace):
         applied.append(f"-Ingress/{object_name(ws.name)}")

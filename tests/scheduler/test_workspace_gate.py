@@ -198,9 +198,14 @@ def test_the_servers_secret_is_sealed_at_rest_never_shown_and_written_to_its_sec
         applied: list = []
 
         def apply(self, manifest):
+            assert manifest["kind"] != "Secret"  # never patched: a patch answers with it
+            self.applied.append(manifest)
+
+        def create(self, manifest):
             self.applied.append(manifest)
 
         def delete(self, kind, name, namespace):
+            self.applied.append(("delete", kind, name))
             return kind == "Ingress"  # the nginx Ingress of before issue 51 goes
 
     kube = Kube()
@@ -211,9 +216,10 @@ def test_the_servers_secret_is_sealed_at_rest_never_shown_and_written_to_its_sec
         "Secret/ws-nb-server",
         "-Ingress/ws-nb",
     ]
-    assert kube.applied[-1]["stringData"] == {"token": secret}
+    assert kube.applied[-3] == ("delete", "Secret", "ws-nb-server")
+    assert kube.applied[-2]["stringData"] == {"token": secret}
     # a workspace from before issue 51 (none sealed) gets one at its next apply
     Workspace.objects.filter(pk=ws.pk).update(server_secret_sealed="")
     sync.apply_objects(kube, ws.pk)
     new = server_secret.unseal(Workspace.objects.get(pk=ws.pk).server_secret_sealed)
-    assert new and new != secret and kube.applied[-1]["stringData"] == {"token": new}
+    assert new and new != secret and kube.applied[-2]["stringData"] == {"token": new}
