@@ -161,3 +161,30 @@ def workspace_open(request, pk):
     response["Cache-Control"] = "no-store"
     response["Referrer-Policy"] = "no-referrer"
     return response
+
+
+def _share_act(request, pk, act, said: str):
+    ws = get_object_or_404(
+        Workspace.objects.visible_to(request.user).select_related("tenant"), pk=pk
+    )
+    username = request.POST.get("user", "")
+    try:
+        act(actor=request.user, workspace=ws, username=username)
+        messages.success(request, said.format(ws=ws.name, user=username.strip()))
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect("workspaces:workspace_detail", pk=pk)
+
+
+@login_required
+@require_POST
+def workspace_share(request, pk):
+    return _share_act(request, pk, sharing.share_workspace, "{ws} is shared with {user}.")
+
+
+@login_required
+@require_POST
+def workspace_unshare(request, pk):
+    return _share_act(
+        request, pk, sharing.unshare_workspace, "{ws} is no longer shared with {user}."
+    )
