@@ -223,3 +223,37 @@ def test_the_servers_secret_is_sealed_at_rest_never_shown_and_written_to_its_sec
     sync.apply_objects(kube, ws.pk)
     new = server_secret.unseal(Workspace.objects.get(pk=ws.pk).server_secret_sealed)
     assert new and new != secret and kube.applied[-2]["stringData"] == {"token": new}
+
+
+def test_the_culling_pass_reads_jupyters_activity_with_the_servers_token(running, monkeypatch):
+    """Jupyter's /api/status asks for the token now that the server checks one."""
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.scheduler.workspace_proxy_standins import Server
+    from workspaces import activity
+
+    secret = server_secret.unseal(running.server_secret_sealed)
+
+    class Status(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            ok = self.headers.get("Authorization") == f"token {secret}"
+            body = b'{"last_activity": "2026-03-02T09:00:00Z"}' if ok else b"{}"
+            self.send_response(200 if ok else 403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = Server(Status)
+    try:
+        url = f"http://127.0.0.1:{server.port}/api/status"
+        monkeypatch.setattr(activity, "status_url", lambda *args: url)
+        seen = activity.HttpActivityReader().last_activity(running)
+        assert seen is not None and seen.isoformat() == "2026-03-02T09:00:00+00:00"
+        Workspace.objects.filter(pk=running.pk).update(server_secret_sealed="")
+        running.refresh_from_db()
+        assert activity.HttpActivityReader().last_activity(running) is None  # refused: unknown
+    finally:
+        server.shutdown()

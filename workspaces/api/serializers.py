@@ -16,11 +16,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     priority = serializers.SerializerMethodField(
         help_text="the priority class its run is at (a restart keeps it); null before any run"
     )
-    shared_with = serializers.SlugRelatedField(
-        many=True,
-        read_only=True,
-        slug_field="username",
-        help_text="the teammates its owner lets open it besides themselves (owner-only if empty)",
+    shared_with = serializers.SerializerMethodField(
+        help_text="the teammates its owner lets open it besides themselves (owner-only if empty)"
     )
 
     class Meta:
@@ -49,6 +46,10 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     def get_link(self, ws: Workspace) -> str:
         return self.context["link"](ws)
+
+    @extend_schema_field({"type": "array", "items": {"type": "string"}})
+    def get_shared_with(self, ws: Workspace) -> list[str]:
+        return sorted(person.get_username() for person in ws.shared_with.all())
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_priority(self, ws: Workspace) -> str | None:
