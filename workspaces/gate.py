@@ -6,6 +6,7 @@ the views in proxy_views.py parse and answer, nothing more."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from core.errors import InvalidTransition
 from workspaces import access, server_secret, tickets
@@ -21,8 +22,6 @@ def _workspace(workspace_id: int) -> Workspace:
 
 
 def _person(ws: Workspace, user_id: int):
-    from django.contrib.auth import get_user_model
-
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None or access.decide_access(user, ws) != access.ALLOWED:
         raise tickets.Refused(f"not someone who may open {ws.name}")

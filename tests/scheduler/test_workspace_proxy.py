@@ -215,3 +215,19 @@ def test_next_paths_stay_on_the_workspace_host():
     assert wire.safe_next("/ws/a/b/lab?x=1") == "/ws/a/b/lab?x=1"
     for bad in (None, "", "//evil.test/", "https://evil.test/", "/\\evil.test", "/a\r\nX: y"):
         assert wire.safe_next(bad) == "/"
+
+
+def test_a_body_of_two_lengths_is_refused_or_passed_by_its_chunks_alone(rig):
+    """Request smuggling: a Content-Length beside chunks never reaches the server."""
+    cookie = ("Cookie", "__Host-gpu-portal-ws=sess-7")
+    both = request("POST", HOST, PATH, [cookie, ("Transfer-Encoding", "chunked")])
+    both = both.replace(b"\r\n\r\n", b"\r\nContent-Length: 3\r\n\r\n", 1)
+    rig["upstream"].seen.clear()
+    status, _, body = exchange(rig["port"], both + b"5\r\nhello\r\n0\r\n\r\n")
+    assert status == 200 and body == b"got hello"
+    (seen,) = rig["upstream"].seen
+    assert not [v for k, v in seen["headers"] if k.lower() == "content-length"]
+    for bad in (("Transfer-Encoding", "gzip, chunked"), ("Content-Length", "3, 4")):
+        status, _, said = through(rig, "POST", headers=[cookie, bad])
+        assert status == 400 and bad[0].encode() in said
+    assert not rig["upstream"].seen

@@ -129,7 +129,10 @@ class Proxy:
         kept = [(k, v) for k, v in wire.cookies(head.all("Cookie")) if k not in strip]
         kept += list(given.get("cookies", {}).items())
         inject = dict(given.get("headers", {}))
+        # a chunked body's length is its chunks': a Content-Length beside it never travels on
+        sized_by_chunks = wire.is_chunked(head)
         headers = head.without(
+            *(["content-length"] if sized_by_chunks else []),
             *wire.HOP_BY_HOP,
             "cookie",
             "authorization",
@@ -178,11 +181,10 @@ class Proxy:
             )
         try:
             up_writer.write(self._upstream_head(head, answer, peer, websocket))
-            length = head.get("Content-Length")
-            if "chunked" in (head.get("Transfer-Encoding") or "").lower():
+            if wire.is_chunked(head):
                 await wire.copy_chunked(reader, up_writer)
-            elif length:
-                await wire.copy_exact(reader, up_writer, int(length))
+            elif (length := wire.content_length(head)) is not None:
+                await wire.copy_exact(reader, up_writer, length)
             await up_writer.drain()
             try:
                 answered = await self._response_head(up_reader, websocket)

@@ -94,6 +94,22 @@ def is_websocket(head: Head) -> bool:
     return "upgrade" in connection and (head.get("Upgrade") or "").lower() == "websocket"
 
 
+def is_chunked(head: Head) -> bool:
+    codings = ",".join(head.all("Transfer-Encoding")).lower()
+    if codings and codings.replace(" ", "") != "chunked":
+        raise BadRequest("Transfer-Encoding: only chunked is passed on")
+    return bool(codings)
+
+
+def content_length(head: Head) -> int | None:
+    values = {v.strip() for v in head.all("Content-Length")}
+    if not values:
+        return None
+    if len(values) != 1 or not next(iter(values)).isdigit():
+        raise BadRequest("Content-Length: one whole number of bytes")
+    return int(values.pop())
+
+
 def same_origin(head: Head) -> bool:
     """No Origin (not a browser's cross-site request) or one naming the request's own host."""
     origin = head.get("Origin")
