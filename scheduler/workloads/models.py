@@ -254,9 +254,9 @@ class Workload(models.Model):
 
     @property
     def shown_args(self) -> list[str]:
-        """Its arguments as pages and the API show them: a workspace's server is run without
-        a token or password of its own (the Ingress asks the portal), and those arguments are
-        not shown anywhere (issue 49, 6)."""
+        """Its arguments as pages and the API show them: a workspace server's authentication
+        arguments are not shown anywhere (issue 49, 6); its secret is never among them (issue
+        51: it comes from the workspace's Secret, through the environment)."""
         args = list(self.args or [])
         if not self.is_workspace_run:
             return args
