@@ -7,7 +7,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import reverse
 
-from workspaces.manifests import path_prefix
 from workspaces.models import Workspace
 from workspaces.sites import workspace_host
 
@@ -22,7 +21,3 @@ def link(ws: Workspace) -> str:
 
 def origin(ws: Workspace) -> str:
     return f"{settings.WORKSPACE_SCHEME}://{workspace_host(ws.pk, settings.WORKSPACE_DOMAIN)}"
-
-
-def server_url(ws: Workspace) -> str:
-    return origin(ws) + path_prefix(ws.tenant.namespace, ws.name)
