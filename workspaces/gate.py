@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 
 from core.errors import InvalidTransition
 from workspaces import access, server_secret, tickets
-from workspaces.manifests import PORT, object_name
+from workspaces.manifests import PORT, object_name, path_prefix
 from workspaces.models import Workspace
 
 
@@ -50,8 +50,12 @@ def check(*, workspace_id: int, session: object) -> dict:
     upstream = settings.WORKSPACE_UPSTREAM.format(
         service=object_name(ws.name), namespace=ws.tenant.namespace, port=PORT
     )
+    # code-server serves from / (its links are relative, --abs-proxy-base-path the absolute
+    # ones): the proxy cuts the workspace's path off on the way in, as the Ingress's rewrite did
+    cut = path_prefix(ws.tenant.namespace, ws.name).rstrip("/") if ws.kind == "code-server" else ""
     return {
         "user": user.get_username(),
         "upstream": upstream,
+        "strip_prefix": cut,
         **server_secret.upstream_credentials(ws.kind, secret),
     }

@@ -77,6 +77,7 @@ def test_a_ticket_opens_its_workspace_once_and_the_session_brings_the_servers_se
     assert checked.json() == {
         "user": "member",
         "upstream": f"ws-nb.{world.namespace}.svc:8888",
+        "strip_prefix": "",  # Jupyter serves under its base_url
         "headers": {"Authorization": f"token {secret}"},
         "cookies": {},
     }
@@ -257,3 +258,15 @@ def test_the_culling_pass_reads_jupyters_activity_with_the_servers_token(running
         assert activity.HttpActivityReader().last_activity(running) is None  # refused: unknown
     finally:
         server.shutdown()
+
+
+def test_code_server_gets_its_session_cookie_and_its_path_cut(running, client):
+    ws = running
+    Workspace.objects.filter(pk=ws.pk).update(
+        kind="code-server", server_secret_sealed=server_secret.seal("c0ffee")
+    )
+    entered = ask(client, "enter", {"workspace": ws.pk, "ticket": ticket_for(client, ws.owner, ws)})
+    checked = ask(client, "check", {"workspace": ws.pk, "session": entered.json()["session"]})
+    assert checked.json()["cookies"] == {"code-server-session": "c0ffee"}
+    assert checked.json()["headers"] == {}
+    assert checked.json()["strip_prefix"] == f"/ws/{ws.tenant.namespace}/nb"

@@ -37,7 +37,7 @@ PORTAL_COOKIES = "sessionid=PORTAL-SESSION; csrftoken=PORTAL-CSRF; __Host-sessio
 @pytest.fixture(scope="module")
 def rig():
     upstream, portal = Server(Upstream), Server(PortalStandIn)
-    portal.state.update(valid={"sess-7"}, upstream=upstream.port)
+    portal.state.update(valid={"sess-7", "sess-code"}, upstream=upstream.port)
     env = {
         **os.environ,
         "PORTAL_BASE_URL": "https://portal.example.test",
@@ -129,7 +129,7 @@ def test_a_refused_session_is_forgotten_and_reaches_nothing(rig):
     try:
         status, headers, body = through(rig, headers=[("Cookie", "__Host-gpu-portal-ws=sess-7")])
     finally:
-        rig["portal"].state["valid"] = {"sess-7"}
+        rig["portal"].state["valid"] = {"sess-7", "sess-code"}
     assert status == 403 and b"only its owner and the teammates" in body
     assert header(headers, "Set-Cookie")[0].startswith("__Host-gpu-portal-ws=; Path=/; Max-Age=0")
     assert not rig["upstream"].seen
@@ -209,6 +209,26 @@ def test_the_proxy_says_which_settings_it_misses():
                 "WORKSPACE_PROXY_PORT": "eighty",
             }
         )
+
+
+def test_code_server_gets_its_session_cookie_and_its_own_paths(rig):
+    forged = "code-server-session=guessed; __Host-gpu-portal-ws=sess-code; sessionid=PORTAL"
+    status, _, body = through(
+        rig, path="/ws/tenant-team-a/cs/static/x.js?v=1", headers=[("Cookie", forged)]
+    )
+    assert status == 200 and body == b"hello from the server"
+    (seen,) = rig["upstream"].seen
+    assert seen["path"] == "/static/x.js?v=1"
+    assert seen["cookie"] == f"code-server-session={SECRET}"  # the browser's own one replaced
+
+
+def test_code_servers_path_is_cut_off_on_the_way_in():
+    prefix = "/ws/tenant-team-a/cs"
+    assert wire.cut_prefix(f"{prefix}/static/x.js?v=1", prefix) == "/static/x.js?v=1"
+    assert wire.cut_prefix(prefix, prefix) == "/"
+    assert wire.cut_prefix(f"{prefix}?folder=/home", prefix) == "/?folder=/home"
+    assert wire.cut_prefix(f"{prefix}x/y", prefix) == f"{prefix}x/y"  # another workspace's
+    assert wire.cut_prefix("/healthz", "") == "/healthz"
 
 
 def test_next_paths_stay_on_the_workspace_host():

@@ -152,6 +152,7 @@ class Proxy:
         else:
             headers.append(("Connection", "close"))
         method, target, _ = head.first
+        target = wire.cut_prefix(target, str(given.get("strip_prefix") or ""))
         return wire.render_head(f"{method} {target} HTTP/1.1", headers)
 
     async def _response_head(self, upstream_reader, websocket: bool) -> bytes:

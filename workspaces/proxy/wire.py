@@ -118,6 +118,14 @@ def same_origin(head: Head) -> bool:
     return urlsplit(origin).netloc.lower() == (head.get("Host") or "").lower()
 
 
+def cut_prefix(target: str, prefix: str) -> str:
+    """The request target without the workspace's path (code-server serves from /)."""
+    if not prefix or not (target == prefix or target.startswith((prefix + "/", prefix + "?"))):
+        return target
+    rest = target[len(prefix) :]
+    return rest if rest.startswith("/") else "/" + rest
+
+
 def safe_next(value: str | None) -> str:
     """A path on this host to go to after the ticket (never another host)."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
