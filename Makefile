@@ -46,6 +46,7 @@ deploy-check:
 	@DJANGO_SETTINGS_MODULE=portal.settings.prod \
 	  SECRET_KEY="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))')" \
 	  ALLOWED_HOSTS=portal.example.com WORKLOAD_IMAGE_ALLOWLIST=registry.example.com \
+	  PORTAL_BASE_URL=https://portal.example.com WORKSPACE_DOMAIN=ws.example-workspaces.net \
 	  $(PY) manage.py check --deploy --fail-level WARNING
 
 # The Helm chart (deploy/helm/): helm lint --strict and helm template with each values set.

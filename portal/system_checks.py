@@ -1,12 +1,14 @@
 """Django system checks of the portal's own settings, run by `manage.py check --deploy`."""
 
 import re
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.retention import retention_days
+from workspaces.sites import shares_cookies
 
 BILLING_MODES = ("chargeback", "showback")
 BILLING_BASES = ("allocation", "quota", "max")  # metering/pricing.BASES
@@ -64,3 +66,34 @@ def retention_periods(app_configs, **kwargs) -> list[Error]:
     except ImproperlyConfigured as exc:
         return [Error(str(exc), id="portal.E001")]
     return []
+
+
+@register(Tags.security)
+def workspace_origin(app_configs, **kwargs) -> list[Error]:
+    """Workspaces run code a team member wrote: never on the portal's origin, and never where
+    the portal's cookies reach them (docs/workspaces.md, "Their own origin")."""
+    portal_host = urlsplit(settings.PORTAL_BASE_URL).hostname or ""
+    shared = shares_cookies(portal_host, settings.WORKSPACE_DOMAIN)
+    if shared is None or settings.WORKSPACE_ALLOW_SAME_SITE:
+        return []
+    if settings.PORTAL_HOST_COOKIES and settings.WORKSPACE_DOMAIN:
+        if settings.SESSION_COOKIE_SECURE and settings.CSRF_COOKIE_SECURE:
+            return []  # __Host- cookies: no other host sets or reads them
+        return [
+            Error(
+                "PORTAL_HOST_COOKIES needs secure cookies (__Host- cookies are Secure only).",
+                hint="Serve the portal over HTTPS with SECURE_COOKIES=true.",
+                id="portal.E021",
+            )
+        ]
+    return [
+        Error(
+            f"WORKSPACE_DOMAIN={settings.WORKSPACE_DOMAIN!r} would let workspaces reach the "
+            f"portal's cookies: {shared}.",
+            hint="Serve workspaces from a registrable domain of their own (e.g. "
+            "WORKSPACE_DOMAIN=ws.example-workspaces.net with a wildcard DNS record and "
+            "certificate), or set PORTAL_HOST_COOKIES=true where the platform cannot; "
+            "WORKSPACE_ALLOW_SAME_SITE=true is for a developer's machine only.",
+            id="portal.E020",
+        )
+    ]

@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from metering import prometheus
 from metering.idle_runs import workload_use
+from workspaces import server_secret
 from workspaces.manifests import status_url
 from workspaces.models import Workspace
 
@@ -54,8 +55,14 @@ class HttpActivityReader:
 
     def last_activity(self, workspace: Workspace) -> datetime | None:
         url = status_url(workspace.kind, workspace.tenant.namespace, workspace.name)
+        request = urllib.request.Request(url)  # noqa: S310 - the cluster's own http
+        secret = server_secret.unseal(workspace.server_secret_sealed)
+        if secret is not None:  # Jupyter's /api/status asks for its token
+            headers = server_secret.upstream_credentials(workspace.kind, secret)["headers"]
+            for name, value in headers.items():
+                request.add_header(name, value)
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 body = json.loads(response.read(65536))
         except (urllib.error.URLError, OSError, ValueError):
             return None

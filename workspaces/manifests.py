@@ -1,9 +1,10 @@
 """A workspace's cluster objects besides its run, pure (dicts in the kubespawner style): the home
 PersistentVolumeClaim (kept across stops), a ClusterIP Service (no open port: nothing outside
-the cluster reaches it but through the Ingress), and an Ingress whose every request is first
-asked of the portal (nginx `auth-url`: 2xx lets it through, 401 sends the browser to sign in,
-403 refuses). Also what the run's container runs: the server on WORKSPACE_PORT under the
-workspace's path, its home on the volume."""
+the cluster reaches it but through the portal's workspace proxy, workspaces/proxy/), and the
+Secret that holds the server's own secret (its token or hashed password: the server refuses a
+request without it, and only the proxy adds it). Also what the run's container runs: the
+server on WORKSPACE_PORT under the workspace's path, its home on the volume, its secret from
+the Secret."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from scheduler.cluster.render.labels import (
     WORKSPACE_LABEL,
 )
 from scheduler.cluster.render.network import WORKSPACE_PORT
+from workspaces.server_secret import ENV_NAMES, SECRET_KEY_NAME
 
 PORT = WORKSPACE_PORT  # the tenant's NetworkPolicy lets the ingress controller reach it
 HOMES = {"jupyter": "/home/jovyan", "code-server": "/home/coder"}
-NGINX = "nginx.ingress.kubernetes.io/"
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,14 @@ class WorkspaceSpec:
     kind: str  # "jupyter" or "code-server"
     home_size: str
     storage_class: str  # "" leaves it to the cluster's default class
-    host: str  # the portal's host: the session cookie must reach the auth request ("": any)
-    auth_url: str  # the portal's auth decision for this workspace
-    signin_url: str
-    ingress_class: str
 
 
 def object_name(name: str) -> str:
     return f"ws-{name}"
+
+
+def secret_name(name: str) -> str:
+    return f"ws-{name}-server"
 
 
 def claim_name(name: str) -> str:
@@ -93,66 +94,30 @@ def render_service(spec: WorkspaceSpec) -> dict:
     }
 
 
-def render_ingress(spec: WorkspaceSpec) -> dict:
-    meta = _meta(spec, object_name(spec.name))
-    path, path_type = path_prefix(spec.namespace, spec.name), "Prefix"
-    rewrite = {}
-    if spec.kind == "code-server":
-        # code-server serves from / (relative links): the prefix is cut off on the way in
-        path, path_type = f"{path.rstrip('/')}(/|$)(.*)", "ImplementationSpecific"
-        rewrite = {NGINX + "use-regex": "true", NGINX + "rewrite-target": "/$2"}
-    meta["annotations"] = {
-        **rewrite,
-        NGINX + "auth-url": spec.auth_url,
-        NGINX + "auth-signin": spec.signin_url,
-        NGINX + "auth-response-headers": "X-Auth-Request-User",
-        # kernels and terminals are websockets that stay open for hours
-        NGINX + "proxy-read-timeout": "3600",
-        NGINX + "proxy-send-timeout": "3600",
-        NGINX + "proxy-body-size": "512m",
-    }
+def render_secret(spec: WorkspaceSpec, secret: str) -> dict:
+    """The server's own secret, for its container's environment only."""
     return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": meta,
-        "spec": {
-            "ingressClassName": spec.ingress_class,
-            "rules": [
-                {
-                    **({"host": spec.host} if spec.host else {}),  # none: any host
-                    "http": {
-                        "paths": [
-                            {
-                                "path": path,
-                                "pathType": path_type,
-                                "backend": {
-                                    "service": {
-                                        "name": object_name(spec.name),
-                                        "port": {"number": PORT},
-                                    }
-                                },
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(spec, secret_name(spec.name)),
+        "type": "Opaque",
+        "stringData": {SECRET_KEY_NAME: secret},
     }
 
 
-def render_objects(spec: WorkspaceSpec) -> list[dict]:
-    return [render_claim(spec), render_service(spec), render_ingress(spec)]
+def render_objects(spec: WorkspaceSpec, secret: str) -> list[dict]:
+    return [render_claim(spec), render_service(spec), render_secret(spec, secret)]
 
 
 def server_command(kind: str, namespace: str, name: str) -> tuple[list[str], list[str]]:
     """(command, args) of the run's container: the server on PORT, under the workspace's path,
-    with no password of its own (the Ingress asks the portal; the namespace's NetworkPolicy
-    keeps other teams' pods away)."""
+    checking its own secret (read from the environment, `server_env`: never on the command
+    line, which the team's pod readers see)."""
     prefix = path_prefix(namespace, name)
     if kind == "code-server":
         return ["code-server"], [
             f"--bind-addr=0.0.0.0:{PORT}",
-            "--auth=none",
+            "--auth=password",  # HASHED_PASSWORD: the proxy sends it as the session cookie
             f"--abs-proxy-base-path={prefix.rstrip('/')}",  # its absolute links
             HOMES[kind],
         ]
@@ -160,11 +125,15 @@ def server_command(kind: str, namespace: str, name: str) -> tuple[list[str], lis
         "--ServerApp.ip=0.0.0.0",
         f"--ServerApp.port={PORT}",
         f"--ServerApp.base_url={prefix}",
-        "--ServerApp.token=",
-        "--ServerApp.password=",
+        "--ServerApp.password=",  # none: the token (JUPYTER_TOKEN) is the only way in
         "--no-browser",
         f"--ServerApp.root_dir={HOMES[kind]}",
     ]
+
+
+def server_env(kind: str, name: str) -> dict[str, dict[str, str]]:
+    """The server's secret in its environment, from the workspace's Secret."""
+    return {ENV_NAMES[kind]: {"secret": secret_name(name), "key": SECRET_KEY_NAME}}
 
 
 def status_url(kind: str, namespace: str, name: str) -> str:

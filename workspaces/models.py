@@ -48,6 +48,13 @@ class Workspace(models.Model):
     last_activity = models.DateTimeField(null=True, blank=True)
     activity_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Teammates its owner lets open it (owner-only by default; audited share and unshare).
+    shared_with = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="workspaces_shared_with_me"
+    )
+    # The server's own secret (Jupyter's token, code-server's hashed password), Fernet-sealed
+    # (workspaces/secrets.py): the portal's auth step hands it to the proxy; never shown.
+    server_secret_sealed = models.TextField(blank=True, default="", editable=False)
 
     objects = TenantScopedQuerySet.as_manager()
 

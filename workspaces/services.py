@@ -8,7 +8,7 @@ teammates' gpu-low jobs, and one at gpu-low may be preempted by their gpu-high w
 never preempt (`borrowWithinCohort: Never`) and only borrowed units are reclaimed, so the portal
 admits workspaces only within the team's own grant (`_check_room`). Its time limit
 is the run's maximum run time, enforced by Kueue (the smallest of it and the team's and pool's).
-Its PersistentVolumeClaim, Service and Ingress are applied by a task on commit
+Its PersistentVolumeClaim, Service and server Secret are applied by a task on commit
 (`sync.apply_objects`) and kept across stops; stopping cancels the run (its Job goes, its volume
 stays); restart resumes a culled run or submits a new one.
 """
@@ -45,8 +45,10 @@ from workspaces.manifests import (
     claim_name,
     object_name,
     server_command,
+    server_env,
 )
 from workspaces.models import Workspace, WorkspacePolicy
+from workspaces.server_secret import new_secret, seal
 
 AUDITED = ["name", "kind", "image", "resource_class", "home_size", "time_limit_s"]
 
@@ -223,7 +225,7 @@ def _start_run(actor, ws: Workspace, rc: ResourceClass, priority: str) -> Worklo
             priority=priority,
             command=command,
             args=args,
-            env={"HOME": home},
+            env={"HOME": home, **server_env(ws.kind, ws.name)},
             volumes=[{"claim": claim_name(ws.name), "mount_path": home}],
         ),
         check_references=False,  # its home claim is the portal's, made as the run starts
@@ -293,6 +295,7 @@ def open_workspace(  # noqa: PLR0913 (the form's and the API's fields, by keywor
             resource_class=rc.slug,
             home_size=home_size,
             time_limit_s=limit_s,
+            server_secret_sealed=seal(new_secret(kind)),
         )
         _start_run(actor, ws, rc, priority)
         audit.record(
@@ -315,7 +318,7 @@ def _require_holder(actor, ws: Workspace, doing: str) -> None:
 
 
 def stop_workspace(*, actor, workspace: Workspace) -> Workspace:
-    """Cancel the run (its Job is deleted on commit); the home volume, Service and Ingress stay."""
+    """Cancel the run (its Job is deleted on commit); the home volume, Service and Secret stay."""
     _require_holder(actor, workspace, "stop")
     with transaction.atomic():
         ws = (

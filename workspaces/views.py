@@ -1,13 +1,15 @@
 """Workspaces in the browser: the team's list with the form that opens one, a workspace's page
-(state, link, idle timer, last activity), stop, restart, and the auth decision the Ingress asks.
-The same services as everywhere; objects only through `visible_to(user)`."""
+(state, link, idle timer, last activity, with whom it is shared), stop, restart, and the
+one-click open that sends the browser to the workspace's own origin. The same services as
+everywhere; objects only through `visible_to(user)`."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -16,10 +18,11 @@ from core.errors import ClusterError, ServiceError
 from tenants import display
 from tenants.models import Tenant
 from tenants.permissions import can_ask
-from workspaces import access, services
+from workspaces import access, services, sharing, tickets
 from workspaces.culling import cull_policy, facts_for
 from workspaces.idleness import stops_at
-from workspaces.links import link
+from workspaces.links import ENTER_PATH, link, origin
+from workspaces.manifests import path_prefix
 from workspaces.models import Workspace
 
 # the open form's fields: a refusal of one of them is said under it, the others on top
@@ -95,6 +98,7 @@ def workspace_detail(request, pk):
     context = {
         "ws": ws,
         "link": link(ws),
+        "origin": origin(ws),
         # the catalog's name, not the slug (issue 49, 6)
         "gpu_label": display.class_names([ws.resource_class]).get(
             ws.resource_class, ws.resource_class
@@ -104,6 +108,10 @@ def workspace_detail(request, pk):
         "stops_at": ends,
         "time_limit": duration_words(ws.time_limit_s),
         "can_act": can_ask(request.user, ws.tenant),
+        "may_open": access.may_open(request.user, ws),
+        "shared_with": list(ws.shared_with.order_by("username")),
+        "can_share": sharing.may_share(request.user, ws),
+        "teammates": sharing.share_choices(ws) if sharing.may_share(request.user, ws) else [],
     }
     return render(request, "workspaces/workspace_detail.html", context)
 
@@ -134,13 +142,49 @@ def workspace_restart(request, pk):
     return redirect("workspaces:workspace_detail", pk=pk)
 
 
+@login_required
 @require_GET
-def workspace_auth(request, pk):
-    """The Ingress's auth request: no redirect, no page, only the decision (and who it is)."""
-    ws = Workspace.objects.select_related("tenant").filter(pk=pk).first()
-    status = access.decide_access(request.user, ws)
-    response = HttpResponse(status=status)
-    if status == access.ALLOWED:
-        response["X-Auth-Request-User"] = request.user.get_username()
+def workspace_open(request, pk):
+    """One click: the portal checks the person, then sends the browser to the workspace's own
+    origin with a one-time ticket its proxy exchanges for a workspace cookie."""
+    ws = get_object_or_404(
+        Workspace.objects.visible_to(request.user).select_related("tenant", "owner"), pk=pk
+    )
+    if access.decide_access(request.user, ws) != access.ALLOWED:
+        return render(request, "workspaces/workspace_refused.html", {"ws": ws}, status=403)
+    if ws.state != Workspace.State.RUNNING:
+        messages.error(request, f"{ws.name} is {ws.state}: open it once it runs.")
+        return redirect("workspaces:workspace_detail", pk=pk)
+    ticket = tickets.mint_ticket(ws.pk, request.user.pk)
+    query = urlencode({"ticket": ticket, "next": path_prefix(ws.tenant.namespace, ws.name)})
+    response = redirect(f"{origin(ws)}{ENTER_PATH}?{query}")
     response["Cache-Control"] = "no-store"
+    response["Referrer-Policy"] = "no-referrer"
     return response
+
+
+def _share_act(request, pk, act, said: str):
+    ws = get_object_or_404(
+        Workspace.objects.visible_to(request.user).select_related("tenant"), pk=pk
+    )
+    username = request.POST.get("user", "")
+    try:
+        act(actor=request.user, workspace=ws, username=username)
+        messages.success(request, said.format(ws=ws.name, user=username.strip()))
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+    return redirect("workspaces:workspace_detail", pk=pk)
+
+
+@login_required
+@require_POST
+def workspace_share(request, pk):
+    return _share_act(request, pk, sharing.share_workspace, "{ws} is shared with {user}.")
+
+
+@login_required
+@require_POST
+def workspace_unshare(request, pk):
+    return _share_act(
+        request, pk, sharing.unshare_workspace, "{ws} is no longer shared with {user}."
+    )

@@ -41,7 +41,8 @@ def test_a_member_opens_lists_stops_and_restarts_a_notebook(world, live_server):
     header, row = out.splitlines()
     assert header.split()[:4] == ["ID", "TENANT", "NAME", "KIND"]
     assert row.split()[:6] == [str(ws.pk), team, "eda", "jupyter", world.rc.slug, "starting"]
-    assert row.rstrip().endswith(f"/ws/{world.tenant.namespace}/eda/")
+    # the portal's one-click link: it checks the person, then opens the workspace's own origin
+    assert row.rstrip().endswith(f"/workspaces/{ws.pk}/open/")
 
     code, out, err = run(url, member, "workspace", "stop", str(ws.pk))
     assert (code, out.strip()) == (0, f"workspace {ws.pk} ({team}/eda): stopped"), err

@@ -16,3 +16,8 @@ WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=["*"])
 
 # The local cluster runs JobSet's controller: its Kueue queues JobSets, so team Roles may make them.
 KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.LOCAL_CLUSTER))
+
+# Workspaces on their own hosts w<id>.ws.localhost (another site than 127.0.0.1, the portal's
+# default host), served by `python -m workspaces.proxy` on this machine.
+WORKSPACE_DOMAIN = env("WORKSPACE_DOMAIN", default="ws.localhost")
+WORKSPACE_SCHEME = env("WORKSPACE_SCHEME", default="http")

@@ -43,3 +43,6 @@ WORKER_METRICS_PORT = 0  # the tests' workers serve no metrics; tests that need 
 
 # The local cluster runs JobSet's controller: its Kueue queues JobSets, so team Roles may make them.
 KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.LOCAL_CLUSTER))
+# Workspaces on a site of their own (workspaces/sites.py), as production must.
+WORKSPACE_DOMAIN = "ws.gpu-portal-workspaces.test"
+WORKSPACE_PROXY_TOKEN = "test-proxy-token"  # noqa: S105 - the tests' own

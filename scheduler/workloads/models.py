@@ -19,7 +19,8 @@ from scheduler.cluster.render.labels import WORKSPACE_LABEL
 # model, the service, the API, the form and the autoscaling check read it from here.
 DEFAULT_REPLICAS = 1
 WORKSPACE_KIND_LABEL = "Notebook (workspace)"
-# A workspace server's own authentication, switched off (the Ingress asks the portal).
+# Arguments about a workspace server's own authentication, kept off its pages (its secret is
+# read from the environment, never from here).
 WORKSPACE_AUTH_ARGS = ("--ServerApp.token=", "--ServerApp.password=", "--auth=")
 
 
@@ -253,9 +254,9 @@ class Workload(models.Model):
 
     @property
     def shown_args(self) -> list[str]:
-        """Its arguments as pages and the API show them: a workspace's server is run without
-        a token or password of its own (the Ingress asks the portal), and those arguments are
-        not shown anywhere (issue 49, 6)."""
+        """Its arguments as pages and the API show them: a workspace server's authentication
+        arguments are not shown anywhere (issue 49, 6); its secret is never among them (issue
+        51: it comes from the workspace's Secret, through the environment)."""
         args = list(self.args or [])
         if not self.is_workspace_run:
             return args

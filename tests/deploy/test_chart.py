@@ -34,6 +34,7 @@ PORTAL_METRICS = {
     "up",
 }
 SECRET_ENV = {
+    "WORKSPACE_PROXY_TOKEN",
     "SECRET_KEY",
     "DATABASE_URL",
     "CELERY_BROKER_URL",
@@ -225,7 +226,17 @@ def test_migrations_run_as_a_hook_before_install_and_upgrade(required):
     assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     # what migrate reads comes with the Job: the ConfigMap does not exist before the hooks
-    assert set(env_of(container)) == {"DJANGO_SETTINGS_MODULE", "SECRET_KEY", "DATABASE_URL"}
+    # and what its system checks read: the workspaces' origin (portal.E020, issue 51)
+    assert set(env_of(container)) == {
+        "DJANGO_SETTINGS_MODULE",
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "PORTAL_BASE_URL",
+        "WORKSPACE_DOMAIN",
+        "PORTAL_HOST_COOKIES",
+        "WORKSPACE_ALLOW_SAME_SITE",
+        "SECURE_COOKIES",
+    }
 
 
 def test_every_portal_pod_waits_for_the_schema(every_render):
@@ -264,6 +275,7 @@ def test_a_production_install_references_its_own_secrets_and_the_chart_makes_non
         "DATABASE_URL": {"name": "gpu-portal-postgres", "key": "DATABASE_URL"},
         "CELERY_BROKER_URL": {"name": "gpu-portal-redis", "key": "CELERY_BROKER_URL"},
         "CACHE_URL": {"name": "gpu-portal-redis", "key": "CACHE_URL"},
+        "WORKSPACE_PROXY_TOKEN": {"name": "gpu-portal-workspace-proxy", "key": "token"},
     }
     full_web = full[("Deployment", f"{FULLNAME}-web")]
     full_env = env_of(full_web["spec"]["template"]["spec"]["containers"][0])
@@ -294,6 +306,16 @@ def test_a_production_install_references_its_own_secrets_and_the_chart_makes_non
         ),
         (["--set", "trial.enabled=true"], "allowedHosts: name the host(s)"),
         (
+            ["-f", str(HELM_DIR / "check-values" / "required.yaml")]
+            + ["--set", "workspaces.proxy.token.existingSecret="],
+            "workspaces.proxy.token.existingSecret: the workspace proxy",
+        ),
+        (
+            ["-f", str(HELM_DIR / "check-values" / "required.yaml")]
+            + ["--set", "workspaces.httpRoute.enabled=true"],
+            "workspaces.httpRoute.parentRefs: name the Gateway",
+        ),
+        (
             ["--set", "trial.enabled=true", "--set", "allowedHosts={a.example.com}"]
             + ["--set", "oidc.clientId=portal", "--set", "oidc.authorizationEndpoint=https://s/a"]
             + ["--set", "oidc.tokenEndpoint=https://s/t", "--set", "oidc.userEndpoint=https://s/u"],
@@ -315,6 +337,8 @@ def test_a_production_install_references_its_own_secrets_and_the_chart_makes_non
         "database",
         "redis",
         "hosts",
+        "proxy-token",
+        "route-parent",
         "oidc-secret",
         "queue-without-worker",
         "scrape-without-token",
@@ -324,6 +348,42 @@ def test_a_missing_required_value_is_refused_saying_what_to_set(helm, args, says
     done = template(helm, *args)
     assert done.returncode != 0
     assert says in done.stderr
+
+
+# --- workspaces ----------------------------------------------------------------------------------
+
+
+def test_workspaces_get_their_own_domain_behind_the_portals_proxy_and_a_gateway_route(
+    required, trial, full
+):
+    """Issue 51, 4: the proxy (no cluster token, the web Service as its portal) and, where asked,
+    a Gateway API route for the wildcard host; no nginx annotations anywhere."""
+    name = f"{FULLNAME}-workspace-proxy"
+    proxy = full[("Deployment", name)]["spec"]["template"]["spec"]
+    assert proxy["automountServiceAccountToken"] is False
+    (container,) = proxy["containers"]
+    assert container["command"] == ["python", "-m", "workspaces.proxy"]
+    env = env_of(container)
+    assert env["WORKSPACE_DOMAIN"]["value"] == "ws.example-workspaces.net"
+    assert env["WORKSPACE_PROXY_PORTAL_URL"]["value"] == f"http://{FULLNAME}.{NAMESPACE}.svc:80"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/_portal/healthz"
+    assert full[("Service", name)]["spec"]["ports"][0]["targetPort"] == "http"
+    route = full[("HTTPRoute", name)]["spec"]
+    assert route["hostnames"] == ["*.ws.example-workspaces.net"]
+    assert route["parentRefs"][0]["name"] == "platform-gateway"
+    assert route["rules"][0]["backendRefs"] == [{"name": name, "port": 80}]
+    assert ("HTTPRoute", name) not in required and ("Deployment", name) in required
+    config = full[("ConfigMap", f"{FULLNAME}-config")]["data"]
+    assert (config["WORKSPACE_DOMAIN"], config["WORKSPACE_ALLOW_SAME_SITE"]) == (
+        "ws.example-workspaces.net",
+        "false",
+    )
+    # a trial without a domain: no proxy, and the portal told it is a developer's install
+    assert ("Deployment", name) not in trial
+    trial_config = trial[("ConfigMap", f"{FULLNAME}-config")]["data"]
+    assert trial_config["WORKSPACE_ALLOW_SAME_SITE"] == "true"
+    for objects in (required, trial, full):
+        assert "nginx.ingress.kubernetes.io/auth-url" not in yaml.safe_dump(list(objects.values()))
 
 
 # --- workers -------------------------------------------------------------------------------------
@@ -595,8 +655,8 @@ def test_the_readme_documents_every_value_and_only_values():
 
 # --- the API server takes every object -----------------------------------------------------------
 
-# The Prometheus Operator's kinds: the local cluster serves no such CRDs.
-NOT_SERVED_LOCALLY = {"ServiceMonitor", "PrometheusRule"}
+# The Prometheus Operator's kinds and Gateway API's: the local cluster serves no such CRDs.
+NOT_SERVED_LOCALLY = {"ServiceMonitor", "PrometheusRule", "HTTPRoute"}
 
 
 @pytest.mark.cluster

@@ -137,6 +137,9 @@ def prod_env(**extra: str) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": HOST,
         "WORKLOAD_IMAGE_ALLOWLIST": "registry.example.com",
+        # workspaces on a site of their own, as the chart's ConfigMap says (portal.E020)
+        "PORTAL_BASE_URL": f"https://{HOST}",
+        "WORKSPACE_DOMAIN": "ws.example-workspaces.net",
         "DATABASE_URL": (
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         ),

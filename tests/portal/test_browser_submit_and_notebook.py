@@ -22,6 +22,7 @@ from tests.portal.test_browser_ux import (  # noqa: F401 (fixture)
 )
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import PoolFactory, QuotaGrantFactory, ResourceClassFactory
+from workspaces import server_secret
 from workspaces import services as workspace_services
 from workspaces.models import Workspace
 
@@ -267,7 +268,11 @@ def test_a_notebook_is_listed_as_a_workspace_and_shows_no_server_token(
     expect(page.get_by_text("nb is starting")).to_be_visible()
     ws = Workspace.objects.get(name="nb")
     assert ws.run is not None and ws.run.priority_class == "gpu-high"
-    assert any(a.startswith("--ServerApp.token=") for a in ws.run.args)  # it is run so
+    assert any(a.startswith("--ServerApp.password=") for a in ws.run.args)  # it is run so
+    # its token is its own (issue 51), from its Secret through the environment, never shown
+    assert ws.run.env["JUPYTER_TOKEN"] == {"secret": "ws-nb-server", "key": "token"}
+    secret = server_secret.unseal(ws.server_secret_sealed)
+    assert secret and secret not in page.content()
     gpu = page.locator("dl.facts dt", has_text="GPU").locator("xpath=following-sibling::dd[1]")
     expect(gpu).to_have_text("A100-80GB MIG 3g.40gb at gpu-high")  # a name, not the slug
     assert "--ServerApp.token=" not in page.content()
@@ -292,7 +297,7 @@ def test_a_notebook_is_listed_as_a_workspace_and_shows_no_server_token(
     )
     expect(command).to_contain_text("--no-browser")  # its command line is shown, less those
     content = page.content()
-    for hidden in ("--ServerApp.token=", "--ServerApp.password=", "--auth="):
+    for hidden in ("--ServerApp.token=", "--ServerApp.password=", "--auth=", secret):
         assert hidden not in content, hidden
     assert_accessible(page)
     assert no_sideways_scroll(page)

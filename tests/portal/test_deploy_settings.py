@@ -27,6 +27,9 @@ def prod_env(**extra: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "portal.settings.prod",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "portal.example.com,testserver",
+        # workspaces on a site of their own (portal.E020)
+        "PORTAL_BASE_URL": "https://portal.example.com",
+        "WORKSPACE_DOMAIN": "ws.example-workspaces.net",
         **extra,
     }
 

@@ -1,6 +1,6 @@
 """Workspaces (issue 33, item 1): the pure culling decision, the rendered objects, and through
-the real Django stack the auth decision the Ingress asks, the refusals that say what to change
-(400) and the per-person cap (409)."""
+the real Django stack who may open one (issue 51: its owner and whom it is shared with), the
+refusals that say what to change (400) and the per-person cap (409)."""
 
 import html
 import re
@@ -22,9 +22,10 @@ from workspaces.manifests import (
     WORKSPACE_LABEL,
     WorkspaceSpec,
     render_claim,
-    render_ingress,
+    render_secret,
     render_service,
     server_command,
+    server_env,
 )
 from workspaces.models import Workspace, WorkspacePolicy
 
@@ -107,10 +108,6 @@ SPEC = WorkspaceSpec(
     kind="jupyter",
     home_size="10Gi",
     storage_class="fast",
-    host="portal.example.com",
-    auth_url="http://portal.gpu-portal.svc/workspaces/7/auth/",
-    signin_url="https://portal.example.com/accounts/login/?next=$escaped_request_uri",
-    ingress_class="nginx",
 )
 LABELS = {
     "app.kubernetes.io/managed-by": "gpu-portal",
@@ -120,7 +117,7 @@ LABELS = {
 }
 
 
-def test_the_workspace_objects_a_volume_a_cluster_ip_service_and_an_ingress_asking_the_portal():
+def test_the_workspace_objects_a_volume_a_cluster_ip_service_and_the_servers_own_secret():
     meta = {"namespace": "tenant-team-a", "labels": LABELS}
     assert render_claim(SPEC) == {
         "apiVersion": "v1",
@@ -137,27 +134,26 @@ def test_the_workspace_objects_a_volume_a_cluster_ip_service_and_an_ingress_aski
         "selector": {WORKSPACE_LABEL: "7"},
         "ports": [{"name": "http", "port": 8888, "targetPort": 8888, "protocol": "TCP"}],
     }
-    ingress = render_ingress(SPEC)
-    annotations = ingress["metadata"]["annotations"]
-    assert annotations["nginx.ingress.kubernetes.io/auth-url"] == SPEC.auth_url
-    assert annotations["nginx.ingress.kubernetes.io/auth-signin"] == SPEC.signin_url
-    assert ingress["spec"]["rules"] == [
-        {
-            "host": "portal.example.com",
-            "http": {
-                "paths": [
-                    {
-                        "path": "/ws/tenant-team-a/nb/",
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": "ws-nb", "port": {"number": 8888}}},
-                    }
-                ]
-            },
-        }
-    ]
+    assert render_secret(SPEC, "s3cret") == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "ws-nb-server", **meta},
+        "type": "Opaque",
+        "stringData": {"token": "s3cret"},
+    }
     command, args = server_command("jupyter", "tenant-team-a", "nb")
     assert command == ["jupyter", "lab"]
     assert "--ServerApp.base_url=/ws/tenant-team-a/nb/" in args
+    # the server checks its own secret: no empty token, no --auth=none (issue 51, 2)
+    assert not any(a.startswith("--ServerApp.token") for a in args)
+    assert server_env("jupyter", "nb") == {
+        "JUPYTER_TOKEN": {"secret": "ws-nb-server", "key": "token"}
+    }
+    _, code_args = server_command("code-server", "tenant-team-a", "nb")
+    assert "--auth=password" in code_args and "--auth=none" not in code_args
+    assert server_env("code-server", "nb") == {
+        "HASHED_PASSWORD": {"secret": "ws-nb-server", "key": "token"}
+    }
 
 
 # --- through the Django stack ------------------------------------------------------------------
@@ -183,25 +179,29 @@ def open_one(world, actor=None, name="nb", **over):
 
 
 @pytest.mark.django_db
-def test_the_auth_request_lets_the_teams_members_in_and_no_one_else(granted, client):
+def test_only_its_owner_opens_a_workspace_in_one_click(granted, client):
+    """Issue 51, 3: owner-only by default; a teammate, the team's owner, a viewer, a platform
+    admin and another team are refused, an unknown one is a 404."""
     world = granted
     ws = open_one(world)
-    url = reverse("workspaces:workspace_auth", args=[ws.pk])
-    assert client.get(url).status_code == 401  # anonymous: the Ingress sends it to sign in
+    Workload.objects.filter(pk=ws.run_id).update(state=Workload.State.RUNNING)
+    url = reverse("workspaces:workspace_open", args=[ws.pk])
+    assert client.get(url)["Location"].startswith("/accounts/login/")
     for person, status in (
-        (world.member, 200),
-        (world.owner, 200),
-        (world.outsider, 403),  # another team's owner
-        (world.viewer, 403),  # may read the team's pages, not run code in its namespace
-        (world.admin, 403),  # not a member: a notebook holds the team's data
+        (world.owner, 403),  # the team's owner: may stop it, not run code in it
+        (world.viewer, 403),
+        (world.outsider, 404),  # another team's: nothing says it exists
+        (world.admin, 403),  # a platform admin who is not a member
     ):
         client.force_login(person)
-        response = client.get(url)
-        assert response.status_code == status, person
-        if status == 200:
-            assert response["X-Auth-Request-User"] == person.get_username()
+        assert client.get(url).status_code == status, person
     client.force_login(world.member)
-    assert client.get(reverse("workspaces:workspace_auth", args=[ws.pk + 999])).status_code == 403
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(
+        f"https://w{ws.pk}.ws.gpu-portal-workspaces.test/_portal/enter?ticket="
+    )
+    assert client.get(reverse("workspaces:workspace_open", args=[ws.pk + 999])).status_code == 404
 
 
 @pytest.mark.django_db
@@ -305,7 +305,8 @@ def test_stop_keeps_the_workspace_and_restart_starts_a_new_run(granted, client):
     assert {"workspace.opened", "workspace.stopped", "workspace.restarted"} <= verbs
     # the page: state, link, idle timer
     page = client.get(reverse("workspaces:workspace_detail", args=[ws.pk])).content.decode()
-    assert "/ws/" in page and "stops after 1 h with no kernel or terminal activity" in page
+    opens = reverse("workspaces:workspace_open", args=[ws.pk])
+    assert opens in page and "stops after 1 h with no kernel or terminal activity" in page
     team = client.get(reverse("team_detail", args=[granted.tenant.slug])).content.decode()
     assert reverse("workspaces:workspace_list", args=[granted.tenant.slug]) in team
 

@@ -36,7 +36,9 @@ def test_open_read_stop_and_restart_by_api(granted):
     assert opened.status_code == 201, opened.data
     ws = opened.data
     assert (ws["state"], ws["time_limit_s"], ws["owner"]) == ("starting", 9000, "member")
-    assert ws["link"].endswith(f"/ws/{granted.tenant.namespace}/nb/")
+    # the portal's one-click link: it checks the person, then sends them to the workspace's
+    # own origin (issue 51)
+    assert ws["link"] == f"http://127.0.0.1:8000/workspaces/{ws['id']}/open/"
     assert member.get(f"{URL}{ws['id']}/").status_code == 200
     stopped = member.post(f"{URL}{ws['id']}/stop/")
     assert stopped.status_code == 200 and stopped.data["state"] == "stopped"

@@ -106,6 +106,8 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     settings.PORTAL_INSTANCE = unique_slug("ws")  # a cohort of its own
     settings.WORKSPACE_STORAGE_CLASS = "manual"
     settings.WORKSPACE_IDLE_AFTER_S, settings.WORKSPACE_IDLE_NOTICE_S = 3600, 900
+    # a gateway in a namespace of its own (the chart's proxy runs in the platform namespace)
+    settings.WORKSPACE_INGRESS_NAMESPACE = "gateway-system"
     tenant = team(world, kube, tenant_namespaces, one_g, 1, prefix="ws", classes=("gpu-high",))
     ns = tenant.namespace
 
@@ -118,15 +120,16 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
         resource_class=one_g.slug,
         time_limit_h="8",
     )
-    # what the task applies on commit: the home claim, a ClusterIP Service, the Ingress
-    workspace_sync.apply_objects(kube, ws.pk)
+    # what the task applies on commit: the home claim, a ClusterIP Service, the server's Secret
+    # (created, never read: the portal's account may not get Secrets), and no Ingress
+    applied = workspace_sync.apply_objects(kube, ws.pk)
+    assert applied == ["PersistentVolumeClaim/ws-nb-home", "Service/ws-nb", "Secret/ws-nb-server"]
+    assert workspace_sync.apply_objects(kube, ws.pk) == applied  # twice: the same
     claim = kube.get("PersistentVolumeClaim", claim_name("nb"), ns)
     service = kube.get("Service", object_name("nb"), ns)
-    ingress = kube.get("Ingress", object_name("nb"), ns)
     assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
     assert service["spec"]["type"] == "ClusterIP"
-    auth_url = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/auth-url"]
-    assert auth_url.endswith(f"/workspaces/{ws.pk}/auth/")
+    assert kube.get("Ingress", object_name("nb"), ns) is None
     homes(ns, claim_name("nb"))
 
     # the ingress controller's namespace may reach the server's port on workspace pods (and
@@ -147,14 +150,19 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]]
     assert claims == [claim_name("nb")]
+    token = next(e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "JUPYTER_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "ws-nb-server", "key": "token"}
 
-    # the link: the team's member in, another team's member and an anonymous caller refused
-    auth = reverse("workspaces:workspace_auth", args=[ws.pk])
-    assert client.get(auth).status_code == 401
+    # the link: its owner sent on with a ticket; the team's owner, another team's member and an
+    # anonymous caller not (issue 51)
+    opens = reverse("workspaces:workspace_open", args=[ws.pk])
+    assert client.get(opens)["Location"].startswith("/accounts/login/")
     client.force_login(world.outsider)
-    assert client.get(auth).status_code == 403
+    assert client.get(opens).status_code == 404
+    client.force_login(world.owner)
+    assert client.get(opens).status_code == 403
     client.force_login(world.member)
-    assert client.get(auth).status_code == 200
+    assert client.get(opens).status_code == 302
 
     # activity in the window keeps it alive
     start = timezone.now()

@@ -16,6 +16,9 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     priority = serializers.SerializerMethodField(
         help_text="the priority class its run is at (a restart keeps it); null before any run"
     )
+    shared_with = serializers.SerializerMethodField(
+        help_text="the teammates its owner lets open it besides themselves (owner-only if empty)"
+    )
 
     class Meta:
         model = Workspace
@@ -30,6 +33,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
             "home_size",
             "time_limit_s",
             "owner",
+            "shared_with",
             "state",
             "run",
             "runs",
@@ -42,6 +46,10 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     def get_link(self, ws: Workspace) -> str:
         return self.context["link"](ws)
+
+    @extend_schema_field({"type": "array", "items": {"type": "string"}})
+    def get_shared_with(self, ws: Workspace) -> list[str]:
+        return sorted(person.get_username() for person in ws.shared_with.all())
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_priority(self, ws: Workspace) -> str | None:
@@ -65,4 +73,10 @@ class WorkspaceOpenSerializer(serializers.Serializer):
         help_text="the priority class its runs are at, one the team may use below gpu-critical "
         "(a 400 names them); empty: the lowest the team may use. A higher one preempts "
         "teammates' lower-priority jobs while it runs",
+    )
+
+
+class WorkspaceShareSerializer(serializers.Serializer):
+    user = serializers.CharField(
+        max_length=150, help_text="the username of a teammate (an owner or member of the team)"
     )

@@ -1,4 +1,4 @@
-"""The workspaces' API: list, read, open, stop, restart; the page's services."""
+"""The workspaces' API: list, read, open, stop, restart, share, unshare; the page's services."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from core.api.idempotency import idempotent
 from core.api.viewsets import PortalGenericViewSet
 from tenants.api.views import visible_tenant
 from tenants.models import ApiToken
-from workspaces import services
+from workspaces import services, sharing
 from workspaces.api import serializers as s
 from workspaces.links import link
 from workspaces.models import Workspace
@@ -20,7 +20,9 @@ from workspaces.models import Workspace
 class WorkspaceViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, PortalGenericViewSet
 ):
-    queryset = Workspace.objects.select_related("tenant", "owner", "run")
+    queryset = Workspace.objects.select_related("tenant", "owner", "run").prefetch_related(
+        "shared_with"
+    )
     serializer_class = s.WorkspaceSerializer
     ordering_fields = ["created_at", "name"]
     write_scope = ApiToken.Scope.SUBMIT
@@ -61,3 +63,31 @@ class WorkspaceViewSet(
     def restart(self, request, pk=None):
         ws = services.restart_workspace(actor=request.user, workspace=self.get_object())
         return self._shown(ws)
+
+    def _shared(self, request, act) -> Response:
+        data = s.WorkspaceShareSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        ws = act(
+            actor=request.user, workspace=self.get_object(), username=data.validated_data["user"]
+        )
+        return self._shown(ws)
+
+    @extend_schema(
+        request=s.WorkspaceShareSerializer,
+        responses=s.WorkspaceSerializer,
+        description="Let a teammate (an owner or member of the team) open it; its owner only. "
+        "400 names what to change (not a teammate, shared already).",
+    )
+    @action(detail=True, methods=["post"])
+    def share(self, request, pk=None):
+        return self._shared(request, sharing.share_workspace)
+
+    @extend_schema(
+        request=s.WorkspaceShareSerializer,
+        responses=s.WorkspaceSerializer,
+        description="Stop sharing it with a teammate; its owner only. Their open tabs are "
+        "refused at the proxy's next check with the portal.",
+    )
+    @action(detail=True, methods=["post"])
+    def unshare(self, request, pk=None):
+        return self._shared(request, sharing.unshare_workspace)

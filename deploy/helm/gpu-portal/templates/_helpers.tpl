@@ -120,6 +120,41 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s/%s" .Values.oidc.clientSecret.existingSecret .Values.oidc.clientSecret.existingSecretKey }}
 {{- end }}
 
+{{- define "gpu-portal.secretKeyRef.WORKSPACE_PROXY_TOKEN" -}}
+{{- if .Values.workspaces.proxy.token.existingSecret }}
+{{- printf "%s/%s" .Values.workspaces.proxy.token.existingSecret .Values.workspaces.proxy.token.existingSecretKey }}
+{{- else if .Values.trial.enabled }}
+{{- printf "%s/WORKSPACE_PROXY_TOKEN" (include "gpu-portal.chartSecretName" .) }}
+{{- else }}
+{{- fail "workspaces.proxy.token.existingSecret: the workspace proxy (workspaces.domain) needs a Secret holding the token it shows the portal (key workspaces.proxy.token.existingSecretKey)" }}
+{{- end }}
+{{- end }}
+
+{{/* What the start-up check of the workspaces' origin reads (portal.E020): the migrations Job
+runs it before the ConfigMap exists, so it gets these as plain env entries. */}}
+{{- define "gpu-portal.workspaceOriginEnv" -}}
+- name: PORTAL_BASE_URL
+  value: {{ default (printf "https://%s" (first (splitList "," (include "gpu-portal.allowedHosts" .)))) .Values.baseUrl | quote }}
+- name: WORKSPACE_DOMAIN
+  value: {{ .Values.workspaces.domain | quote }}
+- name: PORTAL_HOST_COOKIES
+  value: {{ .Values.workspaces.hostCookies | quote }}
+- name: WORKSPACE_ALLOW_SAME_SITE
+  value: {{ include "gpu-portal.workspaceAllowSameSite" . | quote }}
+- name: SECURE_COOKIES
+  value: {{ .Values.https | quote }}
+{{- end }}
+
+{{/* A trial without a workspace domain is a developer's install. */}}
+{{- define "gpu-portal.workspaceAllowSameSite" -}}
+{{- or .Values.workspaces.allowSameSite (and .Values.trial.enabled (not .Values.workspaces.domain)) }}
+{{- end }}
+
+{{/* The workspace proxy's name. */}}
+{{- define "gpu-portal.workspaceProxyName" -}}
+{{- printf "%s-workspace-proxy" (include "gpu-portal.fullname" .) }}
+{{- end }}
+
 {{/* One env entry from a "<secret>/<key>" reference. */}}
 {{- define "gpu-portal.secretEnv" -}}
 {{- $ref := include (printf "gpu-portal.secretKeyRef.%s" .name) .root }}
@@ -149,6 +184,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- if .Values.oidc.clientId }}
 {{ include "gpu-portal.secretEnv" (dict "name" "OIDC_RP_CLIENT_SECRET" "root" $) }}
+{{- end }}
+{{- if .Values.workspaces.domain }}
+{{ include "gpu-portal.secretEnv" (dict "name" "WORKSPACE_PROXY_TOKEN" "root" $) }}
 {{- end }}
 {{- with .Values.metrics.token.existingSecret }}
 - name: METRICS_TOKEN
