@@ -17,6 +17,7 @@ from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes, set_pool
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.models import Workload
+from tenants.services.tenants import add_member
 from tests.scheduler.cluster_helpers import unique_slug, wait_for
 from tests.scheduler.test_kueue_cluster import team, wait_state
 from tests.scheduler.test_reclaim_cluster import kueue_workload
@@ -51,33 +52,31 @@ class Said:
 
 @pytest.fixture
 def homes(kube_cluster, tenant_namespaces):
-    """Binds a workspace's claim by hand, as a platform's storage would (the local cluster runs
-    no volume controller, and the scheduler refuses a pod whose claim is not bound); lifts the
-    protection finalizers afterwards, or the namespace would stay Terminating."""
+    """Gives a workspace's claim a volume, as a platform's storage would: a volume made for it
+    (claimRef) that the local cluster's volume binder binds (the scheduler refuses a pod whose
+    claim is not bound); lifts the protection finalizers afterwards, or the namespace would
+    stay Terminating."""
     core, made = kube_cluster.core, []
 
     def bind(ns: str, claim: str) -> None:
         volume = unique_slug("ws-home")
+        wanted = core.read_namespaced_persistent_volume_claim(claim, ns)
         core.create_persistent_volume(
             {
                 "metadata": {"name": volume},
                 "spec": {
                     "capacity": {"storage": "10Gi"},
                     "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "manual",
+                    "storageClassName": wanted.spec.storage_class_name or "",
                     "hostPath": {"path": "/srv/homes"},
                     "claimRef": {"namespace": ns, "name": claim},
                 },
             }
         )
         made.append((ns, claim, volume))
-        core.patch_namespaced_persistent_volume_claim(
-            claim,
-            ns,
-            {
-                "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-                "spec": {"volumeName": volume},
-            },
+        wait_for(
+            f"{claim} bound",
+            lambda: core.read_namespaced_persistent_volume_claim(claim, ns).status.phase == "Bound",
         )
 
     yield bind
@@ -159,7 +158,8 @@ def test_a_member_opens_a_notebook_on_a_1g_slice_it_is_culled_when_idle_and_rest
     assert client.get(opens)["Location"].startswith("/accounts/login/")
     client.force_login(world.outsider)
     assert client.get(opens).status_code == 404
-    client.force_login(world.owner)
+    add_member(actor=world.admin, tenant=tenant, username=world.owner.username, role="owner")
+    client.force_login(world.owner)  # the team's owner, not the workspace's: refused
     assert client.get(opens).status_code == 403
     client.force_login(world.member)
     assert client.get(opens).status_code == 302
