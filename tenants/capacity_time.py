@@ -44,6 +44,19 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Window:
+    """When an ask, a booking or an extension holds its units: [starts_at, ends_at), ends_at
+    None for open-ended (every instant from the start)."""
+
+    starts_at: datetime
+    ends_at: datetime | None = None
+
+    @property
+    def length(self) -> timedelta | None:
+        return None if self.ends_at is None else self.ends_at - self.starts_at
+
+
+@dataclass(frozen=True)
 class Profile:
     """A step function: `levels[i]` is held on [times[i], times[i + 1]); 0 before times[0]."""
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from core import bounds
 from core.errors import InvalidInput, InvalidTransition
 from tenants import policy
+from tenants.capacity_time import Window
 from tenants.models import CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
@@ -46,7 +47,9 @@ def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> pol
     grant itself is not counted twice when it is among those. A team in a department gets
     its department's envelope and rules, as its asks do."""
     tenant, rc = grant.tenant, grant.resource_class
-    held = dict(auto_approved_units(tenant, now))
+    # the extension's own window: the envelope bounds what is held at every instant of it
+    window = Window(max(grant.ends_at or now, now), ends_at)
+    held = dict(auto_approved_units(tenant, now, window))
     counted = (grant.request is not None and grant.request.auto_approved) or grant.renewals.filter(
         auto_approved=True, state__in=RENEWAL_GRANTED
     ).exists()
@@ -60,7 +63,7 @@ def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> pol
         held=held,
     )
     return departments.with_department_rules(
-        decision, tenant, [(rc, grant.amount)], now, extends=grant
+        decision, tenant, [(rc, grant.amount)], now, extends=grant, window=window
     )
 
 
