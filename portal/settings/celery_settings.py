@@ -35,6 +35,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
         "options": {"expires": 55},
     },
+    "grant-boundaries": {  # a booking reaches its queue within seconds of its start (issue 52)
+        "task": "tenants.tasks.hint_grant_boundaries",
+        "schedule": env.float("BOOKING_BOUNDARY_EVERY_S", default=10.0),
+        "options": {"expires": 9},
+    },
     "deliver-notifications": {  # what a lost message or a lost retry left pending
         "task": "tenants.tasks.deliver_due_notifications",
         "schedule": env.float("DELIVER_NOTIFICATIONS_EVERY_S", default=60.0),

@@ -224,17 +224,27 @@ def _grant_data(grant: QuotaGrant) -> dict:
     }
 
 
-def warn_expiring_grants(*, now: datetime | None = None) -> int:
-    """Mail the owners of each grant that ends within the warning window, once per grant."""
+def warn_expiring_grants(*, now: datetime | None = None, bookings: bool = False) -> int:
+    """Mail the owners of each grant that ends within the warning window, once per grant.
+    A booking (a grant whose team was told it started) is warned a day before its end
+    (`BOOKING_END_WARNING_HOURS`), by the bookings' pass (`bookings`), not before."""
     now = now or timezone.now()
-    horizon = now + timedelta(hours=settings.GRANT_EXPIRY_WARNING_HOURS)
+    booking_horizon = now + timedelta(hours=settings.BOOKING_END_WARNING_HOURS)
+    horizon = (
+        booking_horizon if bookings else now + timedelta(hours=settings.GRANT_EXPIRY_WARNING_HOURS)
+    )
     warned = 0
     due = QuotaGrant.objects.filter(
         state=QuotaGrant.State.ACTIVE,
         ends_at__gt=now,
         ends_at__lte=horizon,
         expiry_warned_at__isnull=True,
-    ).values_list("pk", flat=True)
+    )
+    if bookings:
+        due = due.filter(start_notified_at__isnull=False)
+    else:  # a booking waits for its day-before warning
+        due = due.exclude(start_notified_at__isnull=False, ends_at__gt=booking_horizon)
+    due = due.values_list("pk", flat=True)
     for pk in list(due):
         with transaction.atomic():
             grant = (
