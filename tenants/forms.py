@@ -30,12 +30,6 @@ class CapacityRequestForm(forms.Form):
         empty_label="Choose what you need",
     )
     amount = forms.IntegerField(min_value=1, initial=1, help_text="How many units")
-    starts_at = forms.DateTimeField(
-        required=False,
-        label="Starts at",  # the time zone is added in __init__
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text="Empty: now. A later start books the units ahead",
-    )
     duration = forms.ChoiceField(
         required=False,
         label="For how long",
@@ -43,6 +37,12 @@ class CapacityRequestForm(forms.Form):
         initial=asking.OPEN_ENDED,
         widget=forms.RadioSelect,
         help_text="The hint below shows when it ends",
+    )
+    starts_at = forms.DateTimeField(
+        required=False,
+        label="Starts at",  # the time zone is added in __init__
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Empty: now. A later start books the units ahead",
     )
     ends_at = forms.DateTimeField(
         required=False,
