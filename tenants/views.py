@@ -22,13 +22,13 @@ from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
 from tenants import (
     asking,
-    calendar_views,
     calendars,
     consequences,
     display,
     hooks,
     permissions,
     selectors,
+    team_calendar,
 )
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
@@ -157,7 +157,7 @@ def ask_hint(tenant: Tenant, data) -> dict | None:
     hint["budget"] = hooks.budget_left(tenant)
     # the class asked, day by day: what is free, granted and booked (issue 52)
     hint["calendars"] = calendars.class_calendars([rc], now=now)
-    hint["grace_min"] = calendar_views.grace_minutes()
+    hint["grace_min"] = team_calendar.grace_minutes()
     names = display.class_names()
     try:
         decision, free = request_services.preview_capacity_request(

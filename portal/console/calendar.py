@@ -7,7 +7,7 @@ from django.shortcuts import render
 from catalog.models import ResourceClass
 from core.permissions import platform_admin_required
 from tenants import calendars
-from tenants.calendar_views import grace_minutes
+from tenants.team_calendar import grace_minutes
 
 
 @platform_admin_required

@@ -189,11 +189,6 @@ PLATFORM_CONTACT = env("PLATFORM_CONTACT", default="mailto:gpu-platform@localhos
 # --- Portal -------------------------------------------------------------------------------
 PLATFORM_ADMIN_GROUP = "platform-admins"
 GRANT_EXPIRY_WARNING_HOURS = env.int("GRANT_EXPIRY_WARNING_HOURS", default=72)
-# Booking ahead (issue 52): a booking's team is warned this long before it ends, and the
-# boundary pass (BOOKING_BOUNDARY_EVERY_S, celery_settings) looks this far back for grants
-# that started or ended, so a pass missed while the workers restarted is made up.
-BOOKING_END_WARNING_HOURS = env.int("BOOKING_END_WARNING_HOURS", default=24)
-BOOKING_LOOKBACK_S = env.int("BOOKING_LOOKBACK_S", default=300)
 # Notifications (tenants/notifications, docs/configuration.md): personal e-mail to the people an
 # event concerns, retries with doubling backoff, the key that encrypts webhook secrets.
 NOTIFY_PERSONAL_EMAIL = env.bool("NOTIFY_PERSONAL_EMAIL", default=True)
