@@ -278,14 +278,17 @@ def pooled_class_slugs() -> set[str]:
 
 
 def pool_summary(now: datetime | None = None) -> list[PoolLine]:
-    """Every active class with its capacity, what grants hold and what is free (two queries)."""
+    """Every active class with its capacity, the most its grants hold at any instant from now
+    on (bookings counted where they overlap, not summed: issue 52) and what is free (three
+    queries)."""
     now = now or timezone.now()
-    granted = dict(
+    rows = (
         QuotaGrant.objects.holding(now)
-        .values("resource_class_id")
-        .annotate(total=Sum("amount"))
-        .values_list("resource_class_id", "total")
+        .order_by()
+        .values_list("resource_class_id", "amount", "starts_at", "ends_at")
     )
+    holds = [capacity_time.Hold(rc, n, max(s, now), e) for rc, n, s, e in rows]
+    granted = {k: int(v) for k, v in capacity_time.peaks(holds, now, None).items()}
     pools = {p.resource_class_id: p for p in Pool.objects.all()}
     lines = []
     for rc in ResourceClass.objects.filter(active=True):

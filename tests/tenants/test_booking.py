@@ -10,6 +10,7 @@ import time_machine
 
 from core.errors import CapacityExceeded, Forbidden, InvalidInput, QuotaExceeded
 from tenants.models import AuditEvent, AutoApprovalRule, CapacityRequest, QuotaGrant
+from tenants.selectors import pool_summary
 from tenants.services import approvals as approval_services
 from tenants.services import capacity as capacity_services
 from tenants.services import grants as grant_services
@@ -210,3 +211,11 @@ def test_the_envelope_bounds_what_is_held_at_every_instant(world):
     overlapping = ask(3, 5)
     assert overlapping.state == CapacityRequest.State.SUBMITTED
     assert "the team holds 4 approved automatically already" in overlapping.policy_reasons[0]
+
+
+def test_the_pool_summary_counts_bookings_where_they_overlap_not_summed(world):
+    for start in (0, 3, 6):
+        book(world, world.other_tenant, 6, start, start + 3)
+    book(world, world.tenant, 3, 4, 5)
+    [line] = [x for x in pool_summary() if x.resource_class == world.rc]
+    assert (line.granted, line.free) == (9, 1)
