@@ -7,10 +7,11 @@ without locks for display and early checks, and again under the pools' and tenan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import cast
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -18,7 +19,7 @@ from django.utils import timezone
 from catalog.models import Pool, ResourceClass
 from core.errors import CapacityExceeded, InvalidInput, QuotaExceeded
 from tenants import capacity_time
-from tenants.capacity_time import Hold, Window
+from tenants.capacity_time import Hold, Number, Window
 from tenants.models import QuotaGrant, Tenant
 
 
@@ -144,7 +145,7 @@ def tenant_gpu_equivalents(tenant: Tenant, now: datetime, window: Window | None 
             "pk", "gpu_fraction"
         )
     )
-    as_gpus = [replace(h, key="gpu", amount=fractions[h.key] * h.amount) for h in holds]
+    as_gpus = [replace(h, key="gpu", amount=fractions[cast(int, h.key)] * h.amount) for h in holds]
     return Decimal(capacity_time.profile(as_gpus).peak(window.starts_at, window.ends_at))
 
 
@@ -204,16 +205,18 @@ def check_capacity(
     ids = sorted(rc.pk for rc, _ in items)
     if pools is None:
         pools = {p.resource_class_id: p for p in Pool.objects.filter(resource_class_id__in=ids)}
-    grants = QuotaGrant.objects.filter(resource_class_id__in=ids).exclude(pk=extending)
+    grants = QuotaGrant.objects.filter(resource_class_id__in=ids)
+    if extending is not None:
+        grants = grants.exclude(pk=extending)
     holds = grant_holds(grants, window)
-    limits = {rc_id: pool.grantable for rc_id, pool in pools.items()}
-    asked = {rc.pk: n for rc, n in items}
+    limits: dict[Hashable, Number] = {rc_id: pool.grantable for rc_id, pool in pools.items()}
+    asked: dict[Hashable, Number] = {rc.pk: n for rc, n in items}
     over = capacity_time.overruns(limits, holds, asked, window.starts_at, window.ends_at)
     if over:
+        rc_id = cast(int, over[0].key)  # keyed by resource class id, as `grant_holds` reads
         classes = {rc.pk: rc for rc, _ in items}
         raise CapacityExceeded(
-            refusal(over[0], classes[over[0].key], pools.get(over[0].key), window, now),
-            field="items",
+            refusal(over[0], classes[rc_id], pools.get(rc_id), window, now), field="items"
         )
 
 

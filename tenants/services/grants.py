@@ -244,8 +244,7 @@ def warn_expiring_grants(*, now: datetime | None = None, bookings: bool = False)
         due = due.filter(start_notified_at__isnull=False)
     else:  # a booking waits for its day-before warning
         due = due.exclude(start_notified_at__isnull=False, ends_at__gt=booking_horizon)
-    due = due.values_list("pk", flat=True)
-    for pk in list(due):
+    for pk in list(due.values_list("pk", flat=True)):
         with transaction.atomic():
             grant = (
                 QuotaGrant.objects.select_for_update(of=("self",))
