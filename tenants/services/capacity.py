@@ -239,7 +239,9 @@ def refusal(
     if fit is not None:
         words += f"; the earliest window of the same length that fits is {window_words(fit)}"
     if over.open_ended:
-        named = ", ".join(f"#{h.ref} of {h.holder}: {h.amount}" for h in over.open_ended)
+        # by grant number, not by team: the requester may be another team (the console
+        # finds the grant by its number)
+        named = ", ".join(f"grant #{h.ref}: {h.amount} units" for h in over.open_ended)
         words += (
             f"; open-ended grants hold every instant from their start ({named}): the platform "
             "team may give them an end"
