@@ -220,3 +220,30 @@ def test_the_pool_summary_counts_bookings_where_they_overlap_not_summed(world):
     book(world, world.tenant, 3, 4, 5)
     [line] = [x for x in pool_summary() if x.resource_class == world.rc]
     assert (line.granted, line.free) == (9, 1)
+
+
+def test_an_extension_meets_the_envelope_on_its_new_window(world):
+    AutoApprovalRule.objects.create(resource_class=world.rc, max_amount=4, max_duration_hours=96)
+
+    def ask(start_day, end_day):
+        return request_services.submit_capacity_request(
+            actor=world.member,
+            tenant=world.tenant,
+            items={world.rc.slug: 4},
+            starts_at=NOW + start_day * DAY if start_day else None,
+            ends_at=NOW + end_day * DAY,
+            justification="x",
+        )
+
+    grant = ask(0, 1).grants.get()
+    assert ask(2, 3).state == CapacityRequest.State.APPROVED  # a later booking, same team
+    alone = renewal_services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=NOW + 2 * DAY
+    )
+    assert alone.state == CapacityRequest.State.APPROVED  # up to the booking: 4 at most
+    grant.refresh_from_db()
+    overlapping = renewal_services.submit_grant_renewal(
+        actor=world.member, grant=grant, ends_at=NOW + 3 * DAY
+    )
+    assert overlapping.state == CapacityRequest.State.SUBMITTED
+    assert "the team holds 4 approved automatically already" in overlapping.policy_reasons[0]
