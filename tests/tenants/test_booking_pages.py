@@ -194,3 +194,17 @@ def test_the_platform_team_gives_an_open_ended_grant_an_end_by_api(world):
     grant.refresh_from_db()
     assert grant.ends_at == NOW + DAY and grant.state == QuotaGrant.State.ACTIVE
     assert AuditEvent.objects.filter(verb="quota_grant.end_set", object_id=str(grant.pk)).exists()
+
+
+def test_the_approval_queue_shows_a_bookings_start(client, world):
+    request_services.submit_capacity_request(
+        actor=world.member,
+        tenant=world.tenant,
+        items={world.rc.slug: 1},
+        starts_at=NOW + 3 * DAY,
+        ends_at=NOW + 5 * DAY,
+        justification="later",
+    )
+    client.force_login(world.admin)
+    page = client.get(reverse("console:queue")).content.decode()
+    assert "from 10 Dec 2026" in page and "12 Dec 2026" in page
