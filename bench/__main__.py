@@ -15,7 +15,16 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
     parser.add_argument(
         "--only",
-        choices=["reconcile", "api", "metering", "planner", "queue", "fill", "workload-sync"],
+        choices=[
+            "reconcile",
+            "api",
+            "metering",
+            "planner",
+            "booking",
+            "queue",
+            "fill",
+            "workload-sync",
+        ],
         help="run one benchmark (default: all, in order)",
     )
     parser.add_argument("--clients", type=int, default=50, help="api: concurrent clients")
@@ -38,6 +47,7 @@ def main() -> int:
     # The one place bench loads its benchmarks: they import models, which need django.setup().
     from bench import (
         api_bench,
+        booking_bench,
         fill_bench,
         metering_bench,
         planner_bench,
@@ -51,6 +61,8 @@ def main() -> int:
     rc = 0
     if args.only in (None, "planner"):
         rc |= planner_bench.run()
+    if args.only in (None, "booking"):
+        rc |= booking_bench.run()
     if args.only in (None, "api"):
         rc |= api_bench.run(clients=args.clients, seconds=args.seconds, profile_dir=args.profile)
     if args.only in (None, "metering"):

@@ -15,6 +15,7 @@ import json
 import click
 
 from cli.admin import admin
+from cli.calendar import calendar
 from cli.client import ApiError
 from cli.completion import completion
 from cli.output import fail, table
@@ -91,6 +92,7 @@ def cli(ctx, url, token, as_json):
 cli.add_command(admin)
 cli.add_command(completion)
 cli.add_command(workspace)
+cli.add_command(calendar)
 
 
 def _out(ctx, data, text: str) -> None:
@@ -127,15 +129,17 @@ def quota(ctx, tenant):
 @cli.command()
 @click.option("--tenant", required=True)
 @click.option("--item", "items", multiple=True, required=True, help="CLASS=AMOUNT (repeatable)")
+@click.option("--from", "starts_at", help="start (ISO 8601); omit for now, later books ahead")
 @click.option("--until", "ends_at", help="end (ISO 8601); omit for open-ended")
 @click.option("--why", "justification", required=True)
 @click.option("--idempotency-key", help="reuse on a retried CI step")
 @click.pass_context
-def request(ctx, tenant, items, ends_at, justification, idempotency_key):
-    """Ask for capacity."""
+def request(ctx, tenant, items, starts_at, ends_at, justification, idempotency_key):
+    """Ask for capacity, now or booked ahead (--from)."""
     body = {
         "tenant": tenant,
         "items": _pairs(items, "--item", as_int=True),
+        **({"starts_at": starts_at} if starts_at else {}),
         "ends_at": ends_at,
         "justification": justification,
     }

@@ -194,6 +194,7 @@ def team_detail(request, slug):
         .filter(tenant=tenant)
         .select_related("resource_class")
         .order_by("ends_at"),
+        "now": timezone.now(),  # a grant that starts later is a booking
         "workloads": Workload.objects.filter(tenant=tenant).order_by("-created_at")[:10],
         "budget": budget_state(tenant),  # cost this month against budget (metering)
         # the budget is set here too (issue 49, 8) by whom metering's `can_set_budget` allows:

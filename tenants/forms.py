@@ -38,6 +38,12 @@ class CapacityRequestForm(forms.Form):
         widget=forms.RadioSelect,
         help_text="The hint below shows when it ends",
     )
+    starts_at = forms.DateTimeField(
+        required=False,
+        label="Starts at",  # the time zone is added in __init__
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Empty: now. A later start books the units ahead",
+    )
     ends_at = forms.DateTimeField(
         required=False,
         label="Ends at",  # the time zone is added in __init__
@@ -64,7 +70,9 @@ class CapacityRequestForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["ends_at"].label = f"Ends at ({timezone.get_current_timezone_name()})"
+        zone = timezone.get_current_timezone_name()
+        self.fields["ends_at"].label = f"Ends at ({zone})"
+        self.fields["starts_at"].label = f"Starts at ({zone})"
 
     def clean_ends_at(self):
         value = self.cleaned_data.get("ends_at")
@@ -72,9 +80,16 @@ class CapacityRequestForm(forms.Form):
             value = timezone.make_aware(value)
         return value
 
+    def clean_starts_at(self):
+        value = self.cleaned_data.get("starts_at")
+        if value is not None and timezone.is_naive(value):
+            value = timezone.make_aware(value)
+        return value
+
     def clean(self):
-        """`ends_at` from the chosen duration (a date alone, as the API sends, means "until
-        that date"); the service judges the result, for the preview and the submit alike."""
+        """`ends_at` from the chosen duration, counted from the start (a date alone, as the API
+        sends, means "until that date"); the service judges the window, for the preview and
+        the submit alike."""
         data = super().clean()
         duration = data.get("duration") or (
             asking.CUSTOM if data.get("ends_at") else asking.OPEN_ENDED
@@ -83,7 +98,7 @@ class CapacityRequestForm(forms.Form):
             self.add_error("ends_at", "give the date and time it ends, or choose a duration")
         data["duration"] = duration
         data["ends_at"] = asking.ends_at_for(
-            duration, now=timezone.now(), custom=data.get("ends_at")
+            duration, now=data.get("starts_at") or timezone.now(), custom=data.get("ends_at")
         )
         return data
 

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from catalog import slices
 from catalog.models import Pool, ResourceClass
-from tenants import hooks
+from tenants import capacity_time, hooks
+from tenants.capacity_time import Window
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
 
@@ -199,18 +200,27 @@ def auto_renewed_grant_ids():
     ).values("extends_id")
 
 
-def auto_approved_units(tenant: Tenant, now: datetime | None = None) -> dict[str, int]:
-    """resource class slug -> units the tenant holds (now or later) in grants that came from
-    auto-approved requests, or that auto-approved renewals kept going: what the auto-approval
-    envelope bounds, together with a new ask."""
-    rows = (
-        QuotaGrant.objects.holding(now)
-        .filter(tenant=tenant)
+def auto_approved_units(
+    tenant: Tenant, now: datetime | None = None, window: Window | None = None
+) -> dict[str, int]:
+    """resource class slug -> the most units the tenant holds at any instant of `window`
+    (from now on when none) in grants that came from auto-approved requests, or that
+    auto-approved renewals kept going: what the auto-approval envelope bounds, at every
+    instant, together with a new ask."""
+    window = window or Window(now or timezone.now())
+    qs = (
+        QuotaGrant.objects.filter(tenant=tenant, state=QuotaGrant.State.ACTIVE)
+        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=window.starts_at))
         .filter(Q(request__auto_approved=True) | Q(pk__in=auto_renewed_grant_ids()))
-        .values("resource_class__slug")
-        .annotate(total=Sum("amount"))
     )
-    return {row["resource_class__slug"]: row["total"] for row in rows}
+    if window.ends_at is not None:
+        qs = qs.filter(starts_at__lt=window.ends_at)
+    rows = qs.order_by().values_list("resource_class__slug", "amount", "starts_at", "ends_at")
+    holds = [capacity_time.Hold(slug, n, s, e) for slug, n, s, e in rows]
+    return {
+        str(slug): int(peak)
+        for slug, peak in capacity_time.peaks(holds, window.starts_at, window.ends_at).items()
+    }
 
 
 # --- pools -------------------------------------------------------------------------------------
@@ -268,14 +278,17 @@ def pooled_class_slugs() -> set[str]:
 
 
 def pool_summary(now: datetime | None = None) -> list[PoolLine]:
-    """Every active class with its capacity, what grants hold and what is free (two queries)."""
+    """Every active class with its capacity, the most its grants hold at any instant from now
+    on (bookings counted where they overlap, not summed: issue 52) and what is free (three
+    queries)."""
     now = now or timezone.now()
-    granted = dict(
+    rows = (
         QuotaGrant.objects.holding(now)
-        .values("resource_class_id")
-        .annotate(total=Sum("amount"))
-        .values_list("resource_class_id", "total")
+        .order_by()
+        .values_list("resource_class_id", "amount", "starts_at", "ends_at")
     )
+    holds = [capacity_time.Hold(rc, n, max(s, now), e) for rc, n, s, e in rows]
+    granted = {k: int(v) for k, v in capacity_time.peaks(holds, now, None).items()}
     pools = {p.resource_class_id: p for p in Pool.objects.all()}
     lines = []
     for rc in ResourceClass.objects.filter(active=True):

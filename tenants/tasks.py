@@ -1,5 +1,6 @@
 from core.tasks import portal_task
 from tenants import audit_chain
+from tenants.services import bookings
 from tenants.services import grants as grant_services
 from tenants.services import tokens as token_services
 
@@ -12,6 +13,13 @@ def expire_grants() -> int:
 @portal_task(name="tenants.tasks.warn_expiring_grants")
 def warn_expiring_grants() -> int:
     return grant_services.warn_expiring_grants()
+
+
+@portal_task(name="tenants.tasks.hint_grant_boundaries")
+def hint_grant_boundaries() -> int:
+    """Every few seconds: the teams whose grants started or ended lately are reconciled, and
+    told when a booking starts and a day before it ends (tenants.services.bookings)."""
+    return bookings.hint_boundaries()
 
 
 # The notification layer's tasks live with it; importing them here registers them.

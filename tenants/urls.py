@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tenants import department_views, notification_views, renewal_views, views
+from tenants import department_views, notification_views, renewal_views, team_calendar, views
 
 app_name = "tenants"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("teams/<slug:slug>/ask/", views.request_create, name="request_create"),
     path("teams/<slug:slug>/requests/", views.request_list, name="request_list"),
     path("teams/<slug:slug>/ask/preview/", views.request_preview, name="request_preview"),
+    path("teams/<slug:slug>/calendar/", team_calendar.team_calendar, name="team_calendar"),
     path("teams/<slug:slug>/members/", views.member_add, name="member_add"),
     path("teams/<slug:slug>/members/<int:pk>/role/", views.member_role, name="member_role"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="member_remove"),

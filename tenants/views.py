@@ -20,7 +20,16 @@ from catalog.models import ResourceClass
 from core import sealing
 from core.errors import InvalidInput, ServiceError
 from core.permissions import is_platform_admin
-from tenants import asking, consequences, display, hooks, permissions, selectors
+from tenants import (
+    asking,
+    calendars,
+    consequences,
+    display,
+    hooks,
+    permissions,
+    selectors,
+    team_calendar,
+)
 from tenants.forms import CapacityRequestForm, MemberForm, RoleForm, TokenForm
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.services import departments as department_services
@@ -94,11 +103,12 @@ def request_create(request, slug):
                 actor=request.user,
                 tenant=tenant,
                 items={data["resource_class"].slug: data["amount"]},
+                starts_at=data["starts_at"],
                 ends_at=data["ends_at"],
                 justification=data["justification"],
             )
         except ServiceError as exc:
-            _apply_error(form, exc, {"items": "amount", "starts_at": "ends_at"})
+            _apply_error(form, exc, {"items": "amount"})
         else:
             if created.state == CapacityRequest.State.APPROVED:
                 messages.success(request, "Approved at once by policy: the quota is on its way.")
@@ -131,22 +141,30 @@ def ask_hint(tenant: Tenant, data) -> dict | None:
     now = timezone.now()
     hint = {
         "rc": rc,
+        "now": now,
         "amount": d["amount"],
+        "starts_at": d["starts_at"],
         "ends_at": d["ends_at"],
         "duration": dict(asking.DURATION_CHOICES).get(d["duration"]),
         "cost": asking.cost_estimate(
             price_per_hour=rc.price_per_hour,
             amount=d["amount"],
-            starts_at=now,
+            starts_at=d["starts_at"] or now,
             ends_at=d["ends_at"],
         ),
     }
     # the ask's monthly cost beside the team's budget and what is left of it (issue 49, 8)
     hint["budget"] = hooks.budget_left(tenant)
+    # the class asked, day by day: what is free, granted and booked (issue 52)
+    hint["calendars"] = calendars.class_calendars([rc], now=now)
+    hint["grace_min"] = team_calendar.grace_minutes()
     names = display.class_names()
     try:
         decision, free = request_services.preview_capacity_request(
-            tenant=tenant, items={rc.slug: d["amount"]}, ends_at=d["ends_at"]
+            tenant=tenant,
+            items={rc.slug: d["amount"]},
+            starts_at=d["starts_at"],
+            ends_at=d["ends_at"],
         )
     except ServiceError as exc:
         hint["error"] = display.readable(exc.detail, names)

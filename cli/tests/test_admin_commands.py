@@ -376,3 +376,29 @@ def test_bash_completes_commands_options_and_choices(tmp_path):
     assert complete("gpu-portal admin approvals list --state sub") == ["submitted"]
     assert "--cancel-on-timeout" in complete("gpu-portal wait 42 --can")
     assert complete("gpu-portal completion ") == ["bash", "zsh", "fish"]
+
+
+def test_request_books_ahead_with_from(monkeypatch):
+    asked = {**ASK, "state": "submitted", "policy_reasons": []}
+    api = FakeApi(monkeypatch, {("POST", "/api/v1/capacity-requests/"): asked})
+    code, out, err = run(
+        "request", "--tenant", "team-vision", "--item", "h100-80gb=2",
+        "--from", "2027-01-03T00:00:00Z", "--until", "2027-01-05T00:00:00Z", "--why", "run",
+    )  # fmt: skip
+    assert code == 0, err
+    body = api.calls[0][2]
+    assert (body["starts_at"], body["ends_at"]) == ("2027-01-03T00:00:00Z", "2027-01-05T00:00:00Z")
+    assert out.strip() == "request #12: submitted"
+
+
+def test_calendar_prints_a_line_a_day_and_asks_for_the_class_and_team(monkeypatch):
+    cal = {
+        "resource_class": "h100-80gb", "grantable": 8, "open_ended": ["2 units"],
+        "days": [{"date": "2027-01-03", "free": 4, "granted": 2, "booked": 2, "own": 2}],
+    }  # fmt: skip
+    api = FakeApi(monkeypatch, {("GET", "/api/v1/capacity-calendar/"): {"calendars": [cal]}})
+    code, out, err = run("calendar", "--class", "h100-80gb", "--tenant", "team-vision")
+    assert code == 0, err
+    assert "resource_class=h100-80gb" in api.calls[0][1] and "tenant=team-vision" in api.calls[0][1]
+    assert "2027-01-03  free    4  granted    2  booked    2  yours 2" in out
+    assert "open-ended, holding every day: 2 units" in out

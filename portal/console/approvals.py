@@ -217,6 +217,7 @@ def queue_page(request, *, status=200, selected=(), comment="", comment_error=""
     waiting = pending_asks(QueueFilters(), now)  # unfiltered: what the filters offer
     context = {
         "page": page,
+        "now": now,  # an ask that starts later is a booking: its start is shown
         "waiting_count": len(asks),  # asks, not rows: identical ones share a row
         "filters": filters,
         "filtered": filters != QueueFilters(),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import approvals, departments, gpu_health, sso, views
+from portal.console import approvals, calendar, departments, gpu_health, sso, views
 
 app_name = "console"
 
@@ -8,6 +8,7 @@ urlpatterns = [
     path("", approvals.queue, name="queue"),
     path("decide/", approvals.decide, name="decide"),
     path("capacity/", views.capacity, name="capacity"),
+    path("calendar/", calendar.calendar, name="calendar"),
     path("tenants/", views.tenants_overview, name="tenants"),
     path("departments/new/", departments.department_create, name="department_create"),
     path("queues/", views.queues, name="queues"),

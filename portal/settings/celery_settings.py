@@ -24,6 +24,11 @@ CELERY_TASK_ROUTES = {
 # One beat at a time (portal/beat.py): how long a dead beat's lock outlives it.
 BEAT_LOCK_TTL_S = env.float("BEAT_LOCK_TTL_S", default=30.0)
 CELERY_BEAT_SCHEDULER = "portal.beat:SingletonScheduler"
+# Booking ahead (issue 52): the boundary pass ("grant-boundaries" below) looks this far back
+# for grants that started or ended, so a pass missed while the workers restarted is made up;
+# a booking's team is warned this long before it ends.
+BOOKING_LOOKBACK_S = env.int("BOOKING_LOOKBACK_S", default=300)
+BOOKING_END_WARNING_HOURS = env.int("BOOKING_END_WARNING_HOURS", default=24)
 CELERY_BEAT_SCHEDULE = {
     "give-tokens-an-expiry": {  # tokens made before every token had an end (with notice)
         "task": "tenants.tasks.give_tokens_an_expiry",
@@ -34,6 +39,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tenants.tasks.expire_grants",
         "schedule": env.float("EXPIRE_GRANTS_EVERY_S", default=60.0),
         "options": {"expires": 55},
+    },
+    "grant-boundaries": {  # a booking reaches its queue within seconds of its start (issue 52)
+        "task": "tenants.tasks.hint_grant_boundaries",
+        "schedule": env.float("BOOKING_BOUNDARY_EVERY_S", default=10.0),
+        "options": {"expires": 9},
     },
     "deliver-notifications": {  # what a lost message or a lost retry left pending
         "task": "tenants.tasks.deliver_due_notifications",

@@ -312,6 +312,11 @@ class GrantExtendSerializer(serializers.Serializer):
     justification = serializers.CharField(required=False, allow_blank=True, default="")
 
 
+class GrantEndSerializer(serializers.Serializer):
+    ends_at = serializers.DateTimeField(help_text="the grant's new, earlier end")
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
 class CommentSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="")
 

@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import departments, notifications, platform, views
+from tenants.api import calendar, departments, notifications, platform, views
 
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
@@ -8,6 +8,7 @@ router.register("departments", departments.DepartmentViewSet, basename="departme
 router.register("members", views.MembershipViewSet, basename="membership")
 router.register("capacity-requests", views.CapacityRequestViewSet, basename="capacityrequest")
 router.register("grants", views.QuotaGrantViewSet, basename="quotagrant")
+router.register("capacity-calendar", calendar.CapacityCalendarViewSet, basename="capacitycalendar")
 router.register("tokens", views.ApiTokenViewSet, basename="apitoken")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
 router.register(

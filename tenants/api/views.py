@@ -17,6 +17,7 @@ from tenants.filtersets import AuditEventFilter
 from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, QuotaGrant, Tenant
 from tenants.permissions import remember_role
 from tenants.services import approvals as approval_services
+from tenants.services import grants as grant_services
 from tenants.services import renewals as renewal_services
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
@@ -256,7 +257,7 @@ class QuotaGrantViewSet(PortalReadOnlyViewSet):
     serializer_class = s.QuotaGrantSerializer
     filterset_class = QuotaGrantFilter
     ordering_fields = ["created_at", "ends_at"]
-    scopes = {"extend": Scope.REQUEST}
+    scopes = {"extend": Scope.REQUEST, "set_end": Scope.APPROVE}
 
     @extend_schema(
         request=s.GrantExtendSerializer,
@@ -284,6 +285,18 @@ class QuotaGrantViewSet(PortalReadOnlyViewSet):
             pk=renewal.pk
         )
         return Response(s.CapacityRequestSerializer(renewal).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.GrantEndSerializer, responses=s.QuotaGrantSerializer)
+    @action(detail=True, methods=["post"], url_path="set-end")
+    def set_end(self, request, pk=None):
+        """A platform admin gives this grant an end, or an earlier one (an open-ended grant
+        blocks every booking of its units until it has one)."""
+        data = s.GrantEndSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        grant = grant_services.set_grant_end(
+            actor=request.user, grant=self.get_object(), **data.validated_data
+        )
+        return Response(s.QuotaGrantSerializer(self.get_queryset().get(pk=grant.pk)).data)
 
 
 class ApiTokenViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):

@@ -170,6 +170,9 @@ class QuotaGrant(models.Model):
     )
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
+    # A grant booked ahead (its start later than its making): when its team was told that its
+    # window started (tenants.services.bookings), once.
+    start_notified_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+"
     )

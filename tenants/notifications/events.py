@@ -35,6 +35,7 @@ EVENTS: dict[str, Event] = {
             for_platform=True,
         ),
         Event("capacity_request.decided", "An ask was approved or rejected", Audience.PERSON),
+        Event("grant.started", "A booked grant's window started", Audience.OWNERS),
         Event("grant.expiring", "A grant ends within the warning window", Audience.OWNERS),
         Event("grant.expired", "A grant ended", Audience.OWNERS),
         Event(

@@ -13,17 +13,12 @@ from django.utils import timezone
 from catalog.models import Pool, ResourceClass
 from core import audit, bounds
 from core.errors import CapacityExceeded, InvalidTransition, QuotaExceeded
+from tenants.capacity_time import Window
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
 from tenants.services import departments
 from tenants.services.audit_fields import REQUEST_FIELDS
-from tenants.services.capacity import (
-    check_capacity,
-    check_ceiling,
-    granted_units,
-    plain_number,
-    tenant_gpu_equivalents,
-)
+from tenants.services.capacity import check_capacity, check_ceiling, window_words
 from tenants.services.follow_up import notify_desired_state_changed, portal_url
 from tenants.services.locks import LockedRows, lock_rows
 
@@ -112,8 +107,9 @@ def approve_locked(
     end rather than creating another, so nothing is counted twice. `within_department`: the
     actor is a department admin, bound by the department's quota (locked last)."""
     tenant, pools = locked.tenant, locked.pools
+    window = Window(max(request.starts_at, now), request.ends_at)
     if extended is None:
-        check_capacity(items, now, pools=pools)
+        check_capacity(items, now, pools=pools, window=window)
     before = audit.snapshot(request, REQUEST_FIELDS)
     request.transition("approve")  # re-checked under the lock: no double approval
     if not tenant.is_active:
@@ -121,11 +117,11 @@ def approve_locked(
     if request.ends_at is not None and request.ends_at <= now:
         raise InvalidTransition(f"request #{request.pk} ended before it was approved")
     if extended is None:
-        check_ceiling(tenant, items, now)
+        check_ceiling(tenant, items, now, window)
         if tenant.department_id is not None:
             department = departments.lock_department(tenant.department_id)
             if within_department or actor is None:  # its admin, or its teams' envelope
-                departments.check_department_quota(department, items, now)
+                departments.check_department_quota(department, items, now, window)
     request.auto_approved = actor is None
     request.decided_by = actor
     request.decided_at = now
@@ -171,10 +167,10 @@ def _extend_grant_locked(
     pools: Mapping[int, Pool],
     now,
 ) -> None:
-    """Move the end of a grant the caller locked to the renewal's end. The grant's units are
-    counted once, before and after (a grant holds capacity until it ends, wherever its end
-    lies), so no capacity is added; only a pool already over-committed (its capacity lowered
-    since) refuses to keep it longer."""
+    """Move the end of a grant the caller locked to the renewal's end. The extension is
+    checked on its new window, from the grant's end to the renewal's: the pool and the
+    tenant's ceiling at every instant of it (another team may have booked the units after
+    the grant's old end)."""
     if grant.state != QuotaGrant.State.ACTIVE or (
         grant.ends_at is not None and grant.ends_at <= now
     ):
@@ -184,27 +180,22 @@ def _extend_grant_locked(
         )
     if grant.ends_at is None:
         raise InvalidTransition(f"grant #{grant.pk} is open-ended: there is nothing to extend")
-    pool = pools.get(grant.resource_class_id)
-    grantable = pool.grantable if pool else 0
-    granted = granted_units(grant.resource_class_id, now)
-    if granted > grantable:
-        raise CapacityExceeded(
-            f"{grant.resource_class}: {granted} units are granted but only {grantable} can be "
-            "since the pool shrank; the platform team must free capacity before this grant "
-            "is extended",
-            field="ends_at",
-        )
     if request.ends_at is None or request.ends_at <= grant.ends_at:
         return  # a later renewal moved it further already: this one changes nothing
-    held, ceiling = tenant_gpu_equivalents(tenant, now), tenant.effective_gpu_ceiling
-    if held > ceiling:  # the ceiling was lowered since: keeping more longer is not extending
+    window = Window(max(grant.ends_at, now), request.ends_at)
+    kept = [(grant.resource_class, grant.amount)]
+    try:
+        check_capacity(kept, now, pools=pools, window=window, extending=grant.pk)
+    except CapacityExceeded as exc:
+        detail = f"the extension of grant #{grant.pk}: {exc.detail}"
+        raise CapacityExceeded(detail, field="ends_at") from None
+    try:
+        check_ceiling(tenant, kept, now, window)
+    except QuotaExceeded as exc:
         raise QuotaExceeded(
-            f"{tenant.slug} holds {plain_number(held):g} GPU-equivalents, above its ceiling of "
-            f"{plain_number(ceiling):g} (lowered since it was granted): a grant is extended only "
-            f"within the ceiling; let other grants end first, or ask the platform team to "
-            f"raise {tenant.slug}'s ceiling",
+            f"keeping grant #{grant.pk} {window_words(window)} is above its ceiling: {exc.detail}",
             field="ends_at",
-        )
+        ) from None
     before = audit.snapshot(grant, ["ends_at"])
     grant.ends_at = request.ends_at
     grant.expiry_warned_at = None  # warn again before the new end

@@ -4,19 +4,21 @@ Every change is audited and, after commit, the cluster's cohorts are reconciled.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
 from django.utils import timezone
 
+from catalog import slices
 from catalog.models import ResourceClass
 from core import audit
 from core.errors import Forbidden, InvalidInput
 from core.permissions import is_platform_admin, require_platform_admin
-from tenants import department_rules, hooks, policy
+from tenants import capacity_time, department_rules, hooks, policy
+from tenants.capacity_time import Window
 from tenants.models import (
     AutoApprovalRule,
     Department,
@@ -25,6 +27,7 @@ from tenants.models import (
     QuotaGrant,
     Tenant,
 )
+from tenants.services.capacity import grant_holds
 
 DEPARTMENT_FIELDS = ["slug", "name", "cost_centre", "monthly_budget", "auto_approve"]
 EDITABLE = ("name", "cost_centre", "monthly_budget", "auto_approve")
@@ -64,36 +67,55 @@ def require_approver(actor, tenant: Tenant, doing: str) -> Department | None:
 # --- quota --------------------------------------------------------------------------------
 
 
-def held_slices(department_id: int, now: datetime, *, except_grant=None) -> dict[str, int]:
-    """GPU model -> slices its teams hold in grants (now or later), but for `except_grant`."""
-    rows = (
-        QuotaGrant.objects.holding(now)
-        .filter(tenant__department_id=department_id)
-        .exclude(pk=except_grant)
-        .values("resource_class")
-        .annotate(n=Sum("amount"))
-    )
-    classes = ResourceClass.objects.in_bulk([r["resource_class"] for r in rows])
-    return department_rules.slices_by_model((classes[r["resource_class"]], r["n"]) for r in rows)
+def held_slices(
+    department_id: int,
+    now: datetime,
+    *,
+    except_grant=None,
+    window: Window | None = None,
+) -> dict[str, int]:
+    """GPU model -> the most slices its teams hold at any instant of `window` (from now on
+    when none) in grants, but for `except_grant`: the quota is a limit at every instant."""
+    window = window or Window(now)
+    grants = QuotaGrant.objects.filter(tenant__department_id=department_id).exclude(pk=except_grant)
+    holds = grant_holds(grants, window)
+    classes = ResourceClass.objects.in_bulk({h.key for h in holds})
+    as_slices = [
+        replace(
+            h,
+            key=classes[h.key].gpu_model,
+            amount=slices.slices_per_unit(classes[h.key]) * h.amount,
+        )
+        for h in holds
+    ]
+    return {
+        str(model): int(peak)
+        for model, peak in capacity_time.peaks(as_slices, window.starts_at, window.ends_at).items()
+    }
 
 
 def quota_of(department: Department) -> dict[str, int]:
     return {q.gpu_model: q.slices for q in department.quotas.all()}
 
 
-def overruns(department: Department, items, now: datetime) -> list[str]:
-    """Why these (resource class, units) do not fit the department's quota (empty: they do)."""
+def overruns(
+    department: Department, items, now: datetime, window: Window | None = None
+) -> list[str]:
+    """Why these (resource class, units) do not fit the department's quota at every instant of
+    `window` (empty: they do)."""
     return department_rules.quota_overruns(
         department.slug,
         quota_of(department),
-        held_slices(department.pk, now),
+        held_slices(department.pk, now, window=window),
         department_rules.slices_by_model(items),
     )
 
 
-def check_department_quota(department: Department, items, now: datetime) -> None:
+def check_department_quota(
+    department: Department, items, now: datetime, window: Window | None = None
+) -> None:
     """A department admin's approval: inside the quota, or a 403 that says who may go above."""
-    reasons = overruns(department, items, now)
+    reasons = overruns(department, items, now, window)
     if reasons:
         raise Forbidden(
             "; ".join(reasons) + f". A department admin approves only within {department.slug}'s "
@@ -133,6 +155,7 @@ def with_department_rules(
     now: datetime,
     *,
     extends: QuotaGrant | None = None,
+    window: Window | None = None,
 ) -> policy.Decision:
     """The policy's `decision` on an ask of `tenant`, with its department's rules added: its
     admins decide every ask when it has auto-approval off, and what its teams hold must stay
@@ -144,7 +167,9 @@ def with_department_rules(
     reasons = list(decision.reasons)
     if not department.auto_approve:
         reasons.append(f"{department.slug}'s admins decide every ask of its teams")
-    held = held_slices(department.pk, now, except_grant=extends.pk if extends else None)
+    held = held_slices(
+        department.pk, now, except_grant=extends.pk if extends else None, window=window
+    )
     reasons += department_rules.quota_overruns(
         department.slug,
         quota_of(department),

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from catalog.models import ResourceClass
 from core import audit
-from core.errors import InvalidTransition
+from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
@@ -78,6 +78,53 @@ def revoke_grant(*, actor, grant: QuotaGrant, comment: str) -> QuotaGrant:
         audit.record(
             actor=actor,
             verb="quota_grant.revoked",
+            obj=grant,
+            tenant=grant.tenant,
+            before=before,
+            after={**audit.snapshot(grant, GRANT_FIELDS), "comment": comment},
+        )
+        notify_desired_state_changed(grant.tenant)
+    return grant
+
+
+def set_grant_end(*, actor, grant: QuotaGrant, ends_at: datetime | None, comment: str = ""):
+    """The platform team gives a grant an end, or brings its end forward: an open-ended grant
+    holds every instant from its start, so it blocks every booking of its units until it has
+    one. Only ever shorter (longer is a renewal, checked against the pool); no capacity check
+    is needed to give units back. Audited; the cluster follows at the new end."""
+    require_platform_admin(actor, "set the end of a grant")
+    now = timezone.now()
+    if ends_at is None:
+        raise InvalidInput("say when the grant ends", field="ends_at")
+    if ends_at <= now:
+        raise InvalidInput(
+            "the end must be in the future; to end a grant now, revoke it", field="ends_at"
+        )
+    with transaction.atomic():
+        tenant_id = QuotaGrant.objects.values_list("tenant_id", flat=True).get(pk=grant.pk)
+        locked = lock_rows(tenant=tenant_id, grants=[grant.pk])
+        grant = locked.grants[0]
+        grant.tenant = locked.tenant
+        if grant.state != QuotaGrant.State.ACTIVE:
+            raise InvalidTransition(f"grant #{grant.pk} is {grant.state}: it has ended already")
+        if ends_at <= grant.starts_at:
+            raise InvalidInput(
+                f"the end must be after the grant's start ({grant.starts_at:%Y-%m-%d %H:%M %Z})",
+                field="ends_at",
+            )
+        if grant.ends_at is not None and ends_at >= grant.ends_at:
+            raise InvalidInput(
+                f"grant #{grant.pk} ends at {grant.ends_at:%Y-%m-%d %H:%M %Z} already: choose "
+                "an earlier end, or extend the grant to keep it longer",
+                field="ends_at",
+            )
+        before = audit.snapshot(grant, GRANT_FIELDS)
+        grant.ends_at = ends_at
+        grant.expiry_warned_at = None
+        grant.save(update_fields=["ends_at", "expiry_warned_at"])
+        audit.record(
+            actor=actor,
+            verb="quota_grant.end_set",
             obj=grant,
             tenant=grant.tenant,
             before=before,
@@ -177,18 +224,27 @@ def _grant_data(grant: QuotaGrant) -> dict:
     }
 
 
-def warn_expiring_grants(*, now: datetime | None = None) -> int:
-    """Mail the owners of each grant that ends within the warning window, once per grant."""
+def warn_expiring_grants(*, now: datetime | None = None, bookings: bool = False) -> int:
+    """Mail the owners of each grant that ends within the warning window, once per grant.
+    A booking (a grant whose team was told it started) is warned a day before its end
+    (`BOOKING_END_WARNING_HOURS`), by the bookings' pass (`bookings`), not before."""
     now = now or timezone.now()
-    horizon = now + timedelta(hours=settings.GRANT_EXPIRY_WARNING_HOURS)
+    booking_horizon = now + timedelta(hours=settings.BOOKING_END_WARNING_HOURS)
+    horizon = (
+        booking_horizon if bookings else now + timedelta(hours=settings.GRANT_EXPIRY_WARNING_HOURS)
+    )
     warned = 0
     due = QuotaGrant.objects.filter(
         state=QuotaGrant.State.ACTIVE,
         ends_at__gt=now,
         ends_at__lte=horizon,
         expiry_warned_at__isnull=True,
-    ).values_list("pk", flat=True)
-    for pk in list(due):
+    )
+    if bookings:
+        due = due.filter(start_notified_at__isnull=False)
+    else:  # a booking waits for its day-before warning
+        due = due.exclude(start_notified_at__isnull=False, ends_at__gt=booking_horizon)
+    for pk in list(due.values_list("pk", flat=True)):
         with transaction.atomic():
             grant = (
                 QuotaGrant.objects.select_for_update(of=("self",))

@@ -12,6 +12,7 @@ from django.utils import timezone
 from core import bounds
 from core.errors import InvalidInput, InvalidTransition
 from tenants import policy
+from tenants.capacity_time import Window
 from tenants.models import CapacityRequest, QuotaGrant
 from tenants.permissions import WRITE_ROLES, require_role
 from tenants.selectors import RENEWAL_GRANTED, auto_approved_units
@@ -42,16 +43,15 @@ def automatic_since(grant: QuotaGrant) -> datetime | None:
 def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> policy.Decision:
     """The policy's answer to extending `grant` to `ends_at`: the time given without a person
     deciding (`automatic_since` to the new end) must fit the class's envelope in length, and
-    the grant's units, with what else the team holds through auto-approval, in amount. The
-    grant itself is not counted twice when it is among those. A team in a department gets
-    its department's envelope and rules, as its asks do."""
+    the grant's units, with what else the team holds through auto-approval at every instant
+    of the extension (from the grant's end to the new one), in amount. A team in a
+    department gets its department's envelope and rules, as its asks do."""
     tenant, rc = grant.tenant, grant.resource_class
-    held = dict(auto_approved_units(tenant, now))
-    counted = (grant.request is not None and grant.request.auto_approved) or grant.renewals.filter(
-        auto_approved=True, state__in=RENEWAL_GRANTED
-    ).exists()
-    if counted:
-        held[rc.slug] = max(0, held.get(rc.slug, 0) - grant.amount)
+    # the extension's own window: the envelope bounds what is held at every instant of it
+    window = Window(max(grant.ends_at or now, now), ends_at)
+    # the grant ends where the window starts, so it is not among what is held there: its
+    # units are counted once, as the ask's
+    held = auto_approved_units(tenant, now, window)
     decision = policy.evaluate(
         [policy.AskedItem(rc.slug, grant.amount, rc.gpu_fraction)],
         starts_at=automatic_since(grant) or now,
@@ -60,7 +60,7 @@ def renewal_decision(grant: QuotaGrant, ends_at: datetime, now: datetime) -> pol
         held=held,
     )
     return departments.with_department_rules(
-        decision, tenant, [(rc, grant.amount)], now, extends=grant
+        decision, tenant, [(rc, grant.amount)], now, extends=grant, window=window
     )
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from core import audit, bounds
 from core.errors import InvalidInput
 from tenants import policy
+from tenants.capacity_time import Window
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.permissions import OWNER_ROLES, WRITE_ROLES, require_role
 from tenants.selectors import auto_approved_units
@@ -33,7 +34,7 @@ from tenants.services.follow_up import notify_desired_state_changed
 from tenants.services.locks import lock_rows
 
 
-def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -> policy.Decision:
+def _policy_decision(tenant: Tenant, items, window: Window, now: datetime) -> policy.Decision:
     """The auto-approval policy's answer to this ask of `tenant`, its department's rules
     included. Made under the tenant's row lock (see `submit_capacity_request`), what the
     tenant holds through auto-approval cannot change until the ask is approved or left to a
@@ -41,29 +42,30 @@ def _policy_decision(tenant: Tenant, items, starts_at, ends_at, now: datetime) -
     classes = [rc for rc, _ in items]
     decision = policy.evaluate(
         [policy.AskedItem(rc.slug, n, rc.gpu_fraction) for rc, n in items],
-        starts_at=starts_at,
-        ends_at=ends_at,
+        starts_at=window.starts_at,
+        ends_at=window.ends_at,
         envelopes=departments.team_envelopes(tenant, classes),
-        held=auto_approved_units(tenant, now),
+        held=auto_approved_units(tenant, now, window),
     )
-    return departments.with_department_rules(decision, tenant, items, now)
+    return departments.with_department_rules(decision, tenant, items, now, window=window)
 
 
 def preview_capacity_request(*, tenant: Tenant, items: Mapping, starts_at=None, ends_at=None):
     """What would happen to this ask (for the form's live hint): the refusals
     `submit_capacity_request` would raise (the same checks, read without locks), else the
-    policy decision and free units."""
+    policy decision and the units free at every instant of the asked window, by class."""
     now = timezone.now()
     starts_at = starts_at or now
     if not tenant.is_active:
         raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
     check_dates(starts_at, ends_at, now)
     resolved = resolve_items(items)
-    check_horizon([rc for rc, _ in resolved], ends_at, now)
-    check_capacity(resolved, now)
-    check_ceiling(tenant, resolved, now)
-    decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
-    return decision, {rc.slug: free_capacity(rc, now) for rc, _ in resolved}
+    check_horizon([rc for rc, _ in resolved], ends_at, now, starts_at=starts_at)
+    window = Window(max(starts_at, now), ends_at)
+    check_capacity(resolved, now, window=window)
+    check_ceiling(tenant, resolved, now, window)
+    decision = _policy_decision(tenant, resolved, window, now)
+    return decision, {rc.slug: free_capacity(rc, now, window) for rc, _ in resolved}
 
 
 # --- capacity requests ----------------------------------------------------------------------
@@ -78,9 +80,10 @@ def submit_capacity_request(
     justification: str,
     starts_at: datetime | None = None,
 ) -> CapacityRequest:
-    """Ask for capacity. Inside the policy envelope it is approved at once, in the same
-    transaction (two audit events: submitted, then approved by the system); otherwise it waits
-    for a platform admin."""
+    """Ask for capacity from `starts_at` (now when None; later books ahead) until `ends_at`.
+    Every limit is checked at every instant of that window. Inside the policy envelope it is
+    approved at once, in the same transaction (two audit events: submitted, then approved by
+    the system); otherwise it waits for a platform admin."""
     require_role(actor, tenant, WRITE_ROLES, "ask for capacity")
     tenant.refresh_from_db(fields=["status"])
     if not tenant.is_active:
@@ -94,7 +97,8 @@ def submit_capacity_request(
         justification, CapacityRequest._meta.get_field("justification"), "justification"
     )
     resolved = resolve_items(items)
-    check_horizon([rc for rc, _ in resolved], ends_at, now)
+    check_horizon([rc for rc, _ in resolved], ends_at, now, starts_at=starts_at)
+    window = Window(max(starts_at, now), ends_at)
 
     with transaction.atomic():
         # Pools, then the tenant (the order of `lock_rows`, as an approval takes them): two asks
@@ -103,9 +107,9 @@ def submit_capacity_request(
         tenant = locked.tenant
         if not tenant.is_active:
             raise InvalidInput(f"{tenant.slug} is {tenant.status}: it cannot ask for capacity")
-        check_capacity(resolved, now, pools=locked.pools)
-        check_ceiling(tenant, resolved, now)
-        decision = _policy_decision(tenant, resolved, starts_at, ends_at, now)
+        check_capacity(resolved, now, pools=locked.pools, window=window)
+        check_ceiling(tenant, resolved, now, window)
+        decision = _policy_decision(tenant, resolved, window, now)
         ask = Ask(resolved, starts_at, ends_at, justification.strip())
         return file_ask(actor=actor, locked=locked, ask=ask, decision=decision, now=now)
 

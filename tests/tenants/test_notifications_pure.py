@@ -20,6 +20,7 @@ def test_every_event_of_the_issue_is_there():
         "capacity_request.decided",
         "grant.expiring",
         "grant.expired",
+        "grant.started",  # booking ahead (issue 52, 4)
         "api_token.expiry_set",  # security, third pass (5)
         "api_token.revoked_with_maker",
         "workload.preempted",
