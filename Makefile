@@ -18,6 +18,8 @@ cluster-reset:
 	@$(PY) -m localcluster reset
 
 run: cluster
+	@echo "==> nodes (the demo's B200 work runs on the real one)"
+	@$(PY) -m localcluster real-node --gpus B200-180GB:2
 	@$(PY) manage.py migrate --noinput -v0
 	@$(PY) manage.py seed_demo
 	@bash scripts/serve.sh

@@ -24,6 +24,7 @@ def main() -> int:
             "queue",
             "fill",
             "workload-sync",
+            "real-node",
         ],
         help="run one benchmark (default: all, in order)",
     )
@@ -52,6 +53,7 @@ def main() -> int:
         metering_bench,
         planner_bench,
         queue_bench,
+        realnode_bench,
         reconcile_bench,
         workload_sync_bench,
     )
@@ -73,6 +75,8 @@ def main() -> int:
         rc |= fill_bench.run()
     if args.only in (None, "workload-sync"):
         rc |= workload_sync_bench.run(workloads=args.workloads)
+    if args.only in (None, "real-node"):
+        rc |= realnode_bench.run()
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     return rc

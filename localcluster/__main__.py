@@ -26,6 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop all cluster processes (state is kept)")
     sub.add_parser("reset", help="stop the cluster and delete its state")
     sub.add_parser("status", help="show what runs")
+    p_real = sub.add_parser(
+        "real-node", help="say which nodes are real and which simulated; --gpus MODEL:N plays GPUs"
+    )
+    p_real.add_argument(
+        "--gpus", default=None, metavar="MODEL:N", help="the real node plays N GPUs of MODEL"
+    )
     p_fleet = sub.add_parser("fleet", help="print the Node manifests of the fleet as YAML")
     p_fleet.add_argument("--large", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
@@ -42,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.reset()
         elif args.command == "status":
             return cluster.status()
+        elif args.command == "real-node":
+            return cluster.real_node(args.gpus)
         elif args.command == "fleet":
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)

@@ -371,6 +371,30 @@ def _real_node_ready(bins: dict[str, Path]) -> None:
     )
 
 
+def real_node(gpus: str | None) -> int:
+    """Print which nodes run processes and which pretend to; with `gpus` (MODEL:N), make the real
+    node play N GPUs of MODEL first (make run: the demo's work really runs there)."""
+    api = api_client()
+    try:
+        if gpus and realnode.enabled():
+            model, _, count = gpus.partition(":")
+            node_addons.advertise_gpus(api, model, int(count or 1))
+        for node in client.CoreV1Api(api).list_node().items:
+            labels = node.metadata.labels or {}
+            real = labels.get(realnode.REAL_NODE_LABEL) == "true"
+            devices = {
+                k: v for k, v in (node.status.allocatable or {}).items() if k.startswith("nvidia")
+            }
+            what = (
+                "real: its pods' processes run" if real else "simulated (KWOK): pods only pretend"
+            )
+            shown = ", ".join(f"{v} {k}" for k, v in sorted(devices.items())) or "no GPUs"
+            print(f"  {node.metadata.name:24} {what}; {shown}")
+    finally:
+        api.close()
+    return 0
+
+
 def _all_binaries() -> dict[str, Path]:
     return {**build.binaries(), **node_stack.binaries()}
 

@@ -21,3 +21,14 @@ KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrati
 # default host), served by `python -m workspaces.proxy` on this machine.
 WORKSPACE_DOMAIN = env("WORKSPACE_DOMAIN", default="ws.localhost")
 WORKSPACE_SCHEME = env("WORKSPACE_SCHEME", default="http")
+
+# The local cluster's real node is tainted gpu-portal.io/real-node (localcluster/realnode.py):
+# the demo's pods tolerate it, so the work of the GPU model it plays (B200 in `make run`) runs
+# there as processes, while every other model's stays on the simulated nodes.
+GPU_NODE_TOLERATIONS = env.json(
+    "GPU_NODE_TOLERATIONS",
+    default=[
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "gpu-portal.io/real-node", "operator": "Exists", "effect": "NoSchedule"},
+    ],
+)

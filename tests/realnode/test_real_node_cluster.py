@@ -7,6 +7,8 @@ the service's own team reaches it, so the refusal is the policy's, not a broken 
 The real node plays B200 GPUs for these tests only (no seed node is a B200), so the portal's
 B200 pods can land nowhere else."""
 
+import json
+import os
 from decimal import Decimal
 
 import pytest
@@ -18,6 +20,7 @@ from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.workloads import services as workloads
 from scheduler.workloads.lifecycle import sync as workload_sync
 from scheduler.workloads.lifecycle.logs import workload_logs
+from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tenants.services.tenants import add_member, create_tenant, update_tenant
@@ -29,6 +32,7 @@ from tests.scheduler.cluster_helpers import (
     wait_for_quota,
 )
 from tests.tenants.factories import PoolFactory, ResourceClassFactory
+from workspaces.models import Workspace
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -208,3 +212,123 @@ def test_a_service_answers_its_own_team_and_another_teams_member_cannot_reach_it
     assert phase == "Failed" and log.startswith("refused"), log
     policies = {p["metadata"]["name"] for p in kube.list("NetworkPolicy", owner.namespace)}
     assert policies, "the portal rendered no NetworkPolicy for the service's team"
+
+
+def test_a_notebook_server_starts_writes_its_home_and_answers_only_with_its_secret(
+    kube, kube_cluster, tenant_namespaces, world, b200, settings
+):
+    """The workspace the portal renders, on the real node: Jupyter starts under the restricted
+    profile as uid 1000, writes its home volume, and answers /api/status through its Service
+    with the server's own secret, and refuses the same request without it (a server reached
+    around the gateway)."""
+    from workspaces import server_secret, services
+    from workspaces import sync as workspace_sync
+    from workspaces.activity import parse_activity
+    from workspaces.manifests import status_url
+
+    settings.WORKSPACE_STORAGE_CLASS = "real-node-homes"
+    tenant = team(world, kube, tenant_namespaces, b200, 1, "rw")
+    ws = services.open_workspace(
+        actor=world.member,
+        tenant=tenant,
+        name="nb",
+        kind="jupyter",
+        image=DEMO,
+        resource_class=b200.slug,
+        time_limit_h="1",
+    )
+    workspace_sync.apply_objects(kube, ws.pk)
+    home = realnode.NODE_DIR / "volumes" / f"home-{tenant.namespace}"
+    home.mkdir(parents=True, exist_ok=True)
+    os.chown(home, 1000, 1000)
+    volume = f"home-{tenant.namespace}"
+    kube_cluster.core.create_persistent_volume(
+        {
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "real-node-homes",
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": str(home), "type": "Directory"},
+                "claimRef": {"namespace": tenant.namespace, "name": f"ws-{ws.name}-home"},
+            },
+        }
+    )
+    try:
+        ws.refresh_from_db()
+        run = Workload.objects.get(pk=ws.run_id)
+        workload_sync.create_in_cluster(kube, run.pk)
+        settled(kube, run, {"running"}, timeout=120)
+        (pod,) = pods_of(kube, tenant.namespace)
+        assert pod["spec"]["nodeName"] == realnode.NODE_NAME
+        url = status_url("jupyter", tenant.namespace, ws.name)
+        secret = server_secret.unseal(Workspace.objects.get(pk=ws.pk).server_secret_sealed)
+        headers = server_secret.upstream_credentials("jupyter", secret)["headers"]
+        # asked from the platform's namespace, as the portal's activity reader asks in a cluster
+        # (the team's NetworkPolicy lets that namespace in), with and without the secret
+        with_secret = status_from_platform(kube_cluster, settings, url, headers)
+        code, body = with_secret.split(" ", 1)
+        assert code == "200" and parse_activity("jupyter", json.loads(body)), with_secret
+        without = status_from_platform(kube_cluster, settings, url, {})
+        assert without.split(" ", 1)[0] in ("401", "403"), without
+        # its home is the volume, written by the server (as uid 1000)
+        assert any(home.iterdir()), "the server wrote nothing in its home"
+    finally:
+        kube_cluster.core.delete_persistent_volume(volume)
+
+
+PROBE = """
+import sys, urllib.error, urllib.request
+request = urllib.request.Request(sys.argv[1])
+for pair in sys.argv[2:]:
+    request.add_header(*pair.split("=", 1))
+for attempt in range(60):
+    try:
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            print(resp.status, resp.read().decode()); break
+    except urllib.error.HTTPError as exc:
+        print(exc.code, "refused"); break
+    except OSError as exc:
+        import time; time.sleep(2)
+else:
+    print("000 no answer", exc)
+"""
+
+
+def status_from_platform(kube_cluster, settings, url, headers) -> str:
+    """GET `url` from a pod of the platform namespace on the real node; its one line of log."""
+    core = kube_cluster.core
+    name = f"probe-{unique_slug('st')}"
+    namespace = settings.PLATFORM_NAMESPACE
+    args = [f"{k}={v}" for k, v in headers.items()]
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeName": realnode.NODE_NAME,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "probe",
+                        "image": DEMO,
+                        "imagePullPolicy": "Never",
+                        "command": ["python", "-c", PROBE, url, *args],
+                    }
+                ],
+            },
+        },
+    )
+    try:
+        wait_for(
+            f"{name} done",
+            lambda: (
+                core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")
+            ),
+            timeout=150,
+        )
+        return core.read_namespaced_pod_log(name, namespace).strip()
+    finally:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)

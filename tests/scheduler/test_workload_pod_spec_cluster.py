@@ -54,17 +54,18 @@ def dataset(kube_cluster, team):
     core.create_namespaced_persistent_volume_claim(
         ns,
         {
-            "metadata": {
-                "name": claim,
-                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
-            },
+            "metadata": {"name": claim},
             "spec": {
                 "accessModes": ["ReadOnlyMany"],
                 "storageClassName": "manual",
-                "volumeName": volume,
                 "resources": {"requests": {"storage": "10Gi"}},
             },
         },
+    )
+    # the volume was made for this claim (claimRef): the volume binder binds the two
+    wait_for(
+        f"{claim} bound",
+        lambda: core.read_namespaced_persistent_volume_claim(claim, ns).status.phase == "Bound",
     )
     core.create_namespaced_secret(
         ns, {"metadata": {"name": "wandb"}, "stringData": {"WANDB_PROJECT": "pod-spec"}}

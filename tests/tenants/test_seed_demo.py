@@ -24,8 +24,13 @@ def test_seed_demo_builds_the_articles_world_once():
         "cancelled",
         "expired",
     }
-    assert set(Workload.objects.values_list("name", flat=True)) == {"train-llm", "ranker"}
+    assert set(Workload.objects.values_list("name", flat=True)) == {
+        "train-llm",
+        "ranker",
+        "hello-real-node",  # the real node's (B200s there)
+        "echo",
+    }
     ranker = Workload.objects.get(name="ranker")  # the demo shows autoscaling at work
     assert (ranker.replicas, ranker.max_replicas, ranker.target_gpu_util) == (2, 4, 60)
     call_command("seed_demo")  # a second run changes nothing
-    assert Tenant.objects.count() == 4 and Workload.objects.count() == 2
+    assert Tenant.objects.count() == 4 and Workload.objects.count() == 4

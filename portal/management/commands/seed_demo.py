@@ -33,6 +33,9 @@ SEED_POOLS = {
     "h200-141gb": 8,
     "l40s-48gb-shared": 16,
     "rtx4090-24gb": 4,
+    # the local cluster's real node, where the demo's work really runs (`make run` has it play
+    # two B200s: localcluster/realnode.py); no KWOK node is a B200
+    "b200-180gb": 2,
 }
 # Quota may be promised beyond the devices, betting that not every team runs flat out at once.
 SEED_OVERCOMMIT = {"a100-80gb-mig-1g.10gb": Decimal("2.0")}
@@ -65,6 +68,7 @@ GRANTS = [  # tenant, class, amount: the seed article's quotas
     ("team-b", "h100-80gb-mig-3g.40gb", 2),
     ("inference", "l40s-48gb-shared", 8),
     ("training", "a100-80gb", 2),
+    ("training", "b200-180gb", 2),
 ]
 
 
@@ -97,7 +101,7 @@ class Command(BaseCommand):
         )
         admin.groups.add(admins)
         ensure_resource_classes(
-            ["A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB", "RTX4090-24GB"]
+            ["A100-80GB", "H100-80GB", "H200-141GB", "L40S-48GB", "RTX4090-24GB", "B200-180GB"]
         )
         classes = {rc.slug: rc for rc in ResourceClass.objects.all()}
         for slug, capacity in SEED_POOLS.items():
@@ -141,6 +145,7 @@ class Command(BaseCommand):
             )
         self._requests(admin, users, tenants, classes)
         self._workloads(users, tenants)
+        self._real_work(users, tenants)
 
     def _requests(self, admin, users, tenants, classes):
         now = timezone.now()
@@ -193,6 +198,37 @@ class Command(BaseCommand):
         grant_services.expire_grants(now=now + timedelta(hours=3))
         expired.refresh_from_db()
         assert expired.state == CapacityRequest.State.EXPIRED
+
+    def _real_work(self, users, tenants):
+        """On the real node (B200s there): a job whose command runs, logs and finishes, and a
+        service that answers requests, both in the image the local cluster builds."""
+        image = "localhost/gpu-portal/demo-python:local"
+        submit_workload(
+            actor=users["tom"],
+            tenant=tenants["training"],
+            spec=workload_spec(
+                name="hello-real-node",
+                kind="job",
+                image=image,
+                command=["python", "/opt/demo/train.py"],
+                env={"EPOCHS": "120", "EPOCH_SECONDS": "1"},
+                resources={"b200-180gb": 1},
+                priority="gpu-low",
+            ),
+        )
+        submit_workload(
+            actor=users["tom"],
+            tenant=tenants["training"],
+            spec=workload_spec(
+                name="echo",
+                kind="deployment",
+                image=image,
+                command=["python", "/opt/demo/serve.py"],
+                ports=[8080],
+                resources={"b200-180gb": 1},
+                priority="gpu-high",
+            ),
+        )
 
     def _workloads(self, users, tenants):
         """A training job and an autoscaled inference service, created on the cluster by the
