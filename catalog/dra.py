@@ -179,7 +179,7 @@ def check_request(
             shape = "whole GPUs" if profile == WHOLE_GPU else f"× {profile} ({per_gpu} a GPU)"
             raise InvalidInput(
                 f"{count} {shape} cannot be held by one {gpu.key} node: its nodes have at most "
-                f"{gpus_per_node} GPUs, {per_gpu * gpus_per_node} at most",
+                f"{gpus_per_node} GPUs, room for {per_gpu * gpus_per_node}",
                 field="count",
             )
     return gpu
@@ -213,7 +213,7 @@ def claim_template_name(
 ) -> str:
     """`dra-a100-80gb-mig-3g.40gb`, `dra-h100-80gb-gpu-x2`: deterministic per (model, profile,
     count), DNS-1123, with a short hash when it had to be cut."""
-    gpu = facts.get_model(model) if isinstance(model, str) else model
+    gpu = facts.get_model(_served(model).key)
     kind = "whole" if profile == WHOLE_GPU else "mig"
     slug = facts.class_slug(gpu, kind, profile) + ("-gpu" if kind == "whole" else "")
     name = f"dra-{slug}" + (f"-x{count}" if count != 1 else "")

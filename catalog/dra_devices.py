@@ -23,7 +23,7 @@ Multiprocessors: the catalog's `sm_count`; where a profile has none, the same NV
 profile id on a catalog model with the same whole-GPU SM count (the same chip: an A100-80GB's
 1g.20gb is id 15 as an A100-40GB's 1g.10gb, 14 SMs), else the profile it adds media extensions
 to (`1g.6gb+me` has `1g.6gb`'s SMs). A model some profile of which is still unknown is not
-served through DRA (`DraModelInfo` raises `NotServed`).
+served through DRA (`dra_model` raises `NotServed`).
 """
 
 from __future__ import annotations

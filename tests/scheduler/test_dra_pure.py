@@ -196,8 +196,13 @@ def test_shapes_no_gpu_or_node_of_the_model_could_hold_are_400s():
     assert dra.check_layout("A100-80GB", {"1g.10gb": 7}).key == "A100-80GB"
     with pytest.raises(InvalidInput, match="has no MIG profile '8g.90gb'"):
         dra.check_layout("A100-80GB", {"8g.90gb": 1})
-    with pytest.raises(InvalidInput, match="17 × 1g.10gb \\(7 a GPU\\) cannot be held by one"):
+    with pytest.raises(InvalidInput) as err:
         dra.check_request("A100-80GB", "1g.10gb", 17, gpus_per_node=2)
+    assert err.value.detail == (
+        "17 × 1g.10gb (7 a GPU) cannot be held by one A100-80GB node: its nodes have at most "
+        "2 GPUs, room for 14"
+    )
+    assert err.value.field == "count"
     assert dra.check_request("A100-80GB", "1g.10gb", 14, gpus_per_node=2).key == "A100-80GB"
     with pytest.raises(InvalidInput, match="3 whole GPUs cannot be held"):
         dra.check_request("H200-141GB", dra.WHOLE_GPU, 3, gpus_per_node=2)
