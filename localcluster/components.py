@@ -34,6 +34,9 @@ CONTROLLERS = ",".join(
         "deployment-controller",
         "daemonset-controller",  # the real node's kube-network-policies
         "persistentvolume-binder-controller",  # the chart's trial PostgreSQL on the real node
+        # and its claim let go when its namespace goes (else the namespace stays Terminating)
+        "persistentvolumeclaim-protection-controller",
+        "persistentvolume-protection-controller",
         "replicaset-controller",
         "statefulset-controller",
         "disruption-controller",

@@ -4,6 +4,8 @@ Prometheus' text format (requests_total), so an autoscaler can follow real load.
 
 import json
 import os
+import signal
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -48,4 +50,7 @@ class Handler(BaseHTTPRequestHandler):
         pass  # one line per request would drown the pod's log
 
 
+# As a container's first process it gets no default handling of SIGTERM: stop when asked, or
+# every scale-down and rollout waits out the whole grace period.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 ThreadingHTTPServer(("0.0.0.0", PORT), Handler).serve_forever()  # noqa: S104 (a pod)
