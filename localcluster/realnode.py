@@ -21,6 +21,7 @@ here; every other pod stays on the KWOK nodes, whose pods only pretend to run.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def prepare_host(bins: dict[str, Path]) -> None:
     """The bridge with the node's address, forwarding and bridged traffic through iptables (for
     kube-proxy and NetworkPolicy), then every configuration file the processes read."""
     check_host()
+    if not containerd_answers():
+        forget_old_pods()
     if _sh("ip", "link", "show", BRIDGE, check=False).returncode != 0:
         _sh("ip", "link", "add", BRIDGE, "type", "bridge")
     if NODE_IP not in _sh("ip", "-4", "addr", "show", BRIDGE).stdout:
@@ -104,6 +107,28 @@ def prepare_host(bins: dict[str, Path]) -> None:
     _write(NODE_DIR / "containerd" / "config.toml", containerd_config(bins["runc"]))
     _write(NODE_DIR / "kubelet" / "config.yaml", yaml.safe_dump(kubelet_config()))
     _write(NODE_DIR / "kube-proxy.yaml", yaml.safe_dump(kube_proxy_config()))
+
+
+def containerd_answers() -> bool:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(1)
+        try:
+            sock.connect(str(socket_path()))
+        except OSError:
+            return False
+    return True
+
+
+def forget_old_pods() -> None:
+    """Before this checkout's node starts fresh: the network of pods a node left behind (one
+    killed with its session, or another checkout's) goes. Their network namespaces outlive
+    their processes and keep addresses in the pod range, which the new node's pods would be
+    given again on the same bridge; the bridge is made anew without them. (One real node per
+    machine: the bridge and the pod range are the machine's.)"""
+    _sh("ip", "link", "del", BRIDGE, check=False)
+    netns = Path("/var/run/netns")
+    for entry in netns.glob("cni-*") if netns.is_dir() else []:
+        _sh("ip", "netns", "delete", entry.name, check=False)
 
 
 def _write(path: Path, text: str) -> None:

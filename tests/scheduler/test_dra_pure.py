@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from catalog import dra, facts
 from catalog import dra_devices as dd
+from catalog import dra_quota as dra
+from catalog import facts
 from core.errors import InvalidInput
 
 A100_PROFILES = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
