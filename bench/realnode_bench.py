@@ -128,7 +128,10 @@ def _submit_to_running(core, batch, kube: KubeGateway, namespace: str):
             workload_sync.create_in_cluster(kube, w.pk)
             portal.append(_running(core, tenant.namespace, f"job-name={w.k8s_name}", start))
             workloads.cancel_workload(actor=admin, workload=w)
-            workload_sync.sync_workload(kube, w.pk)
+            # what the cancel's task does on a worker (none runs here): the Job goes
+            batch.delete_namespaced_job(
+                w.k8s_name, tenant.namespace, propagation_policy="Background"
+            )
             while any(  # its unit free again: no pod of it left running
                 p.status.phase in ("Pending", "Running")
                 for p in core.list_namespaced_pod(tenant.namespace).items
