@@ -228,6 +228,7 @@ def run_simulate(args, say) -> str:
         + "\n"
         + goals.table(zero, found, base)
         + goals.reference(window, found, base, zero)
+        + goals.dra_goal(window, found, base, zero)
     )
     if args.gang_size >= 2:
         out += "\n" + _gang_table(args, pods, window.length, say)
