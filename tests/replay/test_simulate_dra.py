@@ -92,9 +92,8 @@ def test_a_whole_gpu_takes_the_whole_counter_set_and_several_need_one_node():
     assert s.submit(pod("one", facts.WHOLE_GPU_RESOURCE))  # GPU 1, whole
     assert s.submit(pod("1g-beside", mig(A100, "1g.10gb")))  # GPU 0 still has room
     gpu0, gpu1 = s.dra_nodes[0].counter_sets
-    assert [d.start for d in gpu0.allocated] == [0, 1] and [d.profile for d in gpu1.allocated] == [
-        None
-    ]
+    assert [d.start for d in gpu0.allocated] == [0, 1]
+    assert [d.profile for d in gpu1.allocated] == [None]  # the whole-GPU device
 
 
 def window(*pods: tuple[float, float, int], length: float = 4 * HOUR) -> Window:
@@ -126,7 +125,7 @@ def test_row_m_runs_a_4g_and_a_3g_then_seven_1g_on_one_gpu_without_drains():
     starts = [j.started for j in engine.jobs]
     assert starts[:2] == [0, 1]  # 4g and 3g at once, on the one GPU
     assert starts[2:9] == [2 * HOUR] * 7  # seven 1g on the same GPU once they ended
-    assert starts[9] == 3 * HOUR  # the eighth waits for one of them
+    assert starts[9] == 3 * HOUR  # the eighth waits for one of them (slices and counters)
     assert r.reshaped_gpus == 0 and r.preemptions == 0 and r.never_started == 0
 
 
