@@ -107,6 +107,8 @@ class ManifestSpec:
     gpu_product: str  # the model's `nvidia.com/gpu.product` label (GPU feature discovery)
     priority_class: str
     gpus: dict[str, int]  # Kubernetes resource name -> units per pod
+    # GPU models served through DRA: (ResourceClaimTemplate, devices per pod) in place of `gpus`
+    claims: tuple[tuple[str, int], ...] = ()
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: dict[str, EnvValue] = field(default_factory=dict)
@@ -191,6 +193,16 @@ def _volumes(spec: ManifestSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
+def _claims(spec: ManifestSpec) -> list[dict]:
+    """The pod's claims: one per device, each from its one-device template (`gpu-0`, `gpu-1`,
+    ...; the scheduler allocates them all on the pod's node, Kueue charges each)."""
+    out: list[dict] = []
+    for template, count in spec.claims:
+        for _ in range(count):
+            out.append({"name": f"gpu-{len(out)}", "resourceClaimTemplateName": template})
+    return out
+
+
 def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
     """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
     ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
@@ -218,6 +230,9 @@ def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
         # the whole Secret as env; `env` above wins where a name is in both (Kubernetes' order)
         container["envFrom"] = [{"secretRef": {"name": name}} for name in spec.env_from_secrets]
     container.update(container_fields(spec.ports, spec.probes))
+    pod_claims = _claims(spec)
+    if pod_claims:
+        container["resources"]["claims"] = [{"name": c["name"]} for c in pod_claims]
     volumes, mounts = _volumes(spec)
     if mounts:
         container["volumeMounts"] = mounts
@@ -235,6 +250,8 @@ def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
         },
         "containers": [container],
     }
+    if pod_claims:
+        pod["resourceClaims"] = pod_claims
     if spec.tolerations:
         pod["tolerations"] = [dict(t) for t in spec.tolerations]
     if volumes:
