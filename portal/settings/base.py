@@ -11,6 +11,7 @@ from .celery_settings import *  # noqa: F403 - the Celery settings (broker, rout
 from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
 from .environment import BASE_DIR, env
 from .metering_settings import *  # noqa: F403 - metering, GPU health signals, billing, idle
+from .serving_settings import *  # noqa: F403 - the metrics inference services autoscale on
 from .workspace_settings import *  # noqa: F403 - workspaces and their culling
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")
@@ -382,15 +383,6 @@ CELERY_BEAT_SCHEDULE["purge-idempotency-records"] = {
     "schedule": env.float("IDEMPOTENCY_PURGE_EVERY_S", default=3600.0),
     "options": {"expires": 3000},
 }
-# Pod metrics that autoscaled deployments follow, as a Prometheus adapter serves them on the
-# custom metrics API: DCGM's GPU utilisation gauge (0-100 %) and a request latency in seconds.
-AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_FI_DEV_GPU_UTIL")
-AUTOSCALING_LATENCY_METRIC = env(
-    "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
-)
-# How long an inference service's metric must stay below target before it scales down (its
-# HPA's behavior.scaleDown.stabilizationWindowSeconds; Kubernetes' default).
-AUTOSCALING_SCALE_DOWN_WINDOW_S = env.int("AUTOSCALING_SCALE_DOWN_WINDOW_S", default=300)
 # What grants are counted in, in Kueue as in the portal (catalog/slices.py):
 # "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
 # carry the matching resources.transformations, as the chart and the local cluster do) or
