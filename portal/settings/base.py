@@ -8,8 +8,9 @@ from urllib.parse import urlsplit
 from .celery_settings import *  # noqa: F403 - the Celery settings (broker, routes, beat)
 from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
 from .environment import BASE_DIR, env
-from .gpu_queue_settings import *  # noqa: F403 - Kueue, the quota unit, DRA, autoscaling metrics
+from .gpu_queue_settings import *  # noqa: F403 - Kueue, the quota unit, DRA
 from .metering_settings import *  # noqa: F403 - metering, GPU health signals, billing, idle
+from .serving_settings import *  # noqa: F403 - the metrics inference services autoscale on
 from .workspace_settings import *  # noqa: F403 - workspaces and their culling
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")

@@ -1,20 +1,11 @@
 """Settings of how GPUs are queued and counted: the quota unit, the models served through DRA,
-what the portal asks of Kueue, and the metrics autoscaled services follow. Read from the
-environment (docs/configuration.md lists them all)."""
+and what the portal asks of Kueue. Read from the environment (docs/configuration.md lists
+them all)."""
 
 from catalog import kueue_integrations
 
 from .environment import env
 
-# Pod metrics that autoscaled deployments follow, as a Prometheus adapter serves them on the
-# custom metrics API: DCGM's GPU utilisation gauge (0-100 %) and a request latency in seconds.
-AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_FI_DEV_GPU_UTIL")
-AUTOSCALING_LATENCY_METRIC = env(
-    "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
-)
-# How long an inference service's metric must stay below target before it scales down (its
-# HPA's behavior.scaleDown.stabilizationWindowSeconds; Kubernetes' default).
-AUTOSCALING_SCALE_DOWN_WINDOW_S = env.int("AUTOSCALING_SCALE_DOWN_WINDOW_S", default=300)
 # What grants are counted in, in Kueue as in the portal (catalog/slices.py):
 # "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
 # carry the matching resources.transformations, as the chart and the local cluster do) or

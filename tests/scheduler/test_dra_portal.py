@@ -223,10 +223,8 @@ def test_a_dra_node_whose_slices_are_gone_offers_nothing_and_says_so():
         {"spec": {"driver": "x", "nodeName": "m"}},
     ]
     assert node_offers.published_nodes(slices_) == {"n"}
-    node = {
-        "metadata": {"name": "m", "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "1"}},
-        "status": {},
-    }  # fmt: skip
+    labels = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "1"}
+    node = {"metadata": {"name": "m", "labels": labels}, "status": {}}
     info = node_offers.parse_node(
         node, {MODEL: "NVIDIA-A100-SXM4-40GB"}, dra_models=[MODEL], dra_published={"n"}
     )

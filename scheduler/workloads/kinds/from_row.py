@@ -94,7 +94,9 @@ def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
         max_replicas=workload.max_replicas,
         target_gpu_util=workload.target_gpu_util,
         target_latency_ms=workload.target_latency_ms,
+        target_requests_per_s=workload.target_requests_per_s,
         gpu_util_metric=settings.AUTOSCALING_GPU_UTIL_METRIC,
         latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+        request_rate_metric=settings.AUTOSCALING_REQUEST_RATE_METRIC,
         scale_down_window_s=settings.AUTOSCALING_SCALE_DOWN_WINDOW_S,
     )

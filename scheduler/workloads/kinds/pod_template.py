@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from scheduler.cluster.render.labels import (
@@ -36,14 +37,17 @@ CLAIM_VOLUME_PREFIX = "data-"  # data-0, data-1, ...: the workload's PersistentV
 class AutoscalingSpec:
     """An inference deployment's elastic range and the pod metrics it follows. The metric names
     are those a Prometheus adapter serves on the custom metrics API (settings
-    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`)."""
+    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`,
+    `AUTOSCALING_REQUEST_RATE_METRIC`)."""
 
     min_replicas: int
     max_replicas: int
     target_gpu_util: int | None = None  # percent, averaged over the pods
     target_latency_ms: int | None = None  # averaged over the pods
+    target_requests_per_s: Decimal | None = None  # per replica, averaged over the pods
     gpu_util_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     latency_metric: str = "http_request_duration_seconds_p95"
+    request_rate_metric: str = "requests_per_second"
     # how long the metric must stay low before it scales down (setting
     # AUTOSCALING_SCALE_DOWN_WINDOW_S; Kubernetes' default is 300 s)
     scale_down_window_s: int = 300
