@@ -17,7 +17,7 @@ from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
-from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_position
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
 from scheduler.workloads.lifecycle.sync import (
@@ -25,7 +25,6 @@ from scheduler.workloads.lifecycle.sync import (
     NamespaceReading,
     list_queue_workloads,
     named_after,
-    queue_workloads_of,
     sync_all_live,
     sync_all_live_workloads,
     sync_each,
@@ -185,15 +184,14 @@ def refresh_queue_positions(
         )
         if not waiting:
             continue
-        reading = readings.get(namespace)
-        queue_workloads = (
-            reading.queue_workloads if reading else list_queue_workloads(kube, namespace)
+        reading = readings.get(namespace) or NamespaceReading(
+            pods={}, events=[], queue_workloads=list_queue_workloads(kube, namespace)
         )
-        if queue_workloads is None:
+        if reading.queue_workloads is None:
             continue
-        for workload in waiting:
-            mine = queue_workloads_of(workload, queue_workloads)
-            position = queue_position(mine[0], queue_workloads) if mine else None
+        for workload in waiting:  # indexed and sorted once per namespace, not per workload
+            mine = reading.queue_workloads_for(workload)
+            position = reading.place(mine[0]) if mine else None
             if position != workload.queue_position:
                 Workload.objects.filter(pk=workload.pk, state=Workload.State.QUEUED).update(
                     queue_position=position, updated_at=timezone.now()
