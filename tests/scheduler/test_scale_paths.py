@@ -122,3 +122,23 @@ def test_a_lenders_line_names_five_borrowers_and_counts_the_rest():
     cohort = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": many}}
     said = with_lent_to({"lines": [line]}, cohort)["lines"][0]["lent_to"]
     assert said == "t000 (1), t001 (2), t002 (1), t003 (2), t004 (1) and 295 more teams (443)"
+
+
+def test_events_map_to_workloads_by_name_as_the_scan_of_the_namespace_did():
+    """touched_workloads looks each name's possible bases up, not every workload per event."""
+    live = [
+        watching.LiveRef(1, "ns", "train"),
+        watching.LiveRef(2, "ns", "train-big"),
+        watching.LiveRef(3, "ns", "serve-7"),
+        watching.LiveRef(4, "other", "train"),
+    ]
+    names = ["train", "train-big-x1", "job-train-abcde", "pod-serve-7-6b9f-x2-abc", "trainer-1",
+             "pod-", "-train", "serve"]  # fmt: skip
+    for name in names:
+        event = {"reason": "Preempted", "involvedObject": {"name": name, "namespace": "ns"}}
+        touched = watching.touched_workloads({"Event": [{"type": "ADDED", "object": event}]}, live)
+        scanned = {r.pk for r in live if r.namespace == "ns" and sync.named_after(name, r.k8s_name)}
+        assert touched.ids == scanned, name
+    big = [watching.LiveRef(i, "ns", f"w{i}") for i in range(2000)]
+    event = {"reason": "Preempted", "involvedObject": {"name": "pod-w7-x-1", "namespace": "ns"}}
+    assert watching.touched_workloads({"Event": [{"object": event}]}, big).ids == {7}

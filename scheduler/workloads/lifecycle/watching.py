@@ -92,11 +92,20 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
     by_id = {r.pk: r for r in refs}
     by_uid = {r.k8s_uid: r.pk for r in refs if r.k8s_uid}
     by_namespace: dict[str, list[LiveRef]] = defaultdict(list)
+    by_name: dict[tuple[str, str], set[int]] = defaultdict(set)
     for ref in refs:
         by_namespace[ref.namespace].append(ref)
+        by_name[(ref.namespace, ref.k8s_name)].add(ref.pk)
 
     def named(namespace: str, name: str) -> set[int]:
-        return {r.pk for r in by_namespace.get(namespace, ()) if named_after(name, r.k8s_name)}
+        # `named_after` by lookup of each base the name can carry, where a scan of the
+        # namespace per event grew as events × workloads (issue 55)
+        return {
+            pk
+            for base in _bases(name)
+            for pk in by_name.get((namespace, base), ())
+            if named_after(name, base)
+        }
 
     touched = Touched()
     for kind, events in changes.items():
@@ -125,6 +134,17 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                     involved.get("namespace") or namespace, involved.get("name", "")
                 )
     return touched
+
+
+def _bases(name: str) -> set[str]:
+    """Every `base` that `named_after(name, base)` may hold for: the name itself, and each part
+    before a dash, with or without a job- or pod- prefix."""
+    out = {name}
+    for prefix in ("", "job-", "pod-"):
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            out.update(rest[:i] for i, c in enumerate(rest) if c == "-" and i)
+    return out
 
 
 def _take_cursors(kube: KubeGateway, watched: Iterable[Watched]) -> dict[str, str | None]:
