@@ -10,9 +10,19 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 
+def _sizes(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
 def main() -> int:
+
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--tenants", type=int, default=1000, help="tenants to reconcile")
+    parser.add_argument(
+        "--tenants",
+        type=_sizes,
+        default=[1000],
+        help="reconcile: tenants, or sizes comma-separated (1000,10000: the slope between them)",
+    )
     parser.add_argument(
         "--only",
         choices=[
@@ -25,6 +35,8 @@ def main() -> int:
             "fill",
             "workload-sync",
             "real-node",
+            "stages",
+            "scale",
         ],
         help="run one benchmark (default: all, in order)",
     )
@@ -43,6 +55,25 @@ def main() -> int:
     parser.add_argument(
         "--workloads", type=int, default=5000, help="workload-sync: live workloads to follow"
     )
+    parser.add_argument(
+        "--stage-tenants",
+        type=_sizes,
+        default=[1000, 10_000],
+        help="stages: team counts, comma-separated (PostgreSQL only, no cluster)",
+    )
+    parser.add_argument(
+        "--stage-workloads",
+        type=_sizes,
+        default=[5000, 20_000, 50_000],
+        help="stages: workload counts, comma-separated",
+    )
+    scale = parser.add_argument_group("scale (the local cluster, KWOK nodes)")
+    scale.add_argument("--teams", type=int, default=1000)
+    scale.add_argument("--departments", type=int, default=10)
+    scale.add_argument("--nodes", type=int, default=200, help="KWOK GPU nodes (--large)")
+    scale.add_argument("--jobs", type=int, default=5000, help="Jobs per run (5000, 10000, 20000)")
+    scale.add_argument("--rate", type=float, default=50.0, help="Jobs submitted per second")
+    scale.add_argument("--run-s", type=float, default=5.0, help="each Job's run time")
     args = parser.parse_args()
     django.setup()
     # The one place bench loads its benchmarks: they import models, which need django.setup().
@@ -55,6 +86,8 @@ def main() -> int:
         queue_bench,
         realnode_bench,
         reconcile_bench,
+        scale_bench,
+        scale_stages,
         workload_sync_bench,
     )
 
@@ -77,6 +110,19 @@ def main() -> int:
         rc |= workload_sync_bench.run(workloads=args.workloads)
     if args.only in (None, "real-node"):
         rc |= realnode_bench.run()
+    if args.only == "stages":  # PostgreSQL only: not part of the cluster's `make bench`
+        rc |= scale_stages.run(
+            tenants=args.stage_tenants, workloads=args.stage_workloads, profile_dir=args.profile
+        )
+    if args.only == "scale":  # sized by its flags; run it on its own, after the others
+        rc |= scale_bench.run(
+            teams=args.teams,
+            departments=args.departments,
+            nodes=args.nodes,
+            jobs=args.jobs,
+            per_s=args.rate,
+            run_s=args.run_s,
+        )
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     return rc

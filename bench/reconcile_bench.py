@@ -120,16 +120,12 @@ def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
         time.sleep(5)
 
 
-def run(*, tenants: int) -> int:
-    cluster.up()
-    settings.PORTAL_INSTANCE = "bench"
-    settings.TENANT_NAMESPACE_PREFIX = "bench-"
-    kube_path = str(cluster.KUBECONFIG)
-    kubectl = str(build.binaries()["kubectl"])
+def _one(kube: KubeGateway, kube_path: str, kubectl: str, tenants: int) -> list[tuple]:
+    """One size in a database of its own: [(run, wall s, API calls, writes)] for the cold run,
+    the no-op run and kubectl's floor."""
     old_name = connection.settings_dict["NAME"]
     connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench"  # not the test suite's
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    kube = KubeGateway.from_kubeconfig(kube_path)
     try:
         _cleanup(kube, wait=True)
         print(f"seeding {tenants} tenants with grants and members ...", flush=True)
@@ -149,9 +145,13 @@ def run(*, tenants: int) -> int:
         floor_s, objects = _floor(kube_path, kubectl)
         rows.append(("kubectl apply --server-side", floor_s, objects, objects))
     finally:
-        _cleanup(kube)
+        _cleanup(kube, wait=True)  # the next size starts from empty
         connection.creation.destroy_test_db(old_name, verbosity=0)
-    (_, cold, _, _), (_, noop, _, noop_writes), _ = rows
+    return rows
+
+
+def _report(tenants: int, rows: list[tuple]) -> None:
+    (_, cold, _, _), (_, noop, _, noop_writes), (_, floor_s, objects, _) = rows
     print()
     print(f"Reconcile {tenants} tenants ({objects} objects) on the local cluster")
     print(f"{'run':<30} {'wall s':>8} {'API calls':>10} {'writes':>8}")
@@ -166,4 +166,39 @@ def run(*, tenants: int) -> int:
     print(f"{'ratio':<30} {'value':>8} {'goal':>10} {'met':>8}")
     for name, value, goal, ok in checks:
         print(f"{name:<30} {value:>8.2f} {goal:>10} {'yes' if ok else 'NO':>8}")
+
+
+def slope_checks(by_size: dict[int, list[tuple]]) -> list[tuple[str, float, str, bool]]:
+    """Issue 55's goals between the smallest and the largest size (pure): the cold run grows
+    no faster than the tenants (10,000 ≤ 10.5 × 1,000: 1.05 × the size ratio), the no-op run's
+    API calls do not grow with them, and it writes nothing at the largest."""
+    lo, hi = min(by_size), max(by_size)
+    (_, cold_lo, _, _), (_, _, calls_lo, _), (_, floor_lo, _, _) = by_size[lo]
+    (_, cold_hi, _, _), (_, _, calls_hi, writes_hi), (_, floor_hi, _, _) = by_size[hi]
+    limit = 1.05 * hi / lo
+    return [
+        (f"cold {hi} / cold {lo}", cold_hi / cold_lo, f"≤ {limit:.2f}", cold_hi / cold_lo <= limit),
+        (f"kubectl {hi} / kubectl {lo}", floor_hi / floor_lo, "(floor)", True),
+        (f"no-op calls {hi} / {lo}", calls_hi / calls_lo, "= 1.00", calls_hi == calls_lo),
+        (f"no-op writes at {hi}", writes_hi, "= 0", writes_hi == 0),
+    ]
+
+
+def run(*, tenants: int | list[int]) -> int:
+    """One size, or several (`--tenants 1000,10000`): each from empty, then the slope."""
+    sizes = [tenants] if isinstance(tenants, int) else sorted(tenants)
+    cluster.up()
+    settings.PORTAL_INSTANCE = "bench"
+    settings.TENANT_NAMESPACE_PREFIX = "bench-"
+    kube_path = str(cluster.KUBECONFIG)
+    kubectl = str(build.binaries()["kubectl"])
+    kube = KubeGateway.from_kubeconfig(kube_path)
+    by_size = {n: _one(kube, kube_path, kubectl, n) for n in sizes}
+    for n, rows in by_size.items():
+        _report(n, rows)
+    if len(by_size) > 1:
+        print()
+        print(f"{'slope':<30} {'value':>8} {'goal':>10} {'met':>8}")
+        for name, value, goal, ok in slope_checks(by_size):
+            print(f"{name:<30} {value:>8.2f} {goal:>10} {'yes' if ok else 'NO':>8}")
     return 0

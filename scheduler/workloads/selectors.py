@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from catalog import facts as catalog_facts
@@ -87,10 +87,19 @@ def held_by_class() -> dict[str, int]:
     """resource class slug -> units every team's workloads hold together (one query): what of a
     pool is taken now."""
     out: dict[str, int] = defaultdict(int)
-    rows = Workload.objects.holding().only("kind", "replicas", "max_replicas", "resources")
-    for w in rows:
-        for slug, units in w.units_held().items():
-            out[slug] += units
+    # Grouped by what `units_held` reads: a row per shape of workload, not per workload (every
+    # team page reads this; one model instance per holding workload made it grow with the
+    # fleet's work: issue 55).
+    shapes = (
+        Workload.objects.holding()
+        .values("replicas", "max_replicas", "held_replicas", "resources")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    for shape in shapes:
+        count = shape.pop("count")
+        for slug, units in Workload(**shape).units_held().items():
+            out[slug] += units * count
     return dict(out)
 
 

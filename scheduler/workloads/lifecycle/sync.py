@@ -28,6 +28,7 @@ from scheduler.workloads.kinds.manifests import (
     PREEMPTION_REASONS,
     Observation,
     observe,
+    queue_places,
     queue_position,
     render_hpa,
     render_service,
@@ -239,6 +240,34 @@ class NamespaceReading:
     events: list[dict]
     queue_workloads: list[dict] | None
     all_pods: list[dict] = field(default_factory=list)  # work made outside the portal's too
+    # Built on first use, once per reading: looked up per workload, a namespace of N workloads
+    # costs N, where a scan and a sort of the namespace per workload cost N² (issue 55).
+    _places: dict | None = field(default=None, repr=False, compare=False)
+    _by_job_uid: dict | None = field(default=None, repr=False, compare=False)
+    _observed: list | None = field(default=None, repr=False, compare=False)
+
+    def queue_workloads_for(self, workload: Workload) -> list[dict]:
+        """`queue_workloads_of` the reading's Kueue Workloads, from an index by job uid."""
+        if workload.kind != Workload.Kind.JOB:
+            return self.queue_workloads or []
+        if self._by_job_uid is None:
+            grouped: dict[str | None, list[dict]] = defaultdict(list)
+            for w in self.queue_workloads or []:
+                grouped[(w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID_LABEL)].append(w)
+            self._by_job_uid = {uid: _newest_first(ws) for uid, ws in grouped.items()}
+        return self._by_job_uid.get(workload.k8s_uid, [])
+
+    def place(self, queue_workload: dict) -> int | None:
+        """`queue_position` among the reading's Kueue Workloads (one sort per reading)."""
+        if self._places is None:
+            self._places = queue_places(self.queue_workloads or [])
+        return self._places.get((queue_workload.get("metadata") or {}).get("name"))
+
+    def observed_events(self) -> list[dict]:
+        """The events `observe` reads (EVENT_REASONS), picked out once per reading."""
+        if self._observed is None:
+            self._observed = [e for e in self.events if e.get("reason") in EVENT_REASONS]
+        return self._observed
 
 
 def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
@@ -305,10 +334,10 @@ def sync_workload(
                 workload.owner_kind, workload.k8s_name, workload.k8s_uid, reading.all_pods
             )
         )
-        all_events, queue_workloads = reading.events, reading.queue_workloads
+        all_events, queue_workloads = reading.observed_events(), reading.queue_workloads
     else:
         pods = reading.pods.get(str(workload.pk), [])
-        all_events, queue_workloads = reading.events, reading.queue_workloads
+        all_events, queue_workloads = reading.observed_events(), reading.queue_workloads
     events = [e for e in all_events if e.get("reason") in EVENT_REASONS and _involves(e, workload)]
     mine: list[dict] | None
     if workload.owner_kind:
@@ -319,9 +348,13 @@ def sync_workload(
             obj = owners.as_job(workload.owner_kind, obj)
         elif queue_workloads is not None:
             mine = queue_workloads  # `observe` picks those its pods own
+    elif queue_workloads is None:
+        mine = None
     else:
         mine = (
-            queue_workloads_of(workload, queue_workloads) if queue_workloads is not None else None
+            reading.queue_workloads_for(workload)
+            if reading is not None
+            else queue_workloads_of(workload, queue_workloads)
         )
     if workload.owner_kind and not workload.gpu_model and queue_workloads:
         _learn_the_model(workload, pods, queue_workloads)
@@ -336,7 +369,11 @@ def sync_workload(
         return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None
     if obs.state == Workload.State.QUEUED and mine:
-        position = queue_position(mine[0], queue_workloads or [])
+        position = (
+            reading.place(mine[0])
+            if reading is not None
+            else queue_position(mine[0], queue_workloads or [])
+        )
     if (
         obs.state == Workload.State.QUEUED
         and obs.reason == "Preempted"

@@ -17,7 +17,7 @@ from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
-from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_position
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
 from scheduler.workloads.lifecycle.sync import (
@@ -25,7 +25,6 @@ from scheduler.workloads.lifecycle.sync import (
     NamespaceReading,
     list_queue_workloads,
     named_after,
-    queue_workloads_of,
     sync_all_live,
     sync_all_live_workloads,
     sync_each,
@@ -93,11 +92,20 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
     by_id = {r.pk: r for r in refs}
     by_uid = {r.k8s_uid: r.pk for r in refs if r.k8s_uid}
     by_namespace: dict[str, list[LiveRef]] = defaultdict(list)
+    by_name: dict[tuple[str, str], set[int]] = defaultdict(set)
     for ref in refs:
         by_namespace[ref.namespace].append(ref)
+        by_name[(ref.namespace, ref.k8s_name)].add(ref.pk)
 
     def named(namespace: str, name: str) -> set[int]:
-        return {r.pk for r in by_namespace.get(namespace, ()) if named_after(name, r.k8s_name)}
+        # `named_after` by lookup of each base the name can carry, where a scan of the
+        # namespace per event grew as events × workloads (issue 55)
+        return {
+            pk
+            for base in _bases(name)
+            for pk in by_name.get((namespace, base), ())
+            if named_after(name, base)
+        }
 
     touched = Touched()
     for kind, events in changes.items():
@@ -126,6 +134,17 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                     involved.get("namespace") or namespace, involved.get("name", "")
                 )
     return touched
+
+
+def _bases(name: str) -> set[str]:
+    """Every `base` that `named_after(name, base)` may hold for: the name itself, and each part
+    before a dash, with or without a job- or pod- prefix."""
+    out = {name}
+    for prefix in ("", "job-", "pod-"):
+        if name.startswith(prefix):
+            rest = name[len(prefix) :]
+            out.update(rest[:i] for i, c in enumerate(rest) if c == "-" and i)
+    return out
 
 
 def _take_cursors(kube: KubeGateway, watched: Iterable[Watched]) -> dict[str, str | None]:
@@ -185,15 +204,14 @@ def refresh_queue_positions(
         )
         if not waiting:
             continue
-        reading = readings.get(namespace)
-        queue_workloads = (
-            reading.queue_workloads if reading else list_queue_workloads(kube, namespace)
+        reading = readings.get(namespace) or NamespaceReading(
+            pods={}, events=[], queue_workloads=list_queue_workloads(kube, namespace)
         )
-        if queue_workloads is None:
+        if reading.queue_workloads is None:
             continue
-        for workload in waiting:
-            mine = queue_workloads_of(workload, queue_workloads)
-            position = queue_position(mine[0], queue_workloads) if mine else None
+        for workload in waiting:  # indexed and sorted once per namespace, not per workload
+            mine = reading.queue_workloads_for(workload)
+            position = reading.place(mine[0]) if mine else None
             if position != workload.queue_position:
                 Workload.objects.filter(pk=workload.pk, state=Workload.State.QUEUED).update(
                     queue_position=position, updated_at=timezone.now()

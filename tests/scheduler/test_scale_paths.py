@@ -1,0 +1,144 @@
+"""What issue 55's profile found growing faster than the work, pinned without the cluster: a
+namespace's queue sorted once per reading (not once per workload it holds), and the fleet's held
+units read as a row per shape of workload (not a model instance per workload), and a lender's
+queue line that names a few borrowers (not every one: the Queues page grew as teams²)."""
+
+import pytest
+from django.utils import timezone
+
+from portal.borrowing import with_lent_to
+from scheduler.workloads.kinds import manifests
+from scheduler.workloads.lifecycle import sync, watching
+from scheduler.workloads.models import Workload
+from scheduler.workloads.selectors import held_by_class
+from tests.scheduler.factories import WorkloadFactory
+
+NS = "ns-deep"
+UID = "kueue.x-k8s.io/job-uid"
+
+
+def queue_workload(name, uid, created, reserved=False):
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "creationTimestamp": created,
+            "labels": {UID: uid},
+        },
+        "spec": {"priority": 0},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": str(reserved)}]},
+    }
+
+
+class Cluster:
+    """The calls a namespace's sync makes: suspended Jobs, each with its pending Kueue Workload."""
+
+    def __init__(self, workloads):
+        self.jobs = {w.k8s_name: {"metadata": {"name": w.k8s_name}, "spec": {"suspend": True}}
+                     for w in workloads}  # fmt: skip
+        self.queue = [
+            queue_workload(f"job-{w.k8s_name}-x", w.k8s_uid, f"2026-01-01T00:{i:02d}:00Z")
+            for i, w in enumerate(workloads)
+        ]
+
+    def list(self, kind, namespace=None, **_):
+        return self.queue if kind == "KueueWorkload" else []
+
+    def get(self, kind, name, namespace=None):
+        return self.jobs.get(name)
+
+
+@pytest.fixture
+def deep_queue(db):
+    on_cluster = {"state": "queued", "namespace": NS, "cluster_created_at": timezone.now()}
+    return [WorkloadFactory(k8s_uid=f"u{i}", k8s_name=f"deep-{i}", **on_cluster) for i in range(12)]
+
+
+@pytest.fixture
+def sorts(monkeypatch):
+    """How many times a namespace's queue is sorted into places."""
+    calls = []
+    real = manifests.queue_places
+
+    def counted(pending):
+        calls.append(len(pending))
+        return real(pending)
+
+    monkeypatch.setattr(sync, "queue_places", counted)
+    return calls
+
+
+def test_a_namespace_of_n_queued_workloads_is_sorted_once_not_n_times(deep_queue, sorts):
+    readings, failed = sync.sync_each(Cluster(deep_queue), [(w.pk, NS) for w in deep_queue])
+    assert (failed, sorts) == ([], [12])
+    places = dict(Workload.objects.filter(namespace=NS).values_list("k8s_uid", "queue_position"))
+    assert places == {f"u{i}": i + 1 for i in range(12)}  # the same places as one by one
+
+
+def test_the_queue_places_refresh_sorts_a_namespace_once(deep_queue, sorts):
+    cluster = Cluster(deep_queue)
+    cluster.queue[0]["status"]["conditions"][0]["status"] = "True"  # the first is admitted
+    Workload.objects.filter(pk=deep_queue[0].pk).update(state=Workload.State.RUNNING)
+    watching.refresh_queue_positions(cluster, [NS], {}, synced=set())
+    assert sorts == [12]
+    places = dict(Workload.objects.filter(namespace=NS).values_list("k8s_uid", "queue_position"))
+    assert places == {"u0": None, **{f"u{i}": i for i in range(1, 12)}}
+
+
+def test_queue_places_agree_with_the_place_of_each():
+    queue = [
+        queue_workload("b", "u1", "2026-01-01T00:01:00Z"),
+        queue_workload("a", "u0", "2026-01-01T00:00:00Z", reserved=True),
+        queue_workload("c", "u2", "2026-01-01T00:01:00Z"),
+    ]
+    places = manifests.queue_places(queue)
+    assert places == {"b": 1, "c": 2}
+    assert [manifests.queue_position(w, queue) for w in queue] == [1, None, 2]
+
+
+@pytest.mark.django_db
+def test_what_every_team_holds_is_one_query_of_a_row_per_shape(django_assert_num_queries):
+    for _ in range(30):
+        WorkloadFactory(state="running", replicas=2, resources={"a100-80gb": 1})
+    WorkloadFactory(state="pending", replicas=1, resources={"a100-80gb": 1, "l40s-48gb": 2})
+    WorkloadFactory(
+        state="running", kind="deployment", replicas=1, max_replicas=4, held_replicas=3,
+        target_gpu_util=70,
+        resources={"l40s-48gb": 1},
+    )  # fmt: skip
+    WorkloadFactory(state="queued", replicas=8, resources={"a100-80gb": 1})  # holds nothing
+    with django_assert_num_queries(1) as captured:
+        held = held_by_class()
+    assert held == {"a100-80gb": 61, "l40s-48gb": 5}
+    assert "GROUP BY" in captured.captured_queries[0]["sql"]
+
+
+def test_a_lenders_line_names_five_borrowers_and_counts_the_rest():
+    """Every lender's line naming every borrower made the Queues page grow as teams²."""
+    line = {"flavor": "h100-80gb", "resource": "nvidia.com/gpu", "lent": 2}
+    few = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": {"a": 1, "b": 2}}}
+    assert with_lent_to({"lines": [line]}, few)["lines"][0]["lent_to"] == "a (1) and b (2)"
+    many = {f"t{i:03d}": 1 + i % 2 for i in range(300)}
+    cohort = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": many}}
+    said = with_lent_to({"lines": [line]}, cohort)["lines"][0]["lent_to"]
+    assert said == "t000 (1), t001 (2), t002 (1), t003 (2), t004 (1) and 295 more teams (443)"
+
+
+def test_events_map_to_workloads_by_name_as_the_scan_of_the_namespace_did():
+    """touched_workloads looks each name's possible bases up, not every workload per event."""
+    live = [
+        watching.LiveRef(1, "ns", "train"),
+        watching.LiveRef(2, "ns", "train-big"),
+        watching.LiveRef(3, "ns", "serve-7"),
+        watching.LiveRef(4, "other", "train"),
+    ]
+    names = ["train", "train-big-x1", "job-train-abcde", "pod-serve-7-6b9f-x2-abc", "trainer-1",
+             "pod-", "-train", "serve"]  # fmt: skip
+    for name in names:
+        event = {"reason": "Preempted", "involvedObject": {"name": name, "namespace": "ns"}}
+        touched = watching.touched_workloads({"Event": [{"type": "ADDED", "object": event}]}, live)
+        scanned = {r.pk for r in live if r.namespace == "ns" and sync.named_after(name, r.k8s_name)}
+        assert touched.ids == scanned, name
+    big = [watching.LiveRef(i, "ns", f"w{i}") for i in range(2000)]
+    event = {"reason": "Preempted", "involvedObject": {"name": "pod-w7-x-1", "namespace": "ns"}}
+    assert watching.touched_workloads({"Event": [{"object": event}]}, big).ids == {7}
