@@ -21,7 +21,14 @@ class Command(BaseCommand):
             action="store_true",
             help="leave featureGates out (for a Kueue given them by --feature-gates)",
         )
+        parser.add_argument(
+            "--manager",
+            action="store_true",
+            help="for a fleet's manager: add MultiKueue's incremental dispatcher (docs/deploy.md)",
+        )
 
     def handle(self, *args, **options):
-        fragment = expected_configuration(feature_gates=not options["no_feature_gates"])
+        fragment = expected_configuration(
+            feature_gates=not options["no_feature_gates"], manager=options["manager"]
+        )
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")
