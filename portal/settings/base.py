@@ -367,6 +367,8 @@ SPECTACULAR_SETTINGS = {
         "ResourceClassKindEnum": "catalog.models.ResourceClass.Kind",
         "PriorityClassEnum": "tenants.models.priority_classes.PRIORITY_CLASSES",
         "NotificationChannelKindEnum": "tenants.models.NotificationChannel.Kind",
+        "RoleEnum": "tenants.models.Membership.Role",  # a team role, as it was named before
+        "ClusterRoleEnum": "scheduler.cluster.models.Cluster.Role",
     },
 }
 # Registries or repository prefixes workloads may pull from ("registry.example.com",
