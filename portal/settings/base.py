@@ -367,8 +367,6 @@ SPECTACULAR_SETTINGS = {
         "ResourceClassKindEnum": "catalog.models.ResourceClass.Kind",
         "PriorityClassEnum": "tenants.models.priority_classes.PRIORITY_CLASSES",
         "NotificationChannelKindEnum": "tenants.models.NotificationChannel.Kind",
-        "RoleEnum": "tenants.models.Membership.Role",  # a team role, as it was named before
-        "ClusterRoleEnum": "scheduler.cluster.models.Cluster.Role",
     },
 }
 # Registries or repository prefixes workloads may pull from ("registry.example.com",
@@ -417,10 +415,6 @@ KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrati
 # ConfigMap, key controller_manager_config.yaml): read to check the keys above hold.
 KUEUE_CONFIG_NAMESPACE = env("KUEUE_CONFIG_NAMESPACE", default="kueue-system")
 KUEUE_CONFIG_MAP = env("KUEUE_CONFIG_MAP", default="kueue-manager-config")
-# A fleet's manager (docs/deploy.md, "Many clusters"): how many workers MultiKueue's incremental
-# dispatcher nominates per five-minute round, in the platform's order (`manage.py kueue_config
-# --manager` prints it); 1: strictly one worker at a time.
-MULTIKUEUE_DISPATCH_STEP = env.int("MULTIKUEUE_DISPATCH_STEP", default=3)
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

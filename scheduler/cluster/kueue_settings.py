@@ -51,15 +51,15 @@ def pods_ready_setting() -> PodsReady:
     )
 
 
-def expected_configuration(*, feature_gates: bool = True, manager: bool = False) -> dict:
+def expected_configuration(*, feature_gates: bool = True, dispatch_step: int | None = None) -> dict:
     """The fragment for the portal's settings (what `manage.py kueue_config` prints); with
-    `manager`, a fleet's manager's (MultiKueue's dispatcher, MULTIKUEUE_DISPATCH_STEP)."""
+    `dispatch_step`, a fleet's manager's (MultiKueue's incremental dispatcher)."""
     return kueue_configuration(
         settings.GPU_QUOTA_UNIT,
         feature_gates=feature_gates,
         pods_ready=pods_ready_setting(),
         integrations=settings.KUEUE_INTEGRATIONS,
-        multikueue=settings.MULTIKUEUE_DISPATCH_STEP if manager else None,
+        multikueue=dispatch_step,
     )
 
 

@@ -2,9 +2,11 @@
 fragment of a fleet's manager."""
 
 import base64
+import io
 
 import pytest
 import yaml
+from django.core.management import CommandError, call_command
 
 from catalog import slices
 from catalog.kueue_config import kueue_configuration, multikueue_section
@@ -175,3 +177,15 @@ def test_the_managers_kueue_dispatches_incrementally_in_the_platforms_order():
 def test_a_dispatch_step_below_one_is_refused(step):
     with pytest.raises(ValueError, match="at least 1"):
         multikueue_section(step)
+
+
+def test_manage_py_kueue_config_prints_the_managers_fragment_only_when_asked():
+    out = io.StringIO()
+    call_command("kueue_config", "--manager", "--dispatch-step", "1", stdout=out)
+    printed = yaml.safe_load(out.getvalue())
+    assert printed["multiKueue"]["incrementalDispatcherConfig"] == {"stepSize": 1}
+    out = io.StringIO()
+    call_command("kueue_config", stdout=out)
+    assert "multiKueue" not in yaml.safe_load(out.getvalue())
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("kueue_config", "--manager", "--dispatch-step", "0", stdout=io.StringIO())
