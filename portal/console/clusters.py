@@ -52,7 +52,9 @@ class NewClusterForm(ClusterForm):
 
 
 def _errors_into(form: forms.Form, exc: ServiceError) -> None:
-    for field, said in (exc.errors or {None: [exc.detail]}).items():
+    if not exc.errors:
+        form.add_error(None, exc.detail)
+    for field, said in exc.errors.items():
         for message in said:
             form.add_error(field if field in form.fields else None, message)
 

@@ -9,6 +9,9 @@ from scheduler.cluster.models import Cluster
 
 
 class ClusterSerializer(serializers.ModelSerializer):
+    # Said in words rather than as a choice set: its enum would take the name of the team
+    # roles' (both fields are `role`) in the schema.
+    role = serializers.CharField(read_only=True, help_text="standalone, manager or worker")
     credentials_secret = serializers.CharField(
         read_only=True, help_text="namespace/name of its kubeconfig Secret on the manager"
     )
