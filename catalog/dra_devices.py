@@ -1,6 +1,7 @@
 """The devices NVIDIA's DRA driver (`gpu.nvidia.com`) announces for a GPU with DynamicMIG, from the
-catalog: pure facts shared by the portal (catalog/dra.py: quota, claim templates) and the local
-cluster's simulator (localcluster/dra_slices.py: ResourceSlices). No Django, no I/O beyond
+catalog: pure facts shared by the portal (catalog/dra_quota.py: quota, claim templates), the
+local cluster's simulator (localcluster/dra_slices.py: ResourceSlices) and Kueue's
+Configuration (`device_class_mappings`, read by both). No Django, no I/O beyond
 the catalog's JSON, and nothing of `core`, so the local cluster may import it.
 
 Read in kubernetes-sigs/dra-driver-nvidia-gpu (formerly NVIDIA/k8s-dra-driver-gpu),
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -44,6 +46,15 @@ TYPE_MIG = "mig"
 MULTIPROCESSORS = "multiprocessors"
 MEMORY = "memory"
 MIB = 1024 * 1024
+# Kueue's quota resource for DRA-served GPUs: one name, one line per model through the model's
+# ResourceFlavor, as the portal's slices (catalog/slices.py) already are.
+QUOTA_RESOURCE = "gpu-portal.io/gpu-multiprocessors"
+QUOTA_COUNTER = MULTIPROCESSORS
+# The setting naming the models the platform serves through DRA (settings GPU_DRA_MODELS), and
+# what the local cluster serves so (localcluster/dra_node.py): no seed node is an A100-40GB, so
+# the device plugin's models and the DRA one never share a flavor.
+ENV = "GPU_DRA_MODELS"
+LOCAL_CLUSTER_MODELS: tuple[str, ...] = ("A100-40GB",)
 
 
 class NotServed(ValueError):
@@ -67,6 +78,36 @@ def mig_device_name(minor: int, profile: str, profile_id: int, start: int) -> st
     """mig.go `ToCanonicalName`: dots dropped, then RFC 1123 (lower case, other characters '-')."""
     pname = re.sub(r"[^a-z0-9.-]", "-", profile.replace(".", "").lower()).strip("-")
     return f"gpu-{minor}-mig-{pname}-{profile_id}-{start}"
+
+
+_DEVICE = re.compile(r"^gpu-(\d+)(?:-mig-(.+)-(\d+)-(\d+))?$")
+
+
+@cache
+def _profiles_by_canonical() -> dict[str, str]:
+    """A device name's profile part (`3g40gb`, `1g10gb-me`) -> the profile (`3g.40gb`)."""
+    out = {}
+    for model in facts.load_catalog().values():
+        for name in model.profiles:
+            out[mig_device_name(0, name, 0, 0).split("-mig-", 1)[1].rsplit("-", 2)[0]] = name
+    return out
+
+
+def device_profile(device: str) -> str | None:
+    """The MIG profile a device of the driver is (`gpu-0-mig-3g40gb-9-4` -> `3g.40gb`), "" for
+    a whole GPU (`gpu-0`), None for a name the driver does not give."""
+    match = _DEVICE.match(device)
+    if match is None:
+        return None
+    if match.group(2) is None:
+        return ""
+    return _profiles_by_canonical().get(match.group(2))
+
+
+def device_gpu(device: str) -> str:
+    """The GPU a device is on (`gpu-0-mig-3g40gb-9-4` -> `gpu-0`)."""
+    match = _DEVICE.match(device)
+    return f"gpu-{match.group(1)}" if match else device
 
 
 @cache
@@ -250,3 +291,63 @@ def simulated_product_name(product_label: str) -> str:
     (`NVIDIA A100-SXM4-80GB`, as NVML names an A100). Matching never depends on the rest, see
     `product_name_matches`."""
     return product_label.replace("-", " ", 1)
+
+
+# --- Kueue's Configuration -------------------------------------------------------------------
+
+
+def from_env(environ: Mapping[str, str], default: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """GPU_DRA_MODELS as a tuple of catalog keys (comma-separated; unset: `default`)."""
+    raw = environ.get(ENV)
+    if raw is None:
+        return tuple(default)
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def problems(models: Iterable[str]) -> list[str]:
+    """Why a GPU_DRA_MODELS value cannot be served (empty: it can): unknown models, models the
+    driver's partitions cannot be described for."""
+    out = []
+    for model in models:
+        try:
+            dra_model(model)
+        except (facts.UnknownModel, NotServed) as exc:
+            served = ", ".join(m.key for m in served_models())
+            out.append(f"{model}: {exc}; DRA serves {served}")
+    return out
+
+
+def device_selector(models: Iterable[DraModel], overrides: Mapping[str, str] | None = None) -> str:
+    """CEL matching the devices of these models (by GFD product label, platform overrides too)."""
+    labels = [facts.product_label(m.key, overrides) for m in models]
+    return " || ".join(product_name_matches(label) for label in labels)
+
+
+def device_class_mappings(
+    models: Iterable[str] | None = None, overrides: Mapping[str, str] | None = None
+) -> list[dict]:
+    """Kueue v0.19's `resources.deviceClassMappings` (catalog/kueue_config.py merges it beside
+    `transformations`): MIG devices and whole GPUs of the DRA-served models charged in
+    multiprocessors, under one resource name. One mapping, one source, because Kueue v0.19
+    refuses a DeviceClass under two names with the same counter (pkg/config/validation.go), and
+    charges every source of a mapping: a source per model would find no device of its model in
+    another model's claim and hold the workload back. Raises facts.UnknownModel or NotServed
+    for a model it cannot serve (`problems` says why first)."""
+    chosen = served_models() if models is None else [dra_model(m) for m in models]
+    return [
+        {
+            "name": QUOTA_RESOURCE,
+            "deviceClassNames": [MIG_CLASS, GPU_CLASS],
+            "sources": [
+                {
+                    "counter": {
+                        "name": QUOTA_COUNTER,
+                        "driver": DRIVER,
+                        "deviceSelector": {
+                            "cel": {"expression": device_selector(chosen, overrides)}
+                        },
+                    }
+                }
+            ],
+        }
+    ]

@@ -6,7 +6,8 @@ Entry points:
 - `counter_units(model, profile)`: what Kueue charges one device of a profile (or a whole GPU)
   in the quota counter; `slice_quota(model, slices)`: the nominal quota of a grant of N slices;
   `slices_to_admit(model, profile)`: the smallest grant that admits one such device.
-- `device_class_mappings()`: Kueue v0.19's Configuration `resources.deviceClassMappings`.
+- `device_class_mappings()`: Kueue v0.19's Configuration `resources.deviceClassMappings`
+  (catalog/dra_devices.py, which the local cluster's Kueue reads too; re-exported here).
 - `claim_template(...)` / `claim_template_name(...)`: the ResourceClaimTemplate a workload
   asking for a profile (or a whole GPU) of a model renders; `pod_claim(...)`: the pod's side.
 - `check_request(...)`, `check_layout(...)`: refusals as `InvalidInput`, naming what exists.
@@ -34,31 +35,33 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from catalog import facts
-from catalog.dra_devices import (
+from catalog.dra_devices import (  # noqa: F401 - the Kueue side, re-exported with the rest
     DRIVER,
+    ENV,
     GPU_CLASS,
+    LOCAL_CLUSTER_MODELS,
     MIG_CLASS,
-    MULTIPROCESSORS,
+    QUOTA_COUNTER,
+    QUOTA_RESOURCE,
     RESOURCE_API,
     DraModel,
     NotServed,
+    device_class_mappings,
+    device_selector,
     dra_model,
+    from_env,
+    problems,
     product_name_matches,
     served_models,
 )
 from core.errors import InvalidInput
 
-# Kueue's quota resource for DRA-served GPUs: one name, one line per model through the model's
-# ResourceFlavor, as the portal's slices (catalog/slices.py) already are.
-QUOTA_RESOURCE = "gpu-portal.io/gpu-multiprocessors"
-QUOTA_COUNTER = MULTIPROCESSORS
 WHOLE_GPU = "gpu"  # the profile argument that means a whole GPU
 CLAIM_NAME = "gpu"  # the pod's name for its claim (spec.resourceClaims[].name)
 MAX_NAME = 63  # template names stay DNS-1123 labels, as the portal's other names
-
 
 # --- the quota counter -----------------------------------------------------------------------
 
@@ -111,44 +114,6 @@ def slices_to_admit(model: str | facts.GpuModel, profile: str = WHOLE_GPU, count
     while slice_quota(gpu.key, n) < units:
         n += 1
     return n
-
-
-# --- Kueue's Configuration -------------------------------------------------------------------
-
-
-def device_selector(models: Iterable[DraModel], overrides: Mapping[str, str] | None = None) -> str:
-    """CEL matching the devices of these models (by GFD product label, platform overrides too)."""
-    labels = [facts.product_label(m.key, overrides) for m in models]
-    return " || ".join(product_name_matches(label) for label in labels)
-
-
-def device_class_mappings(
-    models: Iterable[str] | None = None, overrides: Mapping[str, str] | None = None
-) -> list[dict]:
-    """Kueue v0.19's `resources.deviceClassMappings` (merge beside `transformations` in
-    `kueue_config.kueue_configuration`): MIG devices and whole GPUs of the DRA-served models
-    charged in multiprocessors, under one resource name. One mapping, one source, because Kueue
-    v0.19 refuses a DeviceClass under two names with the same counter (pkg/config/
-    validation.go), and charges every source of a mapping: a source per model would find no
-    device of its model in another model's claim and hold the workload back."""
-    chosen = served_models() if models is None else [_served(m) for m in models]
-    return [
-        {
-            "name": QUOTA_RESOURCE,
-            "deviceClassNames": [MIG_CLASS, GPU_CLASS],
-            "sources": [
-                {
-                    "counter": {
-                        "name": QUOTA_COUNTER,
-                        "driver": DRIVER,
-                        "deviceSelector": {
-                            "cel": {"expression": device_selector(chosen, overrides)}
-                        },
-                    }
-                }
-            ],
-        }
-    ]
 
 
 # --- what a workload renders -----------------------------------------------------------------

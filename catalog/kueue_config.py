@@ -23,6 +23,9 @@ it, and the portal checks the running Kueue against it (scheduler/cluster/kueue_
 - Kueue's own reasons for a workload it has not admitted (`UnadmittedWorkloadsObservability`,
   beta but off by default in v0.19): `WaitingForQuota`, `ExceedsMaxQuota`, `NoMatchingFlavor`,
   ... on its `QuotaReserved` condition, which "why it waits" reads (workloads/waiting.py);
+- GPU models served through DRA (`GPU_DRA_MODELS`, catalog/dra_quota.py): their MIG devices and
+  whole GPUs charged in multiprocessors through `resources.deviceClassMappings` (Kueue v0.19's
+  counter sources), one quota line per model as the slices are;
 - all or nothing for a gang (`waitForPodsReady`, docs/distributed.md): a workload whose pods are
   not all ready within the timeout after admission is evicted, frees its quota and is requeued
   after a backoff that doubles from a base up to a maximum, so no partial gang holds GPUs; the
@@ -40,7 +43,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from catalog import kueue_integrations, slices
+from catalog import dra_devices, kueue_integrations, slices
 
 CLIENT_QPS = 200
 CLIENT_BURST = 400
@@ -134,13 +137,17 @@ def kueue_configuration(
     feature_gates: bool = True,
     pods_ready: PodsReady | None = None,
     integrations: Sequence[str] = kueue_integrations.DEFAULT,
+    dra_models: Sequence[str] = (),
+    product_overrides: Mapping[str, str] | None = None,
     multikueue: int | None = None,
 ) -> dict:
     """The Configuration keys the portal relies on. `feature_gates=False` leaves the gates out
     for a Kueue that takes them by flag (a flag and the config's `featureGates` together are a
     start-up error). `pods_ready`: the platform team's waitForPodsReady (the defaults without).
-    `integrations`: Kueue's frameworks (`KUEUE_INTEGRATIONS`). `multikueue`: on a fleet's
-    manager, the dispatcher's step (workers nominated per round); None on any other cluster."""
+    `integrations`: Kueue's frameworks (`KUEUE_INTEGRATIONS`). `dra_models`: the models served
+    through DRA (`GPU_DRA_MODELS`), matched by product label (`product_overrides`: the platform's
+    `GPU_PRODUCT_LABELS`). `multikueue`: on a fleet's manager, the dispatcher's step (workers
+    nominated per round); None on any other cluster."""
     out: dict = {
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": copy.deepcopy(TENANT_SELECTOR),
@@ -151,6 +158,10 @@ def kueue_configuration(
     }
     if unit == slices.UNIT_SLICES:
         out["resources"] = {"transformations": slices.kueue_transformations()}
+    if dra_models:
+        out.setdefault("resources", {})["deviceClassMappings"] = dra_devices.device_class_mappings(
+            dra_models, product_overrides
+        )
     if multikueue is not None:
         out["multiKueue"] = multikueue_section(multikueue)
     if feature_gates:

@@ -151,21 +151,30 @@ def request(ctx, tenant, items, starts_at, ends_at, justification, idempotency_k
     _out(ctx, data, f"request #{data['id']}: {data['state']}{why}")
 
 
-def _autoscaling(low, high, gpu_util, latency_ms) -> dict | None:
+def _autoscaling(low, high, gpu_util, latency_ms, per_s) -> dict | None:
     given = {
         "min_replicas": low,
         "max_replicas": high,
         "target_gpu_util": gpu_util,
         "target_latency_ms": latency_ms,
+        "target_requests_per_s": per_s,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if not given:
         return None
     if high is None:
         raise click.UsageError("autoscaling needs --max-replicas")
-    if gpu_util is None and latency_ms is None:
-        raise click.UsageError("autoscaling needs --target-gpu-util and/or --target-latency-ms")
+    if gpu_util is None and latency_ms is None and per_s is None:
+        raise click.UsageError("autoscaling needs --target-gpu-util, --target-latency-ms "
+                               "and/or --target-requests-per-s")  # fmt: skip
     return given
+
+
+def _number(value) -> str:
+    """A target as a person writes it: 5 for 5.0, 0.25 for 0.25 (the API sends floats)."""
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
 
 
 def _ask(resources, model, memory_gb, slices) -> dict:
@@ -204,6 +213,9 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 @click.option("--max-replicas", type=int, help="autoscaling: pods at most (quota is held for it)")
 @click.option("--target-gpu-util", type=int, help="autoscaling: average GPU utilisation, %")
 @click.option("--target-latency-ms", type=int, help="autoscaling: average request latency, ms")
+@click.option(
+    "--target-requests-per-s", type=float, help="autoscaling: requests per second per replica"
+)
 @click.option("--backoff-limit", type=int, default=0)
 @click.option("--cpu", help="CPU cores, requests = limits, e.g. 8 or 500m")
 @click.option("--memory", help="memory, requests = limits, e.g. 64Gi")
@@ -236,16 +248,19 @@ def _ask(resources, model, memory_gb, slices) -> dict:
 @click.pass_context
 def submit(ctx, tenant, name, kind, image, resources, need_model, gpu_memory_gb, compute_slices,
            priority, env, secret_env, replicas, pods, same_rack, topology,
-           min_replicas, max_replicas, target_gpu_util, target_latency_ms, backoff_limit, cpu,
-           memory, ephemeral_storage, shm, volumes, env_from_secrets, image_pull_secrets, wait,
-           timeout, cancel_on_timeout, interval, idempotency_key, command):  # fmt: skip
+           min_replicas, max_replicas, target_gpu_util, target_latency_ms, target_requests_per_s,
+           backoff_limit, cpu, memory, ephemeral_storage, shm, volumes, env_from_secrets,
+           image_pull_secrets, wait, timeout, cancel_on_timeout, interval, idempotency_key,
+           command):  # fmt: skip
     """Submit a workload; the container command follows `--`. A deployment autoscales between
-    --min-replicas and --max-replicas on --target-gpu-util and/or --target-latency-ms.
-    --cpu, --memory and --ephemeral-storage size the container (the namespace's defaults
-    otherwise); --volume, --env-from-secret and --image-pull-secret name what already exists in
-    the team's namespace. Ask by --gpu CLASS=UNITS, or by need: --model with --gpu-memory-gb
-    and/or --compute-slices, and the portal chooses the shape (free now, else the cheapest)."""
-    autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms)
+    --min-replicas and --max-replicas on --target-gpu-util, --target-latency-ms and/or
+    --target-requests-per-s (per replica). --cpu, --memory and --ephemeral-storage size the
+    container (the namespace's defaults otherwise); --volume, --env-from-secret and
+    --image-pull-secret name what already exists in the team's namespace. Ask by --gpu
+    CLASS=UNITS, or by need: --model with --gpu-memory-gb and/or --compute-slices, and the
+    portal chooses the shape (free now, else the cheapest)."""
+    autoscaling = _autoscaling(min_replicas, max_replicas, target_gpu_util, target_latency_ms,
+                               target_requests_per_s)  # fmt: skip
     body = {
         "tenant": tenant,
         "name": name,
@@ -342,10 +357,11 @@ def status(ctx, workload_id):
     lines = [status_line(w, message=not w.get("waiting")), *waiting_lines(w)]
     if scaling := w.get("autoscaling"):
         targets = [
-            f"{label} {scaling[key]}{unit}"
+            f"{label} {_number(scaling[key])}{unit}"
             for key, label, unit in (
                 ("target_gpu_util", "GPU", " %"),
                 ("target_latency_ms", "latency", " ms"),
+                ("target_requests_per_s", "requests", "/s per replica"),
             )
             if scaling.get(key) is not None
         ]

@@ -9,6 +9,10 @@ and what sits idle. Nothing runs real work here, so each pod's utilisation is ma
 steadily: a function of its name (some pods busy, some idle), or the value a pod's annotation
 `gpu-portal.io/demo-util` (0-1) gives it, so the demo can be steered.
 
+The same adapter serves each service's requests per second (`AUTOSCALING_REQUEST_RATE_METRIC`),
+read from the pods' own `/metrics` (the inference stand-in's `requests_total` on the real node,
+`localcluster/pod_rates.py`), so a service with `target_requests_per_s` scales on real load.
+
 Runs until stopped (SIGINT or SIGTERM), then unregisters the metrics API: an APIService left
 without its server makes discovery of the whole cluster report the group unavailable.
 """
@@ -54,6 +58,7 @@ def serve(kubeconfig: Path = KUBECONFIG, env_file: Path = ENV_FILE) -> int:
     from demo.dcgm import DcgmStandin
     from demo.prometheus import PrometheusServer
     from localcluster.metrics_adapter import MetricsAdapter
+    from localcluster.pod_rates import PodRates
     from scheduler.cluster.kube import KubeGateway
     from scheduler.cluster.render.labels import TENANT_LABEL
 
@@ -85,7 +90,11 @@ def serve(kubeconfig: Path = KUBECONFIG, env_file: Path = ENV_FILE) -> int:
         return [p["metadata"]["name"] for p in kube.list("Pod", namespace, label_selector=selector)]
 
     metrics = [settings.AUTOSCALING_GPU_UTIL_METRIC, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
-    adapter = MetricsAdapter(prometheus.url, metrics, pods)
+    rates = PodRates(
+        lambda namespace, selector: kube.list("Pod", namespace, label_selector=selector),
+        {settings.AUTOSCALING_REQUEST_RATE_METRIC: "requests_total"},
+    )
+    adapter = MetricsAdapter(prometheus.url, metrics, pods, rates=rates)
     adapter.start()
     objects = adapter.registration()
     for obj in objects:

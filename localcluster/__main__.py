@@ -1,4 +1,4 @@
-"""Command line: python -m localcluster {build,up,down,reset,status,fleet}."""
+"""Command line: python -m localcluster {build,up,down,reset,status,real-node,dra-node,fleet}."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from . import build, cluster, fleet
+from . import build, cluster, dra_node, fleet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     p_real.add_argument(
         "--gpus", default=None, metavar="MODEL:N", help="the real node plays N GPUs of MODEL"
     )
+    p_dra = sub.add_parser(
+        "dra-node", help="add a KWOK GPU node served through DRA (--remove deletes it)"
+    )
+    p_dra.add_argument("--gpus", default="A100-40GB:1", metavar="MODEL:N")
+    p_dra.add_argument("--name", default=dra_node.DEFAULT_NAME)
+    p_dra.add_argument("--remove", action="store_true")
     p_fleet = sub.add_parser("fleet", help="print the Node manifests of the fleet as YAML")
     p_fleet.add_argument("--large", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
@@ -50,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             return cluster.status()
         elif args.command == "real-node":
             return cluster.real_node(args.gpus)
+        elif args.command == "dra-node":
+            return cluster.dra(args.gpus, args.name, remove=args.remove)
         elif args.command == "fleet":
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from . import build, fleet, jobset, kueue, node_addons, node_stack, realnode
+from . import build, dra_node, fleet, jobset, kueue, node_addons, node_stack, realnode
 from .base import (  # noqa: F401 (cluster.X is how callers and tests name these)
     KUBECONFIG,
     LOCAL_DIR,
@@ -390,6 +390,22 @@ def real_node(gpus: str | None) -> int:
             )
             shown = ", ".join(f"{v} {k}" for k, v in sorted(devices.items())) or "no GPUs"
             print(f"  {node.metadata.name:24} {what}; {shown}")
+    finally:
+        api.close()
+    return 0
+
+
+def dra(gpus: str, name: str, *, remove: bool = False) -> int:
+    """Add (or remove) a KWOK node whose GPUs are served through DRA (dra_node.py)."""
+    api = api_client()
+    try:
+        if remove:
+            dra_node.remove(api, name)
+            print(f"  {name} removed, its ResourceSlices with it")
+            return 0
+        model, _, count = gpus.partition(":")
+        dra_node.ensure(api, model, int(count or 1), name)
+        print(f"  {name}: {count or 1} x {model} served through DRA (ResourceSlices, no layouts)")
     finally:
         api.close()
     return 0

@@ -48,6 +48,8 @@ CONTROLLERS = ",".join(
         "taint-eviction-controller",
         "pod-garbage-collector-controller",
         "ttl-after-finished-controller",
+        # DRA: a pod's claims made from its ResourceClaimTemplates, and freed when it ends
+        "resourceclaim-controller",
         "endpoints-controller",
         "endpointslice-controller",
         # inference services scale on the custom metrics API (localcluster/metrics_adapter.py)

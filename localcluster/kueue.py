@@ -26,7 +26,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
 
-from catalog import kueue_config, kueue_integrations, slices
+from catalog import dra_devices, kueue_config, kueue_integrations, slices
 
 from . import build
 from .base import (
@@ -168,6 +168,8 @@ def config() -> dict:
             feature_gates=False,
             pods_ready=kueue_config.PodsReady.from_env(os.environ),
             integrations=frameworks(),
+            # the DRA node's model (localcluster/dra_node.py), as dev and test settings say
+            dra_models=dra_devices.from_env(os.environ, dra_devices.LOCAL_CLUSTER_MODELS),
         ),
     }
 

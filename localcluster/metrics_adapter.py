@@ -12,6 +12,11 @@ ours. It answers prometheus-adapter's default rule for a per-pod series:
 
     avg by (pod) (<metric>{namespace="<ns>", pod=~"<pods the selector picks>"})
 
+and, given `rates` (`pod_rates.py`), request rates per pod from a counter the pods serve on
+their own `/metrics` (the inference stand-in's `requests_total` as `requests_per_second`),
+scraped from the pods where prometheus-adapter would ask Prometheus for
+`sum by (pod) (rate(requests_total{...}[window]))`.
+
 Wiring: an `APIService` for `v1beta2.custom.metrics.k8s.io` whose Service is of type
 ExternalName `127.0.0.1` (the aggregator dials an ExternalName's host directly, with no
 kube-proxy), served over TLS with a certificate the APIService's caBundle trusts. It binds to
@@ -35,6 +40,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 from urllib.request import urlopen
 
 from .base import openssl
+from .pod_rates import PodRates
 
 GROUP = "custom.metrics.k8s.io"
 VERSION = "v1beta2"
@@ -121,11 +127,19 @@ def _status(code: int, message: str) -> dict:
 
 
 class MetricsAdapter:
-    """Serve `metrics` (per-pod Prometheus series) on the custom metrics API."""
+    """Serve `metrics` (per-pod Prometheus series) on the custom metrics API, and the request
+    rates `rates` serves (scraped from the pods themselves, no Prometheus needed for them)."""
 
-    def __init__(self, prometheus_url: str, metrics: list[str], list_pods: PodLister):
+    def __init__(
+        self,
+        prometheus_url: str,
+        metrics: list[str],
+        list_pods: PodLister,
+        rates: PodRates | None = None,
+    ):
         self.prometheus_url = prometheus_url.rstrip("/")
-        self.metrics = list(metrics)
+        self.rates = rates
+        self.metrics = list(metrics) + (list(rates.counters) if rates is not None else [])
         self.list_pods = list_pods
         self.requests = 0
         self.last_error = ""
@@ -156,12 +170,11 @@ class MetricsAdapter:
         ns, pod, metric = match["ns"], match["pod"], match["metric"]
         if metric not in self.metrics:
             return 404, _status(404, f"the custom metric {metric} is not served")
-        if pod == "*":
-            selector = (parse_qs(query).get("labelSelector") or [""])[0]
-            pods = self.list_pods(ns, selector)
+        selector = (parse_qs(query).get("labelSelector") or [""])[0] if pod == "*" else ""
+        if self.rates is not None and metric in self.rates.counters:
+            values = self.rates.rates(metric, ns, selector, None if pod == "*" else pod)
         else:
-            pods = [pod]
-        values = self.query(metric, ns, pods)
+            values = self.query(metric, ns, self.list_pods(ns, selector) if pod == "*" else [pod])
         if pod != "*" and not values:
             return 404, _status(404, f"no {metric} for pod {ns}/{pod}")
         return 200, metric_value_list(metric, ns, values, datetime.now(UTC))

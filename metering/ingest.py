@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from catalog import product_labels
+from catalog import gpu_serving, product_labels
 from catalog.models import ResourceClass
 from metering import prometheus
 from metering.models import AllocationInterval, IngestCursor, UsageSample
@@ -106,12 +106,15 @@ def finish_of(pod: dict) -> tuple[datetime | None, str]:
     return (max((f for f in finished if f), default=None), reason)
 
 
-def read_pods(raw_pods: list[dict]) -> tuple[list[LivePod], dict[str, tuple[datetime | None, str]]]:
-    """Live GPU pods (one entry per GPU resource) and the finish of pods that stopped (pure)."""
+def read_pods(
+    raw_pods: list[dict], claims: Mapping[tuple[str, str], tuple[str, ...]] | None = None
+) -> tuple[list[LivePod], dict[str, tuple[datetime | None, str]]]:
+    """Live GPU pods (one entry per GPU resource; a DRA pod's devices from `claims`, as
+    node_offers.claim_devices reads them) and the finish of pods that stopped (pure)."""
     live: list[LivePod] = []
     stopped: dict[str, tuple[datetime | None, str]] = {}
     for pod in raw_pods:
-        info = node_offers.parse_gpu_pod(pod)
+        info = node_offers.parse_gpu_pod(pod, claims)
         if info is None:
             status = pod.get("status", {})
             if status.get("phase") in TERMINAL_PHASES or pod["metadata"].get("deletionTimestamp"):
@@ -175,6 +178,10 @@ def ingest_allocations(
     """One minute of metering (see the module's docstring): read the cluster, record it."""
     return record_snapshot(
         pods=kube.list("Pod"),
+        # a DRA pod's devices are in its claims (none read where no model is served so)
+        claims=node_offers.claim_devices(kube.list("ResourceClaim"))
+        if gpu_serving.dra_models()
+        else {},
         namespaces=kube.list("Namespace", label_selector=tenant_namespace_selector()),
         list_nodes=lambda: kube.list("Node"),
         cluster_name=cluster_name,
@@ -188,6 +195,7 @@ def record_snapshot(
     pods: list[dict],
     namespaces: list[dict],
     list_nodes: Callable[[], list[dict]],
+    claims: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
     cluster_name: str = "local",
     now: datetime | None = None,
     prometheus_url: str | None = None,
@@ -197,7 +205,7 @@ def record_snapshot(
     arithmetic is tested on prepared readings and the reading itself on the real cluster."""
     now = now or timezone.now()
     minute = now.astimezone(UTC).replace(second=0, microsecond=0)
-    live, stopped = read_pods(pods)
+    live, stopped = read_pods(pods, claims)
     tenants = _tenants_by_namespace(namespaces)
     use: dict[tuple[str, str], prometheus.PodUse] = {}
     result = IngestResult(at=minute, pods=len({p.uid for p in live}))

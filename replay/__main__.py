@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("part 1: over time on the local cluster")
     g.add_argument("--policies", default=PART_ONE_POLICIES,
                    help="rows, in order (default abcde; the cluster also g, h, i; simulate: "
-                        "also f…l)")  # fmt: skip
+                        "also f…m)")  # fmt: skip
     g.add_argument("--repeat", type=_positive(int), default=1,
                    help="runs of each policy, interleaved (a…e, a…e): mean and range")  # fmt: skip
     g.add_argument("--nodes", type=_positive(int), default=6, help="fleet nodes")
@@ -228,6 +228,7 @@ def run_simulate(args, say) -> str:
         + "\n"
         + goals.table(zero, found, base)
         + goals.reference(window, found, base, zero)
+        + goals.dra_goal(window, found, base, zero)
     )
     if args.gang_size >= 2:
         out += "\n" + _gang_table(args, pods, window.length, say)

@@ -49,6 +49,7 @@ class Policy:
     sized_sharing: bool = False  # time-slice as many GPUs as the shared demand needs
     elastic_layouts: bool = False  # idle GPUs re-shaped for what waits (`simulate.elastic`)
     idle_suspend_s: float = 0.0  # idle workloads suspended after this long (`simulate.idle`)
+    dra: bool = False  # MIG cut per pod on DRA nodes, no layouts (`simulate.dra`, issue 53)
 
 
 POLICIES = {

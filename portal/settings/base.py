@@ -5,12 +5,12 @@ from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
 
-from catalog import kueue_integrations
-
 from .celery_settings import *  # noqa: F403 - the Celery settings (broker, routes, beat)
 from .celery_settings import CELERY_BEAT_SCHEDULE  # each app's periodic tasks are added below
 from .environment import BASE_DIR, env
+from .gpu_queue_settings import *  # noqa: F403 - Kueue, the quota unit, DRA
 from .metering_settings import *  # noqa: F403 - metering, GPU health signals, billing, idle
+from .serving_settings import *  # noqa: F403 - the metrics inference services autoscale on
 from .workspace_settings import *  # noqa: F403 - workspaces and their culling
 
 SECRET_KEY = env("SECRET_KEY", default="dev-only-not-secret-change-me")
@@ -382,39 +382,6 @@ CELERY_BEAT_SCHEDULE["purge-idempotency-records"] = {
     "schedule": env.float("IDEMPOTENCY_PURGE_EVERY_S", default=3600.0),
     "options": {"expires": 3000},
 }
-# Pod metrics that autoscaled deployments follow, as a Prometheus adapter serves them on the
-# custom metrics API: DCGM's GPU utilisation gauge (0-100 %) and a request latency in seconds.
-AUTOSCALING_GPU_UTIL_METRIC = env("AUTOSCALING_GPU_UTIL_METRIC", default="DCGM_FI_DEV_GPU_UTIL")
-AUTOSCALING_LATENCY_METRIC = env(
-    "AUTOSCALING_LATENCY_METRIC", default="http_request_duration_seconds_p95"
-)
-# How long an inference service's metric must stay below target before it scales down (its
-# HPA's behavior.scaleDown.stabilizationWindowSeconds; Kubernetes' default).
-AUTOSCALING_SCALE_DOWN_WINDOW_S = env.int("AUTOSCALING_SCALE_DOWN_WINDOW_S", default=300)
-# What grants are counted in, in Kueue as in the portal (catalog/slices.py):
-# "slices" (a model's compute slices: whole GPU 7, MIG g-profile g; Kueue's Configuration must
-# carry the matching resources.transformations, as the chart and the local cluster do) or
-# "class" (one quota line per resource class; Kueue without transformations).
-GPU_QUOTA_UNIT = env("GPU_QUOTA_UNIT", default="slices")
-# Kueue's waitForPodsReady, printed by `manage.py kueue_config` (the local cluster reads the same
-# names): a workload whose pods are not all ready this long after admission is evicted whole and
-# requeued after a backoff doubling from the base up to the max; after the limit's evictions
-# (empty: none) Kueue deactivates it. Defaults: catalog.kueue_config.PodsReady.
-KUEUE_PODS_READY_TIMEOUT_S = env.int("KUEUE_PODS_READY_TIMEOUT_S", default=300)
-KUEUE_PODS_READY_REQUEUE_BASE_S = env.int("KUEUE_PODS_READY_REQUEUE_BASE_S", default=60)
-KUEUE_PODS_READY_REQUEUE_MAX_S = env.int("KUEUE_PODS_READY_REQUEUE_MAX_S", default=3600)
-_requeue_limit = env("KUEUE_PODS_READY_REQUEUE_LIMIT", default="").strip()  # the chart sets ""
-KUEUE_PODS_READY_REQUEUE_LIMIT = int(_requeue_limit) if _requeue_limit else None
-KUEUE_PODS_READY_BLOCK_ADMISSION = env.bool("KUEUE_PODS_READY_BLOCK_ADMISSION", default=False)
-# Kueue's job integrations (its Configuration's `integrations.frameworks`, comma-separated, as
-# Kueue names them): the four on Kubernetes' own kinds, plus those of projects the platform team
-# installed (jobset.x-k8s.io/jobset, kubeflow.org/pytorchjob, ray.io/rayjob, ...), whose kinds
-# team members may then create. Checked at start-up (scheduler.E006; catalog/kueue_integrations.py).
-KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.DEFAULT))
-# Where the running Kueue keeps its Configuration (its Helm chart's and release manifests'
-# ConfigMap, key controller_manager_config.yaml): read to check the keys above hold.
-KUEUE_CONFIG_NAMESPACE = env("KUEUE_CONFIG_NAMESPACE", default="kueue-system")
-KUEUE_CONFIG_MAP = env("KUEUE_CONFIG_MAP", default="kueue-manager-config")
 CELERY_BEAT_SCHEDULE["sync-queues"] = {
     "task": "scheduler.tasks.sync_queues",
     "schedule": env.float("SYNC_QUEUES_EVERY_S", default=15.0),

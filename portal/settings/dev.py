@@ -1,4 +1,4 @@
-from catalog import kueue_integrations
+from catalog import dra_devices, kueue_integrations
 
 from .base import *  # noqa: F403
 from .base import env
@@ -16,6 +16,8 @@ WORKLOAD_IMAGE_ALLOWLIST = env.list("WORKLOAD_IMAGE_ALLOWLIST", default=["*"])
 
 # The local cluster runs JobSet's controller: its Kueue queues JobSets, so team Roles may make them.
 KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.LOCAL_CLUSTER))
+# The local cluster serves its DRA node's model so (localcluster/dra_node.py).
+GPU_DRA_MODELS = env.list("GPU_DRA_MODELS", default=list(dra_devices.LOCAL_CLUSTER_MODELS))
 
 # Workspaces on their own hosts w<id>.ws.localhost (another site than 127.0.0.1, the portal's
 # default host), served by `python -m workspaces.proxy` on this machine.

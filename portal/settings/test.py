@@ -1,7 +1,7 @@
 import hashlib
 import os
 
-from catalog import kueue_integrations
+from catalog import dra_devices, kueue_integrations
 
 from .base import *  # noqa: F403
 from .base import BASE_DIR, env
@@ -43,6 +43,8 @@ WORKER_METRICS_PORT = 0  # the tests' workers serve no metrics; tests that need 
 
 # The local cluster runs JobSet's controller: its Kueue queues JobSets, so team Roles may make them.
 KUEUE_INTEGRATIONS = env.list("KUEUE_INTEGRATIONS", default=list(kueue_integrations.LOCAL_CLUSTER))
+# The local cluster serves its DRA node's model so (localcluster/dra_node.py).
+GPU_DRA_MODELS = env.list("GPU_DRA_MODELS", default=list(dra_devices.LOCAL_CLUSTER_MODELS))
 # Workspaces on a site of their own (workspaces/sites.py), as production must.
 WORKSPACE_DOMAIN = "ws.gpu-portal-workspaces.test"
 WORKSPACE_PROXY_TOKEN = "test-proxy-token"  # noqa: S105 - the tests' own

@@ -14,10 +14,12 @@ all zero for the policy rows.
   before reclaim, victims by least work lost).
 - `scheduler`: nodes, their GPUs as MIG instances, whole GPUs or time-sliced replicas; binding
   by MostAllocated.
+- `dra`: the DRA row's nodes: GPUs as counter sets, each pod's MIG placement allocated first
+  fit when it binds (issue 53).
 - `engine`: the event loop at trace time and what it measures.
 - `fleet`: one policy on one fleet, set up the way part 1 sets it up on the cluster.
 - `slice_quota`: the rows' GPU-equivalent quotas (f…j), slice counts read from the catalog.
-- `rows`: row 0, a…e and the what-ifs f…j, the search for the smallest fleet that carries
+- `rows`: row 0, a…e and the what-ifs f…m, the search for the smallest fleet that carries
   the trace, the fairness metric.
-- `report`: the table; `goals`: issue 29's goals row by row.
+- `report`: the table; `goals`: issue 29's goals row by row, and issue 53's for the DRA row.
 """

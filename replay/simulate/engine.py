@@ -77,6 +77,7 @@ class Result:
     in_queue_preemptions: int = 0  # of `preemptions`, by priority within a team; the rest reclaim
     ping_pong: int = 0  # victims the Kueue model held back (`kueue.PING_PONG_LIMIT`)
     reshaped_gpus: int = 0  # GPUs the elastic layouts re-shaped (rows from k)
+    asked: list[str] = field(default_factory=list)  # beside `waits`: the resource each pod asked
 
     def wait(self, q: float) -> float:
         """The q-quantile of queue wait (trace seconds); refused and never started count as
@@ -84,6 +85,14 @@ class Result:
         waits = sorted(self.waits + [math.inf] * self.refused)
         if not waits:
             return 0.0
+        return waits[min(len(waits) - 1, math.ceil(q * len(waits)) - 1)]
+
+    def wait_asking(self, q: float, keep: Callable[[str], bool]) -> float | None:
+        """The q-quantile of queue wait over the jobs whose resource `keep` accepts (refused
+        ones not counted: they asked nothing of a node); None when there are none."""
+        waits = sorted(w for w, r in zip(self.waits, self.asked, strict=True) if keep(r))
+        if not waits:
+            return None
         return waits[min(len(waits) - 1, math.ceil(q * len(waits)) - 1)]
 
 
@@ -305,6 +314,7 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
     held: dict[int, float] = defaultdict(float)
     demand: dict[int, float] = defaultdict(float)
     waits, never, preemptions, lost = [], 0, 0, 0.0
+    asked: list[str] = []
     refused = {id(j) for j in engine.refused}
     for job in engine.jobs:
         p = job.pod
@@ -321,6 +331,7 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
             held[job.team] += job.gpu_eq * overlap
         if id(job) in refused:
             continue
+        asked.append(job.kpod.resource)
         if job.started is None:
             never += 1
             waits.append(math.inf)
@@ -344,6 +355,7 @@ def measure(engine: Engine, horizon: float, fleet_gpus: int, slices_per_gpu: int
         in_queue_preemptions=engine.in_queue_preemptions,
         ping_pong=engine.kueue.ping_pong,
         reshaped_gpus=engine.elastic.reshaped if engine.elastic is not None else 0,
+        asked=asked,
     )
 
 

@@ -14,6 +14,9 @@ with the portal's pure code where the portal decides:
 5. the Kueue model built from those manifests (fair sharing and the reclaim policy from the
    row's `Policy`), the scheduler model from the layouts.
 
+The DRA row (`Policy.dra`) has no layouts: its nodes are `dra.DraScheduler`'s counter sets,
+each pod's MIG placement allocated when it is bound.
+
 Rows f…j (`Policy.slices`, what-ifs the portal does not render yet) differ in steps 3 and 4:
 grants, quota lines and transformations in GPU-equivalent slices (`slice_quota`: the counts
 read from `catalog.slices`, the grants and lines restated until the portal renders
@@ -30,7 +33,7 @@ from catalog import facts, slices
 from catalog.models import Pool, ResourceClass
 from catalog.services import catalog_resource_classes
 from localcluster.components import scheduler_config
-from replay.simulate import elastic, slice_quota
+from replay.simulate import dra, elastic, slice_quota
 from replay.simulate import kueue as kq
 from replay.simulate.engine import Engine, Harness, Job, Result, measure, tie_order
 from replay.simulate.scheduler import Pod, Scheduler, gpu_node, resource_name, scoring_weights
@@ -111,8 +114,10 @@ def layouts(
     whole nodes (c…i: the device plugin's sharing config is per node) or, with
     `sized_sharing`, the fleet's last GPUs, as many as the shared demand needs."""
     model = facts.get_model(fleet.model)
-    shared_slug = facts.class_slug(model, "shared")
     per = fleet.gpus_per_node
+    if policy.dra:  # GPUs stay uncut until a claim cuts them: no layout, nothing changed
+        return [[planner.WHOLE] * per for _ in range(fleet.nodes)], 0
+    shared_slug = facts.class_slug(model, "shared")
     n_shared = 0
     if policy.sharing and policy.sized_sharing:
         n_shared = shared_gpus(demand, model, fleet.gpus)
@@ -242,8 +247,15 @@ def build(
         victims_by_work_lost=p.victims_by_work_lost,
     )
     values = kq.priorities(setup.priority_classes)
-    nodes = [gpu_node(f"node-{n}", model, shapes) for n, shapes in enumerate(setup.node_shapes)]
-    sched = Scheduler(nodes, scoring_weights(scheduler_config()))
+    sched: Scheduler
+    if p.dra:
+        per = setup.fleet.gpus_per_node
+        sched = dra.DraScheduler(
+            [dra.dra_node(f"node-{n}", model, per) for n in range(setup.fleet.nodes)], model
+        )
+    else:
+        nodes = [gpu_node(f"node-{n}", model, shapes) for n, shapes in enumerate(setup.node_shapes)]
+        sched = Scheduler(nodes, scoring_weights(scheduler_config()))
     jobs = []
     for pod in window.pods:
         a = ask(pod, setup.policy, model)

@@ -1,5 +1,6 @@
 """Issue 29's goals, row by row: allocation on the smallest carrying fleet, that fleet against
-row 0's, every team's share against min(its demand, its fair share), and what preemption cost.
+row 0's, every team's share against min(its demand, its fair share), and what preemption cost;
+and issue 53's for the DRA row (`dra_goal`).
 
 The goals: at least `ALLOC_GOAL` allocation by requested milli on the smallest fleet that
 carries the trace (`rows.carrying_fleet`), that fleet at most `FLEET_GOAL` × row 0's GPUs, and
@@ -10,8 +11,10 @@ default fleet as well).
 
 from __future__ import annotations
 
+import math
+
 from catalog import facts
-from replay.simulate import idle, pooled
+from replay.simulate import dra, idle, pooled
 from replay.simulate.engine import Result
 from replay.simulate.fleet import Fleet
 from replay.simulate.rows import (
@@ -117,3 +120,80 @@ def reference(window: Window, rows: list[Row], fleet: Fleet, zero: RowZero) -> s
             f"| {by} | {here.wait_p95_s / 60:,.0f} min | {here.alloc_milli:.1%} | {there} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    return "never" if not math.isfinite(seconds) else f"{seconds / 60:,.0f} min"
+
+
+def _carrying_gpus(row: Row, fleet: Fleet) -> int | None:
+    return None if row.carrying_nodes is None else row.carrying_nodes * fleet.gpus_per_node
+
+
+def dra_goal(window: Window, rows: list[Row], fleet: Fleet, zero: RowZero) -> str:
+    """Issue 53's measure: the DRA row against row k (elastic layouts) and the pooled
+    reference of the DRA row's own shapes. The goal: it carries on no more GPUs than that
+    reference, and its p95 wait on the default fleet is below row k's there."""
+    by_key = {r.policy.key: r for r in rows}
+    dra_row = next((r for r in rows if r.policy.dra), None)
+    if dra_row is None:
+        return ""
+    k = by_key.get("k")
+    model = facts.get_model(fleet.model)
+    up_to = MAX_NODES_FACTOR * max(1, -(-zero.gpus // fleet.gpus_per_node))
+    size = pooled.sizes(window, dra_row.policy, model, "shape")
+    pool_here = pooled.serve(window, size, fleet.gpus)
+    pool = pooled.smallest(window, size, fleet.gpus_per_node, WAIT_LIMIT_S, up_to)
+    whole = facts.WHOLE_GPU_RESOURCE
+
+    def cells(row: Row | None) -> list[str]:
+        if row is None:
+            return ["not run"] * 6
+        r, there, gpus = row.default, row.carrying, _carrying_gpus(row, fleet)
+        return [
+            "none found" if gpus is None else f"{gpus}",
+            f"{r.alloc_slices:.1%} / " + ("—" if there is None else f"{there.alloc_slices:.1%}"),
+            _minutes(r.wait(0.95)),
+            "—" if there is None else _minutes(there.wait(0.95)),
+            f"{_minutes(r.wait_asking(0.95, lambda a: a == whole))} / "
+            f"{_minutes(r.wait_asking(0.95, lambda a: a != whole))}",
+            f"{r.reshaped_gpus} / " + ("—" if there is None else f"{there.reshaped_gpus}"),
+        ]
+
+    pool_cells = [
+        "none found" if pool is None else f"{pool.gpus}",
+        "—",
+        _minutes(pool_here.wait_p95_s),
+        "—" if pool is None else _minutes(pool.wait_p95_s),
+        "—",
+        "—",
+    ]
+    names = [
+        "carrying fleet, GPUs",
+        f"by slices, {fleet.gpus} GPUs / there",
+        f"p95 wait, {fleet.gpus} GPUs",
+        "p95 wait at its carrying fleet",
+        f"p95 wait of whole-GPU / fractional asks, {fleet.gpus} GPUs",
+        f"GPUs re-shaped (drained), {fleet.gpus} GPUs / there",
+    ]
+    key = dra_row.policy.key
+    columns = zip(names, cells(k), cells(dra_row), pool_cells, strict=True)
+    lines = [
+        f"\nIssue 53: DRA (row {key}) against elastic layouts (row k) and the pooled reference "
+        f"of row {key}'s shapes (`replay/simulate/dra.py`); counters: "
+        f"{dra.counter_source(model)}:\n",
+        f"| | row k | row {key} (DRA) | pooled, row {key}'s shapes |\n|---|---|---|---|",
+        *(f"| {n} | {a} | {b} | {c} |" for n, a, b, c in columns),
+    ]
+    gpus = _carrying_gpus(dra_row, fleet)
+    fleet_ok = gpus is not None and pool is not None and gpus <= pool.gpus
+    wait_ok = k is not None and dra_row.default.wait(0.95) < k.default.wait(0.95)
+    lines.append(
+        f"\nGoal: row {key} carries on no more GPUs than the pool of its shapes: "
+        f"{'yes' if fleet_ok else 'no'}; its p95 wait on {fleet.gpus} GPUs is below row k's: "
+        + ("row k not run" if k is None else "yes" if wait_ok else "no")
+        + f". Goal met: {'yes' if fleet_ok and wait_ok else 'no'}.\n"
+    )
+    return "\n".join(lines)

@@ -1,5 +1,5 @@
 """The rows: row 0 (the fleet the seed's 30–40 % describes), the policies a…e and the what-ifs
-f…j, each on the default fleet and on the smallest fleet that carries the trace.
+f…m, each on the default fleet and on the smallest fleet that carries the trace.
 
 Row 0: each team on dedicated whole GPUs sized to its own peak (every pod on whole GPUs from
 the moment it arrives: no queue, no sharing, no waiting). Computed directly, not simulated:
@@ -65,7 +65,13 @@ def _what_if() -> dict[str, Policy]:
     l_ = replace(k, key="l", title="k + idle GPUs given back after 30 min idle (assumed: the "
                  "last 20 % of every run idle; the trace has no use signal)",
                  idle_suspend_s=IDLE_SUSPEND_S)  # fmt: skip
-    return {p.key: p for p in (f, g, h, i, j, k, l_)}
+    # Row m: i's queues on DRA nodes (issue 53): neither j's time-slicing (Kueue v0.19 refuses
+    # shared claims, so a small ask takes a 1g or 2g) nor k's layouts (each pod's placement
+    # is cut on demand).
+    m = replace(k, key="m", title="i on DRA: each MIG ask placed on demand within its GPU's "
+                "counters (first fit), no layouts, drains or rollouts; small asks as MIG",
+                sharing=False, sized_sharing=False, elastic_layouts=False, dra=True)  # fmt: skip
+    return {p.key: p for p in (f, g, h, i, j, k, l_, m)}
 
 
 WHAT_IF = _what_if()
@@ -75,7 +81,7 @@ ROWS = {**POLICIES, **WHAT_IF}
 # default) and Kueue shares fairly (its Configuration), so f is d there; g's unlimited
 # borrowing, h's grace (the portal's reclaim controller) and i's priorities are settings the
 # portal has. Not j (the cluster replay time-slices whole nodes), k (the elastic controller is
-# not run at the replay's pace) or l (an assumed idle tail).
+# not run at the replay's pace), l (an assumed idle tail) or m (DRA nodes).
 CLUSTER_ROWS = {k: ROWS[k] for k in "abcdeghi"}
 
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from catalog import gpu_serving
 from catalog.models import Pool
 from catalog.product_labels import configured_product_labels
 from catalog.services import ensure_resource_classes
@@ -65,10 +66,19 @@ class ClusterReading:
 def read_cluster(kube: KubeGateway) -> ClusterReading:
     labels_by_model = configured_product_labels()
     levels = set(settings.GPU_TOPOLOGY_LEVELS.values())
-    nodes = [node_offers.parse_node(n, labels_by_model, levels) for n in kube.list("Node")]
+    dra = gpu_serving.dra_models()
+    # a DRA node's devices are its ResourceSlices, a DRA pod's its claims (neither read where
+    # no model is served so)
+    published = node_offers.published_nodes(kube.list("ResourceSlice")) if dra else None
+    nodes = [
+        node_offers.parse_node(n, labels_by_model, levels, dra, published)
+        for n in kube.list("Node")
+    ]
+    claims = node_offers.claim_devices(kube.list("ResourceClaim")) if dra else {}
+    pods = (node_offers.parse_gpu_pod(p, claims) for p in kube.list("Pod"))
     return ClusterReading(
         nodes=[n for n in nodes if n.gpu_model],
-        pods=[p for p in map(node_offers.parse_gpu_pod, kube.list("Pod")) if p is not None],
+        pods=[p for p in pods if p is not None],
         namespaces={
             ns["metadata"]["name"]: (ns["metadata"].get("labels") or {}).get(TENANT_LABEL)
             for ns in kube.list("Namespace", label_selector=TENANT_LABEL)

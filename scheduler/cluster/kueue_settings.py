@@ -28,6 +28,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from catalog import kueue_integrations
+from catalog.dra_devices import QUOTA_RESOURCE
 from catalog.kueue_config import QUEUE_ENFORCED_LABEL, PodsReady, kueue_configuration
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ def expected_configuration(*, feature_gates: bool = True, dispatch_step: int | N
         feature_gates=feature_gates,
         pods_ready=pods_ready_setting(),
         integrations=settings.KUEUE_INTEGRATIONS,
+        dra_models=settings.GPU_DRA_MODELS,
+        product_overrides=settings.GPU_PRODUCT_LABELS,
         multikueue=dispatch_step,
     )
 
@@ -150,6 +153,26 @@ def _crd_findings(
     return missing, tuple(usable)
 
 
+def _dra_findings(config: dict, dra_models: Sequence[str]) -> list[Missing]:
+    """A model served through DRA is counted only where Kueue maps the driver's classes to the
+    portal's quota resource; without it its claims are counted by device, not by slices."""
+    if not dra_models:
+        return []
+    mappings = (config.get("resources") or {}).get("deviceClassMappings") or []
+    names = {m.get("name") for m in mappings if isinstance(m, Mapping)}
+    if QUOTA_RESOURCE in names:
+        return []
+    return [
+        Missing(
+            "resources.deviceClassMappings",
+            QUOTA_RESOURCE,
+            f"GPU_DRA_MODELS serves {', '.join(dra_models)} through DRA, but Kueue's "
+            f"Configuration has no deviceClassMappings entry {QUOTA_RESOURCE}, so their grants "
+            f"are not charged in multiprocessors and DRA work waits. Add it; {FIX}.",
+        )
+    ]
+
+
 def _config_findings(config: dict, enabled: Sequence[str]) -> list[Missing]:
     missing = []
     if config.get("manageJobsWithoutQueueName") is not True:
@@ -207,9 +230,16 @@ def _config_findings(config: dict, enabled: Sequence[str]) -> list[Missing]:
     return missing
 
 
-def judge(facts: Facts, *, enabled: Sequence[str], namespace: str, name: str) -> Verdict:
+def judge(
+    facts: Facts,
+    *,
+    enabled: Sequence[str],
+    namespace: str,
+    name: str,
+    dra_models: Sequence[str] = (),
+) -> Verdict:
     """The verdict on the running Kueue (pure): `enabled`, the integrations the portal enables;
-    `namespace`/`name`, where its ConfigMap was read from."""
+    `namespace`/`name`, where its ConfigMap was read from; `dra_models`, GPU_DRA_MODELS."""
     missing, usable = _crd_findings(enabled, facts.crds)
     where = f"{namespace}/{name}"
     config: object = None
@@ -232,7 +262,7 @@ def judge(facts: Facts, *, enabled: Sequence[str], namespace: str, name: str) ->
                 if not isinstance(config, dict):
                     problem = f"its key {CONFIG_KEY} is not a Configuration"
     if isinstance(config, dict):
-        missing += _config_findings(config, enabled)
+        missing += _config_findings(config, enabled) + _dra_findings(config, dra_models)
     else:
         missing.insert(
             0,
@@ -279,7 +309,13 @@ class KueueSettingsCheck:
                 enabled = tuple(settings.KUEUE_INTEGRATIONS)
                 namespace, name = settings.KUEUE_CONFIG_NAMESPACE, settings.KUEUE_CONFIG_MAP
                 facts = self._read(namespace, name, optional_crds(enabled))
-                verdict = judge(facts, enabled=enabled, namespace=namespace, name=name)
+                verdict = judge(
+                    facts,
+                    enabled=enabled,
+                    namespace=namespace,
+                    name=name,
+                    dra_models=settings.GPU_DRA_MODELS,
+                )
                 if verdict != self._verdict:  # said once per change, not on every reconcile
                     for missing in verdict.missing:
                         log.error("Kueue's settings: %s", missing.detail)

@@ -11,11 +11,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from catalog import facts, product_labels
+from catalog import dra_devices, facts, product_labels, slices
 from scheduler.cluster.render import labels as render_labels
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MIG_PREFIX = "nvidia.com/mig-"
+# A node whose GPUs are served through DRA shows it as its MIG strategy: MIG cut on demand;
+# one whose driver publishes no ResourceSlice (gone, restarting) offers nothing meanwhile.
+DRA = "dra"
+DRA_UNPUBLISHED = "dra-unpublished"
 # A node with the portal's health taint (scheduler/health) offers nothing to the pools while it
 # is there, whoever's value (portal instance) it carries.
 HEALTH_TAINT_KEY = render_labels.HEALTH_TAINT_KEY
@@ -84,14 +88,56 @@ def class_units(
     return dict(units)
 
 
+def dra_units(model_key: str, gpus: int) -> dict[str, int]:
+    """Units per class slug a node of `gpus` GPUs served through DRA offers: each GPU one whole
+    GPU or as many of a MIG profile as it can be cut into (what could be allocated, not what
+    is cut: the approval also counts the model's slices, tenants/services/capacity.py)."""
+    if not model_key or gpus <= 0:
+        return {}
+    model = facts.get_model(model_key)
+    units = {facts.class_slug(model, "whole"): gpus}
+    for profile in model.profiles.values():
+        units[facts.class_slug(model, "mig", profile.name)] = gpus * profile.max_instances
+    return units
+
+
+def dra_free(model_key: str, gpus: int, held: Mapping[str, int]) -> dict[str, int]:
+    """Units per class slug a DRA node could still allocate, given the devices its pods hold
+    (resource name -> count, as `parse_gpu_pod` counts them): each class bounded by its own
+    placements and by the node's free compute slices (an estimate across GPUs: the scheduler
+    places within each GPU's counters)."""
+    if not model_key or gpus <= 0:
+        return {}
+    model = facts.get_model(model_key)
+    per_unit = slices.resource_slices([model])
+    free_slices = gpus * slices.SLICES_PER_GPU - sum(
+        per_unit.get(name, 0) * n for name, n in held.items()
+    )
+    resources = {facts.class_slug(model, "whole"): facts.WHOLE_GPU_RESOURCE}
+    for p in model.profiles.values():
+        resources[facts.class_slug(model, "mig", p.name)] = p.resource_name
+    out = {}
+    for slug, n in dra_units(model_key, gpus).items():
+        resource = resources[slug]
+        room = max(0, free_slices) // max(1, per_unit.get(resource, slices.SLICES_PER_GPU))
+        out[slug] = max(0, min(n - held.get(resource, 0), room))
+    return out
+
+
 def parse_node(
-    node: dict, labels_by_model: Mapping[str, str] | None = None, keep: Collection[str] = ()
+    node: dict,
+    labels_by_model: Mapping[str, str] | None = None,
+    keep: Collection[str] = (),
+    dra_models: Collection[str] = (),
+    dra_published: Collection[str] | None = None,
 ) -> NodeInfo:
     """A node as the portal sees it. Its model comes from GFD's product label alone, the label
     workloads and Kueue's flavors select: read with `labels_by_model` (catalog key -> product,
     what `product_labels.configured_product_labels` gives: a caller parsing many nodes reads it
     once), or the platform's `GPU_PRODUCT_LABELS` when None. Its labels kept: NVIDIA's and
-    `keep` (the topology levels: where a gang may be placed and where it landed)."""
+    `keep` (the topology levels: where a gang may be placed and where it landed). A node of a
+    model in `dra_models` (GPU_DRA_MODELS) offers its GPUs through DRA (`dra_units`), none
+    while it is not among `dra_published` (the nodes with ResourceSlices; None: not read)."""
     meta = node.get("metadata", {})
     labels: dict[str, str] = meta.get("labels") or {}
     status = node.get("status", {})
@@ -105,14 +151,20 @@ def parse_node(
     model_key = model.key if model else ""
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
     sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
+    gpu_count = _int(labels.get("nvidia.com/gpu.count"))
+    dra = model_key in dra_models
+    name = meta.get("name", "")
+    published = dra and (dra_published is None or name in dra_published)
     return NodeInfo(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         gpu_model=model_key,
         gpu_product=product,
-        gpu_count=_int(labels.get("nvidia.com/gpu.count")),
+        gpu_count=gpu_count,
         gpu_memory_mib=_int(labels.get("nvidia.com/gpu.memory")),
-        mig_strategy=labels.get("nvidia.com/mig.strategy", ""),
+        mig_strategy=(DRA if published else DRA_UNPUBLISHED)
+        if dra
+        else labels.get("nvidia.com/mig.strategy", ""),
         mig_config=labels.get("nvidia.com/mig.config", ""),
         mig_config_state=labels.get("nvidia.com/mig.config.state", ""),
         sharing_strategy=sharing,
@@ -124,7 +176,11 @@ def parse_node(
         },
         schedulable=not node.get("spec", {}).get("unschedulable", False),
         ready=conditions.get("Ready") == "True",
-        units=class_units(model_key, allocatable, sharing, product),
+        units=(
+            (dra_units(model_key, gpu_count) if published else {})
+            if dra
+            else class_units(model_key, allocatable, sharing, product)
+        ),
         health_tainted=any(
             t.get("key") == HEALTH_TAINT_KEY for t in node.get("spec", {}).get("taints") or []
         ),
@@ -172,11 +228,67 @@ class PodInfo:
     phase: str
     priority_class: str
     started_at: str | None
+    devices: tuple[str, ...] = ()  # DRA: the GPU devices its claims were allocated
 
 
-def parse_gpu_pod(pod: dict) -> PodInfo | None:
+def published_nodes(slices: Iterable[dict]) -> set[str]:
+    """Nodes the NVIDIA driver publishes ResourceSlices for (pure)."""
+    return {
+        s["spec"]["nodeName"]
+        for s in slices
+        if (s.get("spec") or {}).get("driver") == dra_devices.DRIVER and s["spec"].get("nodeName")
+    }
+
+
+def claim_devices(claims: Iterable[dict]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(namespace, claim name) -> the NVIDIA driver's devices allocated to it (pure)."""
+    out = {}
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results = (allocation.get("devices") or {}).get("results") or []
+        devices = tuple(
+            r["device"]
+            for r in results
+            if r.get("driver") == dra_devices.DRIVER and r.get("device")
+        )
+        if devices:
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = devices
+    return out
+
+
+def pod_claim_names(pod: dict) -> list[str]:
+    """The ResourceClaims a pod uses: those made from its templates, and shared ones it names."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    names = [
+        c["resourceClaimName"]
+        for c in status.get("resourceClaimStatuses") or []
+        if c.get("resourceClaimName")
+    ]
+    names += [
+        c["resourceClaimName"]
+        for c in spec.get("resourceClaims") or []
+        if c.get("resourceClaimName")
+    ]
+    return names
+
+
+def device_resource(device: str) -> str | None:
+    """The device plugin's resource name a DRA device counts as (`gpu-0` -> nvidia.com/gpu,
+    `gpu-0-mig-3g40gb-9-4` -> nvidia.com/mig-3g.40gb): metering, the capacity map and outside
+    use then count it as the same unit of the same class."""
+    profile = dra_devices.device_profile(device)
+    if profile is None:
+        return None
+    return f"{MIG_PREFIX}{profile}" if profile else facts.WHOLE_GPU_RESOURCE
+
+
+def parse_gpu_pod(
+    pod: dict, claims: Mapping[tuple[str, str], tuple[str, ...]] | None = None
+) -> PodInfo | None:
     """A bound, live pod's GPU requests (init containers run one at a time: their largest
-    request counts, as the scheduler counts it); None when it holds no GPU."""
+    request counts, as the scheduler counts it), and the devices its DRA claims were allocated
+    (`claims`: `claim_devices`' answer) counted the same way; None when it holds no GPU."""
     spec, status, meta = pod.get("spec", {}), pod.get("status", {}), pod.get("metadata", {})
     if not spec.get("nodeName") or status.get("phase") not in ("Pending", "Running"):
         return None
@@ -191,6 +303,13 @@ def parse_gpu_pod(pod: dict) -> PodInfo | None:
         for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
             if name.startswith("nvidia.com/"):
                 total[name] = max(total[name], _int(value))
+    devices: list[str] = []
+    for name in pod_claim_names(pod) if claims else ():
+        for device in claims.get((meta.get("namespace", ""), name), ()):
+            resource = device_resource(device)
+            if resource:
+                total[resource] += 1
+                devices.append(device)
     resources = {k: v for k, v in total.items() if v > 0}
     if not resources:
         return None
@@ -203,4 +322,5 @@ def parse_gpu_pod(pod: dict) -> PodInfo | None:
         phase=status["phase"],
         priority_class=spec.get("priorityClassName", ""),
         started_at=status.get("startTime"),
+        devices=tuple(devices),
     )

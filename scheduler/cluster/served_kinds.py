@@ -54,6 +54,11 @@ KINDS: dict[str, Kind] = {
     "CustomResourceDefinition": Kind(
         "/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False
     ),
+    # Dynamic Resource Allocation (GPU models served through DRA: catalog/serving.py)
+    "ResourceClaimTemplate": Kind("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "ResourceClaim": Kind("/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceSlice": Kind("/apis/resource.k8s.io/v1", "resourceslices", False),
+    "DeviceClass": Kind("/apis/resource.k8s.io/v1", "deviceclasses", False),
     # Kueue (v1beta2 is its storage version)
     "ResourceFlavor": Kind("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Kind("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),

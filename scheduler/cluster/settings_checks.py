@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from catalog import kueue_integrations, slices
+from catalog import dra_devices, kueue_integrations, slices
 from catalog.product_labels import LABEL_VALUE, read_product_labels
 from core.quantities import BadQuantity, parse_quantity
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
@@ -169,6 +169,24 @@ def check_gpu_quota_unit(app_configs=None, **kwargs) -> list[checks.CheckMessage
             id="scheduler.E005",
         )
     ]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_dra_models(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    models = getattr(settings, "GPU_DRA_MODELS", [])
+    errors = [
+        checks.Error(f"GPU_DRA_MODELS: {problem}", id="scheduler.E007")
+        for problem in dra_devices.problems(models)
+    ]
+    if models and getattr(settings, "GPU_QUOTA_UNIT", slices.UNIT_SLICES) != slices.UNIT_SLICES:
+        errors.append(
+            checks.Error(
+                "GPU_DRA_MODELS needs GPU_QUOTA_UNIT=slices",
+                hint="a DRA model's grant is one quota line of multiprocessors, as slices are",
+                id="scheduler.E007",
+            )
+        )
+    return errors
 
 
 @checks.register(checks.Tags.compatibility)

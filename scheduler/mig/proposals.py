@@ -18,6 +18,7 @@ from catalog import facts
 from core import audit
 from core.errors import InvalidInput
 from core.permissions import require_platform_admin
+from scheduler.cluster import node_offers
 from scheduler.cluster.models import Node, PodAllocation
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts
@@ -96,7 +97,11 @@ def fleet_from_inventory(
     for alloc in PodAllocation.objects.order_by("started_at", "uid"):
         pods[alloc.node_name].append(alloc)
     gpus, labels = [], {}
-    for node in Node.objects.exclude(gpu_model="").filter(gpu_count__gt=0).order_by("name"):
+    # a node served through DRA has no layout to plan: its placements are cut on demand
+    nodes = Node.objects.exclude(gpu_model="").exclude(
+        mig_strategy__in=(node_offers.DRA, node_offers.DRA_UNPUBLISHED)
+    )
+    for node in nodes.filter(gpu_count__gt=0).order_by("name"):
         model = facts.get_model(node.gpu_model)
         labels[node.name] = (node.mig_config, node.device_plugin_config)
         shapes = current_shapes(node, configs, dp_configs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -137,6 +138,14 @@ class Workload(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Autoscaling: average request latency (ms) the pods should answer in",
     )
+    target_requests_per_s = models.DecimalField(
+        null=True,
+        blank=True,
+        max_digits=9,
+        decimal_places=3,  # a Kubernetes quantity in thousandths ("500m")
+        validators=[MinValueValidator(Decimal("0.001"))],
+        help_text="Autoscaling: requests per second each replica should serve, on average",
+    )
     # An inference service: [{name, port}] its container serves on (a ClusterIP Service in
     # front) and {readiness, liveness: {path, port}} HTTP probes
     # (scheduler/workloads/kinds/serving.py).
@@ -212,7 +221,11 @@ class Workload(models.Model):
                 condition=Q(max_replicas__isnull=True)
                 | (
                     Q(kind="deployment", max_replicas__gte=F("replicas"))
-                    & (Q(target_gpu_util__isnull=False) | Q(target_latency_ms__isnull=False))
+                    & (
+                        Q(target_gpu_util__isnull=False)
+                        | Q(target_latency_ms__isnull=False)
+                        | Q(target_requests_per_s__isnull=False)
+                    )
                 ),
                 name="workload_autoscaling_range",
             ),
@@ -240,6 +253,10 @@ class Workload(models.Model):
             "max_replicas": self.max_replicas,
             "target_gpu_util": self.target_gpu_util,
             "target_latency_ms": self.target_latency_ms,
+            # a number in JSON (the API, the audit), as it was given
+            "target_requests_per_s": None
+            if self.target_requests_per_s is None
+            else float(self.target_requests_per_s),
         }
 
     @property

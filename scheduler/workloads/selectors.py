@@ -17,6 +17,7 @@ from catalog import facts as catalog_facts
 from catalog import slices
 from catalog.models import ResourceClass
 from core.permissions import is_platform_admin
+from scheduler.cluster import node_offers
 from scheduler.cluster.models import Node, PodAllocation
 from scheduler.cluster.node_offers import class_units
 from scheduler.workloads.models import Workload
@@ -262,7 +263,7 @@ def fleet_offers() -> dict[str, Offer] | None:
     nodes = list(
         Node.objects.filter(cluster__archived_at__isnull=True).only(
             "cluster_id", "name", "gpu_model", "gpu_product", "sharing_strategy", "allocatable",
-            "schedulable", "ready",
+            "schedulable", "ready", "mig_strategy", "gpu_count",
         )
     )  # fmt: skip
     if not nodes:
@@ -279,8 +280,15 @@ def fleet_offers() -> dict[str, Offer] | None:
     for node in nodes:
         if not (node.schedulable and node.ready and node.gpu_model):
             continue
+        pods_hold = held.get((node.cluster_id, node.name), {})
+        if node.mig_strategy == node_offers.DRA:  # placements cut on demand, not a layout
+            units = node_offers.dra_units(node.gpu_model, node.gpu_count)
+            for slug, n in node_offers.dra_free(node.gpu_model, node.gpu_count, pods_hold).items():
+                free[slug].append(n)
+                total[slug] += units[slug]
+            continue
         units = _node_units(node, node.allocatable or {})
-        taken = _node_units(node, held.get((node.cluster_id, node.name), {}))
+        taken = _node_units(node, pods_hold)
         for slug, n in units.items():
             free[slug].append(max(0, n - taken.get(slug, 0)))
             total[slug] += n

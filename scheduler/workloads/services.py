@@ -84,6 +84,7 @@ def submit_workload(
         max_replicas=scaling["max_replicas"] if scaling else None,
         target_gpu_util=scaling["target_gpu_util"] if scaling else None,
         target_latency_ms=scaling["target_latency_ms"] if scaling else None,
+        target_requests_per_s=scaling["target_requests_per_s"] if scaling else None,
         cpu=container.cpu,
         memory=container.memory,
         ephemeral_storage=container.ephemeral_storage,

@@ -16,6 +16,7 @@ from typing import cast
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from catalog import gpu_serving, slices
 from catalog.models import Pool, ResourceClass
 from core.errors import CapacityExceeded, InvalidInput, QuotaExceeded
 from tenants import capacity_time
@@ -211,13 +212,72 @@ def check_capacity(
     holds = grant_holds(grants, window)
     limits: dict[Hashable, Number] = {rc_id: pool.grantable for rc_id, pool in pools.items()}
     asked: dict[Hashable, Number] = {rc.pk: n for rc, n in items}
+    holds += _dra_slices(items, pools, window, limits, asked, extending)
     over = capacity_time.overruns(limits, holds, asked, window.starts_at, window.ends_at)
+    if over and isinstance(over[0].key, tuple):  # a DRA model's slices
+        raise CapacityExceeded(_slices_refusal(over[0], window, now), field="items")
     if over:
         rc_id = cast(int, over[0].key)  # keyed by resource class id, as `grant_holds` reads
         classes = {rc.pk: rc for rc, _ in items}
         raise CapacityExceeded(
             refusal(over[0], classes[rc_id], pools.get(rc_id), window, now), field="items"
         )
+
+
+DRA_SLICES = "dra-slices"
+
+
+def _dra_slices(
+    items: list[tuple[ResourceClass, int]],
+    pools: Mapping[int, Pool],
+    window: Window,
+    limits: dict[Hashable, Number],
+    asked: dict[Hashable, Number],
+    extending: int | None,
+) -> list[Hold]:
+    """A model served through DRA has no layout: any class of it is cut from the same GPUs, so
+    its grants together may not pass its GPUs' compute slices (each class alone is bounded by
+    its pool, what the GPUs could be cut into). Adds the model's limit and ask under
+    (DRA_SLICES, model) and returns the holds of every grant of the model's classes."""
+    models = sorted({rc.gpu_model for rc, _ in items if gpu_serving.through_dra(rc.gpu_model)})
+    if not models:
+        return []
+    classes = {rc.pk: rc for rc in ResourceClass.objects.filter(gpu_model__in=models)}
+    grants = QuotaGrant.objects.filter(resource_class_id__in=classes)
+    if extending is not None:
+        grants = grants.exclude(pk=extending)
+    out = []
+    for h in grant_holds(grants, window):
+        rc = classes[cast(int, h.key)]
+        out.append(
+            replace(h, key=(DRA_SLICES, rc.gpu_model), amount=h.amount * slices.slices_per_unit(rc))
+        )
+    for model in models:
+        whole = [rc for rc in classes.values() if rc.gpu_model == model and rc.kind == "whole"]
+        pool = (
+            (pools.get(whole[0].pk) or Pool.objects.filter(resource_class=whole[0]).first())
+            if whole
+            else None
+        )
+        limits[(DRA_SLICES, model)] = (pool.grantable if pool else 0) * slices.SLICES_PER_GPU
+        asked[(DRA_SLICES, model)] = sum(
+            n * slices.slices_per_unit(rc) for rc, n in items if rc.gpu_model == model
+        )
+    return out
+
+
+def _slices_refusal(over: capacity_time.Overrun, window: Window, now: datetime) -> str:
+    model = over.key[1]
+    room, limit = int(over.room), int(over.limit)
+    words = (
+        f"{model} is served through DRA, its classes cut from the same GPUs: asked for "
+        f"{over.asked} compute slices but only {room} of its {limit} can still be granted"
+    )
+    if window.ends_at is not None or window.starts_at > now + _NOW:
+        words += (
+            f" at every instant {window_words(window)} (at {when(over.at)} {over.held} are held)"
+        )
+    return words + f"; ask for {room} slices or fewer, or ask the platform team for more capacity"
 
 
 def refusal(

@@ -25,10 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.transaction import TransactionManagementError
 
-from catalog.models import Pool
+from catalog import gpu_serving
+from catalog.models import Pool, ResourceClass
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 
 LOCK_ORDER = ("pools", "tenant", "request", "grants")
@@ -62,6 +63,20 @@ def _pk(obj) -> int:
     return obj.pk if hasattr(obj, "pk") else int(obj)
 
 
+def _pools_wanted(ids: list[int]) -> Q:
+    """The asked classes' pools and, for a model served through DRA, every class of it: one
+    model's classes share its GPUs' slices (tenants/services/capacity.py), so an approval of any
+    of them locks them all. Subqueries, not a join: only pool rows are locked."""
+    wanted = Q(resource_class_id__in=ids)
+    models = gpu_serving.dra_models()
+    if models:
+        asked = ResourceClass.objects.filter(pk__in=ids, gpu_model__in=models).values("gpu_model")
+        wanted |= Q(
+            resource_class_id__in=ResourceClass.objects.filter(gpu_model__in=asked).values("pk")
+        )
+    return wanted
+
+
 def lock_rows(
     *,
     pools: Iterable[int] = (),
@@ -85,7 +100,7 @@ def lock_rows(
         locked_pools = {
             p.resource_class_id: p
             for p in Pool.objects.select_for_update()
-            .filter(resource_class_id__in=ids)
+            .filter(_pools_wanted(ids))
             .order_by("resource_class_id")
         }
     locked_tenant = (

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from catalog import kueue_integrations, slices
+from catalog import dra_devices, kueue_integrations, slices
 from catalog.kueue_config import kueue_configuration
 from localcluster import kueue as local_kueue
 
@@ -22,6 +22,7 @@ def test_the_local_kueue_runs_with_the_same_fragment_and_its_gates_by_flag():
         slices.UNIT_SLICES,
         feature_gates=False,
         integrations=kueue_integrations.LOCAL_CLUSTER,  # JobSet's controller runs there too
+        dra_models=dra_devices.LOCAL_CLUSTER_MODELS,  # its DRA node's model (dra_node.py)
     )
     assert {k: config[k] for k in fragment} == fragment
     assert "featureGates" not in config  # given by flag: both together fail Kueue's start

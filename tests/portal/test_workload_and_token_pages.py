@@ -1,5 +1,7 @@
 """Workload and token pages: the same services as the API, tenant-scoped, errors by the field."""
 
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
@@ -197,6 +199,21 @@ def test_autoscaled_deployment_from_the_form_is_admitted_at_min_replicas(client,
     submit(client, name="serve", kind="deployment", max_replicas=3, target_gpu_util=70)
     w = Workload.objects.get()
     assert (w.replicas, w.max_replicas, w.target_gpu_util) == (1, 3, 70)
+
+
+def test_a_service_from_the_form_scales_on_requests_per_second_per_replica(client, granted):
+    client.force_login(granted.member)
+    page = client.get(reverse("scheduler:workload_create", args=["team-a"])).content.decode()
+    assert 'name="target_requests_per_s"' in page
+    refused = submit(
+        client, name="echo", kind="deployment", max_replicas=3, target_requests_per_s="0"
+    ).content.decode()
+    assert "greater than or equal to 0.001" in refused and not Workload.objects.exists()
+    submit(client, name="echo", kind="deployment", max_replicas=3, target_requests_per_s="2.5")
+    w = Workload.objects.get()
+    assert (w.max_replicas, w.target_requests_per_s) == (3, Decimal("2.5"))
+    again = client.get(reverse("scheduler:workload_create", args=["team-a"]) + f"?again={w.pk}")
+    assert 'value="2.500"' in again.content.decode()  # submitted again as it was
 
 
 # --- tokens: nothing guessed, nothing cut (issue 35, 12) ------------------------------------------

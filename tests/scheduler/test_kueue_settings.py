@@ -13,7 +13,7 @@ import yaml
 from django.core.management import call_command
 from django.urls import reverse
 
-from catalog import kueue_integrations, slices
+from catalog import dra_devices, kueue_integrations, slices
 from catalog.kueue_config import QUEUE_ENFORCED_LABEL, TENANT_SELECTOR, kueue_configuration
 from portal.metrics import collector
 from scheduler.cluster import kube as kube_module
@@ -35,10 +35,38 @@ def config_map(config: dict | str | None = None, **changes) -> dict:
     """Kueue's ConfigMap holding the portal's fragment (as the chart ships it), with `changes`
     (None: the key removed)."""
     if not isinstance(config, str):
-        config = {**(config or kueue_configuration(slices.UNIT_SLICES)), **changes}
+        # the DRA model the test settings serve (GPU_DRA_MODELS), as the chart would be told
+        shipped = kueue_configuration(
+            slices.UNIT_SLICES, dra_models=dra_devices.LOCAL_CLUSTER_MODELS
+        )
+        config = {**(config or shipped), **changes}
         config = {k: v for k, v in config.items() if v is not None}
         config = yaml.safe_dump(config)
     return {"metadata": {"name": WHERE["name"]}, "data": {CONFIG_KEY: config}}
+
+
+def test_a_dra_model_needs_kueue_to_map_the_drivers_classes():
+    without = {"transformations": []}
+    verdict = judge(
+        Facts(config_map(resources=without), "", {}),
+        enabled=kueue_integrations.DEFAULT,
+        dra_models=["A100-40GB"],
+        **WHERE,
+    )
+    assert settings_missing(verdict) == ["resources.deviceClassMappings"]
+    assert "A100-40GB" in verdict.missing[0].detail
+    assert "gpu-portal.io/gpu-multiprocessors" in verdict.missing[0].detail
+    mapped = judge(
+        Facts(config_map(), "", {}),
+        enabled=kueue_integrations.DEFAULT,
+        dra_models=["A100-40GB"],
+        **WHERE,
+    )
+    assert mapped.holds
+    # no DRA model: nothing asked of the mapping
+    assert judge(
+        Facts(config_map(resources=without), "", {}), enabled=kueue_integrations.DEFAULT, **WHERE
+    ).holds
 
 
 def verdict_on(cm: dict | None, *, enabled=kueue_integrations.DEFAULT, crds=None, error=""):

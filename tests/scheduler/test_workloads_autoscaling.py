@@ -3,6 +3,7 @@ replicas with quota held for the pods Kueue admitted, and the API and its schema
 side is in test_workloads_cluster.py and test_inference_cluster.py."""
 
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 
@@ -101,6 +102,59 @@ def test_one_target_gives_one_metric_and_no_owner_without_a_uid():
         render_hpa(SPEC)
 
 
+@pytest.mark.parametrize(
+    ("per_s", "quantity"),
+    [(Decimal(5), "5"), (Decimal("5.000"), "5"), (Decimal("0.5"), "500m"),
+     (Decimal("2.25"), "2250m"), (Decimal("0.001"), "1m"), (Decimal(100_000), "100000")],
+)  # fmt: skip
+def test_a_request_rate_target_is_a_pods_metric_averaged_per_replica(per_s, quantity):
+    scaling = AutoscalingSpec(min_replicas=1, max_replicas=3, target_requests_per_s=per_s)
+    (metric,) = render_hpa(replace(SCALED, autoscaling=scaling))["spec"]["metrics"]
+    # AverageValue: the HPA sums the pods' rates and wants sum / target replicas
+    assert metric == {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": "requests_per_second"},
+            "target": {"type": "AverageValue", "averageValue": quantity},
+        },
+    }
+
+
+def test_all_three_targets_give_three_metrics_the_hpa_takes_the_largest_of():
+    scaling = replace(
+        SCALED.autoscaling, target_requests_per_s=Decimal(4), request_rate_metric="rps"
+    )
+    metrics = render_hpa(replace(SCALED, autoscaling=scaling))["spec"]["metrics"]
+    named = [(m["pods"]["metric"]["name"], m["pods"]["target"]["averageValue"]) for m in metrics]
+    assert named == [
+        ("DCGM_FI_DEV_GPU_UTIL", "70"),
+        ("http_request_duration_seconds_p95", "250m"),
+        ("rps", "4"),
+    ]
+
+
+@pytest.mark.django_db
+def test_spec_for_takes_the_request_rate_and_its_metric_name_from_settings(granted, settings):
+    settings.AUTOSCALING_REQUEST_RATE_METRIC = "http_requests_per_second"
+    w = submit(
+        granted,
+        kind="deployment",
+        autoscaling={"min_replicas": 1, "max_replicas": 3, "target_requests_per_s": 2.5},
+    )
+    w.refresh_from_db()
+    assert w.target_requests_per_s == Decimal("2.5")
+    scaling = from_row.spec_for(w).autoscaling
+    assert (scaling.target_requests_per_s, scaling.request_rate_metric) == (
+        Decimal("2.5"),
+        "http_requests_per_second",
+    )
+    hpa = render_hpa(from_row.spec_for(w))
+    assert hpa["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "2500m"
+    assert w.autoscaling["target_requests_per_s"] == 2.5  # a number in JSON
+    audit = AuditEvent.objects.filter(verb="workload.submitted", object_id=str(w.pk)).get()
+    assert audit.after["autoscaling"]["target_requests_per_s"] == 2.5
+
+
 @pytest.mark.django_db
 def test_spec_for_takes_the_metric_names_from_settings(granted, settings):
     settings.AUTOSCALING_GPU_UTIL_METRIC = "gpu_util_custom"
@@ -185,6 +239,7 @@ def test_min_replicas_defaults_to_replicas(granted):
         "max_replicas": 3,
         "target_gpu_util": 50,
         "target_latency_ms": None,
+        "target_requests_per_s": None,
     }
 
 
@@ -202,6 +257,16 @@ def test_min_replicas_defaults_to_replicas(granted):
         ({"autoscaling": {"max_replicas": 2, "target_gpu_util": 101}}, "autoscaling"),
         ({"autoscaling": {"max_replicas": 2, "target_latency_ms": 0}}, "autoscaling"),
         ({"autoscaling": {"max_replicas": 2, "target_gpu_util": 50, "cpu": 1}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": 0}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": -5}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": "5"}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": True}}, "autoscaling"),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": 100_001}}, "autoscaling"),
+        (
+            {"autoscaling": {"max_replicas": 2, "target_requests_per_s": float("nan")}},
+            "autoscaling",
+        ),
+        ({"autoscaling": {"max_replicas": 2, "target_requests_per_s": 0.0004}}, "autoscaling"),
         ({"autoscaling": "yes"}, "autoscaling"),
         (
             {
@@ -216,6 +281,32 @@ def test_bad_autoscaling_is_refused_with_the_field(granted, changes, field):
     with pytest.raises(InvalidInput) as exc:
         submit(granted, **{"kind": "deployment", **changes})
     assert exc.value.field == field
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("per_s", "said"),
+    [
+        (0, "target_requests_per_s must be a number of requests per second per replica from "
+            "0.001 to 100000, e.g. 5 or 0.5, not 0"),
+        ("fast", "not 'fast'"),
+        (1.2345, "target_requests_per_s 1.2345 has more than 3 decimals: round it to 1.234"),
+    ],
+)  # fmt: skip
+def test_a_bad_request_rate_target_says_what_to_give(granted, per_s, said):
+    with pytest.raises(InvalidInput) as exc:
+        submit(
+            granted,
+            kind="deployment",
+            autoscaling={"max_replicas": 2, "target_requests_per_s": per_s},
+        )
+    assert said in exc.value.detail and exc.value.field == "autoscaling"
+
+
+@pytest.mark.django_db
+def test_with_no_target_the_refusal_names_all_three(granted):
+    with pytest.raises(InvalidInput, match="target_latency_ms and/or target_requests_per_s"):
+        submit(granted, kind="deployment", autoscaling={"max_replicas": 2})
 
 
 # --- API -----------------------------------------------------------------------------------------
@@ -240,6 +331,7 @@ def test_the_api_takes_and_shows_autoscaling(granted):
         "max_replicas": 3,
         "target_gpu_util": 70,
         "target_latency_ms": None,
+        "target_requests_per_s": None,
     }
     too_big = client.post(
         "/api/v1/workloads/",
@@ -263,6 +355,37 @@ def test_the_api_takes_and_shows_autoscaling(granted):
 
 
 @pytest.mark.django_db
+def test_the_api_takes_a_request_rate_target_and_refuses_a_bad_one_with_a_400(granted):
+    client = session(granted.member)
+    body = {
+        "tenant": "team-a",
+        "name": "echo",
+        "kind": "deployment",
+        "image": "vllm/vllm-openai:v0.6.3",
+        "resources": {granted.rc.slug: 1},
+        "priority": "gpu-low",
+        "autoscaling": {"min_replicas": 1, "max_replicas": 3, "target_requests_per_s": 2.5},
+    }
+    created = client.post("/api/v1/workloads/", body, format="json")
+    assert created.status_code == 201, created.data
+    assert created.data["autoscaling"]["target_requests_per_s"] == 2.5
+    shown = client.get(f"/api/v1/workloads/{created.data['id']}/").data
+    assert shown["autoscaling"]["target_requests_per_s"] == 2.5
+
+    def refused(per_s) -> str:
+        scaling = {"max_replicas": 3, "target_requests_per_s": per_s}
+        answer = client.post(
+            "/api/v1/workloads/", {**body, "name": "echo-2", "autoscaling": scaling}, format="json"
+        )
+        assert answer.status_code == 400, answer.data
+        return str(answer.data)
+
+    assert "target_requests_per_s" in refused(0)  # the serializer's bound, on its field
+    assert "target_requests_per_s" in refused("fast")
+    assert "round it to 0.333" in refused(0.3333)  # the service's rule
+
+
+@pytest.mark.django_db
 def test_the_schema_documents_autoscaling_with_an_example(granted):
     schema = session(granted.member).get("/api/schema/?format=json").json()
     request = schema["components"]["schemas"]["AutoscalingRequest"]
@@ -271,6 +394,7 @@ def test_the_schema_documents_autoscaling_with_an_example(granted):
         "max_replicas",
         "target_gpu_util",
         "target_latency_ms",
+        "target_requests_per_s",
     }
     examples = schema["paths"]["/api/v1/workloads/"]["post"]["requestBody"]["content"][
         "application/json"

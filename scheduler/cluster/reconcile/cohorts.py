@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from catalog import slices
+from catalog import dra_quota, gpu_serving, slices
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.converge import (
     Outcome,
@@ -21,6 +21,18 @@ from scheduler.cluster.render.labels import HASH_ANNOTATION
 from tenants.models import Department
 
 
+def _line(model: str, lending: int | None, borrowing: int | None) -> CohortLine:
+    """A department's limits on a model in slices; a DRA model's in Kueue's multiprocessors, as
+    its teams' queue lines are (reconcile/specs.py)."""
+    if not gpu_serving.through_dra(model):
+        return CohortLine(flavor_name(model), slices.SLICE_RESOURCE, lending, borrowing)
+
+    def sms(n: int | None) -> int | None:
+        return None if n is None else dra_quota.slice_quota(model, n)
+
+    return CohortLine(flavor_name(model), dra_quota.QUOTA_RESOURCE, sms(lending), sms(borrowing))
+
+
 def department_specs() -> list[DepartmentSpec]:
     unit_is_slices = settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES
     return [
@@ -31,13 +43,7 @@ def department_specs() -> list[DepartmentSpec]:
             parent=cohort_name(),
             instance=settings.PORTAL_INSTANCE,
             lines=tuple(
-                CohortLine(
-                    flavor_name(q.gpu_model),
-                    slices.SLICE_RESOURCE,
-                    q.lending_limit,
-                    q.borrowing_limit,
-                )
-                for q in d.quotas.all()
+                _line(q.gpu_model, q.lending_limit, q.borrowing_limit) for q in d.quotas.all()
             )
             if unit_is_slices
             else (),

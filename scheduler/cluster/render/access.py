@@ -48,6 +48,10 @@ def role_rules(
         _rule(["apps"], ["deployments/scale", "statefulsets/scale"], verbs),
         _rule(["apps"], ["replicasets"], _READ),
         _rule(["autoscaling"], ["horizontalpodautoscalers"], verbs),
+        # DRA: their own claims and templates; Kueue charges whatever they select (the largest
+        # device of the class that matches), and admin access needs a namespace label only the
+        # portal sets, so writing them spends nothing beyond the grant
+        _rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"], verbs),
         _rule(["policy"], ["poddisruptionbudgets"], _READ),
         _rule(["networking.k8s.io"], ["networkpolicies"], _READ),
         _rule(["kueue.x-k8s.io"], ["workloads", "localqueues"], _READ),

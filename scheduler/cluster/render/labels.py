@@ -65,6 +65,7 @@ NAMESPACED_KINDS = (
     "RoleBinding",
     "NetworkPolicy",
     "LocalQueue",
+    "ResourceClaimTemplate",
 )
 # Cluster-scoped kinds that belong to one tenant (labelled with it, pruned with it).
 TENANT_CLUSTER_KINDS = ("ClusterQueue",)

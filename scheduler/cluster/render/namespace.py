@@ -34,6 +34,9 @@ def render_namespace(spec: TenantSpec) -> dict:
     )
 
 
+DEVICES_PER_CLASS = ".deviceclass.resource.k8s.io/devices"
+
+
 def _gpu_hard(spec: TenantSpec, cap: int | None = None) -> dict[str, str]:
     """`requests.<name>` for every known GPU resource (zero when nothing is granted, so a
     tenant cannot use what it was not given). Never `limits.`: quota ignores those lines for
@@ -43,7 +46,8 @@ def _gpu_hard(spec: TenantSpec, cap: int | None = None) -> dict[str, str]:
         units = spec.gpu_quota.get(name, 0) if spec.active else 0
         if cap is not None:
             units = min(units, cap)
-        hard[f"requests.{name}"] = str(units)
+        # DRA: devices of a class are counted by name alone (Kubernetes' ResourceClaimsPerClass)
+        hard[name if name.endswith(DEVICES_PER_CLASS) else f"requests.{name}"] = str(units)
     return hard
 
 

@@ -122,6 +122,9 @@ class TenantSpec:
     # (API group, resources) of the Kueue integrations on custom resources that are enabled and
     # whose CRD the cluster serves (JobSets, PyTorchJobs, ...): members may create them
     framework_apis: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # GPU models served through DRA that the team may use: (catalog key, its product label,
+    # profile or "gpu") of each device a ResourceClaimTemplate is rendered for (render/claims.py)
+    dra_devices: tuple[tuple[str, str, str], ...] = ()
 
 
 def _meta(spec: TenantSpec, name: str, namespace: str | None = None, **extra) -> dict:

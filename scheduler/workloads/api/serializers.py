@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import ResourceClass
+from scheduler.workloads.kinds.serving import MAX_TARGET_REQUESTS_PER_S, MIN_TARGET_REQUESTS_PER_S
 from scheduler.workloads.models import Workload, WorkloadEvent
 from scheduler.workloads.selectors import env_shown, env_values_readable, waiting_for
 from scheduler.workloads.submit.input import MAX_REPLICAS, MAX_TARGET_LATENCY_MS
@@ -103,11 +104,21 @@ class AutoscalingSerializer(serializers.Serializer):
         allow_null=True,
         help_text="average request latency (ms) to hold",
     )
+    target_requests_per_s = serializers.FloatField(
+        min_value=float(MIN_TARGET_REQUESTS_PER_S),
+        max_value=float(MAX_TARGET_REQUESTS_PER_S),
+        required=False,
+        allow_null=True,
+        help_text="requests per second each replica should serve, on average (at most 3 "
+        "decimals, e.g. 5 or 0.5), from the pods' request counter",
+    )
+
+    TARGETS = ("target_gpu_util", "target_latency_ms", "target_requests_per_s")
 
     def validate(self, attrs):
-        if attrs.get("target_gpu_util") is None and attrs.get("target_latency_ms") is None:
+        if all(attrs.get(name) is None for name in self.TARGETS):
             raise serializers.ValidationError(
-                "give target_gpu_util and/or target_latency_ms to scale on"
+                "give target_gpu_util, target_latency_ms and/or target_requests_per_s to scale on"
             )
         return attrs
 

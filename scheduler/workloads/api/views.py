@@ -191,6 +191,7 @@ class WorkloadViewSet(
                         "max_replicas": 4,
                         "target_gpu_util": 70,
                         "target_latency_ms": 250,
+                        "target_requests_per_s": 4,
                     },
                 },
             ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from catalog import dra_quota, gpu_serving
 from catalog.models import ResourceClass
 from catalog.product_labels import product_label
 from scheduler.workloads.kinds import topology
@@ -33,7 +34,16 @@ def spec_for(workload: Workload) -> ManifestSpec:
         gpu_model=workload.gpu_model,
         gpu_product=product_label(workload.gpu_model),
         priority_class=workload.priority_class,
-        gpus={classes[s].resource_name: int(n) for s, n in workload.resources.items()},
+        gpus={
+            classes[s].resource_name: int(n)
+            for s, n in workload.resources.items()
+            if not gpu_serving.through_dra(classes[s].gpu_model)
+        },
+        claims=tuple(
+            (dra_template(classes[s]), int(n))
+            for s, n in workload.resources.items()
+            if gpu_serving.through_dra(classes[s].gpu_model)
+        ),
         command=tuple(workload.command or ()),
         args=tuple(workload.args or ()),
         env=env_values(workload.env or {}),
@@ -57,6 +67,13 @@ def spec_for(workload: Workload) -> ManifestSpec:
     )
 
 
+def dra_template(rc: ResourceClass) -> str:
+    """The one-device ResourceClaimTemplate a class's devices come from on a DRA model (the
+    tenant reconcile renders it: scheduler/cluster/render/claims.py)."""
+    profile = rc.profile if rc.kind == ResourceClass.Kind.MIG else dra_quota.WHOLE_GPU
+    return dra_quota.claim_template_name(rc.gpu_model, profile, 1)
+
+
 def _placement(workload: Workload) -> dict:
     """The gang's topology as the spec's fields; a level the settings no longer name places the
     pods anywhere (it was checked at submit)."""
@@ -77,7 +94,9 @@ def _autoscaling_spec(workload: Workload) -> AutoscalingSpec | None:
         max_replicas=workload.max_replicas,
         target_gpu_util=workload.target_gpu_util,
         target_latency_ms=workload.target_latency_ms,
+        target_requests_per_s=workload.target_requests_per_s,
         gpu_util_metric=settings.AUTOSCALING_GPU_UTIL_METRIC,
         latency_metric=settings.AUTOSCALING_LATENCY_METRIC,
+        request_rate_metric=settings.AUTOSCALING_REQUEST_RATE_METRIC,
         scale_down_window_s=settings.AUTOSCALING_SCALE_DOWN_WINDOW_S,
     )

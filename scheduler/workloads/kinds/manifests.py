@@ -127,8 +127,9 @@ def _pods_metric(name: str, average_value: str) -> dict:
 
 def render_hpa(spec: ManifestSpec, *, owner_uid: str = "") -> dict:
     """An autoscaling/v2 HorizontalPodAutoscaler of the workload's Deployment on pod metrics:
-    GPU utilisation in percent (DCGM's gauge, 0–100) and request latency in seconds (a latency
-    of 200 ms is the quantity `200m`); it scales down once the metric stayed low for the spec's
+    GPU utilisation in percent (DCGM's gauge, 0–100), request latency in seconds (a latency
+    of 200 ms is the quantity `200m`) and requests per second (an average over the pods, so
+    per replica: 0.5 is `500m`); it scales down once the metric stayed low for the spec's
     window (`serving.hpa_behavior`). With `owner_uid` (the Deployment's), the garbage collector
     deletes it with the Deployment as well."""
     scaling = spec.autoscaling
@@ -139,6 +140,9 @@ def render_hpa(spec: ManifestSpec, *, owner_uid: str = "") -> dict:
         metrics.append(_pods_metric(scaling.gpu_util_metric, str(scaling.target_gpu_util)))
     if scaling.target_latency_ms is not None:
         metrics.append(_pods_metric(scaling.latency_metric, f"{scaling.target_latency_ms}m"))
+    if scaling.target_requests_per_s is not None:
+        rate = serving.rate_quantity(scaling.target_requests_per_s)
+        metrics.append(_pods_metric(scaling.request_rate_metric, rate))
     metadata = _object_meta(spec, queued=False)
     if owner_uid:
         metadata["ownerReferences"] = [

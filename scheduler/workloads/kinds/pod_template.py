@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from scheduler.cluster.render.labels import (
@@ -36,14 +37,17 @@ CLAIM_VOLUME_PREFIX = "data-"  # data-0, data-1, ...: the workload's PersistentV
 class AutoscalingSpec:
     """An inference deployment's elastic range and the pod metrics it follows. The metric names
     are those a Prometheus adapter serves on the custom metrics API (settings
-    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`)."""
+    `AUTOSCALING_GPU_UTIL_METRIC`, `AUTOSCALING_LATENCY_METRIC`,
+    `AUTOSCALING_REQUEST_RATE_METRIC`)."""
 
     min_replicas: int
     max_replicas: int
     target_gpu_util: int | None = None  # percent, averaged over the pods
     target_latency_ms: int | None = None  # averaged over the pods
+    target_requests_per_s: Decimal | None = None  # per replica, averaged over the pods
     gpu_util_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     latency_metric: str = "http_request_duration_seconds_p95"
+    request_rate_metric: str = "requests_per_second"
     # how long the metric must stay low before it scales down (setting
     # AUTOSCALING_SCALE_DOWN_WINDOW_S; Kubernetes' default is 300 s)
     scale_down_window_s: int = 300
@@ -107,6 +111,8 @@ class ManifestSpec:
     gpu_product: str  # the model's `nvidia.com/gpu.product` label (GPU feature discovery)
     priority_class: str
     gpus: dict[str, int]  # Kubernetes resource name -> units per pod
+    # GPU models served through DRA: (ResourceClaimTemplate, devices per pod) in place of `gpus`
+    claims: tuple[tuple[str, int], ...] = ()
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: dict[str, EnvValue] = field(default_factory=dict)
@@ -191,6 +197,16 @@ def _volumes(spec: ManifestSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
+def _claims(spec: ManifestSpec) -> list[dict]:
+    """The pod's claims: one per device, each from its one-device template (`gpu-0`, `gpu-1`,
+    ...; the scheduler allocates them all on the pod's node, Kueue charges each)."""
+    out: list[dict] = []
+    for template, count in spec.claims:
+        for _ in range(count):
+            out.append({"name": f"gpu-{len(out)}", "resourceClaimTemplateName": template})
+    return out
+
+
 def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
     """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
     ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
@@ -218,6 +234,9 @@ def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
         # the whole Secret as env; `env` above wins where a name is in both (Kubernetes' order)
         container["envFrom"] = [{"secretRef": {"name": name}} for name in spec.env_from_secrets]
     container.update(container_fields(spec.ports, spec.probes))
+    pod_claims = _claims(spec)
+    if pod_claims:
+        container["resources"]["claims"] = [{"name": c["name"]} for c in pod_claims]
     volumes, mounts = _volumes(spec)
     if mounts:
         container["volumeMounts"] = mounts
@@ -235,6 +254,8 @@ def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
         },
         "containers": [container],
     }
+    if pod_claims:
+        pod["resourceClaims"] = pod_claims
     if spec.tolerations:
         pod["tolerations"] = [dict(t) for t in spec.tolerations]
     if volumes:

@@ -1,6 +1,6 @@
 """Inference services, pure: the ports a deployment serves on, its readiness and liveness
-probes, the ClusterIP Service in front of it, and a rollout that never runs more pods than its
-replicas (no I/O, no Django: tests compare dicts).
+probes, the ClusterIP Service in front of it, a rollout that never runs more pods than its
+replicas, and the request rate its autoscaler may hold (no I/O, no Django: tests compare dicts).
 
 Why on the `deployment` kind and not a kind of its own: a service *is* a Deployment with ports,
 probes and a Service; admission, Kueue's pod integration, the watch and the page already follow
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from core.errors import InvalidInput
@@ -26,6 +27,9 @@ _PATH = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$")
 # grant may not have (Kueue would gate them and the rollout would stall), so the old pod goes
 # first. Costs one replica's capacity for the length of a pod start; never exceeds the grant.
 ROLLING_UPDATE = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+# Requests per second per replica: thousandths at least (the HPA's quantity is then "1m").
+MIN_TARGET_REQUESTS_PER_S = Decimal("0.001")
+MAX_TARGET_REQUESTS_PER_S = Decimal(100_000)
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,37 @@ def check_probes(probes: Any, kind: str, ports: list[dict]) -> dict:
             port = named[port]
         out[kind_] = {"path": path, "port": _port_number(port, "probes", f"probes.{kind_}.port")}
     return out
+
+
+def check_requests_per_s(value: Any) -> Decimal | None:
+    """The validated request-rate target: requests per second per replica, a number with at
+    most 3 decimals (a float is read as it is written: 0.1 is 0.1)."""
+    if value is None:
+        return None
+    number = None
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    low, high = MIN_TARGET_REQUESTS_PER_S, MAX_TARGET_REQUESTS_PER_S
+    if number is None or not number.is_finite() or not low <= number <= high:
+        raise InvalidInput(
+            f"target_requests_per_s must be a number of requests per second per replica from "
+            f"{low} to {high}, e.g. 5 or 0.5, not {value!r}",
+            field="autoscaling",
+        )
+    if number != number.quantize(low):
+        raise InvalidInput(
+            f"target_requests_per_s {value!r} has more than 3 decimals: round it to "
+            f"{number.quantize(low)}",
+            field="autoscaling",
+        )
+    return number.quantize(low)
+
+
+def rate_quantity(per_s: Decimal) -> str:
+    """A request rate as the HPA's quantity: whole numbers as they are, else thousandths
+    (Decimal("0.5") is "500m")."""
+    milli = int(per_s * 1000)
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
 def service_ports(ports: list[dict]) -> tuple[ServicePort, ...]:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from catalog import dra_devices
 from core.errors import ClusterError, ServiceError
+from scheduler.cluster import node_offers
 from scheduler.cluster.kube import KubeGateway, gateway
 from scheduler.cluster.models import SIMULATED_LABEL, Node
 from scheduler.workloads.kinds import topology
@@ -38,6 +40,7 @@ class PodRow:
     state: str  # in words: "Running", "Pending: waiting in the team's queue", ...
     place: str = ""  # its node's block and rack, "block-a / rack-a1" ("" unknown or unplaced)
     simulated: bool = False  # on a simulated node: no container, no logs, runs until stopped
+    devices: str = ""  # DRA: the GPU and MIG placement its claims got ("gpu-0: 3g.20gb at 4")
 
 
 def _state(pod: dict) -> str:
@@ -56,8 +59,26 @@ def _state(pod: dict) -> str:
             return f"{phase}: exited with code {done['exitCode']}"
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            message = condition.get("message") or ""
+            if (
+                "claim" in message
+            ):  # DRA: the scheduler's own words on the claims it could not allocate
+                return f"{phase}: {condition.get('reason') or 'not scheduled'}: {message}"
             return f"{phase}: {condition.get('reason') or 'not scheduled'}"
     return phase
+
+
+def devices_in_words(devices: tuple[str, ...]) -> str:
+    """`gpu-0-mig-3g40gb-9-4` as `gpu-0: 3g.40gb at slice 4`, `gpu-1` as `gpu-1: whole GPU`."""
+    words = []
+    for device in devices:
+        profile = dra_devices.device_profile(device)
+        gpu = dra_devices.device_gpu(device)
+        if profile:
+            words.append(f"{gpu}: {profile} at slice {device.rsplit('-', 1)[1]}")
+        else:
+            words.append(f"{gpu}: whole GPU" if profile == "" else device)
+    return ", ".join(words)
 
 
 def _order(row: PodRow) -> tuple:
@@ -65,15 +86,24 @@ def _order(row: PodRow) -> tuple:
 
 
 def pod_rows(
-    pods: list[dict], places: dict[str, str] | None = None, simulated: frozenset[str] = frozenset()
+    pods: list[dict],
+    places: dict[str, str] | None = None,
+    simulated: frozenset[str] = frozenset(),
+    claims: dict[tuple[str, str], tuple[str, ...]] | None = None,
 ) -> list[PodRow]:
     """The pods in index order (a gang's master first), then by name, each with its node's
-    place in the network from `places` (node -> "block / rack"): where a gang landed, and
-    whether its node is one of the `simulated` (pure)."""
+    place in the network from `places` (node -> "block / rack"): where a gang landed, whether
+    its node is one of the `simulated`, and the devices its DRA claims got (`claims`, as
+    node_offers.claim_devices reads them) (pure)."""
     places = places or {}
+    claims = claims or {}
     rows = []
     for p in pods:
         node = (p.get("spec") or {}).get("nodeName") or ""
+        namespace = (p.get("metadata") or {}).get("namespace", "")
+        devices = tuple(
+            d for name in node_offers.pod_claim_names(p) for d in claims.get((namespace, name), ())
+        )
         rows.append(
             PodRow(
                 name=(p.get("metadata") or {}).get("name", ""),
@@ -84,6 +114,7 @@ def pod_rows(
                 state=_state(p),
                 place=places.get(node, ""),
                 simulated=node in simulated,
+                devices=devices_in_words(devices),
             )
         )
     return sorted(rows, key=_order)
@@ -103,7 +134,15 @@ def workload_pod_rows(
         raise PodsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc
     names = {(p.get("spec") or {}).get("nodeName") for p in pods}
     nodes = _nodes(names)
-    return pod_rows(pods, _places(nodes), frozenset(n.name for n in nodes if n.simulated))
+    claims = {}
+    if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
+        try:  # one list in the namespace, only for pods with claims
+            claims = node_offers.claim_devices(
+                (kube or gateway()).list("ResourceClaim", workload.namespace)
+            )
+        except ClusterError:
+            claims = {}  # the pods still show; their devices when the cluster answers
+    return pod_rows(pods, _places(nodes), frozenset(n.name for n in nodes if n.simulated), claims)
 
 
 def _nodes(names: set) -> list[Node]:

@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from catalog.models import ResourceClass
 from core.errors import InvalidInput, QuotaExceeded, ServiceError
 from core.forms import RefuseNotCut
+from scheduler.workloads.kinds.serving import MIN_TARGET_REQUESTS_PER_S
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 from scheduler.workloads.pages.choices import gpu_choices
 from scheduler.workloads.submit import admission
@@ -79,6 +80,14 @@ class WorkloadForm(RefuseNotCut, forms.Form):
     )
     target_latency_ms = forms.IntegerField(
         required=False, min_value=1, label="Target request latency (ms, p95)"
+    )
+    target_requests_per_s = forms.DecimalField(
+        required=False,
+        min_value=MIN_TARGET_REQUESTS_PER_S,
+        max_digits=9,
+        decimal_places=3,
+        label="Target requests per second (per replica)",
+        help_text="The load each replica should carry, from its request counter, e.g. 5",
     )
     port = forms.IntegerField(
         required=False,
@@ -237,7 +246,7 @@ class WorkloadForm(RefuseNotCut, forms.Form):
         if not d.get("max_replicas"):
             return None
         ask = {"min_replicas": d["replicas"], "max_replicas": d["max_replicas"]}
-        for name in ("target_gpu_util", "target_latency_ms"):
+        for name in ("target_gpu_util", "target_latency_ms", "target_requests_per_s"):
             if d.get(name):
                 ask[name] = d[name]
         return ask
@@ -262,6 +271,7 @@ class WorkloadForm(RefuseNotCut, forms.Form):
             "max_replicas",
             "target_gpu_util",
             "target_latency_ms",
+            "target_requests_per_s",
             "port",
             "readiness_path",
             "liveness_path",
@@ -413,6 +423,7 @@ def initial_from(workload: Workload) -> dict:
         "max_replicas": workload.max_replicas,
         "target_gpu_util": workload.target_gpu_util,
         "target_latency_ms": workload.target_latency_ms,
+        "target_requests_per_s": workload.target_requests_per_s,
         "port": (workload.ports or [{}])[0].get("port"),
         "readiness_path": (workload.probes or {}).get("readiness", {}).get("path", ""),
         "liveness_path": (workload.probes or {}).get("liveness", {}).get("path", ""),

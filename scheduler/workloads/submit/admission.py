@@ -15,9 +15,11 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q, Sum
 
-from catalog import run_limits, slices
+from catalog import dra_quota, gpu_serving, run_limits, slices
 from catalog.models import Pool, ResourceClass
 from core.errors import InvalidInput, QuotaExceeded
+from scheduler.cluster import node_offers
+from scheduler.cluster.models import Node
 from scheduler.workloads.kinds import gang
 from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.placement import check_topology
@@ -125,6 +127,9 @@ def check_pool_holds(
     rc = asked[0][0]
     if settings.GPU_QUOTA_UNIT == slices.UNIT_SLICES:
         pools = [(c, p) for c in model_classes if (p := getattr(c, "pool", None)) is not None]
+        if gpu_serving.through_dra(rc.gpu_model):
+            # one set of GPUs that every class is cut from: its whole GPUs' slices
+            pools = [(c, p) for c, p in pools if c.kind == ResourceClass.Kind.WHOLE]
         if not pools:
             return
         capacity = sum(p.capacity * slices.slices_per_unit(c) for c, p in pools)
@@ -298,6 +303,29 @@ class Resolved:
     pool_holds: bool = True  # False: no pool could ever hold the gang (the grant is moot)
 
 
+def check_dra_pod(asked: list[tuple[ResourceClass, int]]) -> None:
+    """A pod of a model served through DRA gets all its devices on one node: refuse a profile
+    or a count that no node of the model could ever hold (400 naming what exists)."""
+    model = asked[0][0].gpu_model
+    if not gpu_serving.through_dra(model):
+        return
+    sizes = Node.objects.filter(
+        gpu_model=model, mig_strategy=node_offers.DRA, cluster__archived_at__isnull=True
+    ).values_list("gpu_count", flat=True)
+    per_node = max(sizes, default=None)
+    for rc, units in asked:
+        profile = rc.profile if rc.kind == ResourceClass.Kind.MIG else dra_quota.WHOLE_GPU
+        dra_quota.check_request(model, profile, units, gpus_per_node=per_node)
+    if per_node is not None:
+        need = sum(units * slices.slices_per_unit(rc) for rc, units in asked)
+        if need > per_node * slices.SLICES_PER_GPU:
+            raise InvalidInput(
+                f"one pod of these asks {need} compute slices; a {model} node holds at most "
+                f"{per_node * slices.SLICES_PER_GPU} ({per_node} GPUs): ask for less a pod",
+                field="resources",
+            )
+
+
 def check_shape(bad: Refusals, ask: Ask) -> Resolved | None:
     """Before the tenant's lock (the catalog and the fleet): the classes asked for, a gang
     against its pool, the topology. Each refusal is kept in `bad`; None when the classes are."""
@@ -307,6 +335,7 @@ def check_shape(bad: Refusals, ask: Ask) -> Resolved | None:
     if resolved is None:
         return None
     asked, model_classes = resolved
+    bad.check("resources", check_dra_pod, asked)
     topology, holds = "", True
     if ask.pods is not None and ask.kind is not None:
         if ask.kind == Workload.Kind.JOB and ask.pods > 1:

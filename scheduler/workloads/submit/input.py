@@ -19,6 +19,7 @@ from core.quantities import BadQuantity, parse_quantity
 from scheduler.cluster.render.labels import CONTAINER_DEFAULTS
 from scheduler.cluster.render.queue_guard import NVIDIA_ENV_PREFIX
 from scheduler.workloads.kinds.pod_template import SHM_MOUNT_PATH
+from scheduler.workloads.kinds.serving import check_requests_per_s
 from scheduler.workloads.models import DEFAULT_REPLICAS, Workload
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -208,7 +209,7 @@ def check_labels(labels: Any) -> dict[str, str]:
 
 def check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None:
     """The validated `autoscaling` ask ({min_replicas, max_replicas, target_gpu_util,
-    target_latency_ms}), or None when the workload has a fixed size."""
+    target_latency_ms, target_requests_per_s}), or None when the workload has a fixed size."""
     if autoscaling is None:
         return None
     if not isinstance(autoscaling, dict):
@@ -220,6 +221,7 @@ def check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None
         "max_replicas",
         "target_gpu_util",
         "target_latency_ms",
+        "target_requests_per_s",
     }
     if unknown:
         raise InvalidInput(f"unknown autoscaling fields {sorted(unknown)}", field="autoscaling")
@@ -248,15 +250,19 @@ def check_autoscaling(autoscaling: Any, kind: str, replicas: int) -> dict | None
         )
     gpu_util = whole("target_gpu_util", 1, 100)
     latency_ms = whole("target_latency_ms", 1, MAX_TARGET_LATENCY_MS)
-    if gpu_util is None and latency_ms is None:
+    per_s = check_requests_per_s(autoscaling.get("target_requests_per_s"))
+    if gpu_util is None and latency_ms is None and per_s is None:
         raise InvalidInput(
-            "give target_gpu_util (%) and/or target_latency_ms to scale on", field="autoscaling"
+            "give target_gpu_util (%), target_latency_ms and/or target_requests_per_s "
+            "(per replica) to scale on",
+            field="autoscaling",
         )
     return {
         "min_replicas": low,
         "max_replicas": high,
         "target_gpu_util": gpu_util,
         "target_latency_ms": latency_ms,
+        "target_requests_per_s": per_s,
     }
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0027_pool_outside_use'),
+        ('scheduler', '0028_workload_target_requests_per_s'),
     ]
 
     operations = [
