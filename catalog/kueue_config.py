@@ -32,6 +32,9 @@ it, and the portal checks the running Kueue against it (scheduler/cluster/kueue_
   platform team sets the numbers (settings `KUEUE_PODS_READY_*`, `PodsReady.from_env`).
   Since v0.19 Kueue waits for pods ready by default (30 min) when its Configuration says
   nothing; the portal always states the section, so its numbers are chosen, never inherited.
+- on a fleet's manager only (`multikueue`): MultiKueue's incremental dispatcher, which nominates
+  workers in each MultiKueueConfig's `spec.clusters` order (the platform's order of
+  preference), `step` of them per five-minute round; its gates stated, as above.
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ CLIENT_QPS = 200
 CLIENT_BURST = 400
 FEATURE_GATES = {"SchedulingEquivalenceHashing": True, "UnadmittedWorkloadsObservability": True}
 FAIR_SHARING_PREEMPTION = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+# MultiKueue (v0.19): without RespectConfigOrder the incremental dispatcher nominates workers
+# alphabetically; both gates are Beta and on in v0.19.0-v0.19.2, absent before (a gate Kueue
+# does not know stops its start: the manager needs v0.19).
+MULTIKUEUE_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+MULTIKUEUE_GATES = {
+    "MultiKueue": True,
+    "MultiKueueIncrementalDispatcherConfig": True,
+    "MultiKueueIncrementalDispatcherRespectConfigOrder": True,
+}
+DEFAULT_DISPATCH_STEP = 3  # Kueue's own default: the first three workers at once
 
 # Set by the portal on every tenant namespace (scheduler/cluster/render/namespace.py); a team
 # cannot edit its namespace's labels. Kueue manages workloads only where it is, and the local
@@ -126,13 +139,15 @@ def kueue_configuration(
     integrations: Sequence[str] = kueue_integrations.DEFAULT,
     dra_models: Sequence[str] = (),
     product_overrides: Mapping[str, str] | None = None,
+    multikueue: int | None = None,
 ) -> dict:
     """The Configuration keys the portal relies on. `feature_gates=False` leaves the gates out
     for a Kueue that takes them by flag (a flag and the config's `featureGates` together are a
     start-up error). `pods_ready`: the platform team's waitForPodsReady (the defaults without).
     `integrations`: Kueue's frameworks (`KUEUE_INTEGRATIONS`). `dra_models`: the models served
     through DRA (`GPU_DRA_MODELS`), matched by product label (`product_overrides`: the platform's
-    `GPU_PRODUCT_LABELS`)."""
+    `GPU_PRODUCT_LABELS`). `multikueue`: on a fleet's manager, the dispatcher's step (workers
+    nominated per round); None on any other cluster."""
     out: dict = {
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": copy.deepcopy(TENANT_SELECTOR),
@@ -147,6 +162,21 @@ def kueue_configuration(
         out.setdefault("resources", {})["deviceClassMappings"] = dra_devices.device_class_mappings(
             dra_models, product_overrides
         )
+    if multikueue is not None:
+        out["multiKueue"] = multikueue_section(multikueue)
     if feature_gates:
         out["featureGates"] = dict(FEATURE_GATES)
+        if multikueue is not None:
+            out["featureGates"].update(MULTIKUEUE_GATES)
     return out
+
+
+def multikueue_section(step: int = DEFAULT_DISPATCH_STEP) -> dict:
+    """Kueue's `multiKueue` for the incremental dispatcher; `step` ≥ 1 (1: strictly one worker
+    at a time in the platform's order, five minutes each before the next is tried)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise ValueError(f"the dispatch step {step!r} must be a whole number of at least 1")
+    return {
+        "dispatcherName": MULTIKUEUE_DISPATCHER,
+        "incrementalDispatcherConfig": {"stepSize": step},
+    }

@@ -21,7 +21,7 @@ from metering.selectors import budget_state
 from portal.borrowing import team_queue
 from portal.console import approvals
 from portal.promises import promises
-from scheduler.cluster import kube, kueue_settings
+from scheduler.cluster import fleet, kube, kueue_settings
 from scheduler.cluster.models import TenantSyncState
 from scheduler.cluster.reconcile.specs import provider_groups_by_tenant
 from scheduler.health import selectors as health_selectors
@@ -232,7 +232,8 @@ def readyz(request):
     and the cluster runs versions the portal supports; 503 with `Retry-After` and what failed
     (or what to upgrade) otherwise. A warning (a version it cannot tell) is said, not failed,
     and so is what Kueue's running Configuration lacks (`kueue_settings`, what to set): this
-    pod serves as well without it, and the console that says so must stay reachable."""
+    pod serves as well without it, and the console that says so must stay reachable. So is
+    what the last health check found wrong with a registered cluster (`clusters`)."""
     checks = {name: _probe(check) for name, check in READINESS_CHECKS.items()}
     ready = all(value == "ok" for value in checks.values())
     body: dict = {"status": "ready" if ready else "not ready", "checks": checks}
@@ -240,6 +241,9 @@ def readyz(request):
         body["warnings"] = list(warnings)
     if missing := _kueue_settings_missing(cluster_ok=checks["cluster"] == "ok"):
         body["kueue_settings"] = missing
+    if checks["database"] == "ok" and (problems := fleet.fleet_problems()):
+        # said, not failed: a worker that is down must not take the portal's pods out of service
+        body["clusters"] = problems
     response = JsonResponse(body, status=200 if ready else 503)
     if not ready:
         response["Retry-After"] = "10"

@@ -13,6 +13,7 @@ urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("catalog.api.urls")),
     path("v1/", include("scheduler.mig.api.urls")),
+    path("v1/", include("scheduler.cluster.api.urls")),
     path("v1/", include("scheduler.workloads.api.urls")),
     path("v1/", include("workspaces.api.urls")),
     path("v1/", include("metering.api.urls")),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import approvals, calendar, departments, gpu_health, sso, views
+from portal.console import approvals, calendar, clusters, departments, gpu_health, sso, views
 
 app_name = "console"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("queues/", views.queues, name="queues"),
     path("health/", views.health, name="health"),
     path("health/reconcile/", views.reconcile_now, name="reconcile_now"),
+    path("clusters/", clusters.cluster_list, name="cluster_list"),
+    path("clusters/<slug:name>/", clusters.cluster_detail, name="cluster_detail"),
     path("gpu-health/", gpu_health.gpu_health, name="gpu_health"),
     path("gpu-health/nodes/<str:node>/ack/", gpu_health.gpu_health_ack, name="gpu_health_ack"),
     path("gpu-health/rules/", gpu_health.gpu_health_rule, name="gpu_health_rule_add"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
+import yaml
 from django.conf import settings
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -145,6 +146,19 @@ class KubeGateway:
             raise PermanentClusterError(
                 f"cannot read the kubeconfig {path} ({exc}); set KUBECONFIG to a kubeconfig file"
             ) from exc
+        return cls._with(cfg)
+
+    @classmethod
+    def from_kubeconfig_text(cls, text: str) -> KubeGateway:
+        """A registered cluster's door, from the kubeconfig in its Secret (checked first by
+        scheduler/cluster/credentials.py: certificates embedded, no file read)."""
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config_from_dict(
+                yaml.safe_load(text), client_configuration=cfg, persist_config=False
+            )
+        except (config.ConfigException, yaml.YAMLError, TypeError, ValueError) as exc:
+            raise PermanentClusterError(f"cannot use the kubeconfig ({exc})") from exc
         return cls._with(cfg)
 
     @classmethod

@@ -52,8 +52,9 @@ def pods_ready_setting() -> PodsReady:
     )
 
 
-def expected_configuration(*, feature_gates: bool = True) -> dict:
-    """The fragment for the portal's settings (what `manage.py kueue_config` prints)."""
+def expected_configuration(*, feature_gates: bool = True, dispatch_step: int | None = None) -> dict:
+    """The fragment for the portal's settings (what `manage.py kueue_config` prints); with
+    `dispatch_step`, a fleet's manager's (MultiKueue's incremental dispatcher)."""
     return kueue_configuration(
         settings.GPU_QUOTA_UNIT,
         feature_gates=feature_gates,
@@ -61,6 +62,7 @@ def expected_configuration(*, feature_gates: bool = True) -> dict:
         integrations=settings.KUEUE_INTEGRATIONS,
         dra_models=settings.GPU_DRA_MODELS,
         product_overrides=settings.GPU_PRODUCT_LABELS,
+        multikueue=dispatch_step,
     )
 
 

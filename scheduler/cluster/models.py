@@ -3,11 +3,48 @@ each tenant's namespace stands against what PostgreSQL says it should have."""
 
 from django.db import models
 
+from core.permissions import is_platform_admin
+
+# The cluster the portal's own configuration reaches (KUBECONFIG, or the pod's ServiceAccount):
+# the inventory, health and metering of a single-cluster install are recorded under this name.
+DEFAULT_CLUSTER = "local"
+
+
+class ClusterQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Clusters are the platform team's: others see none (a 404, never a 403)."""
+        return self if is_platform_admin(user) else self.none()
+
+    def active(self):
+        return self.filter(archived_at__isnull=True)
+
+    def workers(self):
+        """Active workers in the platform's order: MultiKueue tries them in this order."""
+        return self.active().filter(role=Cluster.Role.WORKER).order_by("preference", "name")
+
 
 class Cluster(models.Model):
-    """A Kubernetes cluster the portal manages (one for now: multi-cluster is a later step)."""
+    """A Kubernetes cluster the portal governs. A single-cluster install has one, standalone,
+    reached through the portal's own configuration. A fleet has one manager (the portal's own
+    cluster: it holds the queues and dispatches through MultiKueue) and workers, each reached
+    through a kubeconfig in a Secret on the manager (scheduler/cluster/credentials.py)."""
+
+    class Role(models.TextChoices):
+        STANDALONE = "standalone", "Standalone (runs its own work, no MultiKueue)"
+        MANAGER = "manager", "Manager (queues work and dispatches it to workers)"
+        WORKER = "worker", "Worker (runs what the manager dispatches)"
 
     name = models.CharField(max_length=63, unique=True)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.STANDALONE)
+    region = models.CharField(max_length=63, blank=True)
+    # MultiKueue nominates workers in this order (lower first; ties by name).
+    preference = models.PositiveSmallIntegerField(default=100)
+    # "Any cluster of <group>": a grant may name a group of workers instead of one.
+    group = models.CharField(max_length=40, blank=True)
+    # Where the worker's kubeconfig is: a Secret on the manager, key `kubeconfig`. Only the
+    # reference is stored; the portal reads the Secret and never shows its contents.
+    credentials_secret_namespace = models.CharField(max_length=63, blank=True)
+    credentials_secret_name = models.CharField(max_length=253, blank=True)
     api_server = models.CharField(max_length=200, blank=True)
     kubeconfig_path = models.CharField(
         max_length=500, blank=True, help_text="Empty: the KUBECONFIG setting or in-cluster config"
@@ -15,11 +52,43 @@ class Cluster(models.Model):
     last_sync_at = models.DateTimeField(null=True, blank=True)
     last_sync_error = models.TextField(blank=True)
     server_version = models.CharField(max_length=40, blank=True)
+    # The last health check (scheduler/cluster/probes.py): None while never checked.
+    reachable = models.BooleanField(null=True, blank=True)
+    kueue_version = models.CharField(max_length=40, blank=True)
+    last_error = models.TextField(blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
     # A cluster that is gone stays as a row (its usage and statements point at it): archived.
     archived_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # A worker is reached through its Secret, the home cluster through the portal's own
+            # configuration (one at a time: scheduler/cluster/fleet.py checks under a lock).
+            models.CheckConstraint(
+                condition=(
+                    models.Q(role="worker") & ~models.Q(credentials_secret_name="")
+                    | ~models.Q(role="worker") & models.Q(credentials_secret_name="")
+                ),
+                name="cluster_worker_has_credentials",
+            )
+        ]
+
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_home(self) -> bool:
+        """Reached through the portal's own configuration, not through a Secret."""
+        return self.role != self.Role.WORKER
+
+    @property
+    def credentials_secret(self) -> str:
+        """`namespace/name` of its kubeconfig Secret ("" for the home cluster)."""
+        if not self.credentials_secret_name:
+            return ""
+        return f"{self.credentials_secret_namespace}/{self.credentials_secret_name}"
 
 
 SIMULATED_LABEL = ("type", "kwok")

@@ -240,6 +240,8 @@ def served(world):
             "/console/tenants/",
             "/console/sso/",
             "/console/gpu-health/",
+            "/console/clusters/",
+            "/console/clusters/local/",
             *([f"/console/gpu-health/rules/{rule.pk}/"] if rule else []),
             "/platform/notifications/",
             "/usage/platform/",

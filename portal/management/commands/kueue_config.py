@@ -4,8 +4,9 @@ Helm value `managerConfig.controllerManagerConfigYaml`). The chart ships the def
 files/kueue-configuration.yaml; a test keeps the two the same."""
 
 import yaml
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from catalog.kueue_config import DEFAULT_DISPATCH_STEP
 from scheduler.cluster.kueue_settings import expected_configuration
 
 
@@ -21,7 +22,25 @@ class Command(BaseCommand):
             action="store_true",
             help="leave featureGates out (for a Kueue given them by --feature-gates)",
         )
+        parser.add_argument(
+            "--manager",
+            action="store_true",
+            help="for a fleet's manager: add MultiKueue's incremental dispatcher (docs/deploy.md)",
+        )
+        parser.add_argument(
+            "--dispatch-step",
+            type=int,
+            default=DEFAULT_DISPATCH_STEP,
+            help="with --manager: workers nominated per five-minute round, in the platform's "
+            f"order (default {DEFAULT_DISPATCH_STEP}; 1: strictly one at a time)",
+        )
 
     def handle(self, *args, **options):
-        fragment = expected_configuration(feature_gates=not options["no_feature_gates"])
+        try:
+            fragment = expected_configuration(
+                feature_gates=not options["no_feature_gates"],
+                dispatch_step=options["dispatch_step"] if options["manager"] else None,
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(yaml.safe_dump(fragment, sort_keys=False), ending="")

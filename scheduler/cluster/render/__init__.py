@@ -13,4 +13,6 @@ One module per kind of object; import each name from the module that holds it:
 - `priorities`: PriorityClasses and Kueue's WorkloadPriorityClasses.
 - `queue_guard`: the ValidatingAdmissionPolicy that closes what Kueue leaves open.
 - `tenant`: `render_tenant(spec)`, everything one tenant should have, in order.
+- `multikueue`: a fleet manager's AdmissionChecks, MultiKueueConfigs and MultiKueueClusters, a
+  worker's kubeconfig Secret copy, a ClusterQueue's admission checks.
 """

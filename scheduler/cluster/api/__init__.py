@@ -1,0 +1,1 @@
+"""The clusters' API: registered clusters for the platform team (`/api/v1/clusters/`)."""
