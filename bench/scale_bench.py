@@ -92,7 +92,8 @@ def _admissions(kube: KubeGateway, names: set[str], timeout_s: float) -> list[fl
     deadline = time.monotonic() + timeout_s
     while len(seen) < len(names) and time.monotonic() < deadline:
         for w in kube.list("KueueWorkload"):
-            owner = next(iter(w["metadata"].get("ownerReferences") or []), {}).get("name")
+            refs: list[dict] = w["metadata"].get("ownerReferences") or []
+            owner = refs[0].get("name") if refs else None
             conditions = (w.get("status") or {}).get("conditions") or []
             admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
             if owner in names and admitted and owner not in seen:
@@ -107,7 +108,8 @@ class Follower(threading.Thread):
 
     def __init__(self, kube: KubeGateway) -> None:
         super().__init__(daemon=True)
-        self.kube, self.stop, self.cpu_s, self.ingest_s = kube, threading.Event(), 0.0, []
+        self.kube, self.stop, self.cpu_s = kube, threading.Event(), 0.0
+        self.ingest_s: list[float] = []
 
     def run(self) -> None:
         while not self.stop.is_set():

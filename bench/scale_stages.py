@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 from django.db import connection
 from django.test import Client, override_settings
@@ -22,6 +23,7 @@ from django.utils import timezone
 from bench import scale_world
 from bench.scale_report import Measure, percentile, table
 from metering import ingest
+from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.models import Cluster, Node, TenantSyncState
 from scheduler.cluster.reconcile.converge import key_str
 from scheduler.cluster.reconcile.runs import _unchanged
@@ -57,7 +59,7 @@ class Stages:
                     profiler.disable()
                 walls.append(time.perf_counter() - t0)
             queries = len(captured.captured_queries)
-            if profiler:
+            if profiler and self.profile_dir is not None:
                 self.profile_dir.mkdir(parents=True, exist_ok=True)
                 slug = "".join(c if c.isalnum() else "_" for c in stage)
                 profiler.dump_stats(self.profile_dir / f"{slug}-{size}.prof")
@@ -107,8 +109,11 @@ def reconcile_stages(st: Stages, teams: int) -> None:
 
 def sync_stages(st: Stages, workloads: int) -> None:
     world = scale_world.World.of_workloads()
-    kube = scale_world.StandInGateway(world)
-    big = Tenant.objects.order_by("slug").first().namespace
+    # the door's calls, answered from the world: typed as the door the sync expects
+    kube = cast(KubeGateway, scale_world.StandInGateway(world))
+    first = Tenant.objects.order_by("slug").first()
+    assert first is not None, "the world has no team"
+    big = first.namespace
     for label, rows in (
         ("big team's namespace", Workload.objects.filter(namespace=big)),
         ("spread namespaces", Workload.objects.exclude(namespace=big)),
@@ -178,6 +183,7 @@ def metering_stages(st: Stages, workloads: int, start) -> None:
 def page_stages(st: Stages, size: int) -> None:
     admin = scale_world.platform_admin()
     big = Tenant.objects.order_by("slug").first()
+    assert big is not None, "the world has no team"
     owner = big.memberships.get(role="owner").user
     for label, user, url in (
         ("team page (big team)", owner, f"/teams/{big.slug}/"),

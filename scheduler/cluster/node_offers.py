@@ -305,7 +305,7 @@ def parse_gpu_pod(
                 total[name] = max(total[name], _int(value))
     devices: list[str] = []
     for name in pod_claim_names(pod) if claims else ():
-        for device in claims.get((meta.get("namespace", ""), name), ()):
+        for device in (claims or {}).get((meta.get("namespace", ""), name), ()):
             resource = device_resource(device)
             if resource:
                 total[resource] += 1

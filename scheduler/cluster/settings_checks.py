@@ -174,7 +174,7 @@ def check_gpu_quota_unit(app_configs=None, **kwargs) -> list[checks.CheckMessage
 @checks.register(checks.Tags.compatibility)
 def check_dra_models(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     models = getattr(settings, "GPU_DRA_MODELS", [])
-    errors = [
+    errors: list[checks.CheckMessage] = [
         checks.Error(f"GPU_DRA_MODELS: {problem}", id="scheduler.E007")
         for problem in dra_devices.problems(models)
     ]

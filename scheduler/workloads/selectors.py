@@ -289,7 +289,7 @@ def fleet_offers() -> dict[str, Offer] | None:
     for node in nodes:
         if not (node.schedulable and node.ready and node.gpu_model):
             continue
-        pods_hold = held.get((node.cluster_id, node.name), {})
+        pods_hold: Mapping[str, int] = held.get((node.cluster_id, node.name), {})
         if node.mig_strategy == node_offers.DRA:  # placements cut on demand, not a layout
             units = node_offers.dra_units(node.gpu_model, node.gpu_count)
             for slug, n in node_offers.dra_free(node.gpu_model, node.gpu_count, pods_hold).items():

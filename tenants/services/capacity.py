@@ -267,7 +267,7 @@ def _dra_slices(
 
 
 def _slices_refusal(over: capacity_time.Overrun, window: Window, now: datetime) -> str:
-    model = over.key[1]
+    model = cast(tuple, over.key)[1]
     room, limit = int(over.room), int(over.limit)
     words = (
         f"{model} is served through DRA, its classes cut from the same GPUs: asked for "
