@@ -20,6 +20,8 @@ cluster-reset:
 run: cluster
 	@echo "==> nodes (the demo's B200 work runs on the real one)"
 	@$(PY) -m localcluster real-node --gpus B200-180GB:2
+	@echo "==> a simulated A100-40GB served through DRA (MIG cut on demand, docs/dra.md)"
+	@$(PY) -m localcluster dra-node --gpus A100-40GB:1
 	@$(PY) manage.py migrate --noinput -v0
 	@$(PY) manage.py seed_demo
 	@bash scripts/serve.sh
