@@ -106,6 +106,7 @@ def test_seven_dra_slices_cut_a_4g_and_a_3g_then_seven_1g_on_one_gpu_with_no_dra
     node, got = devices_of(kube, ns, three)
     assert node == dra_a100 and got == ["gpu-0-mig-3g20gb-9-4"]
     # the page says which GPU and placement each pod got
+    three.refresh_from_db()
     (row,) = workload_pods.workload_pod_rows(kube, actor=world.admin, workload=three)
     assert row.devices == "gpu-0: 3g.20gb at slice 4"
 
