@@ -179,10 +179,15 @@ def ensure_cert() -> None:
     ensure_serving_cert(CERT_DIR, "kueue-localcluster")
 
 
-def write_config() -> str:
-    """config.yaml for the process; returns its text."""
+def write_config(*, dra: bool = True) -> str:
+    """config.yaml for the process; returns its text. `dra=False`: without the DRA mapping, as
+    a Kueue before v0.19 reads it (the upgrade tests' previous release: its strict decoding
+    refuses `resources.deviceClassMappings`)."""
     STATE.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(config(), sort_keys=False)
+    body = config()
+    if not dra:
+        body.get("resources", {}).pop("deviceClassMappings", None)
+    text = yaml.safe_dump(body, sort_keys=False)
     tmp = CONFIG.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(CONFIG)

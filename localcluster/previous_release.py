@@ -71,6 +71,8 @@ def run_previous_kueue() -> None:
     api = cluster.api_client()
     try:
         kueue.prepare(api, comp=kueue_build())
+        # the previous release served no model through DRA: v0.17 refuses the mapping
+        kueue.publish_config(api, kueue.write_config(dra=False))
     finally:
         api.close()
     previous = Component(

@@ -123,9 +123,10 @@ def test_a_second_reconcile_of_an_unchanged_tenant_writes_nothing(kube, setup, w
 
     assert kube.stats.writes == writes
     assert (run.writes, run.changes, run.drift) == (0, [], [])
-    # one GET of the namespace, one LIST per managed kind: 7 namespaced (with the Roles and the
-    # LocalQueue) and the ClusterQueue; the cluster-wide objects were converged by the first run
-    assert run.api_calls == 1 + 7 + 1
+    # one GET of the namespace, one LIST per managed kind: 8 namespaced (with the Roles, the
+    # LocalQueue and the ResourceClaimTemplates) and the ClusterQueue; the cluster-wide objects
+    # were converged by the first run
+    assert run.api_calls == 1 + 8 + 1
 
 
 def test_revoke_and_expiry_lower_the_quota(kube, setup, world):
