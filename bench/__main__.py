@@ -33,6 +33,7 @@ def main() -> int:
             "booking",
             "queue",
             "fill",
+            "mixed-fill",
             "workload-sync",
             "real-node",
             "stages",
@@ -82,6 +83,7 @@ def main() -> int:
         booking_bench,
         fill_bench,
         metering_bench,
+        mixed_fill_bench,
         planner_bench,
         queue_bench,
         realnode_bench,
@@ -106,6 +108,8 @@ def main() -> int:
         rc |= queue_bench.run()
     if args.only in (None, "fill"):
         rc |= fill_bench.run()
+    if args.only in (None, "mixed-fill"):
+        rc |= mixed_fill_bench.run()
     if args.only in (None, "workload-sync"):
         rc |= workload_sync_bench.run(workloads=args.workloads)
     if args.only in (None, "real-node"):

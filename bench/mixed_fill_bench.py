@@ -81,6 +81,7 @@ def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], no
         sync.create_in_cluster(kube, w.pk)
         w.refresh_from_db()
         per_job[w.k8s_name] = slices.slices_per_unit(rc)
+    submitted = time.monotonic() - t0
     busy, drains = [], 0
     deadline = t0 + 10 * RUN_S * 3  # the layouts may never run some shapes
     done = 0
@@ -101,6 +102,7 @@ def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], no
         time.sleep(POLL_S)
     return {
         "jobs": len(queue),
+        "submitted_s": submitted,
         "finished": done,
         "busy": sum(busy) / len(busy) / GRANT_SLICES if busy else 0.0,
         "makespan_s": time.monotonic() - t0,
@@ -141,7 +143,10 @@ def run() -> int:
                 reconcile_all(kube, trigger="benchmark")
                 print(f"mixed fill on {side}: {node} ...", flush=True)
                 results[side] = _side(kube, admin, tenant, _queue(model, profiles), node)
+                # its grant ends with it: the next side's reconcile leaves its namespace alone
+                tenant_services.change_tenant_status(actor=admin, tenant=tenant, action="archive")
                 kube.delete("Namespace", tenant.namespace)
+                kube.delete("ClusterQueue", tenant.namespace)
         finally:
             for tenant in tenants:
                 kube.delete("Namespace", tenant.namespace)
