@@ -21,6 +21,7 @@ from kubernetes.stream import stream
 from localcluster import (
     build,
     cluster,
+    fleet,
     images,
     node_addons,
     node_stack,
@@ -63,11 +64,16 @@ def values(namespace: str) -> list[str]:
         },
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "allowedHosts": ["*"],
+        # its own instance and team namespaces: what its portal reconciles (the demo's teams)
+        # never meets a developer's portal or `make run` on the same cluster, and goes with it
+        "portalInstance": namespace,
+        "tenantNamespacePrefix": f"{namespace}-",
         "https": False,
         "workloadImageAllowlist": ["*"],  # the demo data names images of every registry
         "gpuOperator": {"namespace": namespace},
         "nodeSelector": {realnode.REAL_NODE_LABEL: "true"},
-        "tolerations": [ON_REAL_NODE],
+        # and its GPU taints, where `make run` left the node playing GPUs (node_addons)
+        "tolerations": [ON_REAL_NODE, *fleet.gpu_tolerations()],
         # two cores for the whole local cluster: one web pod, small requests
         "web": {"replicaCount": 1, "workers": 1, "threads": 2,
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
@@ -109,6 +115,10 @@ def release(kube_cluster, tmp_path):
     yield name, namespace
     helm("uninstall", name, "-n", namespace, "--ignore-not-found", "--wait", home=tmp_path)
     portal_account.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false")
+    # what its portal made for the demo's teams, by its instance label
+    mine = f"gpu-portal.io/instance={namespace}"
+    for kind in ("namespaces", "clusterqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io"):
+        portal_account.kubectl("delete", kind, "-l", mine, "--ignore-not-found", "--wait=false")
     kube_cluster.core.delete_persistent_volume(name)
 
 
