@@ -252,10 +252,11 @@ def claim_template(
     }
 
 
-def pod_claim(template_name: str) -> tuple[dict, dict]:
+def pod_claim(template_name: str, name: str = CLAIM_NAME) -> tuple[dict, dict]:
     """(the pod spec's `resourceClaims` entry, the container's `resources.claims` entry) that
-    give a pod the devices of a template, in place of `nvidia.com/...` resources."""
+    give a pod the devices of a template, in place of `nvidia.com/...` resources; `name`: the
+    claim's name in the pod (a pod of several devices names each: `gpu-0`, `gpu-1`, ...)."""
     return (
-        {"name": CLAIM_NAME, "resourceClaimTemplateName": template_name},
-        {"name": CLAIM_NAME},
+        {"name": name, "resourceClaimTemplateName": template_name},
+        {"name": name},
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from catalog import dra_quota
 from scheduler.cluster.render.labels import (
     GPU_PRODUCT_LABEL,
     INSTANCE_LABEL,
@@ -200,11 +201,8 @@ def _volumes(spec: ManifestSpec) -> tuple[list[dict], list[dict]]:
 def _claims(spec: ManifestSpec) -> list[dict]:
     """The pod's claims: one per device, each from its one-device template (`gpu-0`, `gpu-1`,
     ...; the scheduler allocates them all on the pod's node, Kueue charges each)."""
-    out: list[dict] = []
-    for template, count in spec.claims:
-        for _ in range(count):
-            out.append({"name": f"gpu-{len(out)}", "resourceClaimTemplateName": template})
-    return out
+    templates = [template for template, count in spec.claims for _ in range(count)]
+    return [dra_quota.pod_claim(t, f"gpu-{i}")[0] for i, t in enumerate(templates)]
 
 
 def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
