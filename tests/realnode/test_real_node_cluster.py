@@ -24,6 +24,7 @@ from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
 from tenants.services.tenants import add_member, create_tenant, update_tenant
+from tests.realnode.probes import fetch_from_pod
 from tests.scheduler.cluster_helpers import (
     as_user,
     restricted_pod,
@@ -267,68 +268,13 @@ def test_a_notebook_server_starts_writes_its_home_and_answers_only_with_its_secr
         headers = server_secret.upstream_credentials("jupyter", secret)["headers"]
         # asked from the platform's namespace, as the portal's activity reader asks in a cluster
         # (the team's NetworkPolicy lets that namespace in), with and without the secret
-        with_secret = status_from_platform(kube_cluster, settings, url, headers)
+        platform = settings.PLATFORM_NAMESPACE
+        with_secret = fetch_from_pod(kube_cluster.core, platform, url, headers)
         code, body = with_secret.split(" ", 1)
         assert code == "200" and parse_activity("jupyter", json.loads(body)), with_secret
-        without = status_from_platform(kube_cluster, settings, url, {})
+        without = fetch_from_pod(kube_cluster.core, platform, url, {})
         assert without.split(" ", 1)[0] in ("401", "403"), without
         # its home is the volume, written by the server (as uid 1000)
         assert any(home.iterdir()), "the server wrote nothing in its home"
     finally:
         kube_cluster.core.delete_persistent_volume(volume)
-
-
-PROBE = """
-import sys, urllib.error, urllib.request
-request = urllib.request.Request(sys.argv[1])
-for pair in sys.argv[2:]:
-    request.add_header(*pair.split("=", 1))
-for attempt in range(60):
-    try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            print(resp.status, resp.read().decode()); break
-    except urllib.error.HTTPError as exc:
-        print(exc.code, "refused"); break
-    except OSError as exc:
-        import time; time.sleep(2)
-else:
-    print("000 no answer", exc)
-"""
-
-
-def status_from_platform(kube_cluster, settings, url, headers) -> str:
-    """GET `url` from a pod of the platform namespace on the real node; its one line of log."""
-    core = kube_cluster.core
-    name = f"probe-{unique_slug('st')}"
-    namespace = settings.PLATFORM_NAMESPACE
-    args = [f"{k}={v}" for k, v in headers.items()]
-    core.create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeName": realnode.NODE_NAME,
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [
-                    {
-                        "name": "probe",
-                        "image": DEMO,
-                        "imagePullPolicy": "Never",
-                        "command": ["python", "-c", PROBE, url, *args],
-                    }
-                ],
-            },
-        },
-    )
-    try:
-        wait_for(
-            f"{name} done",
-            lambda: (
-                core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")
-            ),
-            timeout=150,
-        )
-        return core.read_namespaced_pod_log(name, namespace).strip()
-    finally:
-        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
