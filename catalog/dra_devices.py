@@ -41,6 +41,10 @@ DRIVER = "gpu.nvidia.com"
 RESOURCE_API = "resource.k8s.io/v1"
 GPU_CLASS = "gpu.nvidia.com"  # DeviceClass of whole GPUs (attribute type == 'gpu')
 MIG_CLASS = "mig.nvidia.com"  # DeviceClass of MIG devices (attribute type == 'mig')
+VFIO_CLASS = "vfio.gpu.nvidia.com"  # whole GPUs passed through to a VM: the portal never maps it
+# The classes Kueue charges (`device_class_mappings`); the queue guard refuses a member's claim
+# of any other class of the driver (scheduler/cluster/render/claim_guard.py).
+MAPPED_CLASSES = (MIG_CLASS, GPU_CLASS)
 TYPE_GPU = "gpu"
 TYPE_MIG = "mig"
 MULTIPROCESSORS = "multiprocessors"
@@ -337,7 +341,7 @@ def device_class_mappings(
     return [
         {
             "name": QUOTA_RESOURCE,
-            "deviceClassNames": [MIG_CLASS, GPU_CLASS],
+            "deviceClassNames": list(MAPPED_CLASSES),
             "sources": [
                 {
                     "counter": {

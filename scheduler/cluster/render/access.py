@@ -49,8 +49,8 @@ def role_rules(
         _rule(["apps"], ["replicasets"], _READ),
         _rule(["autoscaling"], ["horizontalpodautoscalers"], verbs),
         # DRA: their own claims and templates; Kueue charges whatever they select (the largest
-        # device of the class that matches), and admin access needs a namespace label only the
-        # portal sets, so writing them spends nothing beyond the grant
+        # device of the class that matches), and the queue guard refuses what it cannot charge
+        # (render/claim_guard.py), so writing them spends nothing beyond the grant
         _rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"], verbs),
         _rule(["policy"], ["poddisruptionbudgets"], _READ),
         _rule(["networking.k8s.io"], ["networkpolicies"], _READ),

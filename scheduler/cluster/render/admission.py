@@ -4,12 +4,20 @@ never hold (cluster admins, Kueue's own accounts)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+
 from scheduler.cluster.render.labels import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     QUEUE_ENFORCED_LABEL,
     _finish,
 )
+
+
+def cel_list(values: Iterable[str]) -> str:
+    """CEL: a list literal of `values`, sorted, each quoted."""
+    return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
 
 
 def not_trusted(trusted_users: tuple[str, ...]) -> str:

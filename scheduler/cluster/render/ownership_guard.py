@@ -1,7 +1,10 @@
 """The ownership guard: a ValidatingAdmissionPolicy that keeps a team's members (and the
 ServiceAccounts of their namespace) from changing or deleting the Services, Ingresses and routes
 the portal made there, such as a workspace's (repointed, they would carry the workspace's
-signed-in path to somewhere else), and a workspace's run (only its owner stops it)."""
+signed-in path to somewhere else), a workspace's run (only its owner stops it), and the team's
+ResourceClaimTemplates (render/claims.py: the names the portal's pods and members' kubectl use;
+their spec is immutable, but a deleted or relabelled one breaks the pods that name it until the
+next reconcile)."""
 
 from __future__ import annotations
 
@@ -49,6 +52,12 @@ def render_ownership_guard(trusted_users: tuple[str, ...]) -> list[dict]:
                 "operations": changes,
                 "resources": ["jobs"],
             },
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "apiVersions": ["v1"],
+                "operations": changes,
+                "resources": ["resourceclaimtemplates"],
+            },
         ],
         [{"name": "a-member", "expression": f"{not_trusted(trusted_users)} && ({_A_MEMBER})"}],
         [
@@ -56,8 +65,9 @@ def render_ownership_guard(trusted_users: tuple[str, ...]) -> list[dict]:
                 "expression": f"{_A_JOB} || !has({labels}) || !('{MANAGED_BY_LABEL}' in {labels}) "
                 f"|| {labels}['{MANAGED_BY_LABEL}'] != '{MANAGED_BY}'",
                 "message": "the portal made this object (a workspace's or a workload's "
-                "Service, Ingress or route): change it through the portal, which keeps it "
-                "as the workspace or workload needs it",
+                "Service, Ingress or route, or the team's ResourceClaimTemplate): change it "
+                "through the portal, which keeps it as the workspace, workload or grant needs "
+                "it; for other devices make a template of your own",
             },
             {
                 # another member's workspace is theirs alone: only its owner stops it, in the

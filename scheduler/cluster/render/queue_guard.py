@@ -3,11 +3,10 @@ closes what Kueue alone leaves open to a team member, written as CEL built by sm
 
 from __future__ import annotations
 
-import json
-
 from core.images import Spellings
 from scheduler.cluster.render.access import ROBOT_SERVICE_ACCOUNT
-from scheduler.cluster.render.admission import not_trusted, tenant_policy
+from scheduler.cluster.render.admission import cel_list, not_trusted, tenant_policy
+from scheduler.cluster.render.claim_guard import CLAIM_RULE, claim_validations
 from scheduler.cluster.render.labels import (
     HEALTH_TAINT_KEY,
     LOCAL_QUEUE,
@@ -26,7 +25,7 @@ POD_KINDS = ("Pod", "Job", "CronJob", "Deployment", "ReplicaSet", "StatefulSet")
 
 def _for_pods(expression: str) -> str:
     """CEL: `expression` holds for the kinds that carry pods; other kinds pass."""
-    return f"!(request.kind.kind in {_cel_list(POD_KINDS)}) || ({expression})"
+    return f"!(request.kind.kind in {cel_list(POD_KINDS)}) || ({expression})"
 
 
 def _priority_agrees(meta: str, spec: str) -> str:
@@ -51,15 +50,11 @@ def _priority_known(spec: str, old: str, classes: str) -> str:
     )
 
 
-def _cel_list(values) -> str:
-    return "[" + ", ".join(json.dumps(v) for v in sorted(values)) + "]"
-
-
 def _image_ok(image: str, rules: Spellings) -> str:
     """CEL: `image` (a string expression) is allowed by the allow-list's spellings."""
-    terms = [f"{image} in {_cel_list(rules.exact)}"]
+    terms = [f"{image} in {cel_list(rules.exact)}"]
     if rules.prefixes:
-        terms.append(f"{_cel_list(rules.prefixes)}.exists(p, {image}.startsWith(p))")
+        terms.append(f"{cel_list(rules.prefixes)}.exists(p, {image}.startsWith(p))")
     if rules.any_library_short or rules.any_hub_short:
         first = f"{image}.split('/')[0]"
         no_host = f"!({first}.contains('.') || {first}.contains(':') || {first} == 'localhost')"
@@ -151,7 +146,7 @@ def _runtime_allowed(spec: str, old: str, allowed: str) -> str:
 def _not_the_portals_account(spec: str) -> str:
     """CEL: the pod runs as none of the ServiceAccounts the portal makes (the CI robot's token
     would outlive the member who mounted it)."""
-    accounts = _cel_list([ROBOT_SERVICE_ACCOUNT])
+    accounts = cel_list([ROBOT_SERVICE_ACCOUNT])
     return (
         f"(!has({spec}.serviceAccountName) || !({spec}.serviceAccountName in {accounts})) && "
         f"(!has({spec}.serviceAccount) || !({spec}.serviceAccount in {accounts}))"
@@ -186,10 +181,11 @@ def render_queue_guard(
     may tolerate the GPU nodes' taint (`gpu_taint_keys`) or select GPU nodes; no pod sets the
     NVIDIA toolkit's variables, runs under a runtime class the platform did not allow
     (`runtime_classes`) or as the portal's CI robot; a Service is never an ExternalName and
-    always selects pods. Kueue and cluster admins (`trusted_users`, `system:masters`) do these
+    always selects pods; a device claim or claim template spends only GPU devices Kueue charges
+    (`claim_guard`). Kueue and cluster admins (`trusted_users`, `system:masters`) do these
     things legitimately."""
-    taint_keys = _cel_list(gpu_taint_keys)
-    runtimes = _cel_list(runtime_classes)
+    taint_keys = cel_list(gpu_taint_keys)
+    runtimes = cel_list(runtime_classes)
     classes = ", ".join(f"'{c}'" for c in sorted({"", *priority_classes}))
     gate = "'kueue.x-k8s.io/admission'"
     template = "object.spec.template.spec"
@@ -218,6 +214,7 @@ def render_queue_guard(
             "operations": ["CREATE", "UPDATE"],
             "resources": ["secrets", "services"],
         },
+        CLAIM_RULE,
     ]
     validations: list[dict] = [
         {
@@ -359,6 +356,7 @@ def render_queue_guard(
             "message": "Services in team namespaces may not set externalIPs: expose a workload "
             "through the platform's ingress",
         },
+        *claim_validations(),
     ]
     return tenant_policy(
         QUEUE_GUARD,
