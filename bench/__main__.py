@@ -68,6 +68,11 @@ def main() -> int:
         default=[5000, 20_000, 50_000],
         help="stages: workload counts, comma-separated",
     )
+    fill = parser.add_argument_group("mixed-fill")
+    fill.add_argument("--fill-run-s", type=float, default=10.0, help="each Job's run time")
+    fill.add_argument(
+        "--fill-sides", default="DRA,layouts", help="DRA, layouts or both (comma-separated)"
+    )
     scale = parser.add_argument_group("scale (the local cluster, KWOK nodes)")
     scale.add_argument("--teams", type=int, default=1000)
     scale.add_argument("--departments", type=int, default=10)
@@ -109,7 +114,7 @@ def main() -> int:
     if args.only in (None, "fill"):
         rc |= fill_bench.run()
     if args.only in (None, "mixed-fill"):
-        rc |= mixed_fill_bench.run()
+        rc |= mixed_fill_bench.run(run_s=args.fill_run_s, sides=tuple(args.fill_sides.split(",")))
     if args.only in (None, "workload-sync"):
         rc |= workload_sync_bench.run(workloads=args.workloads)
     if args.only in (None, "real-node"):

@@ -12,6 +12,14 @@ Each side: one team granted 14 slices (two GPUs' worth) of its model, 10 × 14 s
 share of the 14 granted slices that run a pod (goal on DRA: ≥ 0.9), the makespan against the
 ideal (10 × D), and the drains (a node seen cordoned) on each side.
 
+"Work waits" means a Job of the queue neither running nor done: at the tail, when the last Jobs
+run and nothing is left to start, idle slices are not the scheduler's to fill and are not
+counted (counting them, as the first version did, charged the tail's emptiness to the
+placement). Each Job costs the cluster's controllers about 2 s between one Job's end and the
+next one's start (Kueue sees the end, frees the quota, admits; the Job controller makes the pod;
+the scheduler allocates its claim): D is `--fill-run-s`, 10 s by default, and the longer D is,
+the smaller that fixed cost is beside it.
+
 Runs in a throwaway database with its own instance label and namespace prefix, and deletes what
 it made at the end.
 """
@@ -62,7 +70,9 @@ def _queue(model: str, profiles: list[str]) -> list[ResourceClass]:
     return out
 
 
-def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], node: str) -> dict:
+def _side(  # noqa: PLR0913 (one side's whole set-up)
+    kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], node: str, run_s: float
+) -> dict:
     per_job = {}
     t0 = time.monotonic()
     for i, rc in enumerate(queue):
@@ -73,7 +83,7 @@ def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], no
                 name=f"m{i}",
                 kind="job",
                 image="registry.k8s.io/pause:3.10",
-                command=["sleep", f"{RUN_S:g}"],
+                command=["sleep", f"{run_s:g}"],
                 resources={rc.slug: 1},
                 priority="gpu-low",
             ),
@@ -83,20 +93,21 @@ def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], no
         per_job[w.k8s_name] = slices.slices_per_unit(rc)
     submitted = time.monotonic() - t0
     busy, drains = [], 0
-    deadline = t0 + 10 * RUN_S * 3  # the layouts may never run some shapes
+    deadline = t0 + 10 * run_s * 3  # the layouts may never run some shapes
     done = 0
     while time.monotonic() < deadline:
-        running = done = 0
+        running = done = started = 0
         for pod in kube.list("Pod", team.namespace):
             phase = (pod.get("status") or {}).get("phase")
             job = (pod["metadata"].get("labels") or {}).get("job-name", "")
             if phase == "Running":
                 running += per_job.get(job, 0)
+                started += 1
             elif phase == "Succeeded":
                 done += 1
         if done >= len(queue):
             break
-        if len(queue) - done > 0:  # work waits: the grant's slices should all be busy
+        if len(queue) - done - started > 0:  # work waits: the grant's slices should be busy
             busy.append(min(running, GRANT_SLICES))
         drains += bool((kube.get("Node", node) or {}).get("spec", {}).get("unschedulable"))
         time.sleep(POLL_S)
@@ -110,7 +121,7 @@ def _side(kube: KubeGateway, admin, team: Tenant, queue: list[ResourceClass], no
     }
 
 
-def run() -> int:
+def run(run_s: float = RUN_S, sides: tuple[str, ...] = tuple(SIDES)) -> int:
     cluster.up()
     cluster.fresh_kwok()  # pods end when asked, however long the cluster has run
     run_of_its_own("mfbench")
@@ -123,7 +134,8 @@ def run() -> int:
         try:
             ensure_resource_classes([m for m, _, _ in SIDES.values()])
             admin = platform_admin("mfbench-admin")
-            for side, (model, node, profiles) in SIDES.items():
+            for side in sides:
+                model, node, profiles = SIDES[side]
                 # the pools as the inventory would count 4 GPUs (DRA: what they could be cut
                 # into; layouts: what the layout offers), each large enough for the grant
                 for slug, units in node_offers.dra_units(model, 4).items():
@@ -142,7 +154,8 @@ def run() -> int:
                 tenants.append(tenant)
                 reconcile_all(kube, trigger="benchmark")
                 print(f"mixed fill on {side}: {node} ...", flush=True)
-                results[side] = _side(kube, admin, tenant, _queue(model, profiles), node)
+                queue = _queue(model, profiles)
+                results[side] = _side(kube, admin, tenant, queue, node, run_s)
                 # its grant ends with it: the next side's reconcile leaves its namespace alone
                 tenant_services.change_tenant_status(actor=admin, tenant=tenant, action="archive")
                 kube.delete("Namespace", tenant.namespace)
@@ -156,19 +169,22 @@ def run() -> int:
     print()
     print(
         f"Mixed fill: 1g, 2g, 3g, 4g, whole GPU in turn, 10 × {GRANT_SLICES} slices of "
-        f"`sleep {RUN_S:g}` for a grant of {GRANT_SLICES} slices, 4 GPUs a side"
+        f"`sleep {run_s:g}` for a grant of {GRANT_SLICES} slices, 4 GPUs a side"
     )
-    dra, lay = results["DRA"], results["layouts"]
+    none = {"busy": float("nan"), "finished": "-", "makespan_s": float("nan"), "drains": "-"}
+    dra, lay = (results.get(side, none) for side in SIDES)
+    jobs = next(r["jobs"] for r in results.values())
     rows = [
         ("figure", "DRA", "layouts", "goal (DRA)"),
         ("slices busy while work waits / N", f"{dra['busy']:.2f}", f"{lay['busy']:.2f}", "≥ 0.90"),
-        ("Jobs finished (of)", dra["finished"], lay["finished"], dra["jobs"]),
+        ("Jobs finished (of)", dra["finished"], lay["finished"], jobs),
         ("makespan s (ideal 10 × D)", f"{dra['makespan_s']:.1f}", f"{lay['makespan_s']:.1f}",
-         f"{10 * RUN_S:.0f}"),
+         f"{10 * run_s:.0f}"),
         ("polls with the node cordoned (drains)", dra["drains"], lay["drains"], 0),
     ]  # fmt: skip
     for name, a, b, goal in rows:
         print(f"{name:<40} {a!s:>10} {b!s:>10} {goal!s:>12}")
-    met = dra["busy"] >= 0.9 and dra["drains"] == 0
-    print(f"goal on DRA: {'met' if met else 'NOT met'}", flush=True)
+    if "DRA" in results:
+        met = dra["busy"] >= 0.9 and dra["drains"] == 0
+        print(f"goal on DRA: {'met' if met else 'NOT met'}", flush=True)
     return 0
