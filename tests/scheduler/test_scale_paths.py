@@ -1,17 +1,23 @@
 """What issue 55's profile found growing faster than the work, pinned without the cluster: a
 namespace's queue sorted once per reading (not once per workload it holds), and the fleet's held
 units read as a row per shape of workload (not a model instance per workload), and a lender's
-queue line that names a few borrowers (not every one: the Queues page grew as teams²)."""
+queue line that names a few borrowers (not every one: the Queues page grew as teams²), and the
+Queues page that sums every team's queue up and lists a page of them (not a card per team)."""
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
+from portal import queue_board
 from portal.borrowing import with_lent_to
+from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads.kinds import manifests
 from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import held_by_class
+from tenants.models import Tenant
 from tests.scheduler.factories import WorkloadFactory
+from tests.tenants.factories import PlatformAdminFactory
 
 NS = "ns-deep"
 UID = "kueue.x-k8s.io/job-uid"
@@ -142,3 +148,78 @@ def test_events_map_to_workloads_by_name_as_the_scan_of_the_namespace_did():
     big = [watching.LiveRef(i, "ns", f"w{i}") for i in range(2000)]
     event = {"reason": "Preempted", "involvedObject": {"name": "pod-w7-x-1", "namespace": "ns"}}
     assert watching.touched_workloads({"Event": [{"object": event}]}, big).ids == {7}
+
+
+def team_queue_status(*, borrowed=0, lent=0, pending=0, active=True):
+    line = {"flavor": "h100-80gb", "resource": "nvidia.com/gpu", "nominal": 4, "used": 4}
+    return {
+        "queue": "q",
+        "lines": [{**line, "borrowed": borrowed, "lent": lent}],
+        "pending": pending,
+        "admitted": 1,
+        "active": active,
+        "reason": "",
+    }
+
+
+def add_teams(start, stop, **queue):
+    """Teams q{start}..q{stop-1}, each with the same stored queue summary (a few statements)."""
+    teams = Tenant.objects.bulk_create(
+        Tenant(slug=f"q{i:04d}", name=f"Queue team {i}") for i in range(start, stop)
+    )
+    TenantSyncState.objects.bulk_create(
+        TenantSyncState(tenant=t, queue_status=team_queue_status(**queue)) for t in teams
+    )
+
+
+@pytest.mark.django_db
+def test_the_queues_page_reads_every_team_in_one_query_and_lists_a_page_of_them(
+    client, django_assert_max_num_queries
+):
+    """A card per team made the Queues page 0.7 MB and 0.5-4 s at 1,000 teams (issue 55): it
+    lists PER_PAGE teams, with the same queries however many teams there are."""
+    client.force_login(PlatformAdminFactory())
+    add_teams(0, 3, pending=2)
+    url = reverse("console:queues")
+    client.get(url)  # the session and the user's groups, read once
+    with django_assert_max_num_queries(10) as few:
+        assert client.get(url).status_code == 200
+    add_teams(3, 3 * queue_board.PER_PAGE, pending=2)
+    with django_assert_max_num_queries(len(few)) as many:
+        body = client.get(url).content.decode()
+    assert len(many) == len(few)
+    assert body.count('<section class="card" aria-labelledby="q-') == queue_board.PER_PAGE
+    assert f"{3 * queue_board.PER_PAGE} teams, 0 not read" in body  # the sums are of them all
+    assert f"{2 * 3 * queue_board.PER_PAGE} workloads waiting" in body
+    assert "page 1 of 3" in body
+    last = client.get(url, {"page": 3}).content.decode()
+    assert f'aria-labelledby="q-q{3 * queue_board.PER_PAGE - 1:04d}"' in last
+
+
+@pytest.mark.django_db
+def test_a_page_of_lenders_says_whom_they_lend_to_from_every_team_and_filters_count_all():
+    add_teams(0, 3, borrowed=2)  # q0000..q0002 borrow, on page 1 by slug
+    add_teams(3, queue_board.PER_PAGE + 3, lent=1)  # lenders on pages 1 and 2
+    Tenant.objects.filter(slug="q0001").update(status=Tenant.Status.ARCHIVED)  # not on the page
+    board = queue_board.read_board(page=2)
+    assert [t.slug for t in board.page] == ["q0051", "q0052"]
+    line = board.page[0].queue["lines"][0]
+    assert line["lent_to"] == "q0000 (2) and q0002 (2)"  # borrowers on another page
+    assert board.teams == queue_board.PER_PAGE + 2
+    assert board.counts == {
+        "": board.teams, "waiting": 0, "borrowing": 2, "lending": queue_board.PER_PAGE,
+        "not_admitting": 0, "unread": 0,
+    }  # fmt: skip
+    lending = queue_board.read_board(show="lending", search="Queue team 5")
+    assert [t.slug for t in lending.page] == ["q0005"] + [f"q{i:04d}" for i in range(50, 53)]
+    assert lending.listed == 4 and lending.page.paginator.num_pages == 1
+
+
+def test_which_queues_each_filter_shows():
+    waits, stopped = team_queue_status(pending=3), team_queue_status(active=False)
+    borrows, lends = team_queue_status(borrowed=1), team_queue_status(lent=1)
+    assert [k for k in queue_board.SHOWS if queue_board.shown(waits, k)] == ["", "waiting"]
+    assert [k for k in queue_board.SHOWS if queue_board.shown(stopped, k)] == ["", "not_admitting"]
+    assert [k for k in queue_board.SHOWS if queue_board.shown(borrows, k)] == ["", "borrowing"]
+    assert [k for k in queue_board.SHOWS if queue_board.shown(lends, k)] == ["", "lending"]
+    assert [k for k in queue_board.SHOWS if queue_board.shown({}, k)] == ["", "unread"]
