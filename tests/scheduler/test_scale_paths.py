@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal import queue_board
-from portal.borrowing import with_lent_to
+from portal.borrowing import cohort_lines, with_lent_to
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads.kinds import manifests
 from scheduler.workloads.lifecycle import sync, watching
@@ -223,3 +223,18 @@ def test_which_queues_each_filter_shows():
     assert [k for k in queue_board.SHOWS if queue_board.shown(borrows, k)] == ["", "borrowing"]
     assert [k for k in queue_board.SHOWS if queue_board.shown(lends, k)] == ["", "lending"]
     assert [k for k in queue_board.SHOWS if queue_board.shown({}, k)] == ["", "unread"]
+
+
+def test_the_cohorts_sentence_names_five_of_each_side_and_counts_the_rest():
+    """Naming every borrower and lender made the cohort's one sentence 300 names long at 1,000
+    teams; the Borrowing and Lending filters list them all."""
+    borrowers = {f"b{i:03d}": 2 for i in range(300)}
+    lenders = {f"l{i:03d}": 1 for i in range(200)}
+    cohort = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": borrowers, "lenders": lenders}}
+    assert cohort_lines(cohort) == [
+        "h100-80gb nvidia.com/gpu: b000 (2), b001 (2), b002 (2), b003 (2), b004 (2) and 295 more"
+        " teams (590) borrow 600, lent by l000 (1), l001 (1), l002 (1), l003 (1), l004 (1) and"
+        " 195 more teams (195); 400 of it is capacity no team holds."
+    ]
+    two = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": {"b": 2}, "lenders": {"a": 2}}}
+    assert cohort_lines(two) == ["h100-80gb nvidia.com/gpu: b borrows 2, lent by a."]
