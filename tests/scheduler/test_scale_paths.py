@@ -2,7 +2,9 @@
 namespace's queue sorted once per reading (not once per workload it holds), and the fleet's held
 units read as a row per shape of workload (not a model instance per workload), and a lender's
 queue line that names a few borrowers (not every one: the Queues page grew as teams²), and the
-Queues page that sums every team's queue up and lists a page of them (not a card per team)."""
+Queues page that sums every team's queue up and lists a page of them (not a card per team), and
+the team page's count of its waiting workloads read off the team's index (not a scan of the
+table)."""
 
 import pytest
 from django.urls import reverse
@@ -17,7 +19,7 @@ from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import held_by_class
 from tenants.models import Tenant
 from tests.scheduler.factories import WorkloadFactory
-from tests.tenants.factories import PlatformAdminFactory
+from tests.tenants.factories import MembershipFactory, PlatformAdminFactory
 
 NS = "ns-deep"
 UID = "kueue.x-k8s.io/job-uid"
@@ -238,3 +240,29 @@ def test_the_cohorts_sentence_names_five_of_each_side_and_counts_the_rest():
     ]
     two = {("h100-80gb", "nvidia.com/gpu"): {"borrowers": {"b": 2}, "lenders": {"a": 2}}}
     assert cohort_lines(two) == ["h100-80gb nvidia.com/gpu: b borrows 2, lent by a."]
+
+
+@pytest.mark.django_db
+def test_the_team_page_counts_its_waiting_workloads_without_a_grouped_subquery(
+    client, django_assert_max_num_queries
+):
+    """`GROUP BY tenant ... LIMIT 1` had PostgreSQL scan the whole workload table for the count
+    (41 of the team page's ~130 ms at 50,000 workloads): a plain COUNT over the team's rows,
+    in the same single query as the first five, whatever the number waiting."""
+    member = MembershipFactory(role="member")
+    team = member.tenant
+    TenantSyncState.objects.create(tenant=team, queue_status=team_queue_status(pending=3))
+    for _ in range(3):
+        WorkloadFactory(tenant=team, state="queued")
+    client.force_login(member.user)
+    url = reverse("team_detail", args=[team.slug])
+    client.get(url)
+    with django_assert_max_num_queries(30) as few:
+        client.get(url)
+    for _ in range(30):
+        WorkloadFactory(tenant=team, state="queued")
+    with django_assert_max_num_queries(len(few)) as many:
+        body = client.get(url).content.decode()
+    assert len(many) == len(few) and "(33 wait in all)" in body
+    [waiting] = [q["sql"] for q in many if "unplaced_total" in q["sql"]]
+    assert "GROUP BY" not in waiting and "LIMIT 5" in waiting
