@@ -3,10 +3,11 @@ namespace's queue sorted once per reading (not once per workload it holds), and 
 units read as a row per shape of workload (not a model instance per workload), and a lender's
 queue line that names a few borrowers (not every one: the Queues page grew as teams²), and the
 Queues page that sums every team's queue up and lists a page of them (not a card per team), and
-the team page's count of its waiting workloads read off the team's index (not a scan of the
-table)."""
+the team page's waiting and latest workloads read off the team's indexes (not a scan of the
+table, nor a sort of every workload the team ran)."""
 
 import pytest
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -266,3 +267,21 @@ def test_the_team_page_counts_its_waiting_workloads_without_a_grouped_subquery(
     assert len(many) == len(few) and "(33 wait in all)" in body
     [waiting] = [q["sql"] for q in many if "unplaced_total" in q["sql"]]
     assert "GROUP BY" not in waiting and "LIMIT 5" in waiting
+
+
+@pytest.mark.django_db
+def test_a_teams_latest_workloads_are_read_in_index_order_not_sorted():
+    """The team page's latest ten and the workload list's pages: an index on (tenant, newest
+    first), so a big team's 10,000 workloads are not sorted for each (18 ms at 50,000)."""
+    team = WorkloadFactory().tenant
+    latest = [
+        Workload.objects.filter(tenant=team).order_by("-created_at")[:10],  # the team page
+        Workload.objects.filter(tenant=team)[:25],  # the list, in the model's ordering
+    ]
+    with transaction.atomic(), connection.cursor() as cursor:
+        # a table of one row is scanned whole: ask for the plan as for a big one
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        plans = [qs.explain() for qs in latest]
+    for plan in plans:
+        assert "Sort" not in plan and "Index Scan" in plan, plan
