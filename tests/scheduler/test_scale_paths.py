@@ -17,7 +17,7 @@ from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads.kinds import manifests
 from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.models import Workload
-from scheduler.workloads.selectors import held_by_class
+from scheduler.workloads.selectors import held_by_class, usage_by_tenant
 from tenants.models import Tenant
 from tests.scheduler.factories import WorkloadFactory
 from tests.tenants.factories import MembershipFactory, PlatformAdminFactory
@@ -119,6 +119,30 @@ def test_what_every_team_holds_is_one_query_of_a_row_per_shape(django_assert_num
     with django_assert_num_queries(1) as captured:
         held = held_by_class()
     assert held == {"a100-80gb": 61, "l40s-48gb": 5}
+    assert "GROUP BY" in captured.captured_queries[0]["sql"]
+
+
+@pytest.mark.django_db
+def test_what_a_team_holds_and_runs_is_one_query_of_a_row_per_shape(django_assert_num_queries):
+    """The team page's quota lines: a model instance per holding workload made them grow with
+    the team's running work (41 ms for 2,000 at 50,000 workloads), as held_by_class did."""
+    team = WorkloadFactory(state="running", replicas=2, resources={"a100-80gb": 1}).tenant
+    for _ in range(29):
+        WorkloadFactory(tenant=team, state="running", replicas=2, resources={"a100-80gb": 1})
+    WorkloadFactory(tenant=team, state="pending", resources={"a100-80gb": 1, "l40s-48gb": 2})
+    WorkloadFactory(
+        tenant=team, state="running", kind="deployment", replicas=1, max_replicas=4,
+        held_replicas=3, target_gpu_util=70, resources={"l40s-48gb": 1},
+    )  # fmt: skip
+    WorkloadFactory(tenant=team, state="queued", replicas=8)  # holds nothing
+    other = WorkloadFactory(state="running", resources={"a100-80gb": 5}).tenant
+    with django_assert_num_queries(1) as captured:  # no inventory: what the portal saw run
+        held, running = usage_by_tenant([team.pk, other.pk])
+    assert (held[team.pk], held[other.pk]) == ({"a100-80gb": 61, "l40s-48gb": 5}, {"a100-80gb": 5})
+    assert (running[team.pk], running[other.pk]) == (
+        {"a100-80gb": 60, "l40s-48gb": 3},
+        {"a100-80gb": 5},
+    )
     assert "GROUP BY" in captured.captured_queries[0]["sql"]
 
 
