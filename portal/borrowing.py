@@ -27,17 +27,18 @@ def _names(units: dict[str, int]) -> str:
 
 # A lender's line names this many borrowers, then counts the rest: naming every one on every
 # lender's line made the Queues page grow as the square of the teams (2 MB and 5.6 s at 1,000
-# teams: issue 55). The cohort's sentences below still name them all, once.
+# teams: issue 55). The cohort's sentences name as many of each side: the page's Borrowing and
+# Lending filters list them all, a page at a time.
 LENT_TO_NAMED = 5
 
 
-def _lent_to(borrowers: dict[str, int]) -> str:
-    if len(borrowers) <= LENT_TO_NAMED:
-        return _names(borrowers)
-    named = list(borrowers.items())[:LENT_TO_NAMED]
-    rest = len(borrowers) - LENT_TO_NAMED
-    units = sum(borrowers.values()) - sum(n for _, n in named)
-    return ", ".join(f"{slug} ({n})" for slug, n in named) + f" and {rest} more teams ({units})"
+def _some_names(units: dict[str, int]) -> str:
+    if len(units) <= LENT_TO_NAMED:
+        return _names(units)
+    named = list(units.items())[:LENT_TO_NAMED]
+    rest = len(units) - LENT_TO_NAMED
+    left = sum(units.values()) - sum(n for _, n in named)
+    return ", ".join(f"{slug} ({n})" for slug, n in named) + f" and {rest} more teams ({left})"
 
 
 def with_lent_to(queue: dict, cohort: Lending) -> dict:
@@ -45,7 +46,7 @@ def with_lent_to(queue: dict, cohort: Lending) -> dict:
     lines = []
     for line in queue.get("lines") or []:
         borrowers = cohort.get((line["flavor"], line["resource"]), {}).get("borrowers", {})
-        lines.append({**line, "lent_to": _lent_to(borrowers) if line.get("lent") else ""})
+        lines.append({**line, "lent_to": _some_names(borrowers) if line.get("lent") else ""})
     return {**queue, "lines": lines}
 
 
@@ -67,9 +68,9 @@ def cohort_lines(cohort: Lending) -> list[str]:
         lent = sum(sides["lenders"].values())
         what = "compute slices" if resource == SLICE_RESOURCE else resource
         verb = "borrows" if len(sides["borrowers"]) == 1 else "borrow"
-        said = f"{flavor} {what}: {_names(sides['borrowers'])} {verb} {borrowed}"
+        said = f"{flavor} {what}: {_some_names(sides['borrowers'])} {verb} {borrowed}"
         if lent:
-            said += f", lent by {_names(sides['lenders'])}"
+            said += f", lent by {_some_names(sides['lenders'])}"
         if borrowed > lent:
             said += f"; {borrowed - lent} of it is capacity no team holds"
         out.append(said + ".")

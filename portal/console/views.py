@@ -14,8 +14,7 @@ from core import bounds
 from core.errors import ServiceError
 from core.permissions import platform_admin_required
 from core.tasks import send_hint
-from portal import borrowing
-from portal.borrowing import with_lent_to
+from portal import borrowing, queue_board
 from portal.console.capacity_map import (
     capacity_map_data,
     draw_nodes,
@@ -26,7 +25,6 @@ from portal.console.capacity_map import (
 )
 from scheduler.cluster import node_offers
 from scheduler.cluster.models import Cluster, Node, ReconcileRun, TenantSyncState
-from scheduler.cluster.queues import lending
 from scheduler.cluster.tasks import reconcile_all
 from scheduler.mig import configs as mig_configs
 from scheduler.mig import layouts, orders, planner, proposals, rollout
@@ -118,21 +116,25 @@ def tenants_overview(request):
 
 @platform_admin_required
 def queues(request):
-    """Every team's Kueue queue as last read: own, used, borrowed and lent, waiting, admitted."""
-    tenants = (
-        Tenant.objects.exclude(status=Tenant.Status.ARCHIVED)
-        .select_related("sync_state")
-        .order_by("slug")
-    )
-    queues = {t.slug: getattr(t, "sync_state", None) and t.sync_state.queue_status for t in tenants}
-    # borrowed and lent side by side, and each lender's line says to whom (issue 35, 8)
-    cohort = lending({slug: q for slug, q in queues.items() if q})
-    rows = [
-        {"tenant": t, "queue": with_lent_to(q, cohort) if (q := queues[t.slug]) else q}
-        for t in tenants
-    ]
+    """Every team's Kueue queue as last read: own, used, borrowed and lent, waiting, admitted;
+    summed up over every team, one page of teams listed (queue_board)."""
+    search = request.GET.get("q", "")[:80]
+    show = request.GET.get("show", "")
+    board = queue_board.read_board(search=search, show=show, page=request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
-        request, "console/queues.html", {"rows": rows, "cohort": borrowing.cohort_lines(cohort)}
+        request,
+        "console/queues.html",
+        {
+            "board": board,
+            # borrowed and lent side by side, and each lender's line says to whom (issue 35, 8)
+            "cohort": borrowing.cohort_lines(board.cohort),
+            "q": search.strip(),
+            "show": show if show in queue_board.SHOWS else "",
+            "shows": [(key, label, board.counts[key]) for key, label in queue_board.SHOWS.items()],
+            "query": query.urlencode(),
+        },
     )
 
 

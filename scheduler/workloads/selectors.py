@@ -41,20 +41,26 @@ def usage_by_tenant(
     held: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     seen_running: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     inventory = False
-    rows = (
+    # A row per team, state and shape of workload, as held_by_class reads them: a model
+    # instance per holding workload made a team page grow with the team's running work (41 ms
+    # for 2,000 of them at 50,000 workloads: issue 55).
+    shapes = (
         Workload.objects.holding()
         .filter(tenant_id__in=tenant_ids)
-        .annotate(inventory=Exists(Node.objects.filter(cluster__archived_at__isnull=True)))
-        .only(
-            "tenant_id", "state", "kind", "replicas", "max_replicas", "held_replicas", "resources"
+        .values("tenant_id", "state", "replicas", "max_replicas", "held_replicas", "resources")
+        .annotate(
+            count=Count("pk"),
+            inventory=Exists(Node.objects.filter(cluster__archived_at__isnull=True)),
         )
+        .order_by()
     )
-    for w in rows:
-        inventory = w.inventory
-        for slug, units in w.units_held().items():
-            held[w.tenant_id][slug] += units
-            if w.state == Workload.State.RUNNING:
-                seen_running[w.tenant_id][slug] += units
+    for shape in shapes:
+        tenant_id, state, count = shape.pop("tenant_id"), shape.pop("state"), shape.pop("count")
+        inventory = shape.pop("inventory")
+        for slug, units in Workload(**shape).units_held().items():
+            held[tenant_id][slug] += units * count
+            if state == Workload.State.RUNNING:
+                seen_running[tenant_id][slug] += units * count
     return held, (_pods_running(tenant_ids) if inventory else seen_running)
 
 
