@@ -70,12 +70,18 @@ def test_a_dra_node_that_stops_publishing_or_goes_loses_no_work(
     # waits for a device with the scheduler's reason; the workload is kept, not failed
     dra_node.remove(api, first)
 
-    def waiting():
-        rows = pod_rows(kube, world, job)
-        return rows if rows and all(not r.node for r in rows) else None
+    seen = []
 
-    rows = wait_for("the job's pod made again and waiting", waiting, timeout=150)
-    assert any("claim" in r.state.lower() or "node" in r.state.lower() for r in rows), rows
+    def waiting():
+        # the scheduler's words, once it has tried: no node left offers the model
+        seen[:] = pod_rows(kube, world, job)
+        said = [r for r in seen if not r.node and r.state.startswith("Pending: Unschedulable: 0/")]
+        return said if said and len(said) == len(seen) else None
+
+    try:
+        wait_for("the job's pod made again, waiting in the scheduler's words", waiting, 150)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen {seen}") from None
     job = Workload.objects.get(pk=job.pk)
     assert job.state not in Workload.FINAL_STATES, (job.state, job.message)
 

@@ -59,12 +59,11 @@ def _state(pod: dict) -> str:
             return f"{phase}: exited with code {done['exitCode']}"
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            message = condition.get("message") or ""
-            if (
-                "claim" in message
-            ):  # DRA: the scheduler's own words on the claims it could not allocate
-                return f"{phase}: {condition.get('reason') or 'not scheduled'}: {message}"
-            return f"{phase}: {condition.get('reason') or 'not scheduled'}"
+            # the scheduler's own words where it gave some: which nodes it tried and why none
+            # fits (taints, selectors, a DRA claim it could not allocate, a node gone)
+            said = f"{phase}: {condition.get('reason') or 'not scheduled'}"
+            message = (condition.get("message") or "").strip()
+            return f"{said}: {message}" if message else said
     return phase
 
 
