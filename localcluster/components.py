@@ -21,6 +21,7 @@ from .base import (
     STATE_DIR,
     api_port,
     etcd_ports,
+    is_worker,
 )
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -65,7 +66,19 @@ class Component:
     env: dict[str, str] | None = None
 
 
+# What a MultiKueue worker leaves out (base.role): it runs what MultiKueue dispatches (Jobs) on
+# its own KWOK nodes; the portal's extras stay on the main cluster.
+NOT_ON_A_WORKER = ("jobset", "gpu-simulator")
+
+
 def component_specs(bins: dict[str, Path]) -> list[Component]:
+    specs = _all_specs(bins)
+    if is_worker():
+        return [c for c in specs if c.name not in NOT_ON_A_WORKER]
+    return specs
+
+
+def _all_specs(bins: dict[str, Path]) -> list[Component]:
     client_port, peer_port = etcd_ports()
     kc = str(KUBECONFIG)
     return [
