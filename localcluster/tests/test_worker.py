@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from localcluster import base, components, fleet, worker
+from catalog import kueue_config
+from localcluster import base, components, fleet, kueue, worker
 
 BINS = {
     name: base.REPO_ROOT / name
@@ -68,6 +69,19 @@ def test_a_worker_has_two_of_the_fleets_nodes(monkeypatch):
         fleet.node_templates()
     monkeypatch.delenv(fleet.FLEET_NODES_ENV)
     assert len(fleet.node_templates()) == 5
+
+
+def test_the_manager_runs_multikueue_with_the_portals_dispatcher_and_a_worker_without(
+    monkeypatch,
+):
+    monkeypatch.delenv("LOCALCLUSTER_ROLE", raising=False)
+    manager_gates = kueue.feature_gates(worker=False).split(",")
+    for gate in kueue_config.MULTIKUEUE_GATES:
+        assert f"{gate}=true" in manager_gates
+    assert kueue.config()["multiKueue"] == kueue_config.multikueue_section()
+    monkeypatch.setenv("LOCALCLUSTER_ROLE", base.ROLE_WORKER)
+    assert "MultiKueue=false" in kueue.feature_gates(worker=True).split(",")
+    assert "multiKueue" not in kueue.config()
 
 
 def test_the_environment_moves_the_state_of_a_cluster_process():
