@@ -39,9 +39,9 @@ ROLE_WORKER = "worker"
 
 
 def role() -> str:
-    """LOCALCLUSTER_ROLE: "worker" for a MultiKueue worker (its control plane, KWOK nodes and
-    Kueue only: no JobSet, GPU simulator or real node; MultiKueue off); anything else, the
-    full local cluster, which is also the fleet's MultiKueue manager."""
+    """LOCALCLUSTER_ROLE: "worker" for a MultiKueue worker (its control plane, KWOK nodes, Kueue
+    and JobSet: no GPU simulator or real node; MultiKueue off); anything else, the full local
+    cluster, which is also the fleet's MultiKueue manager."""
     return os.environ.get("LOCALCLUSTER_ROLE", "")
 
 

@@ -38,7 +38,6 @@ from .base import (  # noqa: F401 (cluster.X is how callers and tests name these
     ensure_serving_cert,
     etcd_ports,
     http_ok,
-    is_worker,
     jobset_ports,
     kueue_ports,
     log,
@@ -347,8 +346,8 @@ def _up_locked(bins: dict[str, Path], large: int | None, timeout: float, t0: flo
     kueue_comp = next(c for c in specs if c.name == "kueue")
     wait_until("Kueue /readyz", kueue.ready, kueue_comp, 120, kueue_proc)
     wait_until("Kueue's resources listed", kueue.storage_ready, kueue_comp, 60)
-    for jobset_comp in (c for c in specs if c.name == "jobset"):  # none on a worker
-        wait_until("JobSet /readyz", jobset.ready, jobset_comp, 120, jobset_proc)
+    jobset_comp = next(c for c in specs if c.name == "jobset")
+    wait_until("JobSet /readyz", jobset.ready, jobset_comp, 120, jobset_proc)
     if realnode.enabled():
         _real_node_ready(bins)
     log(
@@ -467,11 +466,10 @@ def status() -> int:
         f"/readyz :{health}, metrics :{metrics}, config {kueue.CONFIG})"
     )
     webhook, health, metrics = jobset_ports()
-    jobset_ready = jobset.ready() or is_worker()  # a worker runs none
+    jobset_ready = jobset.ready()
     ok &= jobset_ready
-    state = "not run (worker)" if is_worker() else "ready" if jobset_ready else "not ready"
     print(
-        f"{'jobset webhooks':24} {state} (webhooks :{webhook}, "
+        f"{'jobset webhooks':24} {'ready' if jobset_ready else 'not ready'} (webhooks :{webhook}, "
         f"/readyz :{health}, metrics :{metrics}, config {jobset.CONFIG})"
     )
     print(

@@ -66,9 +66,12 @@ class Component:
     env: dict[str, str] | None = None
 
 
-# What a MultiKueue worker leaves out (base.role): it runs what MultiKueue dispatches (Jobs) on
-# its own KWOK nodes; the portal's extras stay on the main cluster.
-NOT_ON_A_WORKER = ("jobset", "gpu-simulator")
+# What a MultiKueue worker leaves out (base.role): the GPU simulator (its nodes keep their
+# layouts). JobSet stays: MultiKueue watches every kind the manager's Kueue integrates on each
+# worker, and a worker without the JobSet CRD is refused ("no matches for kind JobSet",
+# MultiKueueCluster inactive with ClientConnectionFailed); dispatched JobSets also need its
+# controller there.
+NOT_ON_A_WORKER = ("gpu-simulator",)
 
 
 def component_specs(bins: dict[str, Path]) -> list[Component]:

@@ -10,9 +10,9 @@ Register with `pytest_plugins = ["localcluster.pytest_plugin"]` (root conftest.p
   after the session so the next run starts in seconds (`make cluster-down` stops it).
 - kube_worker (session, only for the tests that ask for it): a second cluster, a MultiKueue
   worker (worker.py), as a KubeCluster. Started if it does not run, and then stopped at the end
-  of the session: it holds about a gigabyte more and a second Kueue on a machine whose suites
+  of the session: it holds about 840 MiB more and a second Kueue on a machine whose suites
   mostly need one cluster, and a warm start (binaries, PKI, etcd data and CRDs kept) takes
-  seconds. One already running (`python -m localcluster worker up`) is used and left running.
+  4 s. One already running (`python -m localcluster worker up`) is used and left running.
 - kube_namespace (function): a fresh namespace per test, deleted afterwards (its pods are
   force-deleted first so their GPUs are free for the next test at once).
 """

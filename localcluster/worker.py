@@ -1,6 +1,6 @@
 """A second local cluster beside the main one: a MultiKueue worker, with its own etcd,
 kube-apiserver, controller-manager, scheduler, KWOK with two of the fleet's GPU nodes, and its
-own Kueue, from the same built binaries.
+own Kueue and JobSet controller, from the same built binaries.
 
 It is the same code as the main cluster (`cluster.up`), run in a child process whose
 environment moves it (base.py, fleet.py):
@@ -8,8 +8,9 @@ environment moves it (base.py, fleet.py):
 - LOCALCLUSTER_DIR=<main's .local>/worker: its state, PKI, logs and kubeconfig;
 - LOCALCLUSTER_PORT=<main's API port> + 100 (LOCALCLUSTER_WORKER_PORT to choose): its API
   server, and etcd and Kueue on the ports after it, as base.py derives them (+1 to +5);
-- LOCALCLUSTER_ROLE=worker: no JobSet, no GPU simulator, no real node (its bridge and kubelet
-  ports are one per machine), and Kueue with MultiKueue off (kueue.py);
+- LOCALCLUSTER_ROLE=worker: no GPU simulator, no real node (its bridge and kubelet ports are
+  one per machine), and Kueue with MultiKueue off (kueue.py); JobSet runs, since MultiKueue
+  refuses a worker that lacks a kind the manager's Kueue integrates (components.py);
 - LOCALCLUSTER_FLEET_NODES: two of fleet.yaml's nodes, not the five.
 
 The main cluster is the fleet's manager: its Kueue dispatches to this one through a

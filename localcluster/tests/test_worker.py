@@ -43,13 +43,14 @@ def test_the_worker_lives_beside_the_main_cluster_with_ports_of_its_own(monkeypa
     assert "LOCALCLUSTER_WORKER_PORT" not in worker.environ()
 
 
-def test_a_worker_runs_its_control_plane_kwok_and_kueue_only(monkeypatch):
+def test_a_worker_runs_its_control_plane_kwok_kueue_and_jobset_only(monkeypatch):
     monkeypatch.setenv("LOCALCLUSTER_ROLE", base.ROLE_WORKER)
     monkeypatch.setenv("LOCALCLUSTER_REAL_NODE", "1")  # asked for, refused: one per machine
     names = [c.name for c in components.component_specs(BINS)]
     assert names == [
         "etcd",
         "kube-apiserver",
+        "jobset",
         "kueue",
         "kube-controller-manager",
         "kube-scheduler",
@@ -58,7 +59,7 @@ def test_a_worker_runs_its_control_plane_kwok_and_kueue_only(monkeypatch):
     monkeypatch.delenv("LOCALCLUSTER_ROLE")
     monkeypatch.setenv("LOCALCLUSTER_REAL_NODE", "0")
     full = [c.name for c in components.component_specs(BINS)]
-    assert {"jobset", "gpu-simulator"} <= set(full)
+    assert set(full) - set(names) == {"gpu-simulator"}
 
 
 def test_a_worker_has_two_of_the_fleets_nodes(monkeypatch):
