@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export DJANGO_SETTINGS_MODULE ?= portal.settings.dev
 
-.PHONY: run test test-fast setup cluster cluster-down cluster-reset lint layers typecheck migrations-check pytest bench faults screenshots replay
+.PHONY: run test test-fast setup cluster cluster-down cluster-reset cluster-worker cluster-worker-down lint layers typecheck migrations-check pytest bench faults screenshots replay
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -16,6 +16,13 @@ cluster-down:
 
 cluster-reset:
 	@$(PY) -m localcluster reset
+
+# a second cluster, a MultiKueue worker of the first (localcluster/worker.py)
+cluster-worker: setup
+	@$(PY) -m localcluster worker up
+
+cluster-worker-down:
+	@$(PY) -m localcluster worker down
 
 run: cluster
 	@echo "==> nodes (the demo's B200 work runs on the real one)"

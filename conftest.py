@@ -47,6 +47,7 @@ IMPURE_FIXTURES = frozenset(
         "async_client",
         "admin_client",
         "kube_cluster",
+        "kube_worker",
         "helm",  # tests/deploy: the Helm binary, built (or waited for) by localcluster.build
     }
 )

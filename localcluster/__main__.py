@@ -1,4 +1,5 @@
-"""Command line: python -m localcluster {build,up,down,reset,status,real-node,dra-node,fleet}."""
+"""Command line: python -m localcluster
+{build,up,down,reset,status,real-node,dra-node,fleet,worker}."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import yaml
 
-from . import build, cluster, dra_node, fleet
+from . import build, cluster, dra_node, fleet, worker
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     p_dra.add_argument("--remove", action="store_true")
     p_fleet = sub.add_parser("fleet", help="print the Node manifests of the fleet as YAML")
     p_fleet.add_argument("--large", type=int, default=0, metavar="N")
+    p_worker = sub.add_parser(
+        "worker", help="a second cluster, a MultiKueue worker (localcluster/worker.py)"
+    )
+    p_worker.add_argument("action", choices=("up", "down", "status"))
     args = parser.parse_args(argv)
 
     try:
@@ -58,6 +63,14 @@ def main(argv: list[str] | None = None) -> int:
             return cluster.real_node(args.gpus)
         elif args.command == "dra-node":
             return cluster.dra(args.gpus, args.name, remove=args.remove)
+        elif args.command == "worker":
+            if args.action == "status":
+                return worker.status()
+            if args.action == "up":
+                seconds = worker.up()
+                print(f"worker up in {seconds:.1f} s; KUBECONFIG={worker.KUBECONFIG}")
+            else:
+                worker.down()
         elif args.command == "fleet":
             docs = [fleet.node_manifest(s) for s in fleet.node_templates(args.large)]
             yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)

@@ -19,7 +19,10 @@ from kubernetes import config
 from kubernetes.client import ApiClient
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCAL_DIR = REPO_ROOT / ".local"
+# LOCALCLUSTER_DIR moves a whole cluster's state (a worker's: localcluster/worker.py); read once,
+# at import, because every module names these paths as constants: a second cluster is a second
+# process started with it set.
+LOCAL_DIR = Path(os.environ.get("LOCALCLUSTER_DIR") or REPO_ROOT / ".local")
 STATE_DIR = LOCAL_DIR / "cluster"
 KUBECONFIG = LOCAL_DIR / "kubeconfig"
 PKI = STATE_DIR / "pki"
@@ -30,6 +33,20 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 class ClusterError(RuntimeError):
     pass
+
+
+ROLE_WORKER = "worker"
+
+
+def role() -> str:
+    """LOCALCLUSTER_ROLE: "worker" for a MultiKueue worker (its control plane, KWOK nodes, Kueue
+    and JobSet: no GPU simulator or real node; MultiKueue off); anything else, the full local
+    cluster, which is also the fleet's MultiKueue manager."""
+    return os.environ.get("LOCALCLUSTER_ROLE", "")
+
+
+def is_worker() -> bool:
+    return role() == ROLE_WORKER
 
 
 def api_port() -> int:

@@ -21,6 +21,7 @@ from .base import (
     STATE_DIR,
     api_port,
     etcd_ports,
+    is_worker,
 )
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -65,7 +66,22 @@ class Component:
     env: dict[str, str] | None = None
 
 
+# What a MultiKueue worker leaves out (base.role): the GPU simulator (its nodes keep their
+# layouts). JobSet stays: MultiKueue watches every kind the manager's Kueue integrates on each
+# worker, and a worker without the JobSet CRD is refused ("no matches for kind JobSet",
+# MultiKueueCluster inactive with ClientConnectionFailed); dispatched JobSets also need its
+# controller there.
+NOT_ON_A_WORKER = ("gpu-simulator",)
+
+
 def component_specs(bins: dict[str, Path]) -> list[Component]:
+    specs = _all_specs(bins)
+    if is_worker():
+        return [c for c in specs if c.name not in NOT_ON_A_WORKER]
+    return specs
+
+
+def _all_specs(bins: dict[str, Path]) -> list[Component]:
     client_port, peer_port = etcd_ports()
     kc = str(KUBECONFIG)
     return [

@@ -10,6 +10,7 @@ else as it is.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -49,9 +50,24 @@ def topology_labels(spec: dict) -> dict[str, str]:
     return {keys[level]: str(value) for level, value in place.items() if level in keys}
 
 
+FLEET_NODES_ENV = "LOCALCLUSTER_FLEET_NODES"  # comma-separated seed names (a worker's few)
+
+
+def seed_names(environ: dict[str, str] | None = None) -> set[str] | None:
+    """The seed nodes to keep (`LOCALCLUSTER_FLEET_NODES`), None for all of them."""
+    raw = (os.environ if environ is None else environ).get(FLEET_NODES_ENV, "")
+    names = {name.strip() for name in raw.split(",") if name.strip()}
+    return names or None
+
+
 def node_templates(large: int = 0) -> list[dict]:
-    """The seed nodes, plus `large` generated ones cycling through the seed templates."""
-    seed = [dict(n) for n in gl.fleet_spec()["nodes"]]
+    """The seed nodes (those `LOCALCLUSTER_FLEET_NODES` names, when set), plus `large`
+    generated ones cycling through them."""
+    keep = seed_names()
+    seed = [dict(n) for n in gl.fleet_spec()["nodes"] if keep is None or n["name"] in keep]
+    if keep is not None and (unknown := keep - {n["name"] for n in seed}):
+        known = sorted(n["name"] for n in gl.fleet_spec()["nodes"])
+        raise ValueError(f"{FLEET_NODES_ENV}: {sorted(unknown)} not in fleet.yaml ({known})")
     extra = []
     for i in range(large):
         tmpl = dict(seed[i % len(seed)])

@@ -37,6 +37,7 @@ from .base import (
     api_client,
     ensure_serving_cert,
     http_ok,
+    is_worker,
     kueue_ports,
     server_side_apply,
 )
@@ -64,7 +65,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 
 # Off, though beta and on by default in v0.19: TopologyAwareScheduling (with it the pod webhook
 # adds a second gate, kueue.x-k8s.io/topology, to every managed pod) and its TASProfileMixed
-# (Kueue's gate validation rejects a TAS profile without TAS), MultiKueue, and
+# (Kueue's gate validation rejects a TAS profile without TAS), and
 # VisibilityOnDemand (its API server reads a cert from a hard-coded /visibility, exits without
 # it, and needs an APIService routed to it). Given by flag only: flag and config's featureGates
 # together is a start-up error. None of them is among v0.18/v0.19's removed gates.
@@ -82,14 +83,30 @@ TAS_DEPENDENT_GATES = (
     "TASMultiLayerTopology",
     "TASRecomputeAssignmentWithinSchedulingCycle",
 )
-FEATURE_GATES = ",".join(
-    [
-        "TopologyAwareScheduling=false,TASProfileMixed=false,MultiKueue=false",
-        *(f"{gate}=false" for gate in TAS_DEPENDENT_GATES),
-        "VisibilityOnDemand=false",
-        *(f"{gate}={str(on).lower()}" for gate, on in kueue_config.FEATURE_GATES.items()),
-    ]
-)
+
+
+# MultiKueue (beta, on by default since v0.9): on the full local cluster, the fleet's manager,
+# with the incremental dispatcher's gates and Configuration section the portal prints for a
+# manager (`manage.py kueue_config --manager`); off on a worker (base.role), which only runs
+# what the manager dispatches (a manager cannot be its own worker).
+def feature_gates(worker: bool | None = None) -> str:
+    worker = is_worker() if worker is None else worker
+    multikueue = {"MultiKueue": False} if worker else kueue_config.MULTIKUEUE_GATES
+    return ",".join(
+        [
+            "TopologyAwareScheduling=false,TASProfileMixed=false",
+            *(f"{gate}=false" for gate in TAS_DEPENDENT_GATES),
+            "VisibilityOnDemand=false",
+            *(
+                f"{gate}={str(on).lower()}"
+                for gate, on in {**kueue_config.FEATURE_GATES, **multikueue}.items()
+            ),
+        ]
+    )
+
+
+# Read once, as the paths are: a worker is another process started with LOCALCLUSTER_ROLE set.
+FEATURE_GATES = feature_gates()
 VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")  # config/components/visibility/apiservice_*.yaml
 FIELD_MANAGER = "gpu-portal-localcluster"
 DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was applied
@@ -170,6 +187,8 @@ def config() -> dict:
             integrations=frameworks(),
             # the DRA node's model (localcluster/dra_node.py), as dev and test settings say
             dra_models=dra_devices.from_env(os.environ, dra_devices.LOCAL_CLUSTER_MODELS),
+            # the manager's incremental dispatcher (Kueue's default step); none on a worker
+            multikueue=None if is_worker() else kueue_config.DEFAULT_DISPATCH_STEP,
         ),
     }
 
@@ -180,13 +199,15 @@ def ensure_cert() -> None:
 
 
 def write_config(*, dra: bool = True) -> str:
-    """config.yaml for the process; returns its text. `dra=False`: without the DRA mapping, as
-    a Kueue before v0.19 reads it (the upgrade tests' previous release: its strict decoding
-    refuses `resources.deviceClassMappings`)."""
+    """config.yaml for the process; returns its text. `dra=False`: without the DRA mapping and
+    the MultiKueue dispatcher, as a Kueue before v0.19 reads it (the upgrade tests' previous
+    release: its strict decoding refuses `resources.deviceClassMappings` and
+    `multiKueue.incrementalDispatcherConfig`; it ran with MultiKueue off)."""
     STATE.mkdir(parents=True, exist_ok=True)
     body = config()
     if not dra:
         body.get("resources", {}).pop("deviceClassMappings", None)
+        body.pop("multiKueue", None)
     text = yaml.safe_dump(body, sort_keys=False)
     tmp = CONFIG.with_suffix(".tmp")
     tmp.write_text(text)

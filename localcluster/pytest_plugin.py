@@ -8,6 +8,11 @@ Register with `pytest_plugins = ["localcluster.pytest_plugin"]` (root conftest.p
   `.kubeconfig` and a ready `.api_client`. If the binaries cannot be built or the cluster does
   not come up, the test fails with the reason; it is never skipped. The cluster is left running
   after the session so the next run starts in seconds (`make cluster-down` stops it).
+- kube_worker (session, only for the tests that ask for it): a second cluster, a MultiKueue
+  worker (worker.py), as a KubeCluster. Started if it does not run, and then stopped at the end
+  of the session: it holds about 840 MiB more and a second Kueue on a machine whose suites
+  mostly need one cluster, and a warm start (binaries, PKI, etcd data and CRDs kept) takes
+  4 s. One already running (`python -m localcluster worker up`) is used and left running.
 - kube_namespace (function): a fresh namespace per test, deleted afterwards (its pods are
   force-deleted first so their GPUs are free for the next test at once).
 """
@@ -25,7 +30,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from . import build, cluster
+from . import build, cluster, worker
 
 
 @dataclass
@@ -59,6 +64,24 @@ def kube_cluster() -> Iterator[KubeCluster]:
     api = cluster.api_client()
     yield KubeCluster(kubeconfig=cluster.KUBECONFIG, api_client=api, server=cluster.server_url())
     api.close()
+
+
+@pytest.fixture(scope="session")
+def kube_worker() -> Iterator[KubeCluster]:
+    was_running = bool(worker.pids()) and worker.ready()
+    problem = None
+    try:
+        if not was_running:
+            worker.up()
+    except (cluster.ClusterError, OSError) as exc:
+        problem = f"the local worker cluster did not come up: {exc} (logs: {worker.LOGS})"
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    api = worker.api_client()
+    yield KubeCluster(kubeconfig=worker.KUBECONFIG, api_client=api, server=worker.server_url())
+    api.close()
+    if not was_running:
+        worker.down()
 
 
 def wait_for(what: str, check, timeout: float = 30, interval: float = 0.1):

@@ -27,7 +27,15 @@ from pathlib import Path
 
 import yaml
 
-from .base import KUBECONFIG, PKI, STATE_DIR, ClusterError, api_port, ensure_serving_cert
+from .base import (
+    KUBECONFIG,
+    PKI,
+    STATE_DIR,
+    ClusterError,
+    api_port,
+    ensure_serving_cert,
+    is_worker,
+)
 
 NODE_NAME = "real-node-0"
 NODE_DIR = STATE_DIR / "node"
@@ -42,6 +50,8 @@ CNI_BIN = "/usr/lib/cni"
 
 
 def enabled() -> bool:
+    if is_worker():  # the bridge and the kubelet's ports are one per machine: the main cluster's
+        return False
     return os.environ.get("LOCALCLUSTER_REAL_NODE", "1") not in ("0", "false", "no")
 
 

@@ -66,4 +66,8 @@ KINDS: dict[str, Kind] = {
     "Cohort": Kind("/apis/kueue.x-k8s.io/v1beta2", "cohorts", False),
     "WorkloadPriorityClass": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
     "KueueWorkload": Kind("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
+    # MultiKueue's, on a fleet's manager (render/multikueue.py)
+    "AdmissionCheck": Kind("/apis/kueue.x-k8s.io/v1beta2", "admissionchecks", False),
+    "MultiKueueConfig": Kind("/apis/kueue.x-k8s.io/v1beta2", "multikueueconfigs", False),
+    "MultiKueueCluster": Kind("/apis/kueue.x-k8s.io/v1beta2", "multikueueclusters", False),
 }
