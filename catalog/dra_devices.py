@@ -43,7 +43,7 @@ GPU_CLASS = "gpu.nvidia.com"  # DeviceClass of whole GPUs (attribute type == 'gp
 MIG_CLASS = "mig.nvidia.com"  # DeviceClass of MIG devices (attribute type == 'mig')
 VFIO_CLASS = "vfio.gpu.nvidia.com"  # whole GPUs passed through to a VM: the portal never maps it
 # The classes Kueue charges (`device_class_mappings`); the queue guard refuses a member's claim
-# of any other class of the driver (scheduler/cluster/render/claim_guard.py).
+# of any other class of the driver (scheduler/cluster/render/device_guard.py).
 MAPPED_CLASSES = (MIG_CLASS, GPU_CLASS)
 TYPE_GPU = "gpu"
 TYPE_MIG = "mig"

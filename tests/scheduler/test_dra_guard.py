@@ -1,5 +1,5 @@
 """The guards' rules for DRA (pure): a member's claim or claim template spends only GPU devices
-Kueue charges (queue guard, `render/claim_guard.py`), and the team's portal-made templates are
+Kueue charges (queue guard, `render/device_guard.py`), and the team's portal-made templates are
 not a member's to change or delete (ownership guard). What they refuse on the real API server:
 tests/scheduler/test_dra_guard_cluster.py."""
 

@@ -1,7 +1,7 @@
 """The guards on a team's DRA objects, on the local cluster as a member with the kubectl access
 the portal binds (impersonated): the portal's ResourceClaimTemplates are not theirs to change or
 delete (ownership guard), and a claim or template of their own that could spend GPU devices
-Kueue does not charge is refused when it is made (queue guard, render/claim_guard.py); a
+Kueue does not charge is refused when it is made (queue guard, render/device_guard.py); a
 one-device claim of a portal class, and a template of their own, are still accepted. The rules
 as rendered: tests/scheduler/test_dra_guard.py."""
 

@@ -12,7 +12,7 @@ One module per kind of object; import each name from the module that holds it:
 - `kueue`: a tenant's ClusterQueue and LocalQueue, the ResourceFlavors.
 - `priorities`: PriorityClasses and Kueue's WorkloadPriorityClasses.
 - `queue_guard`: the ValidatingAdmissionPolicy that closes what Kueue leaves open.
-- `claim_guard`: its rules for a team's own DRA claims and claim templates.
+- `device_guard`: its rules for a team's own DRA claims and claim templates.
 - `tenant`: `render_tenant(spec)`, everything one tenant should have, in order.
 - `multikueue`: a fleet manager's AdmissionChecks, MultiKueueConfigs and MultiKueueClusters, a
   worker's kubeconfig Secret copy, a ClusterQueue's admission checks.

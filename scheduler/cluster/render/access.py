@@ -50,7 +50,7 @@ def role_rules(
         _rule(["autoscaling"], ["horizontalpodautoscalers"], verbs),
         # DRA: their own claims and templates; Kueue charges whatever they select (the largest
         # device of the class that matches), and the queue guard refuses what it cannot charge
-        # (render/claim_guard.py), so writing them spends nothing beyond the grant
+        # (render/device_guard.py), so writing them spends nothing beyond the grant
         _rule(["resource.k8s.io"], ["resourceclaims", "resourceclaimtemplates"], verbs),
         _rule(["policy"], ["poddisruptionbudgets"], _READ),
         _rule(["networking.k8s.io"], ["networkpolicies"], _READ),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from core.images import Spellings
 from scheduler.cluster.render.access import ROBOT_SERVICE_ACCOUNT
 from scheduler.cluster.render.admission import cel_list, not_trusted, tenant_policy
-from scheduler.cluster.render.claim_guard import CLAIM_RULE, claim_validations
+from scheduler.cluster.render.device_guard import CLAIM_RULE, claim_validations
 from scheduler.cluster.render.labels import (
     HEALTH_TAINT_KEY,
     LOCAL_QUEUE,
@@ -182,7 +182,7 @@ def render_queue_guard(
     NVIDIA toolkit's variables, runs under a runtime class the platform did not allow
     (`runtime_classes`) or as the portal's CI robot; a Service is never an ExternalName and
     always selects pods; a device claim or claim template spends only GPU devices Kueue charges
-    (`claim_guard`). Kueue and cluster admins (`trusted_users`, `system:masters`) do these
+    (`device_guard`). Kueue and cluster admins (`trusted_users`, `system:masters`) do these
     things legitimately."""
     taint_keys = cel_list(gpu_taint_keys)
     runtimes = cel_list(runtime_classes)
