@@ -8,11 +8,12 @@ Register with `pytest_plugins = ["localcluster.pytest_plugin"]` (root conftest.p
   `.kubeconfig` and a ready `.api_client`. If the binaries cannot be built or the cluster does
   not come up, the test fails with the reason; it is never skipped. The cluster is left running
   after the session so the next run starts in seconds (`make cluster-down` stops it).
-- kube_worker (session, only for the tests that ask for it): a second cluster, a MultiKueue
-  worker (worker.py), as a KubeCluster. Started if it does not run, and then stopped at the end
-  of the session: it holds about 840 MiB more and a second Kueue on a machine whose suites
-  mostly need one cluster, and a warm start (binaries, PKI, etcd data and CRDs kept) takes
-  4 s. One already running (`python -m localcluster worker up`) is used and left running.
+- kube_worker (module, only for the tests that ask for it): a second cluster, a MultiKueue
+  worker (worker.py), as a KubeCluster. Started if it does not run, and stopped when the
+  module's tests end: it holds about 840 MiB and a second control plane and Kueue that take
+  CPU from every test after it on a 2-core machine, and a warm start (binaries, PKI, etcd data
+  and CRDs kept) takes 4 s. One already running (`python -m localcluster worker up`) is used
+  and left running.
 - kube_namespace (function): a fresh namespace per test, deleted afterwards (its pods are
   force-deleted first so their GPUs are free for the next test at once).
 """
@@ -66,7 +67,7 @@ def kube_cluster() -> Iterator[KubeCluster]:
     api.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kube_worker() -> Iterator[KubeCluster]:
     was_running = bool(worker.pids()) and worker.ready()
     problem = None
