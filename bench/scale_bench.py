@@ -33,7 +33,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads import services as workloads
-from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL, restricted_container_security
 from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.spec import workload_spec
@@ -66,6 +66,10 @@ def _job(name: str, namespace: str, run_s: float) -> dict:
                             "image": "registry.k8s.io/pause:3.10",
                             "command": ["sleep", f"{run_s:g}"],
                             "resources": {"requests": limits, "limits": limits},
+                            # the team namespaces enforce Pod Security `restricted`: without
+                            # it the Job controller's pods were refused, and every admitted
+                            # Job held its quota with no pod (the first run's "nothing runs")
+                            "securityContext": restricted_container_security(),
                         }
                     ],
                 },

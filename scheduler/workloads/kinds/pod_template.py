@@ -205,6 +205,17 @@ def _claims(spec: ManifestSpec) -> list[dict]:
     return [dra_quota.pod_claim(t, f"gpu-{i}")[0] for i, t in enumerate(templates)]
 
 
+def restricted_container_security() -> dict:
+    """A container's securityContext that Pod Security `restricted` (the team namespaces'
+    level) admits: every pod the portal renders, and what a bench writes as a member would."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
     """A pod that Pod Security `restricted` admits, holding its GPUs (and the cpu, memory and
     ephemeral storage it names) as requests = limits, on a node of its GPU model (GPU feature
@@ -215,12 +226,7 @@ def render_pod_template(spec: ManifestSpec, restart_policy: str) -> dict:
         "name": CONTAINER_NAME,
         "image": spec.image,
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "runAsNonRoot": True,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_container_security(),
     }
     if spec.command:
         container["command"] = list(spec.command)
