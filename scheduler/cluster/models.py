@@ -41,6 +41,9 @@ class Cluster(models.Model):
     preference = models.PositiveSmallIntegerField(default=100)
     # "Any cluster of <group>": a grant may name a group of workers instead of one.
     group = models.CharField(max_length=40, blank=True)
+    # Its GPU hours cost this many times the class's list price (a cloud cluster dearer than
+    # the on-premises one): metering rates each cluster's use with its own factor.
+    price_factor = models.DecimalField(max_digits=6, decimal_places=3, default=1)
     # Where the worker's kubeconfig is: a Secret on the manager, key `kubeconfig`. Only the
     # reference is stored; the portal reads the Secret and never shows its contents.
     credentials_secret_namespace = models.CharField(max_length=63, blank=True)

@@ -178,6 +178,9 @@ class Workload(models.Model):
     # k8s_name. Empty for the portal's own.
     owner_kind = models.CharField(max_length=40, blank=True, default="")
     k8s_uid = models.CharField(max_length=64, blank=True)
+    # The worker MultiKueue dispatched it to (its Kueue Workload's status.clusterName); empty:
+    # it runs on the portal's own cluster, or has not been dispatched yet.
+    cluster = models.CharField(max_length=63, blank=True, default="")
     # None for work made outside the portal (owner_kind): the cluster does not say by whom
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

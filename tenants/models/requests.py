@@ -169,6 +169,9 @@ class QuotaGrant(models.Model):
         CapacityRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="grants"
     )
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    # Where the grant's work runs (tenants/placement.py): "" the portal's own cluster,
+    # "cluster:<worker>" one worker, "group:<group>" any worker of a group (MultiKueue).
+    placement = models.CharField(max_length=60, blank=True, default="")
     expiry_warned_at = models.DateTimeField(null=True, blank=True)
     # A grant booked ahead (its start later than its making): when its team was told that its
     # window started (tenants.services.bookings), once.
