@@ -7,6 +7,7 @@ from __future__ import annotations
 from catalog import hooks as catalog_hooks
 from metering.selectors import budget_left, workload_costs
 from metering.services import check_budget, over_budget_tenants
+from scheduler.cluster.dispatch import placement_problem
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks
@@ -21,3 +22,4 @@ def fill_hooks() -> None:
     hooks.desired_state_changed.fill(enqueue_reconcile)
     catalog_hooks.fleet_policy_changed.fill(enqueue_reconcile_all)
     hooks.departments_changed.fill(enqueue_reconcile_all)  # cohorts and every queue
+    hooks.placement_problem.fill(placement_problem)  # the fleet knows its workers and groups

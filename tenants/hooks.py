@@ -64,3 +64,9 @@ desired_state_changed: Hook[[int], None] = Hook(
 departments_changed: Hook[[], None] = Hook(
     "departments_changed", "departments changed: reconcile the cohorts and the teams' queues"
 )
+
+# A grant's placement names a worker or a group of workers (tenants/placement.py): only the
+# cluster layer knows which are registered. "" when it names one that is, else what to change.
+placement_problem: Hook[[str], str] = Hook(
+    "placement_problem", "what is wrong with a placement (a worker or group not registered), or ''"
+)

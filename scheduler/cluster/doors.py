@@ -52,7 +52,7 @@ def door(cluster_name: str = DEFAULT_CLUSTER) -> kube.KubeGateway:
     if cluster is None or cluster.is_home:
         fresh = _Door("", now, None)
     else:
-        text = _kubeconfig(cluster)
+        text = kubeconfig_text(cluster)
         fingerprint = hashlib.sha256(text.encode()).hexdigest()
         if cached is not None and cached.fingerprint == fingerprint:
             fresh = _Door(fingerprint, now, cached.gateway)
@@ -63,7 +63,7 @@ def door(cluster_name: str = DEFAULT_CLUSTER) -> kube.KubeGateway:
     return fresh.gateway or kube.gateway()
 
 
-def _kubeconfig(cluster: Cluster) -> str:
+def kubeconfig_text(cluster: Cluster) -> str:
     """The worker's kubeconfig text, read through the home cluster's door and checked."""
     where = cluster.credentials_secret
     try:

@@ -5,20 +5,24 @@ schedule keep working across the move."""
 from core.errors import ClusterError
 from core.tasks import portal_task
 from scheduler.cluster import inventory, kube, queues
-from scheduler.cluster.reconcile import runs
+from scheduler.cluster.reconcile import runs, workers
 from scheduler.cluster.reconcile.converge import managed_selector
 
 
 @portal_task(name="scheduler.tasks.reconcile_tenant")
 def reconcile_tenant(*, tenant_id: int) -> str:
     run = runs.reconcile_tenant(kube.gateway(), tenant_id)
+    # then the team on the fleet's workers (nothing on a single cluster)
+    workers.reconcile_fleet(kube.gateway(), tenant_ids={tenant_id}, trigger="tenant change")
     return run.status if run else "no such tenant"
 
 
 @portal_task(name="scheduler.tasks.reconcile_all")
 def reconcile_all() -> dict:
     summary = runs.reconcile_all(kube.gateway())
+    problems = workers.reconcile_fleet(kube.gateway())  # every worker (none: a single cluster)
     return {
+        "workers_failed": len(problems),
         "tenants": summary.tenants,
         "changed": summary.changed,
         "drifted": summary.drifted,

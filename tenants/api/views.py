@@ -18,6 +18,7 @@ from tenants.models import ApiToken, AuditEvent, CapacityRequest, Membership, Qu
 from tenants.permissions import remember_role
 from tenants.services import approvals as approval_services
 from tenants.services import grants as grant_services
+from tenants.services import placing
 from tenants.services import renewals as renewal_services
 from tenants.services import requests as request_services
 from tenants.services import tenants as tenant_services
@@ -100,6 +101,22 @@ class TenantViewSet(mixins.CreateModelMixin, PortalReadOnlyViewSet):
     @action(detail=True, methods=["post"])
     def archive(self, request, slug=None):
         return self._status(request, "archive")
+
+    @extend_schema(request=s.TenantPlaceSerializer, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def place(self, request, slug=None):
+        """A platform admin moves where the team's grants run: "" the portal's own cluster,
+        `cluster:<worker>` or `group:<group>` (MultiKueue dispatches its queue there)."""
+        data = s.TenantPlaceSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = self.get_object()
+        placing.place_team(
+            actor=request.user,
+            tenant=tenant,
+            placement_value=data.validated_data["placement"],
+            comment=data.validated_data["comment"],
+        )
+        return Response(s.TenantSerializer(self.get_queryset().get(pk=tenant.pk)).data)
 
 
 class MembershipFilter(filters.FilterSet):

@@ -21,6 +21,7 @@ from tenants.services.audit_fields import REQUEST_FIELDS
 from tenants.services.capacity import check_capacity, check_ceiling, window_words
 from tenants.services.follow_up import notify_desired_state_changed, portal_url
 from tenants.services.locks import LockedRows, lock_rows
+from tenants.services.placing import team_placement
 
 
 def notify_decided(request: CapacityRequest) -> None:
@@ -132,8 +133,10 @@ def approve_locked(
             actor=actor, tenant=tenant, request=request, grant=extended, pools=pools, now=now
         )
     else:
+        where = team_placement(tenant)  # a team's work runs in one place (tenants/placement.py)
         QuotaGrant.objects.bulk_create(
             QuotaGrant(
+                placement=where,
                 tenant=tenant,
                 resource_class=rc,
                 amount=n,

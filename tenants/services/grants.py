@@ -15,6 +15,7 @@ from core.errors import InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
 from tenants.models import CapacityRequest, QuotaGrant, Tenant
 from tenants.notifications import notify
+from tenants.services import placing
 from tenants.services.audit_fields import GRANT_FIELDS
 from tenants.services.capacity import check_capacity, check_ceiling, check_dates, resolve_items
 from tenants.services.follow_up import notify_desired_state_changed, portal_url
@@ -30,10 +31,13 @@ def grant_quota(
     amount: int,
     ends_at: datetime | None = None,
     comment: str = "",
+    placement: str = "",
 ) -> QuotaGrant:
-    """A platform admin grants quota directly (no request), under the same capacity check."""
+    """A platform admin grants quota directly (no request), under the same capacity check,
+    to run where the team's other grants run (`placement`: tenants/placement.py)."""
     require_platform_admin(actor, "grant quota directly")
     now = timezone.now()
+    placement = placing.checked(placement)
     resolved = resolve_items({resource_class.slug: amount})
     if ends_at is not None:
         check_dates(now, ends_at, now)
@@ -44,7 +48,9 @@ def grant_quota(
         if not tenant.is_active:
             raise InvalidTransition(f"{tenant.slug} is {tenant.status}: nothing can be granted")
         check_ceiling(tenant, resolved, now)
+        placing.check_same_place(tenant, placement)
         grant = QuotaGrant.objects.create(
+            placement=placement,
             tenant=tenant,
             resource_class=resource_class,
             amount=amount,

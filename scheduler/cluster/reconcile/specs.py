@@ -17,6 +17,7 @@ from catalog import dra_quota, gpu_serving, kueue_integrations, slices
 from catalog.models import Pool, ResourceClass
 from catalog.product_labels import product_label
 from core.names import dns_label
+from scheduler.cluster import dispatch
 from scheduler.cluster.render.namespace import DEVICES_PER_CLASS
 from scheduler.cluster.render.specs import (
     FlavorSpec,
@@ -235,6 +236,7 @@ def build_specs(
     cohort_nominal: dict[tuple[str, str], int] = defaultdict(int)
     for line in queue_lines(classes, pools, granted_totals(), unit=unit):
         cohort_nominal[(line.flavor, line.resource_name)] += line.nominal
+    fleet = dispatch.fleet_plan(ids)  # empty for a single cluster: two queries at most
     specs = {}
     for t in tenants:
         lines = queue_lines(classes, pools, quotas.get(t.pk, {}), unit=unit)
@@ -290,6 +292,7 @@ def build_specs(
             fair_share_weight=format(t.fair_share_weight.normalize(), "f"),  # 10, not 1E+1
             framework_apis=framework_apis,
             dra_devices=dra_devices(lines, classes),
+            dispatch_check=fleet.check_of(fleet.placements.get(t.pk, "")),
         )
     return specs
 

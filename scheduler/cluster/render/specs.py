@@ -125,6 +125,9 @@ class TenantSpec:
     # GPU models served through DRA that the team may use: (catalog key, its product label,
     # profile or "gpu") of each device a ResourceClaimTemplate is rendered for (render/claims.py)
     dra_devices: tuple[tuple[str, str, str], ...] = ()
+    # A fleet (issue 54): the MultiKueue AdmissionCheck the team's ClusterQueue on the manager
+    # carries, so its work is dispatched to a worker ("" : it runs on this cluster).
+    dispatch_check: str = ""
 
 
 def _meta(spec: TenantSpec, name: str, namespace: str | None = None, **extra) -> dict:

@@ -259,6 +259,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "namespace",
             "k8s_name",
             "k8s_uid",
+            "cluster",
             "submitted_by",
             "created_at",
             "cluster_created_at",
@@ -323,6 +324,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "namespace": _text(w.namespace),
             "k8s_name": _text(w.k8s_name),
             "k8s_uid": _text(w.k8s_uid),
+            "cluster": _text(w.cluster),
             "submitted_by": _text(
                 _annotated(
                     w,

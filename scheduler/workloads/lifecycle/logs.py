@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.errors import ClusterError, ServiceError
 from scheduler.cluster.kube import KubeGateway, gateway
+from scheduler.workloads.lifecycle import placed
 from scheduler.workloads.lifecycle.pods import SIMULATED, on_simulated_node
 from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
@@ -26,7 +27,7 @@ def workload_logs(
     if workload.cluster_created_at is None:
         raise LogsUnavailable(f"workload {workload.name} is not on the cluster yet")
     try:
-        kube = kube or gateway()
+        kube = placed.door_for(workload, kube or gateway())  # a worker's, when dispatched
         pods = workload_pods(kube, workload)
     except ClusterError as exc:
         raise LogsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc

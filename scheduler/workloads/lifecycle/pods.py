@@ -15,6 +15,7 @@ from scheduler.cluster.models import SIMULATED_LABEL, Node
 from scheduler.workloads.kinds import topology
 from scheduler.workloads.kinds.gang import INDEX_ANNOTATION
 from scheduler.workloads.kinds.manifests import KUEUE_GATE
+from scheduler.workloads.lifecycle import placed
 from scheduler.workloads.lifecycle.sync import workload_pods
 from scheduler.workloads.models import Workload
 from tenants.permissions import READ_ROLES, require_role
@@ -128,7 +129,8 @@ def workload_pod_rows(
     if workload.cluster_created_at is None:
         raise PodsUnavailable(f"workload {workload.name} is not on the cluster yet")
     try:
-        pods = workload_pods(kube or gateway(), workload)
+        kube = placed.door_for(workload, kube or gateway())  # a worker's, when dispatched
+        pods = workload_pods(kube, workload)
     except ClusterError as exc:
         raise PodsUnavailable(f"cannot list the pods of {workload.name}: {exc}") from exc
     names = {(p.get("spec") or {}).get("nodeName") for p in pods}
@@ -136,9 +138,7 @@ def workload_pod_rows(
     claims = {}
     if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
         try:  # one list in the namespace, only for pods with claims
-            claims = node_offers.claim_devices(
-                (kube or gateway()).list("ResourceClaim", workload.namespace)
-            )
+            claims = node_offers.claim_devices(kube.list("ResourceClaim", workload.namespace))
         except ClusterError:
             claims = {}  # the pods still show; their devices when the cluster answers
     return pod_rows(pods, _places(nodes), frozenset(n.name for n in nodes if n.simulated), claims)

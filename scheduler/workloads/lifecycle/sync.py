@@ -35,6 +35,7 @@ from scheduler.workloads.kinds.manifests import (
     render_workload,
 )
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle import placed
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.notifications import notify
 
@@ -358,6 +359,10 @@ def sync_workload(
         )
     if workload.owner_kind and not workload.gpu_model and queue_workloads:
         _learn_the_model(workload, pods, queue_workloads)
+    placed.record(workload, placed.worker_of(mine[0] if mine else None))
+    if workload.cluster:  # dispatched by MultiKueue: its pods are on the worker
+        there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
+        pods = pods if there is None else there
     obs = observe(workload.kind, obj, pods, events, mine)
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
         obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))
