@@ -38,6 +38,7 @@ def main() -> int:
             "real-node",
             "stages",
             "scale",
+            "fleet",
         ],
         help="run one benchmark (default: all, in order)",
     )
@@ -73,6 +74,9 @@ def main() -> int:
     fill.add_argument(
         "--fill-sides", default="DRA,layouts", help="DRA, layouts or both (comma-separated)"
     )
+    parser.add_argument(
+        "--fleet-jobs", type=int, default=5, help="fleet: Jobs timed submit → Running, each way"
+    )
     scale = parser.add_argument_group("scale (the local cluster, KWOK nodes)")
     scale.add_argument("--teams", type=int, default=1000)
     scale.add_argument("--departments", type=int, default=10)
@@ -87,6 +91,7 @@ def main() -> int:
         api_bench,
         booking_bench,
         fill_bench,
+        fleet_bench,
         metering_bench,
         mixed_fill_bench,
         planner_bench,
@@ -132,6 +137,8 @@ def main() -> int:
             per_s=args.rate,
             run_s=args.run_s,
         )
+    if args.only == "fleet":  # starts a second local cluster: on its own
+        rc |= fleet_bench.run(tenants=args.tenants[0], jobs=args.fleet_jobs)
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)
     return rc

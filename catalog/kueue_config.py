@@ -140,6 +140,7 @@ def kueue_configuration(
     dra_models: Sequence[str] = (),
     product_overrides: Mapping[str, str] | None = None,
     multikueue: int | None = None,
+    worker_lost_s: int | None = None,
 ) -> dict:
     """The Configuration keys the portal relies on. `feature_gates=False` leaves the gates out
     for a Kueue that takes them by flag (a flag and the config's `featureGates` together are a
@@ -147,7 +148,8 @@ def kueue_configuration(
     `integrations`: Kueue's frameworks (`KUEUE_INTEGRATIONS`). `dra_models`: the models served
     through DRA (`GPU_DRA_MODELS`), matched by product label (`product_overrides`: the platform's
     `GPU_PRODUCT_LABELS`). `multikueue`: on a fleet's manager, the dispatcher's step (workers
-    nominated per round); None on any other cluster."""
+    nominated per round); None on any other cluster. `worker_lost_s`: how long MultiKueue keeps
+    a workload on a worker it has lost before it requeues it (None: Kueue's 15 minutes)."""
     out: dict = {
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": copy.deepcopy(TENANT_SELECTOR),
@@ -163,7 +165,7 @@ def kueue_configuration(
             dra_models, product_overrides
         )
     if multikueue is not None:
-        out["multiKueue"] = multikueue_section(multikueue)
+        out["multiKueue"] = multikueue_section(multikueue, worker_lost_s)
     if feature_gates:
         out["featureGates"] = dict(FEATURE_GATES)
         if multikueue is not None:
@@ -171,12 +173,25 @@ def kueue_configuration(
     return out
 
 
-def multikueue_section(step: int = DEFAULT_DISPATCH_STEP) -> dict:
+def multikueue_section(step: int = DEFAULT_DISPATCH_STEP, worker_lost_s: int | None = None) -> dict:
     """Kueue's `multiKueue` for the incremental dispatcher; `step` ≥ 1 (1: strictly one worker
-    at a time in the platform's order, five minutes each before the next is tried)."""
+    at a time in the platform's order, five minutes each before the next is tried).
+    `worker_lost_s` ≥ 1: MultiKueue's `workerLostTimeout`, after which work on a worker that
+    does not answer is evicted and queued again (Kueue's rule; omitted: its 15 minutes)."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
         raise ValueError(f"the dispatch step {step!r} must be a whole number of at least 1")
-    return {
+    out: dict = {
         "dispatcherName": MULTIKUEUE_DISPATCHER,
         "incrementalDispatcherConfig": {"stepSize": step},
     }
+    if worker_lost_s is not None:
+        if (
+            isinstance(worker_lost_s, bool)
+            or not isinstance(worker_lost_s, int)
+            or worker_lost_s < 1
+        ):
+            raise ValueError(
+                f"the worker-lost timeout {worker_lost_s!r} must be whole seconds, at least 1"
+            )
+        out["workerLostTimeout"] = f"{worker_lost_s}s"
+    return out

@@ -52,9 +52,15 @@ def pods_ready_setting() -> PodsReady:
     )
 
 
-def expected_configuration(*, feature_gates: bool = True, dispatch_step: int | None = None) -> dict:
+def expected_configuration(
+    *,
+    feature_gates: bool = True,
+    dispatch_step: int | None = None,
+    worker_lost_s: int | None = None,
+) -> dict:
     """The fragment for the portal's settings (what `manage.py kueue_config` prints); with
-    `dispatch_step`, a fleet's manager's (MultiKueue's incremental dispatcher)."""
+    `dispatch_step`, a fleet's manager's (MultiKueue's incremental dispatcher, and how long a
+    lost worker keeps its work: `worker_lost_s`)."""
     return kueue_configuration(
         settings.GPU_QUOTA_UNIT,
         feature_gates=feature_gates,
@@ -63,6 +69,7 @@ def expected_configuration(*, feature_gates: bool = True, dispatch_step: int | N
         dra_models=settings.GPU_DRA_MODELS,
         product_overrides=settings.GPU_PRODUCT_LABELS,
         multikueue=dispatch_step,
+        worker_lost_s=worker_lost_s,
     )
 
 

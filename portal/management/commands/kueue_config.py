@@ -35,11 +35,20 @@ class Command(BaseCommand):
             f"order (default {DEFAULT_DISPATCH_STEP}; 1: strictly one at a time)",
         )
 
+        parser.add_argument(
+            "--worker-lost-timeout",
+            type=int,
+            default=None,
+            help="with --manager: seconds MultiKueue keeps work on a worker that does not answer "
+            "before it requeues it (Kueue's default: 900)",
+        )
+
     def handle(self, *args, **options):
         try:
             fragment = expected_configuration(
                 feature_gates=not options["no_feature_gates"],
                 dispatch_step=options["dispatch_step"] if options["manager"] else None,
+                worker_lost_s=options["worker_lost_timeout"] if options["manager"] else None,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

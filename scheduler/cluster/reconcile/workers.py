@@ -93,15 +93,15 @@ def _live_by_tenant(kube: KubeGateway, slugs: set[str] | None) -> dict[str, list
         for kind in ("Namespace", *NAMESPACED_KINDS, *TENANT_CLUSTER_KINDS):
             listed += kube.list(kind, label_selector=selector)
     else:
-        for slug in slugs:
-            team = f"{selector},{TENANT_LABEL}={slug}"
+        for one in slugs:
+            team = f"{selector},{TENANT_LABEL}={one}"
             listed += kube.list("Namespace", label_selector=team)
             for kind in (*NAMESPACED_KINDS, *TENANT_CLUSTER_KINDS):
                 listed += kube.list(kind, label_selector=team)
     for obj in listed:
-        slug = (obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
-        if slug and is_managed(obj):
-            out.setdefault(slug, []).append(obj)
+        owner = (obj["metadata"].get("labels") or {}).get(TENANT_LABEL)
+        if owner and is_managed(obj):
+            out.setdefault(owner, []).append(obj)
     return out
 
 
@@ -124,7 +124,8 @@ def reconcile_worker(
     ensure_cluster_objects(kube)
     allowed = plan.tenants_on(worker.name)
     wanted = allowed if tenant_ids is None else allowed & tenant_ids
-    tenants = list(Tenant.objects.filter(pk__in=wanted, status=Tenant.Status.ACTIVE))
+    # a suspended team keeps its namespace, as on the manager; an archived one loses it
+    tenants = list(Tenant.objects.filter(pk__in=wanted).exclude(status=Tenant.Status.ARCHIVED))
     scope = None
     if tenant_ids is not None:
         scope = set(Tenant.objects.filter(pk__in=tenant_ids).values_list("slug", flat=True))

@@ -49,3 +49,10 @@ def pods_there(workload: Workload, list_pods) -> list[dict] | None:
         return list_pods(doors.door(workload.cluster))
     except ClusterError:
         return None
+
+
+def unanswered(workload: Workload, message: str) -> str:
+    """Its state as the manager last mirrored it, said to be so while its worker is silent:
+    MultiKueue requeues it if the worker stays lost past its `workerLostTimeout`."""
+    said = f"worker {workload.cluster} does not answer: as MultiKueue last mirrored it"
+    return f"{message} ({said})" if message else said

@@ -360,10 +360,13 @@ def sync_workload(
     if workload.owner_kind and not workload.gpu_model and queue_workloads:
         _learn_the_model(workload, pods, queue_workloads)
     placed.record(workload, placed.worker_of(mine[0] if mine else None))
+    there = None
     if workload.cluster:  # dispatched by MultiKueue: its pods are on the worker
         there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
         pods = pods if there is None else there
     obs = observe(workload.kind, obj, pods, events, mine)
+    if workload.cluster and there is None and obs.state not in Workload.FINAL_STATES:
+        obs = replace(obs, message=placed.unanswered(workload, obs.message))
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
         obs = replace(obs, message=gang.evicted_whole(workload.replicas, obs.message))
     if workload.max_replicas is not None and obj is not None:
