@@ -487,6 +487,64 @@ def test_the_portal_reads_kueues_configuration_and_nothing_else_there(required):
     assert _crd_rule(required)["verbs"] == ["get"]
 
 
+def test_the_manager_may_write_multikueues_objects(required):
+    """Issue 54: AdmissionCheck, MultiKueueConfig and MultiKueueCluster are the reconciler's on a
+    fleet's manager (scheduler/cluster/served_kinds.py serves them)."""
+    from scheduler.cluster import served_kinds
+
+    rules = required[("ClusterRole", FULLNAME)]["rules"]
+    (rule,) = [r for r in rules if "multikueueclusters" in r["resources"]]
+    assert rule["apiGroups"] == ["kueue.x-k8s.io"]
+    assert sorted(rule["resources"]) == sorted(
+        served_kinds.KINDS[k].plural
+        for k in ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster")
+    )
+    assert rule["verbs"] == ["get", "list", "watch", "create", "update", "patch", "delete"]
+    assert "resourceNames" not in rule
+
+
+def test_a_manager_reads_kubeconfig_secrets_in_kueues_namespace_only(helm, required):
+    # a single-cluster install: no Secret is read anywhere
+    assert ("Role", f"{FULLNAME}-multikueue") not in required
+    secrets = [
+        r
+        for kind, name in required
+        if kind in ("ClusterRole", "Role")
+        for r in required[(kind, name)]["rules"]
+        if "secrets" in r["resources"]
+    ]
+    assert all({"get", "list", "watch"}.isdisjoint(r["verbs"]) for r in secrets)
+    manager = render(helm, "required", "--set", "multikueue.enabled=true")
+    role = manager[("Role", f"{FULLNAME}-multikueue")]
+    assert role["metadata"]["namespace"] == "kueue-system"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch"]}
+    ]
+    binding = manager[("RoleBinding", f"{FULLNAME}-multikueue")]
+    assert binding["metadata"]["namespace"] == "kueue-system"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+    named = render(
+        helm,
+        "required",
+        "--set",
+        "multikueue.enabled=true",
+        "--set",
+        "multikueue.kubeconfigSecrets={east-kubeconfig,west-kubeconfig}",
+        "--set",
+        "kueue.configMap.namespace=kueue",
+    )
+    role = named[("Role", f"{FULLNAME}-multikueue")]
+    assert role["metadata"]["namespace"] == "kueue"
+    assert role["rules"][0]["resourceNames"] == ["east-kubeconfig", "west-kubeconfig"]
+    # without Kueue there is no MultiKueue: neither the rules nor the Role
+    bare = render(
+        helm, "required", "--set", "kueue.enabled=false", "--set", "multikueue.enabled=true"
+    )
+    assert ("Role", f"{FULLNAME}-multikueue") not in bare
+
+
 def test_the_crds_it_may_read_are_those_of_the_enabled_integrations(helm):
     every = list(kueue_integrations.FRAMEWORKS)
     objects = render(helm, "required", "--set", f"kueue.integrations={{{','.join(every)}}}")
