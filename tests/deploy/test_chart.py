@@ -456,6 +456,10 @@ def test_kueue_integrations_and_where_its_configuration_is_read(required):
     assert data["KUEUE_CONFIG_MAP"] == "kueue-manager-config"
 
 
+# Which Kueue runs (support.py) and whether it is 0.19, as a fleet needs (probes.py).
+KUEUE_CRDS = ("clusterqueues.kueue.x-k8s.io", "multikueueconfigs.kueue.x-k8s.io")
+
+
 def _crd_rule(objects) -> dict:
     (rule,) = [
         r
@@ -482,8 +486,8 @@ def test_the_portal_reads_kueues_configuration_and_nothing_else_there(required):
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
     ]
-    # the default integrations are Kubernetes' own kinds: the ClusterQueue CRD alone
-    assert _crd_rule(required)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io"]
+    # the default integrations are Kubernetes' own kinds: Kueue's two CRDs the probes read alone
+    assert _crd_rule(required)["resourceNames"] == [*KUEUE_CRDS]
     assert _crd_rule(required)["verbs"] == ["get"]
 
 
@@ -549,11 +553,11 @@ def test_the_crds_it_may_read_are_those_of_the_enabled_integrations(helm):
     every = list(kueue_integrations.FRAMEWORKS)
     objects = render(helm, "required", "--set", f"kueue.integrations={{{','.join(every)}}}")
     assert _crd_rule(objects)["resourceNames"] == [
-        "clusterqueues.kueue.x-k8s.io",
+        *KUEUE_CRDS,
         *(f.crd for f in kueue_integrations.optional(every)),
     ]
     objects = render(helm, "required", "--set", "kueue.integrations={batch/job,ray.io/rayjob}")
-    assert _crd_rule(objects)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io", "rayjobs.ray.io"]
+    assert _crd_rule(objects)["resourceNames"] == [*KUEUE_CRDS, "rayjobs.ray.io"]
 
 
 def test_ingress_with_tls_and_an_autoscaled_web_that_keeps_one_pod_through_drains(full):
