@@ -2,10 +2,11 @@
 allocated but idle, and unallocated, which add up to what the GPUs cost, to the cent.
 
 - The fleet's cost: every GPU node in the inventory, from when the portal first saw it (or its
-  first allocation, when pods held its GPUs before the inventory saw it), priced
-  at its model's whole-GPU class (the price in force each hour). A model without a whole-GPU
-  class is priced at its dearest class per GPU-equivalent. A node is cost whether or not it is
-  healthy or schedulable: a broken GPU is paid for and shows as unallocated.
+  first allocation, when pods held its GPUs before the inventory saw it), priced at its model's
+  whole-GPU class (the price in force each hour) times its cluster's price factor. A model
+  without a whole-GPU class is priced at its dearest class per GPU-equivalent. A node is cost
+  whether or not it is healthy or schedulable: a broken GPU is paid for and shows as
+  unallocated.
 - Allocated and idle: the month's statements (the same numbers as every team's statement and
   the chargeback export), per GPU model of their classes.
 - Unallocated: the rest (`pricing.split_fleet`).
@@ -90,12 +91,15 @@ def fleet_cost(
         .annotate(first=Min("started_at"))
         .values_list("cluster_id", "node_name", "first")
     }
-    for cluster, name, model, count, seen in Node.objects.filter(gpu_count__gt=0).values_list(
-        "cluster_id", "name", "gpu_model", "gpu_count", "first_seen_at"
+    for cluster, name, model, count, seen, factor in Node.objects.filter(
+        gpu_count__gt=0
+    ).values_list(
+        "cluster_id", "name", "gpu_model", "gpu_count", "first_seen_at", "cluster__price_factor"
     ):
         if model:
             since = min(seen, held_since.get((cluster, name), seen))
-            spans[model].append(pricing.Span(since, None, count))
+            # a cluster's GPU hours at its own price (metering/cluster_prices.py)
+            spans[model].append(pricing.Span(since, None, count, factor))
             gpus[model] += count
 
     allocated: dict[str, Decimal] = defaultdict(Decimal)

@@ -32,13 +32,18 @@ def hours(microseconds: int | Decimal) -> Decimal:
     return (Decimal(microseconds) / HOUR_US).quantize(HOURS_PLACES, rounding=ROUND_HALF_UP)
 
 
+ONE = Decimal(1)
+
+
 @dataclass(frozen=True)
 class Span:
-    """`units` held from `start` to `end` (end None: still held, counted up to the window end)."""
+    """`units` held from `start` to `end` (end None: still held, counted up to the window end),
+    on a cluster whose GPU hours cost `factor` times the list price (1: a single cluster)."""
 
     start: datetime
     end: datetime | None
     units: int = 1
+    factor: Decimal = ONE
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,10 @@ def cost_numerator(spans: Iterable[Span], schedule: PriceSchedule, window: Windo
         clipped = window.clip(span)
         if not clipped:
             continue
+        part = Decimal(0)
         for start, end, price in schedule.segments(*clipped):
-            total += span.units * _us(end - start) * price
+            part += span.units * _us(end - start) * price
+        total += part if span.factor == ONE else part * span.factor
     return total
 
 
@@ -124,15 +131,15 @@ def cost(spans: Iterable[Span], schedule: PriceSchedule, window: Window) -> Deci
 
 def merge_spans(spans: Sequence[Span]) -> list[Span]:
     """Spans of one pod seen as several (a worker restart that reopened it) merged where they
-    touch or overlap, so no microsecond is counted twice. Units must be equal."""
+    touch or overlap, so no microsecond is counted twice. Units (and factors) must be equal."""
     out: list[Span] = []
     for span in sorted(spans, key=lambda s: s.start):
-        if out and out[-1].units == span.units:
+        if out and (out[-1].units, out[-1].factor) == (span.units, span.factor):
             last = out[-1]
             last_end = last.end
             if last_end is None or span.start <= last_end:
                 end = None if last_end is None or span.end is None else max(last_end, span.end)
-                out[-1] = Span(last.start, end, last.units)
+                out[-1] = Span(last.start, end, last.units, last.factor)
                 continue
         out.append(span)
     return out

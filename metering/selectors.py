@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from catalog.models import ResourceClass
-from metering import pricing
+from metering import cluster_prices, pricing
 from metering.models import AllocationInterval, Budget, ModelRollup, PriceRule, UsageRollup
 from scheduler.cluster.models import Node
 from scheduler.health.models import HealthImpact
@@ -87,7 +87,8 @@ def month_window_until(month: date, now: datetime) -> pricing.Window:
 def month_statements(
     month: date, tenant_ids: list[int], *, basis: str | None = None, now: datetime | None = None
 ) -> dict[int, pricing.Statement]:
-    """tenant id -> its statement for the month (four queries for any number of tenants)."""
+    """tenant id -> its statement for the month (five queries for any number of tenants), each
+    pod's time priced with its cluster's factor (metering/cluster_prices.py)."""
     now = now or timezone.now()
     basis = basis or settings.BILLING_BASIS
     window = month_window_until(month, now)
@@ -102,23 +103,41 @@ def month_statements(
             seen_until__gt=window.start,
         )
         .values_list(
-            "tenant_id", "resource_class_id", "started_at", "seen_until", "units", "pod_uid"
+            "tenant_id",
+            "resource_class_id",
+            "started_at",
+            "seen_until",
+            "units",
+            "pod_uid",
+            "cluster__price_factor",
         )
     )
     # Nothing allocated, nothing to waive: no query for it.
     failed_under = _failed_gpu_pods(tenant_ids, window) if intervals else {}
-    for tenant_id, rc_id, start, seen, units, pod_uid in intervals:
+    for tenant_id, rc_id, start, seen, units, pod_uid, factor in intervals:
         # An open interval counts up to the last minute the ingest saw its pod.
-        alloc[(tenant_id, rc_id)].append(pricing.Span(start, seen, units))
+        alloc[(tenant_id, rc_id)].append(pricing.Span(start, seen, units, factor))
         failed_at = failed_under.get(pod_uid)
         if failed_at is not None and failed_at < seen:
-            waived[(tenant_id, rc_id)].append(pricing.Span(max(start, failed_at), seen, units))
+            waived[(tenant_id, rc_id)].append(
+                pricing.Span(max(start, failed_at), seen, units, factor)
+            )
     quota: dict[tuple[int, int], list[pricing.Span]] = defaultdict(list)
-    for tenant_id, rc_id, start, ends, ended, amount in QuotaGrant.objects.filter(
-        tenant_id__in=tenant_ids, starts_at__lt=window.end
-    ).values_list("tenant_id", "resource_class_id", "starts_at", "ends_at", "ended_at", "amount"):
+    grants = list(
+        QuotaGrant.objects.filter(tenant_id__in=tenant_ids, starts_at__lt=window.end).values_list(
+            "tenant_id",
+            "resource_class_id",
+            "starts_at",
+            "ends_at",
+            "ended_at",
+            "amount",
+            "placement",
+        )
+    )
+    placed = cluster_prices.placement_factors({g[-1] for g in grants})
+    for tenant_id, rc_id, start, ends, ended, amount, placement in grants:
         end = min([t for t in (ends, ended) if t is not None], default=None)
-        quota[(tenant_id, rc_id)].append(pricing.Span(start, end, amount))
+        quota[(tenant_id, rc_id)].append(pricing.Span(start, end, amount, placed[placement]))
     observed: dict[tuple[int, int], list[tuple[datetime, Decimal, Decimal]]] = defaultdict(list)
     # Utilisation is only ever known for allocated pods: no intervals, no rollups to read.
     observed_rows = (
@@ -177,6 +196,7 @@ _INTERVAL_COLUMNS = (
     "seen_until",
     "units",
     "pod_uid",
+    "cluster__price_factor",
 )
 
 
@@ -220,14 +240,14 @@ def _priced_by_workload(rows: list[tuple], window: pricing.Window | None) -> dic
     schedules = price_schedules(ResourceClass.objects.filter(pk__in={r[2] for r in rows}))
     failed = _failed_gpu_pods(list({r[1] for r in rows if r[1] is not None}), window)
     numerators: dict[int, Decimal] = defaultdict(Decimal)
-    for workload_id, _, rc_id, start, seen, units, pod_uid in rows:
+    for workload_id, _, rc_id, start, seen, units, pod_uid, factor in rows:
         schedule = schedules[rc_id]
         numerators[workload_id] += pricing.cost_numerator(
-            [pricing.Span(start, seen, units)], schedule, window
+            [pricing.Span(start, seen, units, factor)], schedule, window
         )
         failed_at = failed.get(pod_uid)
         if failed_at is not None and failed_at < seen:
-            waived = pricing.Span(max(start, failed_at), seen, units)
+            waived = pricing.Span(max(start, failed_at), seen, units, factor)
             numerators[workload_id] -= pricing.cost_numerator([waived], schedule, window)
     return {
         workload_id: pricing.money(max(numerator, ZERO) / pricing.HOUR_US)

@@ -1,7 +1,9 @@
 """The console's capacity map: each node's GPUs drawn as their layout, each block with what
-holds it (a workload, a team, or use outside the portal), borrowing, health and reshapes."""
+holds it (a workload, a team, or use outside the portal), borrowing, health and reshapes; in a
+fleet, grouped by cluster, the GPU models served through DRA said to be pinned to theirs."""
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db.models import OuterRef, Subquery
@@ -10,8 +12,9 @@ from django.urls import reverse
 from catalog import facts
 from metering.models import AllocationInterval
 from portal import borrowing
+from scheduler.cluster import node_offers
 from scheduler.cluster.inventory import system_namespaces
-from scheduler.cluster.models import Node, PodAllocation, TenantSyncState
+from scheduler.cluster.models import Cluster, Node, PodAllocation, TenantSyncState
 from scheduler.cluster.queues import lending
 from scheduler.cluster.reconcile.specs import flavor_name
 from scheduler.health import selectors as health_selectors
@@ -19,16 +22,22 @@ from scheduler.mig import layouts, proposals
 from scheduler.workloads.kinds import topology
 
 
-def held_by_node() -> dict[str, dict[str, list[tuple[str | layouts.Holder, int]]]]:
-    """node -> resource -> [(holder, units)] from the pods the inventory saw (one query): the
-    team and, where metering saw the pod's workload label, its workload; a pod of no team by
-    its namespace, said to be outside the portal unless the namespace is the platform's."""
+def held_by_node(
+    cluster_id: int | None = None,
+) -> dict[str, dict[str, list[tuple[str | layouts.Holder, int]]]]:
+    """node -> resource -> [(holder, units)] from the pods the inventory saw (one query), on one
+    cluster (None: all, a single-cluster install's): the team and, where metering saw the pod's
+    workload label, its workload; a pod of no team by its namespace, said to be outside the
+    portal unless the namespace is the platform's."""
     # the pod's workload as metering's ingest read it from the pod's label (and checked it is
     # the namespace's team's): the inventory keeps no labels
     interval = AllocationInterval.objects.filter(
         cluster_id=OuterRef("cluster_id"), pod_uid=OuterRef("uid"), workload__isnull=False
     ).order_by("-started_at")
-    pods = PodAllocation.objects.select_related("tenant").annotate(
+    allocations = PodAllocation.objects.all()
+    if cluster_id is not None:
+        allocations = allocations.filter(cluster_id=cluster_id)
+    pods = allocations.select_related("tenant").annotate(
         workload_id=Subquery(interval.values("workload_id")[:1]),
         workload_name=Subquery(interval.values("workload__name")[:1]),
     )
@@ -127,9 +136,18 @@ def draw_nodes(
 
 
 def capacity_map_data():
-    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (5 queries)."""
-    nodes = list(Node.objects.order_by("gpu_model", "name"))
-    held = held_by_node()
+    """Nodes with their GPUs drawn as bars of 7 compute slices, coloured by tenant (5 queries;
+    one more per cluster in a fleet, whose node names may repeat from cluster to cluster)."""
+    nodes = list(
+        Node.objects.filter(cluster__archived_at__isnull=True)
+        .select_related("cluster")
+        .order_by("gpu_model", "name")
+    )
+    clusters = sorted({n.cluster_id for n in nodes})
+    if len(clusters) > 1:
+        by_cluster = {pk: held_by_node(pk) for pk in clusters}
+    else:
+        by_cluster = dict.fromkeys(clusters, held_by_node())
     configs = proposals.known_mig_configs()
     dp_configs = proposals.known_device_plugin_configs()
     borrowed = borrowed_units()
@@ -144,8 +162,51 @@ def capacity_map_data():
             node.gpu_model, node.gpu_count, node.mig_config, replicas, configs
         )
         on_model = borrowed.setdefault(flavor_name(node.gpu_model), {})
-        per_node.append((node, layouts.assign_tenants(gpus, held.get(node.name, {}), on_model)))
+        held = by_cluster[node.cluster_id].get(node.name, {})
+        per_node.append((node, layouts.assign_tenants(gpus, held, on_model)))
     return draw_nodes(per_node, lenders=lenders_by_flavor())
+
+
+DRA_STRATEGIES = (node_offers.DRA, node_offers.DRA_UNPUBLISHED)
+
+
+@dataclass(frozen=True)
+class ClusterGroup:
+    """One cluster's part of the map: its drawn nodes, and the GPU models of them served through
+    DRA, which work can use on this cluster only (MultiKueue copies no ResourceClaimTemplate or
+    DeviceClass to a worker)."""
+
+    cluster: Cluster
+    nodes: list[dict]
+    dra_models: list[str]
+
+
+def group_by_cluster(drawn: list[dict]) -> list[ClusterGroup]:
+    """The drawn nodes by cluster, the portal's own first, then the workers in the platform's
+    order (pure: the nodes carry their cluster). One group for a single-cluster install."""
+    groups: dict[int, list[dict]] = defaultdict(list)
+    clusters: dict[int, Cluster] = {}
+    for n in drawn:
+        groups[n["node"].cluster_id].append(n)
+        clusters[n["node"].cluster_id] = n["node"].cluster
+    order = sorted(
+        clusters.values(),
+        key=lambda c: (c.role == Cluster.Role.WORKER, c.preference, c.name),
+    )
+    return [
+        ClusterGroup(
+            cluster=c,
+            nodes=groups[c.pk],
+            dra_models=sorted(
+                {
+                    n["node"].gpu_model
+                    for n in groups[c.pk]
+                    if n["node"].mig_strategy in DRA_STRATEGIES
+                }
+            ),
+        )
+        for c in order
+    ]
 
 
 def lenders_by_flavor() -> dict[str, str]:

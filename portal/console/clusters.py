@@ -29,6 +29,12 @@ class ClusterForm(RefuseNotCut, forms.Form):
         required=False,
         help_text="Workers only: grants “on any cluster of” this group may run here",
     )
+    price_factor = forms.DecimalField(
+        required=False,
+        initial=1,
+        help_text="Its GPU hours cost this many times the class's list price (above 0, at "
+        "most 100; 1: the list price); empty: unchanged",
+    )
     credentials_secret_namespace = forms.CharField(
         max_length=63,
         required=False,
@@ -51,6 +57,11 @@ class NewClusterForm(ClusterForm):
     field_order = ["name"]
 
 
+def _fields(form: forms.Form) -> dict:
+    """What the form says, less a price factor left empty (the service keeps what is)."""
+    return {k: v for k, v in form.cleaned_data.items() if not (k == "price_factor" and v is None)}
+
+
 def _errors_into(form: forms.Form, exc: ServiceError) -> None:
     if not exc.errors:
         form.add_error(None, exc.detail)
@@ -64,7 +75,7 @@ def cluster_list(request):
     form = NewClusterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            cluster = fleet.register_cluster(actor=request.user, **form.cleaned_data)
+            cluster = fleet.register_cluster(actor=request.user, **_fields(form))
         except ServiceError as exc:
             _errors_into(form, exc)
         else:
@@ -87,7 +98,7 @@ def cluster_detail(request, name):
     form = ClusterForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            fleet.update_cluster(actor=request.user, cluster=cluster, **form.cleaned_data)
+            fleet.update_cluster(actor=request.user, cluster=cluster, **_fields(form))
         except ServiceError as exc:
             _errors_into(form, exc)
         else:

@@ -18,6 +18,7 @@ from portal import borrowing, queue_board
 from portal.console.capacity_map import (
     capacity_map_data,
     draw_nodes,
+    group_by_cluster,
     held_by_node,
     mark_health,
     mark_places,
@@ -40,6 +41,7 @@ def capacity(request):
     mark_health(nodes)
     mark_reshapes(nodes)
     mark_places(nodes)
+    groups = group_by_cluster(nodes)
     taint_keys = {t["key"] for t in settings.GPU_NODE_TOLERATIONS if t.get("key")}
     pools = pool_summary()
     return render(
@@ -49,6 +51,8 @@ def capacity(request):
             "pools": pools,
             "shortfalls": [line for line in pools if line.shortfall],
             "nodes": nodes,
+            # in a fleet, the map by cluster (a single-cluster install's shows as ever)
+            "groups": groups if len(groups) > 1 else [],
             "colours": colours,
             "cluster": Cluster.objects.first(),
             "unguarded": node_offers.unguarded_gpu_nodes(list(Node.objects.all()), taint_keys),

@@ -29,6 +29,9 @@ CELERY_BEAT_SCHEDULER = "portal.beat:SingletonScheduler"
 # a booking's team is warned this long before it ends.
 BOOKING_LOOKBACK_S = env.int("BOOKING_LOOKBACK_S", default=300)
 BOOKING_END_WARNING_HOURS = env.int("BOOKING_END_WARNING_HOURS", default=24)
+# Many clusters (issue 54): how often every registered cluster's health is checked (its API
+# server, credentials and Kueue; scheduler/cluster/probes.py).
+CLUSTER_CHECK_EVERY_S = env.float("CLUSTER_CHECK_EVERY_S", default=60.0)
 CELERY_BEAT_SCHEDULE = {
     "give-tokens-an-expiry": {  # tokens made before every token had an end (with notice)
         "task": "tenants.tasks.give_tokens_an_expiry",
@@ -55,10 +58,15 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("RECONCILE_ALL_EVERY_S", default=60.0),
         "options": {"expires": 55},
     },
-    "sync-inventory": {
+    "sync-inventory": {  # the portal's own cluster, and each worker of a fleet in a task
         "task": "scheduler.tasks.sync_inventory",
         "schedule": env.float("SYNC_INVENTORY_EVERY_S", default=30.0),
         "options": {"expires": 25},
+    },
+    "check-clusters": {  # each registered cluster's health: the clusters page and /readyz
+        "task": "scheduler.tasks.check_clusters",
+        "schedule": CLUSTER_CHECK_EVERY_S,
+        "options": {"expires": max(1.0, CLUSTER_CHECK_EVERY_S - 5)},
     },
     "warn-expiring-grants": {
         "task": "tenants.tasks.warn_expiring_grants",

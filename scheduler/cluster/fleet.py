@@ -8,7 +8,9 @@ scheduler/cluster/probes.py judged, audited when it changes.
 
 from __future__ import annotations
 
+import logging
 import re
+from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -18,8 +20,9 @@ from core import audit
 from core.errors import ClusterError, InvalidInput, InvalidTransition
 from core.permissions import require_platform_admin
 from scheduler.cluster import doors, probes
-from scheduler.cluster.models import Cluster
+from scheduler.cluster.models import DEFAULT_CLUSTER, Cluster
 
+log = logging.getLogger(__name__)
 Role = Cluster.Role
 HOME_ROLES = (Role.STANDALONE, Role.MANAGER)
 EDITABLE = (
@@ -27,6 +30,7 @@ EDITABLE = (
     "region",
     "preference",
     "group",
+    "price_factor",
     "credentials_secret_namespace",
     "credentials_secret_name",
 )
@@ -34,6 +38,10 @@ FIELDS = ["name", *EDITABLE]
 HEALTH_FIELDS = ["reachable", "kueue_version", "last_error"]
 MAX_NAME = 40  # MultiKueue's objects and the Secret copy are named after it, with a prefix
 MAX_PREFERENCE = 1000
+# A cluster's GPU hours cost this many times the list price: above 0, at most 100, to 3 places
+# (the column's scale).
+MAX_PRICE_FACTOR = Decimal(100)
+PRICE_FACTOR_PLACES = Decimal("0.001")
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -45,6 +53,29 @@ def _label_problem(value: str, max_len: int = 63) -> str:
             f"{value!r} is not a DNS label: at most {max_len} lower-case letters, digits and "
             "dashes, starting and ending with a letter or digit"
         )
+    return ""
+
+
+def price_factor_of(value) -> Decimal | None:
+    """A price factor as sent (a number or its text), or None when it is not a number."""
+    if isinstance(value, bool):
+        return None
+    try:
+        factor = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        return None
+    return factor if factor.is_finite() else None
+
+
+def _price_factor_problem(value) -> str:
+    factor = price_factor_of(value)
+    if factor is None or not 0 < factor <= MAX_PRICE_FACTOR:
+        return (
+            f"{value!r} is not a price factor: a number above 0 and at most {MAX_PRICE_FACTOR} "
+            "(1: the class's list price; 1.5: half as dear again)"
+        )
+    if factor != factor.quantize(PRICE_FACTOR_PLACES):
+        return f"{value!r} has more than 3 decimal places: round it (e.g. 1.125)"
     return ""
 
 
@@ -67,6 +98,8 @@ def _field_problems(values: dict) -> dict[str, list[str]]:
         or not 0 <= preference <= MAX_PREFERENCE
     ):
         errors["preference"] = [f"a whole number from 0 (tried first) to {MAX_PREFERENCE}"]
+    if problem := _price_factor_problem(values["price_factor"]):
+        errors["price_factor"] = [problem]
     namespace, secret = values["credentials_secret_namespace"], values["credentials_secret_name"]
     if values["role"] == Role.WORKER:
         if not secret:
@@ -132,37 +165,40 @@ def _check(values: dict, *, exclude: int | None = None) -> None:
 
 
 def _defaults(values: dict) -> dict:
+    if not _price_factor_problem(values["price_factor"]):
+        # to the column's scale (nothing lost: checked), so an unchanged one is not a change
+        values["price_factor"] = Decimal(str(values["price_factor"]).strip()).quantize(
+            PRICE_FACTOR_PLACES
+        )
     if values["role"] == Role.WORKER and not values["credentials_secret_namespace"]:
         # MultiKueue reads kubeconfigs from Kueue's own namespace: there, no copy is needed.
         values["credentials_secret_namespace"] = settings.KUEUE_CONFIG_NAMESPACE
     return values
 
 
-def register_cluster(
-    *,
-    actor,
-    name: str,
-    role: str = Role.WORKER,
-    region: str = "",
-    preference: int = 100,
-    group: str = "",
-    credentials_secret_namespace: str = "",
-    credentials_secret_name: str = "",
-) -> Cluster:
-    """Register a cluster (a worker unless said otherwise). Its health is unknown until the
-    first check (`check_cluster`)."""
+# What a registration leaves unsaid: a worker at the default order, at the list price.
+NEW_CLUSTER = {
+    "role": Role.WORKER,
+    "region": "",
+    "preference": 100,
+    "group": "",
+    "price_factor": 1,
+    "credentials_secret_namespace": "",
+    "credentials_secret_name": "",
+}
+
+
+def register_cluster(*, actor, name: str, **fields) -> Cluster:
+    """Register a cluster (a worker unless said otherwise; `fields` among EDITABLE). Its health
+    is unknown until the first check (`check_cluster`)."""
     require_platform_admin(actor, "register clusters")
-    values = _defaults(
-        {
-            "name": name,
-            "role": role,
-            "region": region,
-            "preference": preference,
-            "group": group,
-            "credentials_secret_namespace": credentials_secret_namespace,
-            "credentials_secret_name": credentials_secret_name,
-        }
-    )
+    unknown = set(fields) - set(EDITABLE)
+    if unknown:
+        raise InvalidInput(
+            f"cannot set {', '.join(sorted(unknown))} (may set: {', '.join(EDITABLE)})",
+            field=min(unknown),
+        )
+    values = _defaults({"name": name, **NEW_CLUSTER, **fields})
     with transaction.atomic():
         _check(values)
         cluster = Cluster(**values)
@@ -253,6 +289,31 @@ def record_health(cluster: Cluster, health: probes.ClusterHealth) -> Cluster:
                 after=after,
             )
     return locked
+
+
+def check_clusters() -> dict[str, str]:
+    """`check_cluster` for every active cluster, each on its own: an error of one (its
+    database row gone meanwhile, a bug in a probe) is logged and the others are still checked.
+    Cluster name -> "ok" or what its check found wrong."""
+    said: dict[str, str] = {}
+    for cluster in Cluster.objects.active().order_by("name"):
+        try:
+            health = check_cluster(cluster)
+        except Exception as exc:  # one cluster's failure must not stop the rest
+            log.exception("health check of cluster %s failed", cluster.name)
+            said[cluster.name] = f"not checked: {exc}"
+            continue
+        said[cluster.name] = health.problem or "ok"
+    return said
+
+
+def home_cluster_name() -> str:
+    """The name the portal's own cluster is recorded under: the active standalone or manager
+    cluster, else the default a single-cluster install has always used."""
+    home = (
+        Cluster.objects.active().filter(role__in=HOME_ROLES).values_list("name", flat=True).first()
+    )
+    return home or DEFAULT_CLUSTER
 
 
 def fleet_problems() -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Inventory: what the cluster has (nodes, GPUs, the GPU pods on them) read into PostgreSQL, and
-the pools' capacity derived from it; and archiving a cluster the portal no longer manages."""
+"""Inventory: what each cluster has (nodes, GPUs, the GPU pods on them) read into PostgreSQL under
+its Cluster row, and the pools' capacity derived from it (in a fleet: summed over the active
+clusters, each as last read); and archiving a cluster the portal no longer manages."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from catalog.models import Pool
 from catalog.product_labels import configured_product_labels
 from catalog.services import ensure_resource_classes
 from core import audit
-from core.errors import InvalidTransition
+from core.errors import ClusterError, InvalidTransition
 from core.permissions import require_platform_admin
 from scheduler.cluster import node_offers, outside_use
 from scheduler.cluster.kube import KubeGateway
-from scheduler.cluster.models import Cluster, Node, PodAllocation
+from scheduler.cluster.models import DEFAULT_CLUSTER, Cluster, Node, PodAllocation
 from scheduler.cluster.render.labels import TENANT_LABEL
 from tenants.models import Tenant
 
@@ -99,7 +100,7 @@ def system_namespaces() -> set[str]:
     }
 
 
-def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> InventorySync:
+def sync_inventory(kube: KubeGateway, *, cluster_name: str = DEFAULT_CLUSTER) -> InventorySync:
     """Mirror the cluster's GPU nodes into the inventory and set every pool's capacity from
     them, less what pods outside the teams hold. Idempotent; a pool whose capacity or outside
     use changes gets one audit event. Every call to the API server happens before the
@@ -110,7 +111,9 @@ def sync_inventory(kube: KubeGateway, *, cluster_name: str = "local") -> Invento
 POOL_SYNCED_FIELDS = ("capacity", "source", "outside_use", "outside_namespaces")
 
 
-def record_inventory(reading: ClusterReading, *, cluster_name: str = "local") -> InventorySync:
+def record_inventory(
+    reading: ClusterReading, *, cluster_name: str = DEFAULT_CLUSTER
+) -> InventorySync:
     """Write what `read_cluster` read: the nodes, the pods holding GPUs, and each pool's
     capacity, the nodes' units less those used outside the portal."""
     gpu_nodes = reading.nodes
@@ -125,6 +128,17 @@ def record_inventory(reading: ClusterReading, *, cluster_name: str = "local") ->
     )
     with transaction.atomic():
         cluster, _ = Cluster.objects.select_for_update().get_or_create(name=cluster_name)
+        # Pools in a fixed order, as approvals lock them: no deadlock with a racing approval.
+        # Every cluster's sync locks them, so the other clusters' rows read below are those
+        # their last sync committed.
+        pools = list(
+            Pool.objects.select_for_update()
+            .select_related("resource_class")
+            .order_by("resource_class_id")
+        )
+        others = _stored_sizes(exclude=cluster.pk)
+        if others:  # a fleet: the pools hold what every active cluster offers
+            sizes = add_sizes({cluster.name: sizes, **others})
         known = {n.name: n for n in Node.objects.filter(cluster=cluster)}
         for info in gpu_nodes:
             values = {f: getattr(info, f) for f in NODE_FIELDS}
@@ -142,12 +156,7 @@ def record_inventory(reading: ClusterReading, *, cluster_name: str = "local") ->
         for name, row in known.items():
             row.delete()
             result.removed.append(name)
-        # Pools in a fixed order, as approvals lock them: no deadlock with a racing approval.
-        for pool in (
-            Pool.objects.select_for_update()
-            .select_related("resource_class")
-            .order_by("resource_class_id")
-        ):
+        for pool in pools:
             size = sizes.get(pool.resource_class.slug, outside_use.PoolSize(0))
             after = {
                 "capacity": size.capacity,
@@ -202,10 +211,113 @@ def _sync_allocations(
     PodAllocation.objects.filter(cluster=cluster).exclude(uid__in=seen).delete()
 
 
-def record_inventory_error(error: Exception, *, cluster_name: str = "local") -> None:
-    Cluster.objects.update_or_create(
-        name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
+def record_inventory_error(error: Exception, *, cluster_name: str = DEFAULT_CLUSTER) -> None:
+    """A sync that could not read the cluster: said on its page; its rows stay as last read."""
+    if cluster_name == DEFAULT_CLUSTER:
+        Cluster.objects.update_or_create(
+            name=cluster_name, defaults={"last_sync_error": str(error)[:2000]}
+        )
+    else:  # a registered cluster's row is the platform team's: never made here
+        Cluster.objects.filter(name=cluster_name).update(last_sync_error=str(error)[:2000])
+
+
+# --- a fleet: the pools summed over the clusters -----------------------------------------------
+
+
+def node_of_row(row: Node) -> node_offers.NodeInfo:
+    """A node as its last sync read it, from its row (pure): what it offers is derived again
+    from what the row keeps, as `node_offers.parse_node` derived it."""
+    if row.mig_strategy == node_offers.DRA:
+        units = node_offers.dra_units(row.gpu_model, row.gpu_count)
+    elif row.mig_strategy == node_offers.DRA_UNPUBLISHED:
+        units = {}
+    else:
+        units = node_offers.class_units(
+            row.gpu_model, row.allocatable or {}, row.sharing_strategy, row.gpu_product
+        )
+    return node_offers.NodeInfo(
+        **{f: getattr(row, f) for f in NODE_FIELDS},
+        name=row.name,
+        units=units,
+        health_tainted=node_offers.HEALTH_TAINT_KEY in (row.taints or []),
     )
+
+
+def pod_of_row(row: PodAllocation) -> node_offers.PodInfo:
+    return node_offers.PodInfo(
+        uid=row.uid,
+        namespace=row.namespace,
+        name=row.pod_name,
+        node_name=row.node_name,
+        resources=row.resources or {},
+        phase=row.phase,
+        priority_class=row.priority_class,
+        started_at=None,
+    )
+
+
+def add_sizes(
+    by_cluster: dict[str, dict[str, outside_use.PoolSize]],
+) -> dict[str, outside_use.PoolSize]:
+    """The fleet's pools (pure): what each cluster's nodes offer, added; the namespaces that
+    hold units outside the teams said as `cluster/namespace`."""
+    offered: dict[str, int] = {}
+    outside: dict[str, dict[str, int]] = {}
+    for name in sorted(by_cluster):
+        for slug, size in by_cluster[name].items():
+            offered[slug] = offered.get(slug, 0) + size.offered
+            held = outside.setdefault(slug, {})
+            for namespace, units in size.outside.items():
+                held[f"{name}/{namespace}"] = units
+    return {
+        slug: outside_use.PoolSize(offered[slug], dict(sorted(outside[slug].items())))
+        for slug in sorted(offered)
+    }
+
+
+def _stored_sizes(*, exclude: int) -> dict[str, dict[str, outside_use.PoolSize]]:
+    """Every other active cluster's pools as its last sync left its rows (three queries); {}
+    for a single-cluster install. A team's namespace is one whose pods the sync gave a team."""
+    clusters = dict(Cluster.objects.active().exclude(pk=exclude).values_list("pk", "name"))
+    if not clusters:
+        return {}
+    nodes: dict[int, list[node_offers.NodeInfo]] = {pk: [] for pk in clusters}
+    for row in Node.objects.filter(cluster_id__in=clusters):
+        nodes[row.cluster_id].append(node_of_row(row))
+    pods: dict[int, list[PodAllocation]] = {pk: [] for pk in clusters}
+    for pod in PodAllocation.objects.filter(cluster_id__in=clusters):
+        pods[pod.cluster_id].append(pod)
+    system = system_namespaces()
+    return {
+        name: outside_use.pool_sizes(
+            nodes[pk],
+            [pod_of_row(p) for p in pods[pk]],
+            tenant_namespaces={p.namespace for p in pods[pk] if p.tenant_id},
+            system_namespaces=system,
+        )
+        for pk, name in clusters.items()
+    }
+
+
+@dataclass(frozen=True)
+class ClusterSync:
+    """One cluster's part of a fleet's inventory sync: what changed, or why it was not read."""
+
+    cluster: str
+    result: InventorySync | None = None
+    error: str = ""
+
+
+def sync_cluster(cluster_name: str, gateway_of) -> ClusterSync:
+    """Read one registered cluster through its door (`gateway_of(name)`, doors.door) and record
+    it; a cluster that cannot be read (down, credentials refused) has its error recorded on its
+    row, and its rows stay as last read. Never raises a cluster's error: the others go on."""
+    try:
+        reading = read_cluster(gateway_of(cluster_name))
+    except ClusterError as exc:
+        record_inventory_error(exc, cluster_name=cluster_name)
+        return ClusterSync(cluster_name, error=str(exc))
+    return ClusterSync(cluster_name, result=record_inventory(reading, cluster_name=cluster_name))
 
 
 def archive_cluster(*, actor, cluster: Cluster) -> Cluster:

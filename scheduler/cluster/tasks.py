@@ -1,10 +1,13 @@
-"""Thin tasks of the cluster door: load ids, call the reconciler or the inventory sync; safe to
-run twice or concurrently. Task names stay `scheduler.tasks.*` so queued messages and the beat
-schedule keep working across the move."""
+"""Thin tasks of the cluster door: load ids, call the reconciler, the inventory sync or the
+fleet's health checks; safe to run twice or concurrently. Task names stay `scheduler.tasks.*`
+so queued messages and the beat schedule keep working across the move."""
+
+import logging
 
 from core.errors import ClusterError
 from core.tasks import portal_task
-from scheduler.cluster import inventory, kube, queues
+from scheduler.cluster import doors, fleet, inventory, kube, queues
+from scheduler.cluster.models import Cluster
 from scheduler.cluster.reconcile import runs, workers
 from scheduler.cluster.reconcile.converge import managed_selector
 
@@ -31,12 +34,20 @@ def reconcile_all() -> dict:
     }
 
 
+log = logging.getLogger(__name__)
+
+
 @portal_task(name="scheduler.tasks.sync_inventory")
 def sync_inventory() -> dict:
+    """The portal's own cluster, as ever; each worker of a fleet in a task of its own (one that
+    is down delays no other, and this one's retries do not read the workers again)."""
+    for cluster_id in Cluster.objects.workers().values_list("pk", flat=True):
+        sync_cluster_inventory.delay(cluster_id=cluster_id)
+    home = fleet.home_cluster_name()
     try:
-        result = inventory.sync_inventory(kube.gateway())
+        result = inventory.sync_inventory(kube.gateway(), cluster_name=home)
     except ClusterError as exc:
-        inventory.record_inventory_error(exc)
+        inventory.record_inventory_error(exc, cluster_name=home)
         raise
     return {
         "added": result.added,
@@ -49,3 +60,27 @@ def sync_inventory() -> dict:
 @portal_task(name="scheduler.tasks.sync_queues")
 def sync_queues() -> int:
     return queues.sync_queue_status(kube.gateway(), managed_selector())
+
+
+@portal_task(name="scheduler.tasks.sync_cluster_inventory")
+def sync_cluster_inventory(*, cluster_id: int) -> dict:
+    """One worker's inventory through its door; its error is recorded on it, not raised."""
+    cluster = Cluster.objects.active().filter(pk=cluster_id).first()
+    if cluster is None:
+        return {"cluster": None, "error": "not an active cluster"}
+    done = inventory.sync_cluster(cluster.name, doors.door)
+    if done.result is None:
+        return {"cluster": cluster.name, "error": done.error}
+    return {
+        "cluster": cluster.name,
+        "added": done.result.added,
+        "removed": done.result.removed,
+        "updated": done.result.updated,
+    }
+
+
+@portal_task(name="scheduler.tasks.check_clusters")
+def check_clusters() -> dict:
+    """Every active cluster's health (fleet.check_cluster), each on its own: what one answers,
+    or fails to, stops no other. Cluster name -> "ok" or what to change."""
+    return fleet.check_clusters()

@@ -456,6 +456,10 @@ def test_kueue_integrations_and_where_its_configuration_is_read(required):
     assert data["KUEUE_CONFIG_MAP"] == "kueue-manager-config"
 
 
+# Which Kueue runs (support.py) and whether it is 0.19, as a fleet needs (probes.py).
+KUEUE_CRDS = ("clusterqueues.kueue.x-k8s.io", "multikueueconfigs.kueue.x-k8s.io")
+
+
 def _crd_rule(objects) -> dict:
     (rule,) = [
         r
@@ -482,20 +486,78 @@ def test_the_portal_reads_kueues_configuration_and_nothing_else_there(required):
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
     ]
-    # the default integrations are Kubernetes' own kinds: the ClusterQueue CRD alone
-    assert _crd_rule(required)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io"]
+    # the default integrations are Kubernetes' own kinds: Kueue's two CRDs the probes read alone
+    assert _crd_rule(required)["resourceNames"] == [*KUEUE_CRDS]
     assert _crd_rule(required)["verbs"] == ["get"]
+
+
+def test_the_manager_may_write_multikueues_objects(required):
+    """Issue 54: AdmissionCheck, MultiKueueConfig and MultiKueueCluster are the reconciler's on a
+    fleet's manager (scheduler/cluster/served_kinds.py serves them)."""
+    from scheduler.cluster import served_kinds
+
+    rules = required[("ClusterRole", FULLNAME)]["rules"]
+    (rule,) = [r for r in rules if "multikueueclusters" in r["resources"]]
+    assert rule["apiGroups"] == ["kueue.x-k8s.io"]
+    assert sorted(rule["resources"]) == sorted(
+        served_kinds.KINDS[k].plural
+        for k in ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster")
+    )
+    assert rule["verbs"] == ["get", "list", "watch", "create", "update", "patch", "delete"]
+    assert "resourceNames" not in rule
+
+
+def test_a_manager_reads_kubeconfig_secrets_in_kueues_namespace_only(helm, required):
+    # a single-cluster install: no Secret is read anywhere
+    assert ("Role", f"{FULLNAME}-multikueue") not in required
+    secrets = [
+        r
+        for kind, name in required
+        if kind in ("ClusterRole", "Role")
+        for r in required[(kind, name)]["rules"]
+        if "secrets" in r["resources"]
+    ]
+    assert all({"get", "list", "watch"}.isdisjoint(r["verbs"]) for r in secrets)
+    manager = render(helm, "required", "--set", "multikueue.enabled=true")
+    role = manager[("Role", f"{FULLNAME}-multikueue")]
+    assert role["metadata"]["namespace"] == "kueue-system"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch"]}
+    ]
+    binding = manager[("RoleBinding", f"{FULLNAME}-multikueue")]
+    assert binding["metadata"]["namespace"] == "kueue-system"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}
+    ]
+    named = render(
+        helm,
+        "required",
+        "--set",
+        "multikueue.enabled=true",
+        "--set",
+        "multikueue.kubeconfigSecrets={east-kubeconfig,west-kubeconfig}",
+        "--set",
+        "kueue.configMap.namespace=kueue",
+    )
+    role = named[("Role", f"{FULLNAME}-multikueue")]
+    assert role["metadata"]["namespace"] == "kueue"
+    assert role["rules"][0]["resourceNames"] == ["east-kubeconfig", "west-kubeconfig"]
+    # without Kueue there is no MultiKueue: neither the rules nor the Role
+    bare = render(
+        helm, "required", "--set", "kueue.enabled=false", "--set", "multikueue.enabled=true"
+    )
+    assert ("Role", f"{FULLNAME}-multikueue") not in bare
 
 
 def test_the_crds_it_may_read_are_those_of_the_enabled_integrations(helm):
     every = list(kueue_integrations.FRAMEWORKS)
     objects = render(helm, "required", "--set", f"kueue.integrations={{{','.join(every)}}}")
     assert _crd_rule(objects)["resourceNames"] == [
-        "clusterqueues.kueue.x-k8s.io",
+        *KUEUE_CRDS,
         *(f.crd for f in kueue_integrations.optional(every)),
     ]
     objects = render(helm, "required", "--set", "kueue.integrations={batch/job,ray.io/rayjob}")
-    assert _crd_rule(objects)["resourceNames"] == ["clusterqueues.kueue.x-k8s.io", "rayjobs.ray.io"]
+    assert _crd_rule(objects)["resourceNames"] == [*KUEUE_CRDS, "rayjobs.ray.io"]
 
 
 def test_ingress_with_tls_and_an_autoscaled_web_that_keeps_one_pod_through_drains(full):

@@ -63,6 +63,7 @@ def test_a_worker_is_registered_behind_a_manager_and_audited(world, manager):
         "region": "eu-west",
         "preference": 10,
         "group": "gpu",
+        "price_factor": "1.000",  # the list price unless said
         "credentials_secret_namespace": "kueue-system",
         "credentials_secret_name": "east-kubeconfig",
     }

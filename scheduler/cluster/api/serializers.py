@@ -24,6 +24,7 @@ class ClusterSerializer(serializers.ModelSerializer):
             "region",
             "preference",
             "group",
+            "price_factor",
             "credentials_secret",
             "api_server",
             "server_version",
@@ -47,6 +48,13 @@ class ClusterWriteSerializer(serializers.Serializer):
         required=False, help_text="lower first: MultiKueue tries workers in this order (0-1000)"
     )
     group = serializers.CharField(max_length=63, required=False, allow_blank=True)
+    # Text or a number: the service says what is wrong with it (fleet.py).
+    price_factor = serializers.CharField(
+        max_length=40,
+        required=False,
+        help_text="its GPU hours cost this many times the class's list price: above 0, at most "
+        "100, to 3 places (1: the list price)",
+    )
     credentials_secret_namespace = serializers.CharField(
         max_length=63,
         required=False,
