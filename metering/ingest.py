@@ -73,6 +73,9 @@ class IngestResult:
     unknown_nodes: list[str] = field(default_factory=list)
     utilisation_error: str = ""  # Prometheus did not answer: use is unknown for the minute
     backfilled: int = 0  # minutes missed since the last ingest (an outage), filled from intervals
+    # Kept for a fleet's samples (metering/fleet_ingest.py), which add up every cluster's
+    held: list = field(default_factory=list, repr=False)
+    use: dict = field(default_factory=dict, repr=False)
 
 
 def class_slug(node: NodeFacts | None, resource_name: str) -> str | None:
@@ -174,8 +177,11 @@ def ingest_allocations(
     cluster_name: str = "local",
     now: datetime | None = None,
     prometheus_url: str | None = None,
+    samples: bool = True,
 ) -> IngestResult:
-    """One minute of metering (see the module's docstring): read the cluster, record it."""
+    """One minute of metering (see the module's docstring): read the cluster, record it.
+    `samples=False`: the minute's per-team samples are left to the caller, which adds up
+    several clusters' (`write_samples_of`)."""
     return record_snapshot(
         pods=kube.list("Pod"),
         # a DRA pod's devices are in its claims (none read where no model is served so)
@@ -187,6 +193,7 @@ def ingest_allocations(
         cluster_name=cluster_name,
         now=now,
         prometheus_url=prometheus_url,
+        samples=samples,
     )
 
 
@@ -199,6 +206,7 @@ def record_snapshot(
     cluster_name: str = "local",
     now: datetime | None = None,
     prometheus_url: str | None = None,
+    samples: bool = True,
 ) -> IngestResult:
     """Record what one reading of the cluster saw: its pods, this instance's tenant namespaces,
     and (only when the inventory lacks a node) its nodes. Plain data in, so the interval
@@ -230,7 +238,10 @@ def record_snapshot(
         held = _write_intervals(cluster, live, stopped, names, now, previous, result)
         IngestCursor.objects.update_or_create(cluster=cluster, defaults={"last_at": now})
         _write_utilisation(cluster, live, use, minute, result)
-        _write_samples(held, minute, use, result)
+        if samples:
+            _write_samples(held, minute, use, result)
+        else:
+            result.held, result.use = held, use
         if previous is not None:
             _backfill_samples(cluster, previous, minute, result)
     return result
@@ -443,6 +454,14 @@ def _write_utilisation(cluster, live, use, minute, result) -> None:
             [minute, ids, utils, fbs, minute],
         )
     result.utilisation = len(ids)
+
+
+def write_samples_of(results: list[IngestResult]) -> None:
+    """One minute's samples from several clusters' readings of it, added up per team and
+    class (a team placed on a group of workers may hold GPUs on several)."""
+    held = [h for r in results for h in r.held]
+    use = {k: v for r in results for k, v in r.use.items()}
+    _write_samples(held, results[0].at, use, results[0])
 
 
 def _write_samples(held, minute, use, result) -> None:

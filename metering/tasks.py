@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from core.tasks import portal_task
-from metering import department_budgets, idle_runs, ingest, rollups, services
+from metering import department_budgets, fleet_ingest, idle_runs, rollups, services
 from scheduler.cluster import kube
 
 
 @portal_task(name="metering.tasks.ingest_allocations", soft_time_limit=50, time_limit=58)
 def ingest_allocations() -> dict:
-    result = ingest.ingest_allocations(kube.gateway())
+    # the portal's own cluster, then a fleet's workers (none: a single cluster, as ever)
+    results = fleet_ingest.ingest_fleet(kube.gateway())
+    result = results[0]
     return {
+        "clusters": len(results),
         "at": result.at.isoformat(),
         "pods": result.pods,
         "opened": result.opened,

@@ -13,6 +13,8 @@ member cannot read the other's namespace on either cluster.
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
+from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +23,9 @@ from django.conf import settings
 from catalog.facts import product_label
 from core.errors import ClusterError
 from localcluster import worker as local_worker
+from metering import fleet_ingest
+from metering.models import AllocationInterval
+from metering.selectors import workload_costs
 from scheduler.cluster import doors, fleet
 from scheduler.cluster.dispatch import fleet_plan
 from scheduler.cluster.kube import KubeGateway
@@ -167,6 +172,18 @@ def test_a_team_placed_on_a_group_runs_there_with_its_row_pods_logs_and_cancel(
     # its logs are asked of the worker, whose KWOK node has none: said so, not a 500
     with pytest.raises(pod_logs.LogsUnavailable, match="simulated node"):
         pod_logs.workload_logs(kube, actor=world.admin, workload=w)
+
+    # metering reads the worker too: its pod's time is the team's, priced with the worker's
+    # price factor (statements and the workload's cost alike)
+    first = fleet_ingest.ingest_fleet(kube)[0].at
+    fleet_ingest.ingest_fleet(kube, now=first + timedelta(minutes=10))  # ten minutes on
+    interval = AllocationInterval.objects.get(workload_id=w.pk)
+    assert (interval.cluster.name, interval.tenant_id) == (WORKER, tenant.pk)
+    worker_row = Cluster.objects.get(name=WORKER)
+    at_list_price = workload_costs([w.pk])[w.pk]
+    assert at_list_price > 0
+    fleet.update_cluster(actor=world.admin, cluster=worker_row, price_factor=Decimal(2))
+    assert abs(workload_costs([w.pk])[w.pk] - 2 * at_list_price) <= Decimal("0.01")
 
     # cancel reaches it there
     w = workloads.cancel_workload(actor=world.admin, workload=w)
