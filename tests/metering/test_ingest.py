@@ -346,3 +346,32 @@ def test_missed_minutes_are_whole_minutes_between_two_ingests_and_bounded():
         T0 + timedelta(minutes=8),
         T0 + timedelta(minutes=9),
     ]
+
+
+def test_a_fleets_minute_adds_up_every_clusters_pods_in_one_sample(cluster, world):
+    """A team placed on a group of workers holds GPUs on two clusters in the same minute: each
+    reading is recorded under its own cluster, and the minute's sample counts both."""
+    worker = Cluster.objects.create(
+        name="east", role="worker", credentials_secret_name="east-kubeconfig"
+    )
+    Node.objects.create(
+        cluster=worker,
+        name="a100-node",  # the same node name on another cluster: its own row
+        gpu_model="A100-80GB",
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        sharing_strategy="none",
+        last_seen_at=T0,
+    )
+    home = cluster
+    home.pods = [pod("p1", "meter-team-a", uid="u1", node="a100-node",
+                     resources={"nvidia.com/mig-3g.40gb": 1}, started=T0)]  # fmt: skip
+    there = Reading(namespaces=home.namespaces)
+    there.pods = [pod("p1", "meter-team-a", uid="u9", node="a100-node",
+                      resources={"nvidia.com/mig-3g.40gb": 2}, started=T0)]  # fmt: skip
+    results = [run(home, 0, samples=False), run(there, 0, cluster_name="east", samples=False)]
+    assert not UsageSample.objects.exists()  # left to the caller
+    ingest.write_samples_of(results)
+    sample = UsageSample.objects.get(tenant=world.tenant)
+    assert (sample.allocated, sample.quota) == (Decimal(3), Decimal(3))
+    by_cluster = dict(AllocationInterval.objects.values_list("pod_uid", "cluster__name"))
+    assert by_cluster == {"u1": "local", "u9": "east"}
