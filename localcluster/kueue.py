@@ -109,6 +109,7 @@ def feature_gates(worker: bool | None = None) -> str:
 FEATURE_GATES = feature_gates()
 VISIBILITY_VERSIONS = ("v1beta1", "v1beta2")  # config/components/visibility/apiservice_*.yaml
 FIELD_MANAGER = "gpu-portal-localcluster"
+WORKER_LOST_S = 30
 DIGEST_ANNOTATION = "gpu-portal.local/source-sha256"  # on each CRD: what was applied
 MUTATING = "kueue-mutating-webhook-configuration"
 VALIDATING = "kueue-validating-webhook-configuration"
@@ -189,6 +190,9 @@ def config() -> dict:
             dra_models=dra_devices.from_env(os.environ, dra_devices.LOCAL_CLUSTER_MODELS),
             # the manager's incremental dispatcher (Kueue's default step); none on a worker
             multikueue=None if is_worker() else kueue_config.DEFAULT_DISPATCH_STEP,
+            # work on a worker that stops answering is queued again after 30 s, not Kueue's
+            # 15 minutes: the fleet tests lose a worker mid-run (test_fleet_cluster.py)
+            worker_lost_s=None if is_worker() else WORKER_LOST_S,
         ),
     }
 

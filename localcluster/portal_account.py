@@ -58,6 +58,9 @@ def rendered_rbac() -> list[dict]:
     # read their CRDs, as an install that enables them would set kueue.integrations
     integrations = json.dumps(list(kueue.frameworks()))
     args += ["--set-json", f"kueue.integrations={integrations}"]
+    # the local cluster is a fleet's manager (localcluster/kueue.py): the account reads the
+    # workers' kubeconfig Secrets in Kueue's namespace, as multikueue.enabled grants
+    args += ["--set", "multikueue.enabled=true"]
     for template in RBAC_TEMPLATES:
         args += ["--show-only", template]
     return [doc for doc in yaml.safe_load_all(_run(args)) if doc]

@@ -62,7 +62,7 @@ class QueueSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
-def page_quota(tenant_ids: list[int]) -> dict[int, dict[str, list[dict]]]:
+def page_quota(tenant_ids: list[int]) -> dict[int, dict]:
     """The quota lines of a page of tenants, per resource class and per model in slices, from
     the one read model, and where each team's grants run (four queries a page)."""
     out = {}
@@ -154,12 +154,12 @@ class TenantSerializer(serializers.ModelSerializer):
 
     def get_placement(self, tenant: Tenant) -> str:
         """Where its grants run: "" the portal's own cluster, `cluster:<worker>`, `group:<g>`."""
-        return self._quota(tenant).get("placement", "")
+        return str(self._quota(tenant).get("placement", ""))
 
     def get_namespace(self, tenant: Tenant) -> str:
         return tenant.namespace
 
-    def _quota(self, tenant: Tenant) -> dict[str, list[dict]]:
+    def _quota(self, tenant: Tenant) -> dict:
         quota = getattr(self, "_page_quota", None)
         if quota is None or tenant.pk not in quota:  # a single object: compute it for this one
             quota = self._page_quota = page_quota([tenant.pk])

@@ -70,11 +70,12 @@ def _leave_nothing(kube: KubeGateway, remote: KubeGateway) -> None:
 
 
 @pytest.fixture
-def fleet_world(kube, kube_worker, world):
+def fleet_world(kube, kube_cluster, kube_worker, world):
     """The platform team's steps: the worker's kubeconfig in a Secret on the manager, the home
     cluster made the manager, the worker registered in group `burst`."""
     text = local_worker.kubeconfig_text()
-    kube.apply(
+    platform = KubeGateway.from_kubeconfig(str(kube_cluster.kubeconfig))  # the cluster's admin
+    platform.apply(
         {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -95,7 +96,7 @@ def fleet_world(kube, kube_worker, world):
     try:
         yield SimpleNamespace(remote=remote, member_there=member_there)
     finally:
-        _leave_nothing(kube, remote)
+        _leave_nothing(platform, remote)
         doors.forget()
 
 

@@ -28,9 +28,11 @@ from scheduler.cluster.reconcile.converge import (
     Outcome,
     _terminating,
     converge,
+    execute,
     is_managed,
     key_str,
     managed_selector,
+    plan_converge,
 )
 from scheduler.cluster.reconcile.runs import ensure_cluster_objects
 from scheduler.cluster.reconcile.specs import build_specs
@@ -78,9 +80,15 @@ def reconcile_manager(home: KubeGateway, plan: dispatch.FleetPlan) -> Outcome:
     desired = manager_desired(plan)
     selector = managed_selector()
     live = [obj for kind in MULTIKUEUE_KINDS for obj in home.list(kind, label_selector=selector)]
-    live += home.list("Secret", settings.KUEUE_CONFIG_NAMESPACE, label_selector=selector)
+    # The portal may not list Secrets (the chart's Role: get and patch, in Kueue's namespace
+    # only): each copy it wants is read by name, and a copy no longer wanted is left.
+    for copy in (m for m in desired if m["kind"] == "Secret"):
+        found = home.get("Secret", copy["metadata"]["name"], copy["metadata"]["namespace"])
+        live += [found] if found else []
     previously = {key_str(m): m["metadata"]["annotations"][HASH_ANNOTATION] for m in desired}
-    return converge(home, desired, live, previously)
+    plan_ = plan_converge(desired, live, previously)
+    plan_.to_delete = [obj for obj in plan_.to_delete if obj.get("kind") != "Secret"]
+    return execute(home, plan_)
 
 
 def _live_by_tenant(kube: KubeGateway, slugs: set[str] | None) -> dict[str, list[dict]]:
