@@ -16,7 +16,6 @@ interrupted, deletes what it made and its bench nodes.
 from __future__ import annotations
 
 import resource
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +26,12 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from bench import scale_world
-from bench.isolation import platform_admin, run_of_its_own, throwaway_database
+from bench.isolation import (
+    cleaned_up_after,
+    platform_admin,
+    run_of_its_own,
+    throwaway_database,
+)
 from bench.scale_report import per_thousand, percentile, rate
 from bench.scale_watch import Admissions, PodStarts, RowStarts, Watch, lags
 from catalog import facts
@@ -193,26 +197,12 @@ def _leave_nothing(kube: KubeGateway, wait_s: float = 900) -> None:
     cluster.up(large=0)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def run(*, teams: int, departments: int, nodes: int, jobs: int, per_s: float, run_s: float):
     cluster.up(large=nodes)
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     run_of_its_own("scale")
-    # a `kill` cleans up as Ctrl-C does; during the clean-up itself neither stops it
-    handlers = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with cleaned_up_after(lambda: _leave_nothing(kube)):
         return _measure(kube, teams, departments, jobs, per_s, run_s)
-    finally:
-        for sig in handlers:
-            signal.signal(sig, signal.SIG_IGN)
-        try:
-            _leave_nothing(kube)
-        finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
 
 
 def _measure(  # noqa: PLR0913 (the run's sizes)
