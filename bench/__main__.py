@@ -47,7 +47,8 @@ def main() -> int:
         "--profile",
         type=Path,
         metavar="DIR",
-        help="api: sample the server with py-spy during each run, stacks in DIR",
+        help="api: sample the server with py-spy during each run, stacks in DIR; stages and "
+        "scale: cProfile files in DIR (scale: the follower's thread)",
     )
     parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
     parser.add_argument(
@@ -131,6 +132,7 @@ def main() -> int:
             jobs=args.jobs,
             per_s=args.rate,
             run_s=args.run_s,
+            profile_dir=args.profile,
         )
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(tenants=args.tenants)

@@ -15,11 +15,13 @@ interrupted, deletes what it made and its bench nodes.
 
 from __future__ import annotations
 
+import cProfile
 import resource
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
@@ -32,6 +34,8 @@ from bench.isolation import (
     run_of_its_own,
     throwaway_database,
 )
+from bench.scale_cpu import cpu_by_command, spent
+from bench.scale_cpu import lines as cpu_lines
 from bench.scale_report import per_thousand, percentile, rate
 from bench.scale_watch import Admissions, PodStarts, RowStarts, Watch, lags
 from catalog import facts
@@ -114,13 +118,24 @@ class Follower(threading.Thread):
     """The portal's following in this process: the periodic sync and a metering ingest per
     cycle, its CPU counted on its own thread."""
 
-    def __init__(self, kube: KubeGateway) -> None:
+    def __init__(self, kube: KubeGateway, profile_dir: Path | None = None) -> None:
         super().__init__(daemon=True, name="follower")
         self.kube, self.stop, self.cpu_s = kube, threading.Event(), 0.0
         self.ingest_s: list[float] = []
         self.errors = 0
+        self.profile_dir = profile_dir
 
     def run(self) -> None:
+        if self.profile_dir is None:
+            return self._run()
+        profiler = cProfile.Profile()  # this thread's calls only
+        try:
+            profiler.runcall(self._run)
+        finally:
+            self.profile_dir.mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(self.profile_dir / "follower.prof")
+
+    def _run(self) -> None:
         try:
             while not self.stop.is_set():
                 c0 = time.thread_time()
@@ -197,16 +212,31 @@ def _leave_nothing(kube: KubeGateway, wait_s: float = 900) -> None:
     cluster.up(large=0)
 
 
-def run(*, teams: int, departments: int, nodes: int, jobs: int, per_s: float, run_s: float):
+def run(  # noqa: PLR0913 (the run's sizes)
+    *,
+    teams: int,
+    departments: int,
+    nodes: int,
+    jobs: int,
+    per_s: float,
+    run_s: float,
+    profile_dir: Path | None = None,
+) -> int:
     cluster.up(large=nodes)
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     run_of_its_own("scale")
     with cleaned_up_after(lambda: _leave_nothing(kube)):
-        return _measure(kube, teams, departments, jobs, per_s, run_s)
+        return _measure(kube, teams, departments, jobs, per_s, run_s, profile_dir)
 
 
 def _measure(  # noqa: PLR0913 (the run's sizes)
-    kube: KubeGateway, teams: int, departments: int, jobs: int, per_s: float, run_s: float
+    kube: KubeGateway,
+    teams: int,
+    departments: int,
+    jobs: int,
+    per_s: float,
+    run_s: float,
+    profile_dir: Path | None,
 ) -> int:
     with throwaway_database("gpu_portal_scale"):
         admin = platform_admin("scale-admin")
@@ -223,16 +253,17 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
         threads[0].start()  # before any submission: no admission goes unseen
         try:
             alone_keys = [(team_list[i % teams].namespace, f"alone-{i}") for i in range(jobs)]
-            t0 = time.monotonic()
+            t0, cpu_before = time.monotonic(), cpu_by_command()
             refused = _paced(jobs, per_s, lambda i: kube.create(
                 _job(alone_keys[i][1], alone_keys[i][0], run_s)))  # fmt: skip
             print(f"alone: {jobs} submitted in {time.monotonic() - t0:.0f} s", flush=True)
             alone_keys = [k for i, k in enumerate(alone_keys) if i not in refused]
             alone = admissions.wait(alone_keys, wait_s, stall_s)
+            phases = [("Kueue alone", spent(cpu_before, cpu_by_command()), time.monotonic() - t0)]
 
             pods = PodStarts()
             rows = RowStarts(pods)
-            follower = Follower(kube)
+            follower = Follower(kube, profile_dir)
             for thread in (
                 Watch(harness, "Pod", pods, label_selector=WORKLOAD_LABEL),
                 rows,
@@ -255,7 +286,7 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
                 )  # fmt: skip
                 sync.create_in_cluster(kube, w.pk)
 
-            t0 = time.monotonic()
+            t0, cpu_before = time.monotonic(), cpu_by_command()
             refused = _paced(jobs, per_s, submit)
             print(f"following: {jobs} submitted in {time.monotonic() - t0:.0f} s", flush=True)
             # a portal workload the API server refused for good never gets a Kueue Workload
@@ -270,6 +301,9 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
                 if i not in refused
             ]
             following = admissions.wait(keys, wait_s, stall_s)
+            phases.append(
+                ("portal following", spent(cpu_before, cpu_by_command()), time.monotonic() - t0)
+            )
             rows.close(catch_up_s=60)
             followed = Workload.objects.count()
             rss1 = _rss_mib()
@@ -281,6 +315,8 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
         pages = _pages(team_list, admin)
     figures = lags(pods.at, rows.at)
     _report(jobs, alone, following, follower, followed, rss1 - rss0, cpu_all, figures, pages)
+    for label, used, wall_s in phases:
+        print("\n".join(cpu_lines(label, used, wall_s)))
     return 0
 
 

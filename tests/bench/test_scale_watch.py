@@ -1,5 +1,6 @@
 """The scale bench's recorders on made-up watch events (pure: no database, no cluster)."""
 
+from bench.scale_cpu import parse_stat, spent
 from bench.scale_watch import Admissions, PodStarts, lags
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 
@@ -64,3 +65,16 @@ def test_a_pod_starts_when_first_seen_running_or_already_past_it():
 
 def test_lags_pair_each_row_with_its_pod():
     assert lags({1: 2.0, 2: 5.0, 3: 6.0}, {1: 3.5, 2: 5.25, 4: 9.0}) == [1.5, 0.25]
+
+
+def test_a_proc_stat_line_gives_its_command_and_cpu_ticks():
+    line = "4242 (kube-apiserver) S 1 4242 4242 0 -1 4194560 9 0 0 0 1500 250 0 0 20 0 12 0"
+    assert parse_stat(line) == ("kube-apiserver", 1750.0)
+    odd = "7 (tmux: server (1)) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0"
+    assert parse_stat(odd) == ("tmux: server (1)", 7.0)
+
+
+def test_cpu_spent_is_per_command_and_leaves_out_the_idle():
+    before = {"etcd": 10.0, "postgres": 5.0}
+    after = {"etcd": 14.5, "postgres": 5.0, "kwok": 2.0}
+    assert spent(before, after) == {"etcd": 4.5, "kwok": 2.0}
