@@ -14,6 +14,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
 
+from localcluster import cluster, fleet
+
 
 def run_of_its_own(name: str) -> None:
     """An instance label and a namespace prefix no earlier run used: what a run killed half-way
@@ -61,3 +63,19 @@ def cleaned_up_after(cleanup: Callable[[], None]) -> Iterator[None]:
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+
+
+def cluster_as_it_runs(*, bench_nodes: int | None = None) -> None:
+    """The local cluster as it runs, started only if it is down, with `bench_nodes` KWOK
+    bench nodes (0 removes them). Not `cluster.up()` on a running cluster: from another
+    checkout (a worktree) it reads the paths in the components' command lines as a changed
+    configuration and restarts every component under whoever else is using the cluster."""
+    if not cluster.apiserver_ready():
+        cluster.up()
+    if bench_nodes is None:
+        return
+    api = cluster.api_client()
+    try:
+        fleet.wait_nodes_ready(api, fleet.ensure_nodes(api, bench_nodes), 300)
+    finally:
+        api.close()

@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from bench.isolation import cleaned_up_after
+from bench.isolation import cleaned_up_after, cluster_as_it_runs
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from localcluster import build, cluster
@@ -198,7 +198,7 @@ def slope_checks(by_size: dict[int, list[tuple]]) -> list[tuple[str, float, str,
 def run(*, tenants: int | list[int]) -> int:
     """One size, or several (`--tenants 1000,10000`): each from empty, then the slope."""
     sizes = [tenants] if isinstance(tenants, int) else sorted(tenants)
-    cluster.up()
+    cluster_as_it_runs()
     settings.PORTAL_INSTANCE = "bench"
     settings.TENANT_NAMESPACE_PREFIX = "bench-"
     kube_path = str(cluster.KUBECONFIG)

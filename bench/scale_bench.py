@@ -30,6 +30,7 @@ from django.test import Client, override_settings
 from bench import scale_world
 from bench.isolation import (
     cleaned_up_after,
+    cluster_as_it_runs,
     platform_admin,
     run_of_its_own,
     throwaway_database,
@@ -209,7 +210,7 @@ def _leave_nothing(kube: KubeGateway, wait_s: float = 900) -> None:
         time.sleep(10)
     else:
         print(f"  still there after {wait_s:.0f} s: delete {selector} by hand", flush=True)
-    cluster.up(large=0)
+    cluster_as_it_runs(bench_nodes=0)
 
 
 def run(  # noqa: PLR0913 (the run's sizes)
@@ -222,7 +223,7 @@ def run(  # noqa: PLR0913 (the run's sizes)
     run_s: float,
     profile_dir: Path | None = None,
 ) -> int:
-    cluster.up(large=nodes)
+    cluster_as_it_runs(bench_nodes=nodes)
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     run_of_its_own("scale")
     with cleaned_up_after(lambda: _leave_nothing(kube)):
