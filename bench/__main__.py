@@ -48,7 +48,8 @@ def main() -> int:
         "--profile",
         type=Path,
         metavar="DIR",
-        help="api: sample the server with py-spy during each run, stacks in DIR",
+        help="api: sample the server with py-spy during each run, stacks in DIR; stages and "
+        "scale: cProfile files in DIR (scale: the follower's thread)",
     )
     parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
     parser.add_argument(
@@ -136,6 +137,7 @@ def main() -> int:
             jobs=args.jobs,
             per_s=args.rate,
             run_s=args.run_s,
+            profile_dir=args.profile,
         )
     if args.only == "fleet":  # starts a second local cluster: on its own
         rc |= fleet_bench.run(tenants=args.tenants[0], jobs=args.fleet_jobs)

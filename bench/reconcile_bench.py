@@ -14,6 +14,7 @@ import random
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
+from bench.isolation import cleaned_up_after, cluster_as_it_runs
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from localcluster import build, cluster
@@ -103,21 +105,30 @@ def _floor(kube_path: str, kubectl: str) -> tuple[float, int]:
 SELECTORS = (f"{INSTANCE_LABEL}=bench", f"{INSTANCE_LABEL}=bench-floor")
 
 
-def _cleanup(kube: KubeGateway, *, wait: bool = False) -> None:
-    """Delete the namespaces a run made; with wait, until they are gone (so a run that follows
-    another starts from empty, not from namespaces still terminating)."""
+def _cleanup(kube: KubeGateway, *, wait: bool = False, stall_s: float = 300) -> None:
+    """Delete the namespaces and queues a run made; with wait, until they are gone (so a run
+    that follows another starts from empty, and the tests after the bench find the cluster as
+    it was). 20,000 namespaces take the namespace controller far longer than a fixed wait:
+    it waits as long as they keep going, and says so when they stop."""
     for selector in SELECTORS:
-        for ns in kube.list("Namespace", label_selector=selector):
-            kube.delete("Namespace", ns["metadata"]["name"])
-        for queue in kube.list("ClusterQueue", label_selector=selector):  # cluster-scoped
-            kube.delete("ClusterQueue", queue["metadata"]["name"])
-    deadline = time.monotonic() + 600
-    while wait and time.monotonic() < deadline:
+        for kind in ("Namespace", "ClusterQueue"):  # ClusterQueues are cluster-scoped
+            names = [o["metadata"]["name"] for o in kube.list(kind, label_selector=selector)]
+            with ThreadPoolExecutor(4) as pool:  # one at a time, 20,000 took minutes
+                list(pool.map(lambda name, kind=kind: kube.delete(kind, name), names))
+    last, moved, t0 = -1, time.monotonic(), time.monotonic()
+    while wait:
         left = sum(len(kube.list("Namespace", label_selector=s)) for s in SELECTORS)
         if not left:
+            if last > 0:
+                print(f"  gone after {time.monotonic() - t0:.0f} s", flush=True)
             return
-        print(f"  waiting for {left} namespaces of an earlier run to go ...", flush=True)
-        time.sleep(5)
+        if left != last:
+            last, moved = left, time.monotonic()
+            print(f"  waiting for {left} namespaces to go ...", flush=True)
+        elif time.monotonic() - moved > stall_s:
+            print(f"  {left} namespaces still there, none gone in {stall_s:.0f} s", flush=True)
+            return
+        time.sleep(15)
 
 
 def _one(kube: KubeGateway, kube_path: str, kubectl: str, tenants: int) -> list[tuple]:
@@ -187,13 +198,14 @@ def slope_checks(by_size: dict[int, list[tuple]]) -> list[tuple[str, float, str,
 def run(*, tenants: int | list[int]) -> int:
     """One size, or several (`--tenants 1000,10000`): each from empty, then the slope."""
     sizes = [tenants] if isinstance(tenants, int) else sorted(tenants)
-    cluster.up()
+    cluster_as_it_runs()
     settings.PORTAL_INSTANCE = "bench"
     settings.TENANT_NAMESPACE_PREFIX = "bench-"
     kube_path = str(cluster.KUBECONFIG)
     kubectl = str(build.binaries()["kubectl"])
     kube = KubeGateway.from_kubeconfig(kube_path)
-    by_size = {n: _one(kube, kube_path, kubectl, n) for n in sizes}
+    with cleaned_up_after(lambda: _cleanup(kube, wait=True)):
+        by_size = {n: _one(kube, kube_path, kubectl, n) for n in sizes}
     for n, rows in by_size.items():
         _report(n, rows)
     if len(by_size) > 1:

@@ -5,27 +5,42 @@ baseline), then half through the portal's submit service and half as a member's 
 them, with the portal following (its periodic workload sync and metering ingest in a loop, in
 this process). It prints admissions per second of each and their ratio, the follower's CPU and
 memory per 1,000 workloads followed, the lag between a pod running and the portal's row saying
-so (p50, p99), the ingest time per cycle, and the team page and Queues page at p95.
+so (p50, p99, every portal workload's pod), the ingest time per cycle, and the team page and
+Queues page at p95.
 
-Written for the integrator's cluster run; its arithmetic is `scale_report.py` (tested pure).
-Start the fleet first: `python -m localcluster up --large 200`.
+What happens on the cluster is read from watches (`scale_watch.py`), its arithmetic is
+`scale_report.py` (both tested pure). It sizes the fleet itself (`--nodes`) and, even when
+interrupted, deletes what it made and its bench nodes.
 """
 
 from __future__ import annotations
 
+import cProfile
 import resource
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
 from django.test import Client, override_settings
 
 from bench import scale_world
-from bench.isolation import platform_admin, run_of_its_own, throwaway_database
+from bench.isolation import (
+    cleaned_up_after,
+    cluster_as_it_runs,
+    platform_admin,
+    run_of_its_own,
+    throwaway_database,
+)
+from bench.scale_cpu import cpu_by_command, spent
+from bench.scale_cpu import lines as cpu_lines
 from bench.scale_report import per_thousand, percentile, rate
+from bench.scale_watch import Admissions, PodStarts, RowStarts, Watch, lags
 from catalog import facts
+from core.errors import ClusterError
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
 from metering import ingest
@@ -40,8 +55,6 @@ from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import Tenant
 
 SLUG, RESOURCE = "h100-80gb-mig-3g.40gb", "nvidia.com/mig-3g.40gb"
-LAG_SAMPLE = 50  # portal workloads whose pod → row lag is timed
-POLL_S = 0.5
 
 
 def _job(name: str, namespace: str, run_s: float) -> dict:
@@ -78,73 +91,73 @@ def _job(name: str, namespace: str, run_s: float) -> dict:
     }
 
 
-def _paced(count: int, per_s: float, submit) -> None:
+def _paced(count: int, per_s: float, submit: Callable[[int], object]) -> set[int]:
     """`submit(i)` for i < count at a steady rate, from a few threads (the API server's pace,
-    not one client's round trips, sets how fast they go in)."""
-    t0 = time.monotonic()
+    not one client's round trips, sets how fast they go in). Returns those refused: counted,
+    not waited for. Interrupted, it submits nothing more than the few already under way."""
+    t0, failed = time.monotonic(), set()
 
     def one(i: int) -> None:
         time.sleep(max(0.0, t0 + i / per_s - time.monotonic()))
-        submit(i)
-        connection.close()  # a thread's own connection, if it used one
+        try:
+            submit(i)
+        except ClusterError as exc:
+            failed.add(i)
+            print(f"  submit {i} refused: {exc}", flush=True)
+        finally:
+            connection.close()  # a thread's own connection, if it used one
 
-    with ThreadPoolExecutor(8) as pool:
+    pool = ThreadPoolExecutor(8)
+    try:
         list(pool.map(one, range(count)))
-
-
-def _admissions(kube: KubeGateway, names: set[str], timeout_s: float) -> list[float]:
-    """When each of these Kueue Workloads (by owner name) was first seen admitted, polled."""
-    seen: dict[str, float] = {}
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < len(names) and time.monotonic() < deadline:
-        for w in kube.list("KueueWorkload"):
-            refs: list[dict] = w["metadata"].get("ownerReferences") or []
-            owner = refs[0].get("name") if refs else None
-            conditions = (w.get("status") or {}).get("conditions") or []
-            admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
-            if owner in names and admitted and owner not in seen:
-                seen[owner] = time.monotonic()
-        time.sleep(POLL_S)
-    return sorted(seen.values())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return failed
 
 
 class Follower(threading.Thread):
     """The portal's following in this process: the periodic sync and a metering ingest per
     cycle, its CPU counted on its own thread."""
 
-    def __init__(self, kube: KubeGateway) -> None:
-        super().__init__(daemon=True)
+    def __init__(self, kube: KubeGateway, profile_dir: Path | None = None) -> None:
+        super().__init__(daemon=True, name="follower")
         self.kube, self.stop, self.cpu_s = kube, threading.Event(), 0.0
         self.ingest_s: list[float] = []
+        self.errors = 0
+        self.profile_dir = profile_dir
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            c0 = time.thread_time()
-            watching.sync_live_workloads(self.kube)
-            t0 = time.perf_counter()
-            ingest.ingest_allocations(self.kube, prometheus_url="")
-            self.ingest_s.append(time.perf_counter() - t0)
-            self.cpu_s += time.thread_time() - c0
-        connection.close()
+        if self.profile_dir is None:
+            return self._run()
+        profiler = cProfile.Profile()  # this thread's calls only
+        try:
+            profiler.runcall(self._run)
+        finally:
+            self.profile_dir.mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(self.profile_dir / "follower.prof")
 
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                c0 = time.thread_time()
+                try:
+                    watching.sync_live_workloads(self.kube)
+                    t0 = time.perf_counter()
+                    ingest.ingest_allocations(self.kube, prometheus_url="")
+                    self.ingest_s.append(time.perf_counter() - t0)
+                except Exception as exc:  # counted and shown: one bad cycle must not end it
+                    self.errors += 1
+                    print(f"  follower cycle failed: {exc!r}", flush=True)
+                    self.stop.wait(1)
+                self.cpu_s += time.thread_time() - c0
+        finally:
+            connection.close()  # this thread's own: else the database cannot be dropped
 
-def _lags(kube: KubeGateway, sample: list[int], timeout_s: float) -> list[float]:
-    """Seconds from a pod seen Running (one labelled list per poll) to its row saying running."""
-    pod_at: dict[int, float] = {}
-    row_at: dict[int, float] = {}
-    selector = f"{WORKLOAD_LABEL} in ({','.join(map(str, sample))})"
-    deadline = time.monotonic() + timeout_s
-    while len(row_at) < len(sample) and time.monotonic() < deadline:
-        now = time.monotonic()
-        for pod in kube.list("Pod", label_selector=selector):
-            wid = int(pod["metadata"]["labels"][WORKLOAD_LABEL])
-            if (pod.get("status") or {}).get("phase") == "Running":
-                pod_at.setdefault(wid, now)
-        running = Workload.objects.filter(pk__in=sample, started_at__isnull=False)
-        for wid in running.values_list("pk", flat=True):
-            row_at.setdefault(wid, now)
-        time.sleep(POLL_S / 2)
-    return [row_at[w] - pod_at[w] for w in row_at if w in pod_at]
+    def close(self) -> None:
+        self.stop.set()
+        self.join(timeout=300)
+        if self.is_alive():
+            print("  the follower did not stop in 300 s", flush=True)
 
 
 def _rss_mib() -> float:
@@ -173,29 +186,58 @@ def _pages(teams: list[Tenant], admin) -> dict[str, float]:
     return out
 
 
-def _leave_nothing(kube: KubeGateway) -> None:
+def _leave_nothing(kube: KubeGateway, wait_s: float = 900) -> None:
     """Delete what this run made on the cluster (its teams' namespaces with their Jobs, their
-    ClusterQueues and departments' Cohorts, by its instance label) and its bench nodes: a
-    thousand queues left behind would weigh on every run after it."""
+    ClusterQueues and departments' Cohorts, by its instance label) and, once the namespaces
+    are gone, its bench nodes: a thousand queues left behind would weigh on every run after
+    it, and the tests that run on this cluster next expect it as it was."""
     selector = f"{INSTANCE_LABEL}={settings.PORTAL_INSTANCE}"
+    print(f"cleaning up {selector} ...", flush=True)
     for kind in ("Namespace", "ClusterQueue", "Cohort"):
         for obj in kube.list(kind, label_selector=selector):
-            kube.delete(kind, obj["metadata"]["name"])
-    cluster.up(large=0)
+            try:
+                kube.delete(kind, obj["metadata"]["name"])
+            except ClusterError as exc:  # the rest still go; the count below says what stays
+                print(f"  {kind} {obj['metadata']['name']} not deleted: {exc}", flush=True)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        left = {
+            k: len(kube.list(k, label_selector=selector)) for k in ("Namespace", "ClusterQueue")
+        }
+        if not any(left.values()):
+            break
+        print(f"  waiting for {left} to go ...", flush=True)
+        time.sleep(10)
+    else:
+        print(f"  still there after {wait_s:.0f} s: delete {selector} by hand", flush=True)
+    cluster_as_it_runs(bench_nodes=0)
 
 
-def run(*, teams: int, departments: int, nodes: int, jobs: int, per_s: float, run_s: float):
-    cluster.up(large=nodes)
+def run(  # noqa: PLR0913 (the run's sizes)
+    *,
+    teams: int,
+    departments: int,
+    nodes: int,
+    jobs: int,
+    per_s: float,
+    run_s: float,
+    profile_dir: Path | None = None,
+) -> int:
+    cluster_as_it_runs(bench_nodes=nodes)
     kube = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
     run_of_its_own("scale")
-    try:
-        return _measure(kube, teams, departments, jobs, per_s, run_s)
-    finally:
-        _leave_nothing(kube)
+    with cleaned_up_after(lambda: _leave_nothing(kube)):
+        return _measure(kube, teams, departments, jobs, per_s, run_s, profile_dir)
 
 
 def _measure(  # noqa: PLR0913 (the run's sizes)
-    kube: KubeGateway, teams: int, departments: int, jobs: int, per_s: float, run_s: float
+    kube: KubeGateway,
+    teams: int,
+    departments: int,
+    jobs: int,
+    per_s: float,
+    run_s: float,
+    profile_dir: Path | None,
 ) -> int:
     with throwaway_database("gpu_portal_scale"):
         admin = platform_admin("scale-admin")
@@ -204,43 +246,78 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
         summary = reconcile_all(kube, trigger="benchmark")
         print(f"reconciled {summary.tenants} teams in {time.perf_counter() - t0:.0f} s", flush=True)
         team_list = list(Tenant.objects.order_by("slug"))
-        wait_s = max(600.0, 3 * jobs / per_s)
+        wait_s, stall_s = max(600.0, 3 * jobs / per_s), max(120.0, 10 * run_s)
+        # the harness's own connections and call counts, apart from the portal's
+        harness = KubeGateway.from_kubeconfig(str(cluster.KUBECONFIG))
+        admissions = Admissions()
+        threads: list = [Watch(harness, "KueueWorkload", admissions)]
+        threads[0].start()  # before any submission: no admission goes unseen
+        try:
+            alone_keys = [(team_list[i % teams].namespace, f"alone-{i}") for i in range(jobs)]
+            t0, cpu_before = time.monotonic(), cpu_by_command()
+            refused = _paced(jobs, per_s, lambda i: kube.create(
+                _job(alone_keys[i][1], alone_keys[i][0], run_s)))  # fmt: skip
+            print(f"alone: {jobs} submitted in {time.monotonic() - t0:.0f} s", flush=True)
+            alone_keys = [k for i, k in enumerate(alone_keys) if i not in refused]
+            alone = admissions.wait(alone_keys, wait_s, stall_s)
+            phases = [("Kueue alone", spent(cpu_before, cpu_by_command()), time.monotonic() - t0)]
 
-        names = {f"alone-{i}" for i in range(jobs)}
-        _paced(jobs, per_s, lambda i: kube.create(
-            _job(f"alone-{i}", team_list[i % teams].namespace, run_s)))  # fmt: skip
-        alone = _admissions(kube, names, wait_s)
+            pods = PodStarts()
+            rows = RowStarts(pods)
+            follower = Follower(kube, profile_dir)
+            for thread in (
+                Watch(harness, "Pod", pods, label_selector=WORKLOAD_LABEL),
+                rows,
+                follower,
+            ):
+                thread.start()
+                threads.append(thread)
+            rss0, cpu0 = _rss_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
-        follower = Follower(kube)
-        rss0, cpu0 = _rss_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        follower.start()
+            def submit(i: int) -> None:
+                team = team_list[i % teams]
+                if i % 2:
+                    kube.create(_job(f"kubectl-{i}", team.namespace, run_s))
+                    return
+                w = workloads.submit_workload(
+                    actor=admin, tenant=team, spec=workload_spec(
+                        name=f"portal-{i}", kind="job", image="registry.k8s.io/pause:3.10",
+                        command=["sleep", f"{run_s:g}"], resources={SLUG: 1}, priority="gpu-low",
+                    ),
+                )  # fmt: skip
+                sync.create_in_cluster(kube, w.pk)
 
-        def submit(i: int) -> None:
-            team = team_list[i % teams]
-            if i % 2:
-                kube.create(_job(f"kubectl-{i}", team.namespace, run_s))
-                return
-            w = workloads.submit_workload(
-                actor=admin, tenant=team, spec=workload_spec(
-                    name=f"portal-{i}", kind="job", image="registry.k8s.io/pause:3.10",
-                    command=["sleep", f"{run_s:g}"], resources={SLUG: 1}, priority="gpu-low",
-                ),
-            )  # fmt: skip
-            sync.create_in_cluster(kube, w.pk)
-
-        _paced(jobs, per_s, submit)
-        followed = Workload.objects.count()
-        sample = list(Workload.objects.filter(owner_kind="").values_list("pk", flat=True))
-        lags = _lags(kube, sample[-LAG_SAMPLE:], 120.0)
-        portal_names = set(Workload.objects.values_list("k8s_name", flat=True))
-        portal_names |= {f"kubectl-{i}" for i in range(1, jobs, 2)}
-        following = _admissions(kube, portal_names, wait_s)
-        rss1 = _rss_mib()
-        follower.stop.set()
-        follower.join(timeout=120)
-        cpu_all = resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu0
+            t0, cpu_before = time.monotonic(), cpu_by_command()
+            refused = _paced(jobs, per_s, submit)
+            print(f"following: {jobs} submitted in {time.monotonic() - t0:.0f} s", flush=True)
+            # a portal workload the API server refused for good never gets a Kueue Workload
+            portal = (
+                Workload.objects.filter(owner_kind="")
+                .exclude(state=Workload.State.FAILED)
+                .values_list("namespace", "k8s_name")
+            )
+            keys = list(portal) + [
+                (team_list[i % teams].namespace, f"kubectl-{i}")
+                for i in range(1, jobs, 2)
+                if i not in refused
+            ]
+            following = admissions.wait(keys, wait_s, stall_s)
+            phases.append(
+                ("portal following", spent(cpu_before, cpu_by_command()), time.monotonic() - t0)
+            )
+            rows.close(catch_up_s=60)
+            followed = Workload.objects.count()
+            rss1 = _rss_mib()
+            follower.close()
+            cpu_all = resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu0
+        finally:
+            for thread in reversed(threads):
+                thread.close()
         pages = _pages(team_list, admin)
-    _report(jobs, alone, following, follower, followed, rss1 - rss0, cpu_all, lags, pages)
+    figures = lags(pods.at, rows.at)
+    _report(jobs, alone, following, follower, followed, rss1 - rss0, cpu_all, figures, pages)
+    for label, used, wall_s in phases:
+        print("\n".join(cpu_lines(label, used, wall_s)))
     return 0
 
 
@@ -258,7 +335,7 @@ def _report(jobs, alone, following, follower, followed, rss_mib, cpu_all, lags, 
         ("follower CPU s per 1,000 workloads followed", per_thousand(follower.cpu_s, followed), ""),
         ("process CPU s per 1,000 (submits included)", per_thousand(cpu_all, followed), ""),
         ("memory MiB per 1,000 workloads followed", per_thousand(rss_mib, followed), ""),
-        ("pod → row lag p50 s", percentile(lags, 50), ""),
+        (f"pod → row lag p50 s ({len(lags)} pods)", percentile(lags, 50), ""),
         ("pod → row lag p99 s", percentile(lags, 99), "≤ 5"),
         ("metering ingest per cycle p50 s", percentile(follower.ingest_s, 50), ""),
         ("team page p95 ms", pages["team page"] * 1000, "< 300"),
@@ -266,3 +343,7 @@ def _report(jobs, alone, following, follower, followed, rss_mib, cpu_all, lags, 
     ]
     for name, value, goal in rows:
         print(f"{name:<52} {value:>10.2f} {goal:>12}")
+    print(
+        f"follower: {len(follower.ingest_s)} cycles, {follower.errors} failed; "
+        f"{followed} workloads followed"
+    )

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,11 @@ def _translate(exc: Exception, what: str, since_unreachable: float | None = None
             )
         return ClusterForbidden(message)
     return TransientClusterError(f"{what}: cannot reach the API server ({exc.__class__.__name__})")
+
+
+def _selectors(label_selector: str, field_selector: str) -> list[tuple[str, str]]:
+    query = [("labelSelector", label_selector), ("fieldSelector", field_selector)]
+    return [(k, v) for k, v in query if v]
 
 
 class ResourceVersionGone(PermanentClusterError):
@@ -236,11 +241,7 @@ class KubeGateway:
         label_selector: str = "",
         field_selector: str = "",
     ) -> list[dict]:
-        query = []
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = _selectors(label_selector, field_selector)
         data = self._call("list", kind, "GET", _path(kind, namespace=namespace), query=query)
         items = data.get("items", []) if data else []
         for item in items:  # lists omit kind on items; callers compare by kind
@@ -259,11 +260,7 @@ class KubeGateway:
         """A list and the collection's resourceVersion: where a watch of the same collection
         starts so that it misses nothing after this list. With `limit`, only the first page:
         enough to take a cursor without reading the whole collection."""
-        query = []
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = _selectors(label_selector, field_selector)
         if limit:
             query.append(("limit", str(limit)))
         data = self._call("list", kind, "GET", _path(kind, namespace=namespace), query=query) or {}
@@ -287,6 +284,28 @@ class KubeGateway:
         the server no longer has that history (410): the caller lists again. The API server
         sends its bookmark about 2 s before the watch's deadline, so below 3 s a quiet
         collection's cursor does not move."""
+        events: list[dict] = []
+        latest = resource_version
+        for event in self.stream(
+            kind, resource_version, namespace, label_selector=label_selector,
+            field_selector=field_selector, timeout_s=timeout_s,
+        ):  # fmt: skip
+            latest = (event["object"].get("metadata") or {}).get("resourceVersion") or latest
+            if event.get("type") != "BOOKMARK":
+                events.append(event)
+        return Changes(events=events, resource_version=latest)
+
+    def stream(
+        self,
+        kind: str,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_s: int = 3,
+    ) -> Iterator[dict]:
+        """`changes` event by event as they arrive (bookmarks too): for when, not only what."""
         self.stats.calls[("watch", kind)] += 1
         what = f"watch {kind} {_path(kind, namespace=namespace)}"
         query = [
@@ -294,13 +313,8 @@ class KubeGateway:
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_s)),
+            *_selectors(label_selector, field_selector),
         ]
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        events: list[dict] = []
-        latest = resource_version
         try:
             resp = self.api.call_api(
                 _path(kind, namespace=namespace),
@@ -317,7 +331,7 @@ class KubeGateway:
                     if not line:
                         continue
                     event = json.loads(line)
-                    obj = event.get("object") or {}
+                    obj = event["object"] = event.get("object") or {}
                     if event.get("type") == "ERROR":
                         if obj.get("code") == 410:
                             raise ResourceVersionGone(f"{what}: {obj.get('message', 'gone')}")
@@ -325,10 +339,9 @@ class KubeGateway:
                         if obj.get("code") in TRANSIENT_STATUSES:
                             raise TransientClusterError(message)
                         raise PermanentClusterError(message)
-                    latest = (obj.get("metadata") or {}).get("resourceVersion") or latest
                     if event.get("type") != "BOOKMARK":
                         obj.setdefault("kind", kind)
-                        events.append(event)
+                    yield event
             finally:
                 resp.release_conn()
         except ApiException as exc:
@@ -337,7 +350,6 @@ class KubeGateway:
             raise self._error(exc, what) from exc
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             raise self._error(exc, what) from exc
-        return Changes(events=events, resource_version=latest)
 
     def pod_log(self, name: str, namespace: str, *, tail_lines: int = 500) -> str:
         self.stats.calls[("get", "PodLog")] += 1
