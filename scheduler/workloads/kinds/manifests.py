@@ -338,9 +338,14 @@ def queue_wait(queue_workload: dict | None, *, preempted: str = "") -> Observati
     stopped = max_run_exceeded(queue_workload)
     if stopped is not None:
         return stopped
+    evicted = _true(conditions, "Evicted")
+    if evicted and evicted.get("reason") == "AdmissionCheck":
+        # a check withdrew it (MultiKueue: its worker was lost past workerLostTimeout): Kueue
+        # stops it and queues it again, Admitted still True for a moment
+        message = evicted.get("message") or "evicted by an admission check"
+        return Observation(Workload.State.QUEUED, "Evicted", f"{message}; queued again")
     if _true(conditions, "Admitted"):  # Kueue is about to unsuspend it
         return Observation(Workload.State.PENDING, "Admitted", "admitted by the team's queue")
-    evicted = _true(conditions, "Evicted")
     taken = _true(conditions, "Preempted") or (
         evicted if evicted and evicted.get("reason") == "Preempted" else None
     )
