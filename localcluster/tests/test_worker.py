@@ -79,7 +79,11 @@ def test_the_manager_runs_multikueue_with_the_portals_dispatcher_and_a_worker_wi
     manager_gates = kueue.feature_gates(worker=False).split(",")
     for gate in kueue_config.MULTIKUEUE_GATES:
         assert f"{gate}=true" in manager_gates
-    assert kueue.config()["multiKueue"] == kueue_config.multikueue_section()
+    # the incremental dispatcher, and a lost worker's work queued again after 30 s
+    assert kueue.config()["multiKueue"] == kueue_config.multikueue_section(
+        worker_lost_s=kueue.WORKER_LOST_S
+    )
+    assert kueue.config()["multiKueue"]["workerLostTimeout"] == "30s"
     monkeypatch.setenv("LOCALCLUSTER_ROLE", base.ROLE_WORKER)
     assert "MultiKueue=false" in kueue.feature_gates(worker=True).split(",")
     assert "multiKueue" not in kueue.config()

@@ -11,6 +11,7 @@ from catalog import hooks as catalog_hooks
 from core import hooks as core_hooks
 from metering.selectors import budget_left, workload_costs
 from metering.services import check_budget, over_budget_tenants
+from scheduler.cluster.dispatch import placement_problem
 from scheduler.cluster.reconcile_hints import enqueue_reconcile, enqueue_reconcile_all
 from scheduler.workloads.selectors import usage_by_tenant
 from tenants import hooks
@@ -27,6 +28,7 @@ def test_every_declared_hook_is_filled_by_the_wiring():
         "desired_state_changed": f"{enqueue_reconcile.__module__}.enqueue_reconcile",
         "fleet_policy_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
         "departments_changed": f"{enqueue_reconcile_all.__module__}.enqueue_reconcile_all",
+        "placement_problem": f"{placement_problem.__module__}.placement_problem",
     }
     assert core_hooks.check_hooks_filled() == []
 

@@ -179,6 +179,17 @@ def test_a_dispatch_step_below_one_is_refused(step):
         multikueue_section(step)
 
 
+def test_a_worker_lost_timeout_is_said_in_seconds_or_left_to_kueue():
+    assert "workerLostTimeout" not in multikueue_section()  # Kueue's 15 minutes
+    assert multikueue_section(worker_lost_s=30)["workerLostTimeout"] == "30s"
+    for bad in (0, -5, True, "30"):
+        with pytest.raises(ValueError, match="whole seconds, at least 1"):
+            multikueue_section(worker_lost_s=bad)
+    out = io.StringIO()
+    call_command("kueue_config", "--manager", "--worker-lost-timeout", "120", stdout=out)
+    assert yaml.safe_load(out.getvalue())["multiKueue"]["workerLostTimeout"] == "120s"
+
+
 def test_manage_py_kueue_config_prints_the_managers_fragment_only_when_asked():
     out = io.StringIO()
     call_command("kueue_config", "--manager", "--dispatch-step", "1", stdout=out)
