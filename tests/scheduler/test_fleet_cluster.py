@@ -223,6 +223,11 @@ def test_a_members_kubectl_job_goes_the_same_way(
         timeout=90,
     )
     assert kube.list("Pod", ns) == []
+    # on the worker the member only looks: work reaches it through the manager's queue alone
+    assert fleet_world.member_there.list("Pod", ns)
+    job["metadata"]["name"] = "around-the-manager"
+    with pytest.raises(ClusterError, match="forbidden|Forbidden"):
+        fleet_world.member_there.create(job)
 
 
 def test_a_team_at_home_runs_on_the_manager_and_teams_stay_apart_on_both(

@@ -109,3 +109,24 @@ def test_the_managers_queue_carries_the_check_and_a_workers_does_not():
         on_manager["metadata"]["annotations"][hash_key]
         != at_home["metadata"]["annotations"][hash_key]
     )
+
+
+def test_on_a_worker_every_member_only_looks_and_the_queue_has_no_check():
+    from scheduler.cluster.reconcile.workers import worker_spec
+    from scheduler.cluster.render.specs import Member
+
+    spec = TenantSpec(
+        slug="team-a",
+        name="A",
+        active=True,
+        gpu_quota={},
+        gpu_resource_names=(),
+        members=(Member("ann", "owner"), Member("bob", "member"), Member("cy", "viewer")),
+        provider_groups=(("ml", "member"),),
+        dispatch_check="gpu-portal-default-group-burst",
+    )
+    there = worker_spec(spec)
+    assert there.dispatch_check == "" and {m.role for m in there.members} == {"viewer"}
+    assert there.provider_groups == (("ml", "viewer"),)
+    roles = {b["roleRef"]["name"] for b in render_tenant(there) if b["kind"] == "RoleBinding"}
+    assert "gpu-portal-workloads" not in roles

@@ -44,6 +44,7 @@ from scheduler.cluster.render.labels import (
     object_key,
 )
 from scheduler.cluster.render.multikueue import render_kubeconfig_secret, render_manager
+from scheduler.cluster.render.specs import TenantSpec
 from scheduler.cluster.render.tenant import render_tenant
 from tenants.models import Tenant
 
@@ -141,13 +142,27 @@ def reconcile_worker(
     specs = build_specs(tenants, frameworks=kube.kueue_settings.verdict().usable)
     out = Outcome()
     for tenant in tenants:
-        spec = replace(specs[tenant.pk], dispatch_check="")  # the worker runs what it is sent
-        done = converge(kube, render_tenant(spec), live.pop(tenant.slug, []), {})
+        done = converge(
+            kube, render_tenant(worker_spec(specs[tenant.pk])), live.pop(tenant.slug, []), {}
+        )
         out.changes += done.changes
         out.drift += done.drift
     for slug, objects in live.items():
         _remove(kube, objects, f"{slug} no longer runs on {worker.name}", out)
     return out
+
+
+def worker_spec(spec: TenantSpec) -> TenantSpec:
+    """The team as a worker has it (pure): its queue without the dispatch check (the worker
+    runs what MultiKueue sends), and every member and group a viewer there. Work reaches a
+    worker only through the manager's queue: a member who could create Jobs on each worker of
+    a group would spend the grant once per worker, beside the manager's quota."""
+    return replace(
+        spec,
+        dispatch_check="",
+        members=tuple(replace(m, role="viewer") for m in spec.members),
+        provider_groups=tuple((group, "viewer") for group, _ in spec.provider_groups),
+    )
 
 
 def _record(worker: Cluster, trigger: str, began, outcome: Outcome | None, error) -> None:

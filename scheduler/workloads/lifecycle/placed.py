@@ -16,13 +16,15 @@ from scheduler.cluster.render.multikueue import cluster_object_name
 from scheduler.workloads.models import Workload
 
 
-def worker_of(queue_workload: dict | None) -> str:
+def worker_of(queue_workload: dict | None, known: str = "") -> str:
     """The registered worker a Kueue Workload was dispatched to ("" for none, or for a
     MultiKueueCluster that is not one of this portal's workers)."""
     object_name = ((queue_workload or {}).get("status") or {}).get("clusterName") or ""
     if not object_name:
         return ""
     instance = settings.PORTAL_INSTANCE
+    if known and cluster_object_name(instance, known) == object_name:
+        return known  # the worker it was seen on already: no query on the follower's path
     for name in Cluster.objects.workers().values_list("name", flat=True):
         if cluster_object_name(instance, name) == object_name:
             return name

@@ -359,7 +359,7 @@ def sync_workload(
         )
     if workload.owner_kind and not workload.gpu_model and queue_workloads:
         _learn_the_model(workload, pods, queue_workloads)
-    placed.record(workload, placed.worker_of(mine[0] if mine else None))
+    placed.record(workload, placed.worker_of(mine[0] if mine else None, workload.cluster))
     there = None
     if workload.cluster:  # dispatched by MultiKueue: its pods are on the worker
         there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
