@@ -41,9 +41,14 @@ def team_placement(tenant: Tenant) -> str:
 
 def check_same_place(tenant: Tenant, value: str) -> None:
     """A new grant runs where the team's others do: one ClusterQueue, one dispatch."""
-    current = team_placement(tenant)
-    holds = QuotaGrant.objects.filter(tenant=tenant).holding(timezone.now()).exists()
-    if holds and value != current:
+    held = (
+        QuotaGrant.objects.filter(tenant=tenant)
+        .holding(timezone.now())
+        .values_list("placement", flat=True)
+        .first()
+    )
+    current = held or placement.HOME
+    if held is not None and value != current:
         raise InvalidInput(
             f"{tenant.slug}'s grants run on {placement.describe(current)}; a team's work runs "
             "in one place (MultiKueue dispatches a whole queue): grant it there, or move the "
