@@ -15,7 +15,7 @@ from portal import queue_board
 from portal.borrowing import cohort_lines, with_lent_to
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads.kinds import manifests
-from scheduler.workloads.lifecycle import sync, watching
+from scheduler.workloads.lifecycle import reading, sync, watching
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import held_by_class, usage_by_tenant
 from tenants.models import Tenant
@@ -73,7 +73,7 @@ def sorts(monkeypatch):
         calls.append(len(pending))
         return real(pending)
 
-    monkeypatch.setattr(sync, "queue_places", counted)
+    monkeypatch.setattr(reading, "queue_places", counted)
     return calls
 
 

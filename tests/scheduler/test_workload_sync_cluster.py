@@ -15,7 +15,12 @@ from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
-from tests.scheduler.cluster_helpers import h100_h200_team, wait_for, wait_for_quota
+from tests.scheduler.cluster_helpers import (
+    h100_h200_team,
+    restricted_pod,
+    wait_for,
+    wait_for_quota,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db]
 
@@ -200,3 +205,50 @@ def test_a_workload_whose_sync_failed_in_a_full_resync_is_retried_by_the_next_ru
     looked_at, calls = sync_calls(kube)  # nothing changed on the cluster: only the retry
     assert looked_at == calls[("get", "Job")] == 1
     assert WorkloadSyncState.objects.get().retry_ids == []
+
+
+def queue_places(tenant):
+    return sorted(
+        Workload.objects.filter(tenant=tenant, state="queued").values_list(
+            "queue_position", flat=True
+        )
+    )
+
+
+def test_a_run_that_reads_many_namespaces_reads_the_cluster_whole_with_the_same_result(
+    kube, team, world, settings
+):
+    """With SYNC_WORKLOADS_WIDE_FROM met (1 here: one team's namespace stands for many), a
+    full resync reads the cluster in 8 lists whatever its size, follows the work made outside
+    the portal and records the same states and places as reading namespace by namespace, with
+    no GET of a Job."""
+    settings.SYNC_WORKLOADS_WIDE_FROM = 1
+    tenant, mig = team
+    submit_jobs(kube, world, tenant, mig, ["w0", "w1", "w2"])
+    outside = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "by-hand", "namespace": tenant.namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": restricted_pod("main", {mig.resource_name: 1})["spec"]},
+        },
+    }
+    kube.create(outside)
+    settle(kube)
+
+    looked_at, calls = sync_calls(kube, full=True)
+    assert looked_at == 4  # the three and the one made by hand, followed
+    assert Workload.objects.get(tenant=tenant, owner_kind="Job").k8s_name == "by-hand"
+    assert not {k for k in calls if k[0] == "get"}  # no GET per workload or per object
+    wide = {("list", kind): 1 for kind in ("Pod", "KueueWorkload", "Job", "Deployment")}
+    wide[("list", "Event")] = 4  # one per reason the sync looks at
+    cursors = {("list", kind): 1 for kind in KINDS}  # one-item lists for the watches' cursors
+    assert calls == {k: wide.get(k, 0) + cursors.get(k, 0) for k in {*wide, *cursors}}
+    wide_result = (states(tenant), queue_places(tenant))
+    assert wide_result == (["queued", "queued", "running", "running"], [1, 2])
+
+    settings.SYNC_WORKLOADS_WIDE_FROM = 1000  # namespace by namespace: the same result
+    looked_at, calls = sync_calls(kube, full=True)
+    assert looked_at == 4 and calls[("get", "Job")] == 4
+    assert (states(tenant), queue_places(tenant)) == wide_result

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core.locks import advisory_lock
 from scheduler.workloads.lifecycle import watching
-from scheduler.workloads.lifecycle.sync import NamespaceReading
+from scheduler.workloads.lifecycle.reading import NamespaceReading
 from scheduler.workloads.lifecycle.watching import LiveRef, touched_workloads
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from tests.scheduler.factories import WorkloadFactory

@@ -9,7 +9,7 @@ object. What is pure (owners, asks, pods) is `kinds/owners.py`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -22,6 +22,7 @@ from core import audit
 from scheduler.cluster.kube import KubeGateway
 from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, Observation
+from scheduler.workloads.lifecycle.reading import NamespaceReading
 from scheduler.workloads.lifecycle.sync import change_state
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.models import Tenant
@@ -54,10 +55,17 @@ def _not_the_portals(queue_workloads: list[dict]) -> list[dict]:
     ]
 
 
-def follow_new(kube: KubeGateway, queue_workloads: Iterable[dict]) -> list[int]:
+def follow_new(
+    kube: KubeGateway,
+    queue_workloads: Iterable[dict],
+    readings: Mapping[str, NamespaceReading] | None = None,
+) -> list[int]:
     """Record a workload for each top-level object behind these Kueue Workloads that lives in
     a team's namespace, was not made by the portal, has not finished and is not followed yet;
-    returns the new rows' ids. Safe to run twice: a followed object is found by its uid."""
+    returns the new rows' ids. Pods and objects come from `readings` where the run read the
+    cluster already, else a list a namespace and a GET an object. Safe to run twice: a
+    followed object is found by its uid."""
+    readings = readings or {}
     candidates = [w for w in queue_workloads if not owners.is_finished(w) and w.get("metadata")]
     candidates = _not_the_portals(candidates)
     if not candidates:
@@ -84,12 +92,20 @@ def follow_new(kube: KubeGateway, queue_workloads: Iterable[dict]) -> list[int]:
             continue
         namespace = queue_workload["metadata"]["namespace"]
         if namespace not in pods_read:
-            pods_read[namespace] = {p["metadata"]["name"]: p for p in kube.list("Pod", namespace)}
+            pods = readings[namespace].all_pods if namespace in readings else None
+            pods_read[namespace] = {
+                p["metadata"]["name"]: p
+                for p in (kube.list("Pod", namespace) if pods is None else pods)
+            }
         owner = owners.owner_of(queue_workload, pods_read[namespace])
         if owner is None or (namespace, owner.kind, owner.name) in live:
             continue
         live.add((namespace, owner.kind, owner.name))
-        obj = kube.get(owner.kind, owner.name, namespace)
+        obj = (
+            readings[namespace].object(kube, owner.kind, owner.name, namespace)
+            if namespace in readings
+            else kube.get(owner.kind, owner.name, namespace)
+        )
         if obj is None:
             continue
         uid = obj["metadata"].get("uid", "")

@@ -7,9 +7,8 @@ the API server. The periodic, change-driven sync over the fleet is `watching.py`
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from django.db import transaction
 from django.db.models import Max
@@ -25,10 +24,8 @@ from scheduler.workloads.kinds import gang, owners, serving
 from scheduler.workloads.kinds.from_row import spec_for
 from scheduler.workloads.kinds.manifests import (
     KUEUE_JOB_UID_LABEL,
-    PREEMPTION_REASONS,
     Observation,
     observe,
-    queue_places,
     queue_position,
     render_hpa,
     render_service,
@@ -36,14 +33,20 @@ from scheduler.workloads.kinds.manifests import (
 )
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import placed
+from scheduler.workloads.lifecycle.reading import (
+    EVENT_REASONS,
+    NamespaceReading,
+    list_queue_workloads,
+    newest_first,
+    read_for,
+    read_namespace,
+)
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.notifications import notify
 
 log = logging.getLogger(__name__)
 
 WORKLOAD_FIELDS = ["state", "reason"]
-# The cluster events `observe` reads: preemptions, and pods the API server refused to create.
-EVENT_REASONS = frozenset({*PREEMPTION_REASONS, "FailedCreate"})
 
 
 def change_state(
@@ -204,10 +207,6 @@ def _kube_kind(workload: Workload) -> str:
     return "Job" if workload.kind == Workload.Kind.JOB else "Deployment"
 
 
-def _newest_first(pods: list[dict]) -> list[dict]:
-    return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
-
-
 def workload_pods(kube: KubeGateway, workload: Workload) -> list[dict]:
     if workload.owner_kind:  # no label of the portal's: its pods are those its object owns
         pods = owners.own_pods(
@@ -220,70 +219,7 @@ def workload_pods(kube: KubeGateway, workload: Workload) -> list[dict]:
         pods = kube.list(
             "Pod", workload.namespace, label_selector=f"{WORKLOAD_LABEL}={workload.pk}"
         )
-    return _newest_first(pods)
-
-
-def list_queue_workloads(kube: KubeGateway, namespace: str) -> list[dict] | None:
-    """Kueue's Workloads in a namespace (None where Kueue is not installed)."""
-    try:
-        return kube.list("KueueWorkload", namespace)
-    except PermanentClusterError:
-        return None
-
-
-@dataclass
-class NamespaceReading:
-    """One namespace as the periodic sync reads it once for all its workloads: its pods (the
-    portal's by workload id), the events and Kueue's Workloads (three list calls per
-    namespace, instead of three per workload)."""
-
-    pods: dict[str, list[dict]]
-    events: list[dict]
-    queue_workloads: list[dict] | None
-    all_pods: list[dict] = field(default_factory=list)  # work made outside the portal's too
-    # Built on first use, once per reading: looked up per workload, a namespace of N workloads
-    # costs N, where a scan and a sort of the namespace per workload cost N² (issue 55).
-    _places: dict | None = field(default=None, repr=False, compare=False)
-    _by_job_uid: dict | None = field(default=None, repr=False, compare=False)
-    _observed: list | None = field(default=None, repr=False, compare=False)
-
-    def queue_workloads_for(self, workload: Workload) -> list[dict]:
-        """`queue_workloads_of` the reading's Kueue Workloads, from an index by job uid."""
-        if workload.kind != Workload.Kind.JOB:
-            return self.queue_workloads or []
-        if self._by_job_uid is None:
-            grouped: dict[str | None, list[dict]] = defaultdict(list)
-            for w in self.queue_workloads or []:
-                grouped[(w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID_LABEL)].append(w)
-            self._by_job_uid = {uid: _newest_first(ws) for uid, ws in grouped.items()}
-        return self._by_job_uid.get(workload.k8s_uid, [])
-
-    def place(self, queue_workload: dict) -> int | None:
-        """`queue_position` among the reading's Kueue Workloads (one sort per reading)."""
-        if self._places is None:
-            self._places = queue_places(self.queue_workloads or [])
-        return self._places.get((queue_workload.get("metadata") or {}).get("name"))
-
-    def observed_events(self) -> list[dict]:
-        """The events `observe` reads (EVENT_REASONS), picked out once per reading."""
-        if self._observed is None:
-            self._observed = [e for e in self.events if e.get("reason") in EVENT_REASONS]
-        return self._observed
-
-
-def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
-    pods: dict[str, list[dict]] = defaultdict(list)
-    everything = kube.list("Pod", namespace)
-    for pod in everything:
-        label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
-        if label is not None:
-            pods[label].append(pod)
-    return NamespaceReading(
-        pods={k: _newest_first(v) for k, v in pods.items()},
-        events=kube.list("Event", namespace),
-        queue_workloads=list_queue_workloads(kube, namespace),
-        all_pods=everything,
-    )
+    return newest_first(pods)
 
 
 def queue_workloads_of(workload: Workload, queue_workloads: list[dict]) -> list[dict]:
@@ -324,21 +260,23 @@ def sync_workload(
         return workload
     if workload.cluster_created_at is None:
         return create_in_cluster(kube, workload.pk)
-    obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
     if reading is None:
+        obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
         pods = workload_pods(kube, workload)
         all_events = kube.list("Event", workload.namespace)
         queue_workloads = list_queue_workloads(kube, workload.namespace)
-    elif workload.owner_kind:
-        pods = _newest_first(
-            owners.own_pods(
-                workload.owner_kind, workload.k8s_name, workload.k8s_uid, reading.all_pods
-            )
-        )
-        all_events, queue_workloads = reading.observed_events(), reading.queue_workloads
     else:
-        pods = reading.pods.get(str(workload.pk), [])
+        obj = reading.object(kube, _kube_kind(workload), workload.k8s_name, workload.namespace)
         all_events, queue_workloads = reading.observed_events(), reading.queue_workloads
+        pods = (
+            newest_first(
+                owners.own_pods(
+                    workload.owner_kind, workload.k8s_name, workload.k8s_uid, reading.all_pods
+                )
+            )
+            if workload.owner_kind
+            else reading.pods.get(str(workload.pk), [])
+        )
     events = [e for e in all_events if e.get("reason") in EVENT_REASONS and _involves(e, workload)]
     mine: list[dict] | None
     if workload.owner_kind:
@@ -388,6 +326,10 @@ def sync_workload(
         and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
     ):
         change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
+    elif (workload.state, workload.reason, workload.message, workload.queue_position) == (
+        obs.state, obs.reason, obs.message, position,
+    ):  # fmt: skip
+        return workload  # as it was read: no row lock, no write (most syncs of a busy fleet)
     change_state(workload.pk, obs, position=position)
     return Workload.objects.get(pk=workload.pk)
 
@@ -415,11 +357,14 @@ def _learn_the_model(workload: Workload, pods: list[dict], queue_workloads: list
 
 
 def sync_each(
-    kube: KubeGateway, workloads: Iterable[tuple[int, str]]
+    kube: KubeGateway,
+    workloads: Iterable[tuple[int, str]],
+    readings: dict[str, NamespaceReading] | None = None,
 ) -> tuple[dict[str, NamespaceReading], list[int]]:
-    """Sync (workload id, namespace) pairs, reading each namespace once; returns the readings
-    and the ids whose sync failed on a cluster error (logged)."""
-    readings: dict[str, NamespaceReading] = {}
+    """Sync (workload id, namespace) pairs, from `readings` where given (`reading.read_for`),
+    else reading each namespace once; returns the readings and the ids whose sync failed on a
+    cluster error (logged)."""
+    readings = dict(readings or {})
     failed: list[int] = []
     for pk, namespace in workloads:
         try:
@@ -434,16 +379,23 @@ def sync_each(
 
 def sync_all_live_workloads(kube: KubeGateway) -> int:
     """The full, level-triggered sync: every workload that is not over yet, reading each
-    namespace once (3 lists a namespace and a GET a workload); returns how many were looked
-    at. The periodic sync falls back to it (first run, expired cursors, and every
-    SYNC_WORKLOADS_FULL_EVERY_S), so whatever a watch missed is repaired."""
+    namespace once (3 lists a namespace and a GET a workload) or, with many namespaces, the
+    cluster whole (`reading.read_for`); returns how many were looked at. The periodic sync
+    falls back to it (first run, expired cursors, and every SYNC_WORKLOADS_FULL_EVERY_S), so
+    whatever a watch missed is repaired."""
     return sync_all_live(kube)[0]
 
 
-def sync_all_live(kube: KubeGateway) -> tuple[int, list[int]]:
-    """How many live workloads the full sync looked at, and the ids whose sync failed."""
+def sync_all_live(
+    kube: KubeGateway, readings: dict[str, NamespaceReading] | None = None
+) -> tuple[int, list[int]]:
+    """How many live workloads the full sync looked at, and the ids whose sync failed; from
+    `readings` where the caller read the cluster already."""
     live = list(Workload.objects.live().values_list("pk", "namespace"))
-    _, failed = sync_each(kube, live)
+    if readings is None:
+        namespaces = {namespace for _, namespace in live}
+        readings = read_for(kube, namespaces, len(namespaces))
+    _, failed = sync_each(kube, live, readings)
     return len(live), failed
 
 

@@ -20,10 +20,14 @@ from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
-from scheduler.workloads.lifecycle.sync import (
+from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
     NamespaceReading,
     list_queue_workloads,
+    queue_workloads_in,
+    read_for,
+)
+from scheduler.workloads.lifecycle.sync import (
     named_after,
     sync_all_live,
     sync_all_live_workloads,
@@ -224,11 +228,14 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
     except ClusterError as exc:  # no cursors: the next run is a full one again
         log.warning("workload sync cannot take watch cursors: %s", exc)
         return sync_all_live_workloads(kube)
+    namespaces = set(Workload.objects.live().values_list("namespace", flat=True))
+    readings = read_for(kube, namespaces, len(namespaces))  # the cluster whole, if it pays
     try:  # work made outside the portal and not followed yet: one list, cluster-wide
-        follow_new(kube, kube.list("KueueWorkload"))
+        queued = queue_workloads_in(readings) if readings else kube.list("KueueWorkload")
+        follow_new(kube, queued, readings)
     except ClusterError as exc:
         log.warning("workload sync cannot read Kueue's Workloads: %s", exc)
-    looked_at, failed = sync_all_live(kube)
+    looked_at, failed = sync_all_live(kube, readings)
     # those whose sync failed are retried by the next run, not the next full resync
     state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
     state.save()
@@ -279,14 +286,22 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             for pk, ns, _, _, created in live
             if pk in touched.ids or pk in retry or created is None
         ]
+        # many namespaces to read: the cluster whole, in a few lists
+        readings = read_for(
+            kube,
+            {ns for _, ns in todo}
+            | touched.queue_namespaces
+            | {(w.get("metadata") or {}).get("namespace", "") for w in touched.unknown},
+            len({ns for _, ns, _, _, _ in live}),
+        )
         if touched.unknown:
             try:  # one that fails is followed by the next full resync, the rest go on now
-                new = follow_new(kube, touched.unknown)
+                new = follow_new(kube, touched.unknown, readings)
             except ClusterError as exc:
                 log.warning("work made outside the portal not followed yet: %s", exc)
                 new = []
             todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
-        readings, failed = sync_each(kube, todo)
+        readings, failed = sync_each(kube, todo, readings)
         try:
             refresh_queue_positions(
                 kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}

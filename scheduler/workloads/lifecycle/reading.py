@@ -1,0 +1,179 @@
+"""What the workload sync reads of the cluster once for many workloads: a namespace's pods, the
+events it looks at and Kueue's Workloads, per namespace (three lists) or, when a run reads many
+namespaces, cluster-wide (a few lists in all, whatever the number of namespaces, and no GET per
+workload for Jobs and Deployments). `sync.py` syncs each workload from a reading."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from core.errors import ClusterError, PermanentClusterError
+from scheduler.cluster.kube import KubeGateway
+from scheduler.workloads.kinds.manifests import (
+    KUEUE_JOB_UID_LABEL,
+    PREEMPTION_REASONS,
+    queue_places,
+)
+from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.models import Workload
+
+log = logging.getLogger(__name__)
+
+# The cluster events `observe` reads: preemptions, and pods the API server refused to create.
+EVENT_REASONS = frozenset({*PREEMPTION_REASONS, "FailedCreate"})
+# The kinds a cluster-wide reading lists whole, so a workload's own object needs no GET: the
+# portal's own kinds, and what most work made outside it is.
+WIDE_KINDS = ("Job", "Deployment")
+# A run reads cluster-wide when it would read at least SYNC_WORKLOADS_WIDE_FROM namespaces and
+# this share of those with live work (fewer, and three lists each cost less than reading all).
+WIDE_FROM_SHARE = 0.25
+
+
+def newest_first(objects: list[dict]) -> list[dict]:
+    return sorted(objects, key=lambda o: o["metadata"].get("creationTimestamp") or "", reverse=True)
+
+
+def list_queue_workloads(kube: KubeGateway, namespace: str | None = None) -> list[dict] | None:
+    """Kueue's Workloads in a namespace, or everywhere (None where Kueue is not installed)."""
+    try:
+        return kube.list("KueueWorkload", namespace)
+    except PermanentClusterError:
+        return None
+
+
+@dataclass
+class NamespaceReading:
+    """One namespace as the sync reads it once for all its workloads: its pods (the portal's by
+    workload id), the events and Kueue's Workloads, and objects by kind and name: its pods, and
+    where it was read cluster-wide its Jobs and Deployments (a kind not read is fetched by a GET
+    per workload)."""
+
+    pods: dict[str, list[dict]]
+    events: list[dict]
+    queue_workloads: list[dict] | None
+    all_pods: list[dict] = field(default_factory=list)  # work made outside the portal's too
+    objects: dict[str, dict[str, dict]] = field(default_factory=dict)  # kind -> name -> object
+    # Built on first use, once per reading: looked up per workload, a namespace of N workloads
+    # costs N, where a scan and a sort of the namespace per workload cost N² (issue 55).
+    _places: dict | None = field(default=None, repr=False, compare=False)
+    _by_job_uid: dict | None = field(default=None, repr=False, compare=False)
+    _observed: list | None = field(default=None, repr=False, compare=False)
+
+    def object(self, kube: KubeGateway, kind: str, name: str, namespace: str) -> dict | None:
+        """The object of that kind and name: from the reading where it listed the kind (None:
+        it does not exist), else one GET."""
+        if kind in self.objects:
+            return self.objects[kind].get(name)
+        return kube.get(kind, name, namespace)
+
+    def queue_workloads_for(self, workload: Workload) -> list[dict]:
+        """`queue_workloads_of` the reading's Kueue Workloads, from an index by job uid."""
+        if workload.kind != Workload.Kind.JOB:
+            return self.queue_workloads or []
+        if self._by_job_uid is None:
+            grouped: dict[str | None, list[dict]] = defaultdict(list)
+            for w in self.queue_workloads or []:
+                grouped[(w["metadata"].get("labels") or {}).get(KUEUE_JOB_UID_LABEL)].append(w)
+            self._by_job_uid = {uid: newest_first(ws) for uid, ws in grouped.items()}
+        return self._by_job_uid.get(workload.k8s_uid, [])
+
+    def place(self, queue_workload: dict) -> int | None:
+        """`queue_position` among the reading's Kueue Workloads (one sort per reading)."""
+        if self._places is None:
+            self._places = queue_places(self.queue_workloads or [])
+        return self._places.get((queue_workload.get("metadata") or {}).get("name"))
+
+    def observed_events(self) -> list[dict]:
+        """The events `observe` reads (EVENT_REASONS), picked out once per reading."""
+        if self._observed is None:
+            self._observed = [e for e in self.events if e.get("reason") in EVENT_REASONS]
+        return self._observed
+
+
+def _by_workload(pods: Iterable[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for pod in pods:
+        label = (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+        if label is not None:
+            grouped[label].append(pod)
+    return {k: newest_first(v) for k, v in grouped.items()}
+
+
+def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
+    everything = kube.list("Pod", namespace)
+    return NamespaceReading(
+        pods=_by_workload(everything),
+        events=kube.list("Event", namespace),
+        queue_workloads=list_queue_workloads(kube, namespace),
+        all_pods=everything,
+        objects={"Pod": {p["metadata"]["name"]: p for p in everything}},
+    )
+
+
+def reads_wide(namespaces: int, live_namespaces: int, wide_from: int) -> bool:
+    """Whether a run that reads `namespaces` of the `live_namespaces` holding live work reads
+    cluster-wide: a few lists whatever the number of namespaces, against three a namespace and
+    a GET a workload, but they carry every namespace's objects."""
+    return namespaces >= max(1, wide_from) and namespaces >= WIDE_FROM_SHARE * live_namespaces
+
+
+def read_wide(kube: KubeGateway, namespaces: Iterable[str]) -> dict[str, NamespaceReading]:
+    """Every namespace's reading from cluster-wide lists: pods, the events `observe` reads (one
+    list per reason: the events API selects a field by equality only), Kueue's Workloads, and
+    Jobs and Deployments whole. A reading for each of `namespaces` and for every namespace that
+    has Kueue Workloads, empty where the cluster holds nothing of it."""
+    in_namespace: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+
+    def spread(what: str, items: Iterable[dict]) -> None:
+        for item in items:
+            in_namespace[(item.get("metadata") or {}).get("namespace", "")][what].append(item)
+
+    spread("Pod", kube.list("Pod"))
+    for reason in sorted(EVENT_REASONS):
+        spread("Event", kube.list("Event", field_selector=f"reason={reason}"))
+    queue_workloads = list_queue_workloads(kube)
+    spread("KueueWorkload", queue_workloads or [])
+    for kind in WIDE_KINDS:
+        spread(kind, kube.list(kind))
+    wanted = set(namespaces) | {
+        (w.get("metadata") or {}).get("namespace", "") for w in queue_workloads or []
+    }
+    readings = {}
+    for namespace in wanted:
+        read = in_namespace.get(namespace, {})
+        readings[namespace] = NamespaceReading(
+            pods=_by_workload(read.get("Pod", [])),
+            events=read.get("Event", []),
+            queue_workloads=None if queue_workloads is None else read.get("KueueWorkload", []),
+            all_pods=read.get("Pod", []),
+            objects={
+                kind: {o["metadata"]["name"]: o for o in read.get(kind, [])}
+                for kind in ("Pod", *WIDE_KINDS)
+            },
+        )
+    return readings
+
+
+def read_for(
+    kube: KubeGateway, namespaces: set[str], live_namespaces: int
+) -> dict[str, NamespaceReading]:
+    """Cluster-wide readings for a run that reads these namespaces, where `reads_wide`; else
+    none, and each namespace is read when first needed. A wide reading that fails leaves the
+    run to read namespace by namespace (what fails there is retried by the next run)."""
+    if not reads_wide(len(namespaces), live_namespaces, settings.SYNC_WORKLOADS_WIDE_FROM):
+        return {}
+    try:
+        return read_wide(kube, namespaces)
+    except ClusterError as exc:
+        log.warning("cannot read the cluster whole, reading namespace by namespace: %s", exc)
+        return {}
+
+
+def queue_workloads_in(readings: dict[str, NamespaceReading]) -> list[dict]:
+    """Every Kueue Workload of wide readings (they hold every namespace that has one)."""
+    return [w for r in readings.values() for w in r.queue_workloads or []]

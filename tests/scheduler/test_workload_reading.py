@@ -1,0 +1,84 @@
+"""The sync's cluster-wide reading without the cluster (pure): when a run reads the cluster whole
+instead of namespace by namespace, and how the cluster-wide lists are spread into one reading
+per namespace, with the calls they cost whatever the number of namespaces."""
+
+from collections import Counter
+
+from scheduler.workloads.lifecycle.reading import (
+    EVENT_REASONS,
+    queue_workloads_in,
+    read_wide,
+    reads_wide,
+)
+
+
+def obj(kind, name, namespace, **extra):
+    return {"kind": kind, "metadata": {"name": name, "namespace": namespace, **extra}}
+
+
+class Cluster:
+    """Cluster-wide lists, counted; a GET would be a defect of a wide reading."""
+
+    def __init__(self, namespaces):
+        self.calls = Counter()
+        self.items = {
+            "Pod": [
+                obj("Pod", f"p-{ns}", ns, labels={"gpu-portal.io/workload": str(i)})
+                for i, ns in enumerate(namespaces)
+            ]
+            + [obj("Pod", "outside", namespaces[0])],
+            "KueueWorkload": [obj("KueueWorkload", f"job-j-{ns}", ns) for ns in namespaces],
+            "Job": [obj("Job", "j", ns) for ns in namespaces],
+            "Deployment": [obj("Deployment", "coredns", "kube-system")],
+        }
+        self.events = [
+            {**obj("Event", f"e-{r}", namespaces[0]), "reason": r} for r in EVENT_REASONS
+        ]
+
+    def list(self, kind, namespace=None, *, label_selector="", field_selector=""):
+        assert namespace is None and not label_selector
+        self.calls[("list", kind)] += 1
+        if kind == "Event":
+            reason = field_selector.removeprefix("reason=")
+            return [e for e in self.events if e["reason"] == reason]
+        return self.items[kind]
+
+    def get(self, kind, name, namespace=None):
+        raise AssertionError(f"a GET of {kind} {namespace}/{name}")
+
+
+def test_a_run_reads_wide_from_enough_namespaces_and_a_quarter_of_those_with_live_work():
+    assert not reads_wide(7, 7, wide_from=8)
+    assert reads_wide(8, 8, wide_from=8)
+    assert reads_wide(8, 32, wide_from=8)
+    assert not reads_wide(8, 33, wide_from=8)  # 8 of 33 changed: reading all would cost more
+    assert not reads_wide(0, 0, wide_from=0)  # nothing to read: nothing is read
+
+
+def test_a_wide_reading_costs_the_same_calls_for_3_or_300_namespaces():
+    costs = []
+    for n in (3, 300):
+        namespaces = [f"team-{i}" for i in range(n)]
+        cluster = Cluster(namespaces)
+        readings = read_wide(cluster, namespaces + ["quiet"])
+        costs.append(dict(cluster.calls))
+        assert set(readings) == {*namespaces, "quiet"}
+        assert len(queue_workloads_in(readings)) == n
+    assert costs[0] == costs[1]
+    assert sum(costs[0].values()) == 4 + len(EVENT_REASONS)
+
+
+def test_each_namespace_gets_its_own_objects_and_nothing_of_the_others():
+    cluster = Cluster(["a", "b"])
+    readings = read_wide(cluster, ["a", "b", "quiet"])
+    a, quiet = readings["a"], readings["quiet"]
+    assert a.pods == {"0": [cluster.items["Pod"][0]]}  # the portal's, by workload id
+    assert {p["metadata"]["name"] for p in a.all_pods} == {"p-a", "outside"}
+    assert [w["metadata"]["name"] for w in a.queue_workloads] == ["job-j-a"]
+    assert {e["reason"] for e in a.observed_events()} == set(EVENT_REASONS)
+    # its Job from the list: no GET; one it does not hold does not exist
+    assert a.object(cluster, "Job", "j", "a") == cluster.items["Job"][0]
+    assert a.object(cluster, "Job", "gone", "a") is None
+    assert a.object(cluster, "Pod", "outside", "a")["metadata"]["name"] == "outside"
+    assert (quiet.pods, quiet.queue_workloads, quiet.events) == ({}, [], [])
+    assert quiet.object(cluster, "Deployment", "coredns", "quiet") is None
