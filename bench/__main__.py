@@ -85,6 +85,12 @@ def main() -> int:
     scale.add_argument("--jobs", type=int, default=5000, help="Jobs per run (5000, 10000, 20000)")
     scale.add_argument("--rate", type=float, default=50.0, help="Jobs submitted per second")
     scale.add_argument("--run-s", type=float, default=5.0, help="each Job's run time")
+    scale.add_argument(
+        "--ingest-every-s",
+        type=float,
+        default=10.0,
+        help="the metering ingest's period beside the sync (the portal's default is 60 s)",
+    )
     args = parser.parse_args()
     django.setup()
     # The one place bench loads its benchmarks: they import models, which need django.setup().
@@ -137,6 +143,7 @@ def main() -> int:
             jobs=args.jobs,
             per_s=args.rate,
             run_s=args.run_s,
+            ingest_every_s=args.ingest_every_s,
             profile_dir=args.profile,
         )
     if args.only == "fleet":  # starts a second local cluster: on its own
