@@ -94,6 +94,36 @@ def test_the_queue_places_refresh_sorts_a_namespace_once(deep_queue, sorts):
     assert places == {"u0": None, **{f"u{i}": i for i in range(1, 12)}}
 
 
+def test_the_places_of_many_namespaces_are_read_in_one_query_and_written_in_one(
+    deep_queue, django_assert_num_queries
+):
+    """A query per namespace to read its waiting workloads, and an UPDATE per workload whose
+    place moved, made a refresh of a thousand teams' queues thousands of statements."""
+    others = []
+    for ns in ("ns-deep-2", "ns-deep-3"):
+        on_cluster = {"state": "queued", "namespace": ns, "cluster_created_at": timezone.now()}
+        others += [WorkloadFactory(k8s_uid=f"{ns}-{i}", k8s_name=f"{ns}-{i}", **on_cluster)
+                   for i in range(3)]  # fmt: skip
+    readings = {
+        NS: sync.NamespaceReading(pods={}, events=[], queue_workloads=Cluster(deep_queue).queue)
+    }
+    for ns in ("ns-deep-2", "ns-deep-3"):
+        mine = [w for w in others if w.namespace == ns]
+        queue = Cluster(mine).queue
+        for w in queue:
+            w["metadata"]["namespace"] = ns
+        readings[ns] = sync.NamespaceReading(pods={}, events=[], queue_workloads=queue)
+    Workload.objects.filter(pk=deep_queue[5].pk).update(state=Workload.State.RUNNING)
+    with django_assert_num_queries(2):  # no kube call either: every namespace was read
+        watching.refresh_queue_positions(None, [NS, "ns-deep-2", "ns-deep-3"], readings, set())
+    places = dict(Workload.objects.values_list("k8s_uid", "queue_position"))
+    assert places == {
+        **{f"u{i}": i + 1 for i in range(12) if i != 5},
+        "u5": None,  # running by now: not given a place
+        **{f"{ns}-{i}": i + 1 for ns in ("ns-deep-2", "ns-deep-3") for i in range(3)},
+    }
+
+
 def test_queue_places_agree_with_the_place_of_each():
     queue = [
         queue_workload("b", "u1", "2026-01-01T00:01:00Z"),

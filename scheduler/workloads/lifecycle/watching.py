@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db.models import Case, IntegerField, Value, When
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
@@ -199,27 +200,47 @@ def refresh_queue_positions(
 ) -> None:
     """Queued workloads keep their place in the queue up to date when the queue changes, also
     those nothing else changed for (their own Kueue Workload stays the same when the one ahead
-    is admitted): one list of Kueue's Workloads per namespace, no GET."""
-    for namespace in namespaces:
-        waiting = list(
-            Workload.objects.filter(
-                namespace=namespace, state=Workload.State.QUEUED, cluster_created_at__isnull=False
-            ).exclude(pk__in=synced)
+    is admitted): one list of Kueue's Workloads per namespace not read yet, no GET; one query
+    reads the waiting workloads of every namespace and one writes the places that moved."""
+    waiting: dict[str, list[Workload]] = defaultdict(list)
+    for workload in (
+        Workload.objects.filter(
+            namespace__in=list(namespaces),
+            state=Workload.State.QUEUED,
+            cluster_created_at__isnull=False,
         )
-        if not waiting:
-            continue
+        .exclude(pk__in=synced)
+        .only("pk", "namespace", "kind", "k8s_uid", "queue_position")
+    ):
+        waiting[workload.namespace].append(workload)
+    moved: dict[int, int | None] = {}
+    for namespace, workloads in waiting.items():
         reading = readings.get(namespace) or NamespaceReading(
             pods={}, events=[], queue_workloads=list_queue_workloads(kube, namespace)
         )
         if reading.queue_workloads is None:
             continue
-        for workload in waiting:  # indexed and sorted once per namespace, not per workload
+        for workload in workloads:  # indexed and sorted once per namespace, not per workload
             mine = reading.queue_workloads_for(workload)
             position = reading.place(mine[0]) if mine else None
             if position != workload.queue_position:
-                Workload.objects.filter(pk=workload.pk, state=Workload.State.QUEUED).update(
-                    queue_position=position, updated_at=timezone.now()
-                )
+                moved[workload.pk] = position
+    place(moved)
+
+
+def place(moved: Mapping[int, int | None], chunk: int = 500) -> None:
+    """Write new places in their queues, a statement per `chunk` workloads (not one each: a
+    deep queue placed for the first time moved thousands), to those still queued."""
+    items, now = list(moved.items()), timezone.now()
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        Workload.objects.filter(pk__in=[pk for pk, _ in part], state=Workload.State.QUEUED).update(
+            queue_position=Case(
+                *(When(pk=pk, then=Value(p, output_field=IntegerField())) for pk, p in part),
+                output_field=IntegerField(),
+            ),
+            updated_at=now,
+        )
 
 
 def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Watched, ...]) -> int:
