@@ -250,12 +250,18 @@ def _involves(event: dict, workload: Workload) -> bool:
 
 
 def sync_workload(
-    kube: KubeGateway, workload_id: int, reading: NamespaceReading | None = None
+    kube: KubeGateway,
+    workload_id: int,
+    reading: NamespaceReading | None = None,
+    *,
+    row: Workload | None = None,
 ) -> Workload | None:
     """Read the workload's object, pods, events and Kueue's Workloads (from `reading` when the
     caller read its namespace already); record a change of state. Work that Kueue evicted is
-    recorded as preempted and then queued again, with what Kueue said took its place."""
-    workload = Workload.objects.select_related("tenant").filter(pk=workload_id).first()
+    recorded as preempted and then queued again, with what Kueue said took its place. `row`:
+    the workload as the caller read it with many others (a change is made under a lock of its
+    own row, read again)."""
+    workload = row or Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
     if workload.cluster_created_at is None:
@@ -311,8 +317,6 @@ def sync_workload(
         counts = serving.replica_counts(obj, pods)
         if counts != (workload.held_replicas, workload.desired_replicas):  # no lock otherwise
             record_scale(workload.pk, *counts)
-    if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
-        return workload  # given back for idleness: it stays so until resumed (suspending.py)
     position = None
     if obs.state == Workload.State.QUEUED and mine:
         position = (
@@ -320,16 +324,19 @@ def sync_workload(
             if reading is not None
             else queue_position(mine[0], queue_workloads or [])
         )
+    seen = (workload.state, workload.reason, workload.message, workload.queue_position)
+    if seen == (obs.state, obs.reason, obs.message, position):
+        return workload  # as it was read: no row lock, no write (most syncs of a busy fleet)
+    if row is not None:  # read with many others at the run's start: decide on the row as it is
+        workload.refresh_from_db(fields=["state"])
+    if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
+        return workload  # given back for idleness: it stays so until resumed (suspending.py)
     if (
         obs.state == Workload.State.QUEUED
         and obs.reason == "Preempted"
         and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
     ):
         change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
-    elif (workload.state, workload.reason, workload.message, workload.queue_position) == (
-        obs.state, obs.reason, obs.message, position,
-    ):  # fmt: skip
-        return workload  # as it was read: no row lock, no write (most syncs of a busy fleet)
     change_state(workload.pk, obs, position=position)
     return Workload.objects.get(pk=workload.pk)
 
@@ -366,11 +373,15 @@ def sync_each(
     cluster error (logged)."""
     readings = dict(readings or {})
     failed: list[int] = []
-    for pk, namespace in workloads:
+    pairs = list(workloads)
+    rows = Workload.objects.select_related("tenant").in_bulk([pk for pk, _ in pairs])
+    for pk, namespace in pairs:
+        if pk not in rows:
+            continue  # deleted since it was listed
         try:
             if namespace not in readings:
                 readings[namespace] = read_namespace(kube, namespace)
-            sync_workload(kube, pk, readings[namespace])
+            sync_workload(kube, pk, readings[namespace], row=rows[pk])
         except ClusterError as exc:
             log.warning("sync of workload %s failed: %s", pk, exc)
             failed.append(pk)
