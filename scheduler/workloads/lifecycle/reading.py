@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -122,24 +123,28 @@ def reads_wide(namespaces: int, live_namespaces: int, wide_from: int) -> bool:
     return namespaces >= max(1, wide_from) and namespaces >= WIDE_FROM_SHARE * live_namespaces
 
 
-def read_wide(kube: KubeGateway, namespaces: Iterable[str]) -> dict[str, NamespaceReading]:
-    """Every namespace's reading from cluster-wide lists: pods, the events `observe` reads (one
-    list per reason: the events API selects a field by equality only), Kueue's Workloads, and
-    Jobs and Deployments whole. A reading for each of `namespaces` and for every namespace that
-    has Kueue Workloads, empty where the cluster holds nothing of it."""
+def read_wide(
+    kube: KubeGateway, namespaces: Iterable[str], queue_workloads: list[dict] | None = None
+) -> dict[str, NamespaceReading]:
+    """Every namespace's reading from cluster-wide lists, made at once: pods, the events
+    `observe` reads (one list per reason: the events API selects a field by equality only),
+    Kueue's Workloads (`queue_workloads` where the caller listed them already), and Jobs and
+    Deployments whole. A reading for each of `namespaces` and for every namespace that has
+    Kueue Workloads, empty where the cluster holds nothing of it."""
+    lists = [
+        ("Pod", ""),
+        *(("Event", f"reason={reason}") for reason in sorted(EVENT_REASONS)),
+        *((kind, "") for kind in WIDE_KINDS),
+    ]
+    with ThreadPoolExecutor(len(lists) + 1) as pool:  # their wall time is the longest one's
+        queued = pool.submit(list_queue_workloads, kube) if queue_workloads is None else None
+        listed = list(pool.map(lambda q: (q[0], kube.list(q[0], field_selector=q[1])), lists))
+        if queued is not None:
+            queue_workloads = queued.result()
     in_namespace: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-
-    def spread(what: str, items: Iterable[dict]) -> None:
+    for what, items in [*listed, ("KueueWorkload", queue_workloads or [])]:
         for item in items:
             in_namespace[(item.get("metadata") or {}).get("namespace", "")][what].append(item)
-
-    spread("Pod", kube.list("Pod"))
-    for reason in sorted(EVENT_REASONS):
-        spread("Event", kube.list("Event", field_selector=f"reason={reason}"))
-    queue_workloads = list_queue_workloads(kube)
-    spread("KueueWorkload", queue_workloads or [])
-    for kind in WIDE_KINDS:
-        spread(kind, kube.list(kind))
     wanted = set(namespaces) | {
         (w.get("metadata") or {}).get("namespace", "") for w in queue_workloads or []
     }
@@ -160,7 +165,10 @@ def read_wide(kube: KubeGateway, namespaces: Iterable[str]) -> dict[str, Namespa
 
 
 def read_for(
-    kube: KubeGateway, namespaces: set[str], live_namespaces: int
+    kube: KubeGateway,
+    namespaces: set[str],
+    live_namespaces: int,
+    queue_workloads: list[dict] | None = None,
 ) -> dict[str, NamespaceReading]:
     """Cluster-wide readings for a run that reads these namespaces, where `reads_wide`; else
     none, and each namespace is read when first needed. A wide reading that fails leaves the
@@ -168,12 +176,7 @@ def read_for(
     if not reads_wide(len(namespaces), live_namespaces, settings.SYNC_WORKLOADS_WIDE_FROM):
         return {}
     try:
-        return read_wide(kube, namespaces)
+        return read_wide(kube, namespaces, queue_workloads)
     except ClusterError as exc:
         log.warning("cannot read the cluster whole, reading namespace by namespace: %s", exc)
         return {}
-
-
-def queue_workloads_in(readings: dict[str, NamespaceReading]) -> list[dict]:
-    """Every Kueue Workload of wide readings (they hold every namespace that has one)."""
-    return [w for r in readings.values() for w in r.queue_workloads or []]

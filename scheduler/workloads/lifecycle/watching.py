@@ -18,6 +18,7 @@ from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
 from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
+from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
@@ -25,7 +26,6 @@ from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
     NamespaceReading,
     list_queue_workloads,
-    queue_workloads_in,
     read_for,
 )
 from scheduler.workloads.lifecycle.sync import (
@@ -249,13 +249,23 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
     except ClusterError as exc:  # no cursors: the next run is a full one again
         log.warning("workload sync cannot take watch cursors: %s", exc)
         return sync_all_live_workloads(kube)
-    namespaces = set(Workload.objects.live().values_list("namespace", flat=True))
-    readings = read_for(kube, namespaces, len(namespaces))  # the cluster whole, if it pays
     try:  # work made outside the portal and not followed yet: one list, cluster-wide
-        queued = queue_workloads_in(readings) if readings else kube.list("KueueWorkload")
-        follow_new(kube, queued, readings)
+        queued: list[dict] | None = kube.list("KueueWorkload")
     except ClusterError as exc:
         log.warning("workload sync cannot read Kueue's Workloads: %s", exc)
+        queued = None
+    # the namespaces of live work and of work to follow: the cluster whole, if it pays
+    namespaces = set(Workload.objects.live().values_list("namespace", flat=True)) | {
+        w["metadata"].get("namespace", "")
+        for w in queued or []
+        if w.get("metadata") and not owners.is_finished(w)
+    }
+    readings = read_for(kube, namespaces, len(namespaces), queued)
+    if queued is not None:
+        try:
+            follow_new(kube, queued, readings)
+        except ClusterError as exc:  # the next full resync follows it
+            log.warning("work made outside the portal not followed yet: %s", exc)
     looked_at, failed = sync_all_live(kube, readings)
     # those whose sync failed are retried by the next run, not the next full resync
     state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
