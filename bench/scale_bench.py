@@ -25,6 +25,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count
 from django.test import Client, override_settings
 
 from bench import scale_world
@@ -324,6 +325,10 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
             )
             rows.close(catch_up_s=60)
             followed = Workload.objects.count()
+            ends = (
+                Workload.objects.order_by().values_list("state", "reason").annotate(n=Count("pk"))
+            )
+            print("rows by state: " + ", ".join(f"{s} {r} {n}" for s, r, n in sorted(ends)))
             rss1 = _rss_mib()
             for loop in loops:
                 loop.close()

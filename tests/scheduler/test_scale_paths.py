@@ -6,6 +6,8 @@ Queues page that sums every team's queue up and lists a page of them (not a card
 the team page's waiting and latest workloads read off the team's indexes (not a scan of the
 table, nor a sort of every workload the team ran)."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
 from django.urls import reverse
@@ -59,7 +61,8 @@ class Cluster:
 
 @pytest.fixture
 def deep_queue(db):
-    on_cluster = {"state": "queued", "namespace": NS, "cluster_created_at": timezone.now()}
+    made = timezone.now() - timedelta(hours=1)  # on the cluster well before any reading
+    on_cluster = {"state": "queued", "namespace": NS, "cluster_created_at": made}
     return [WorkloadFactory(k8s_uid=f"u{i}", k8s_name=f"deep-{i}", **on_cluster) for i in range(12)]
 
 
@@ -122,6 +125,29 @@ def test_the_places_of_many_namespaces_are_read_in_one_query_and_written_in_one(
         "u5": None,  # running by now: not given a place
         **{f"{ns}-{i}": i + 1 for ns in ("ns-deep-2", "ns-deep-3") for i in range(3)},
     }
+
+
+def test_a_reading_vouches_for_what_is_gone_only_for_work_made_before_it_began(db):
+    """A cluster-wide reading lists Jobs once; a workload whose Job was made as the lists ran
+    is not in them, and is read on its own rather than failed as deleted."""
+    now = timezone.now()
+    old, new = (
+        WorkloadFactory(
+            state="queued", namespace=NS, k8s_name=name, k8s_uid=name, cluster_created_at=at
+        )
+        for name, at in (("old", now - timedelta(hours=1)), ("new", now - timedelta(seconds=1)))
+    )
+    cluster = Cluster([old, new])  # both Jobs there when GOT
+    reading = sync.NamespaceReading(
+        pods={}, events=[], queue_workloads=cluster.queue, objects={"Job": {}}, taken_at=now
+    )
+    assert (reading.covers(old), reading.covers(new)) == (True, False)
+    sync.sync_workload(cluster, new.pk, reading)
+    sync.sync_workload(cluster, old.pk, reading)
+    new.refresh_from_db()
+    old.refresh_from_db()
+    assert new.state == "queued"  # its Job GOT: there
+    assert (old.state, old.reason) == ("failed", "Deleted")  # not in a reading made after it
 
 
 def test_queue_places_agree_with_the_place_of_each():

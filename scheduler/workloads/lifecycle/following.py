@@ -14,6 +14,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from catalog import run_limits
 from catalog.models import ResourceClass
@@ -165,7 +166,8 @@ def _record(
                     k8s_uid=uid,
                     state=Workload.State.PENDING,
                     reason="Followed",
-                    cluster_created_at=timezone.now(),
+                    # when its object was made (by the API server's clock), not when followed
+                    cluster_created_at=(created and parse_datetime(created)) or timezone.now(),
                 )
                 message = (
                     f"{owner.kind} {owner.namespace}/{owner.name}, made outside the portal,"

@@ -10,8 +10,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
 from scheduler.cluster.kube import KubeGateway
@@ -30,6 +32,10 @@ EVENT_REASONS = frozenset({*PREEMPTION_REASONS, "FailedCreate"})
 # The kinds a cluster-wide reading lists whole, so a workload's own object needs no GET: the
 # portal's own kinds, and what most work made outside it is.
 WIDE_KINDS = ("Job", "Deployment")
+# A reading vouches for what is absent only for objects made this long before it began (the
+# time a row says its object was made is taken after the create returned, perhaps on another
+# machine's clock): younger workloads are read on their own.
+CLOCK_MARGIN = timedelta(seconds=2)
 # A run reads cluster-wide when it would read at least SYNC_WORKLOADS_WIDE_FROM namespaces and
 # this share of those with live work (fewer, and three lists each cost less than reading all).
 WIDE_FROM_SHARE = 0.25
@@ -59,11 +65,18 @@ class NamespaceReading:
     queue_workloads: list[dict] | None
     all_pods: list[dict] = field(default_factory=list)  # work made outside the portal's too
     objects: dict[str, dict[str, dict]] = field(default_factory=dict)  # kind -> name -> object
+    taken_at: datetime | None = None  # when its lists began
     # Built on first use, once per reading: looked up per workload, a namespace of N workloads
     # costs N, where a scan and a sort of the namespace per workload cost N² (issue 55).
     _places: dict | None = field(default=None, repr=False, compare=False)
     _by_job_uid: dict | None = field(default=None, repr=False, compare=False)
     _observed: list | None = field(default=None, repr=False, compare=False)
+
+    def covers(self, workload: Workload) -> bool:
+        """Whether the workload's object was on the cluster before this reading began, so that
+        what the reading lacks of it is gone, not yet to come."""
+        made = workload.cluster_created_at
+        return self.taken_at is None or (made is not None and made < self.taken_at - CLOCK_MARGIN)
 
     def object(self, kube: KubeGateway, kind: str, name: str, namespace: str) -> dict | None:
         """The object of that kind and name: from the reading where it listed the kind (None:
@@ -106,6 +119,7 @@ def _by_workload(pods: Iterable[dict]) -> dict[str, list[dict]]:
 
 
 def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
+    taken_at = timezone.now()
     everything = kube.list("Pod", namespace)
     return NamespaceReading(
         pods=_by_workload(everything),
@@ -113,6 +127,7 @@ def read_namespace(kube: KubeGateway, namespace: str) -> NamespaceReading:
         queue_workloads=list_queue_workloads(kube, namespace),
         all_pods=everything,
         objects={"Pod": {p["metadata"]["name"]: p for p in everything}},
+        taken_at=taken_at,
     )
 
 
@@ -136,6 +151,7 @@ def read_wide(
         *(("Event", f"reason={reason}") for reason in sorted(EVENT_REASONS)),
         *((kind, "") for kind in WIDE_KINDS),
     ]
+    taken_at = timezone.now()
     with ThreadPoolExecutor(len(lists) + 1) as pool:  # their wall time is the longest one's
         queued = pool.submit(list_queue_workloads, kube) if queue_workloads is None else None
         listed = list(pool.map(lambda q: (q[0], kube.list(q[0], field_selector=q[1])), lists))
@@ -160,6 +176,7 @@ def read_wide(
                 kind: {o["metadata"]["name"]: o for o in read.get(kind, [])}
                 for kind in ("Pod", *WIDE_KINDS)
             },
+            taken_at=taken_at,
         )
     return readings
 

@@ -266,6 +266,8 @@ def sync_workload(
         return workload
     if workload.cluster_created_at is None:
         return create_in_cluster(kube, workload.pk)
+    if reading is not None and not reading.covers(workload):
+        reading = None  # made on the cluster as the reading began: read on its own
     if reading is None:
         obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
         pods = workload_pods(kube, workload)
