@@ -150,6 +150,33 @@ def test_a_members_kubectl_job_is_followed_listed_and_cancelled_from_the_portal(
     assert (w.state, w.reason) == ("cancelled", "Cancelled")
 
 
+def test_a_members_job_deleted_as_it_finishes_is_recorded_as_it_ended(kube, kube_admin, team):
+    """`ttlSecondsAfterFinished: 0`: the Job, its pods and its Kueue Workload are gone by the
+    next sync; the watch's last look at the Workload says how it ended (succeeded), not the
+    object's absence (deleted)."""
+    tenant, _, member = team
+    watching.sync_live_workloads(kube, full=True)  # cursors taken: what follows is watched
+    manifest = job("brief")
+    manifest["spec"]["ttlSecondsAfterFinished"] = 0
+    made_by(member, tenant, manifest)
+    w = followed(kube, tenant, "Job brief")
+    (pod,) = kube.list("Pod", tenant.namespace, label_selector="job-name=brief")
+    kube_admin.apply_status(  # what the kubelet would report
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod["metadata"]["name"], "namespace": tenant.namespace},
+            "status": {"phase": "Succeeded"},
+        }
+    )
+    wait_for("the Job deleted", lambda: kube.get("Job", "brief", tenant.namespace) is None)
+    wait_for("its Kueue Workload gone", lambda: not kube.list("KueueWorkload", tenant.namespace))
+    watching.sync_live_workloads(kube)
+    w.refresh_from_db()
+    assert (w.state, w.reason) == ("succeeded", "Completed")
+    assert w.finished_at is not None
+
+
 def test_a_made_up_portal_label_does_not_hide_a_members_job(kube, team, world):
     """The portal's workload label on a pod template is only a claim: a member who copies it
     from one of the team's own finished workloads (or makes a number up) is followed all the

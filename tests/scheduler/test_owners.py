@@ -231,3 +231,20 @@ def test_every_owner_kind_says_how_it_is_suspended():
     assert owners.OWNER_KINDS["Deployment"].suspend == "scale"
     assert owners.OWNER_KINDS["Job"].suspend == "kueue"
     assert owners.OWNER_KINDS["Pod"].suspend == "delete"
+
+
+def test_how_work_ended_is_what_kueue_says_where_it_finished_as_a_job():
+    def said(reason, status="True", kind="Finished"):
+        condition = {"type": kind, "status": status, "reason": reason, "message": "m",
+                     "lastTransitionTime": "2026-12-07T05:00:00Z"}  # fmt: skip
+        return owners.ended_as({"status": {"conditions": [condition]}})
+
+    done = said("Succeeded")
+    assert (done.state, done.reason, done.message) == ("succeeded", "Completed", "m")
+    assert done.finished_at.isoformat() == "2026-12-07T05:00:00+00:00"
+    assert (said("Failed").state, said("Failed").reason) == ("failed", "Failed")
+    assert said("OutOfSync") is None  # not how the work ended: its object went away
+    assert said("OwnerNotFound") is None
+    assert said("Succeeded", status="False") is None
+    assert said("Succeeded", kind="Admitted") is None
+    assert owners.ended_as({}) is None

@@ -2,13 +2,14 @@
 (pure), queue places refreshed from Kueue's list, and one run at a time."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from core.locks import advisory_lock
-from scheduler.workloads.lifecycle import watching
+from scheduler.workloads.lifecycle import sync, watching
 from scheduler.workloads.lifecycle.reading import NamespaceReading
 from scheduler.workloads.lifecycle.watching import LiveRef, touched_workloads
 from scheduler.workloads.models import Workload, WorkloadSyncState
@@ -101,6 +102,25 @@ def test_kueues_workloads_no_live_workload_accounts_for_are_handed_on_to_be_foll
     assert touched.ids == {50}
 
 
+def finished(obj, reason="Succeeded", at="2026-12-07T05:00:00Z"):
+    condition = {"type": "Finished", "status": "True", "reason": reason, "message": "Job done",
+                 "lastTransitionTime": at}  # fmt: skip
+    return {**obj, "status": {"conditions": [condition]}}
+
+
+def test_kueues_workloads_of_ours_seen_finished_are_kept_by_namespace():
+    """A Job deleted as it finished (ttlSecondsAfterFinished: 0) leaves only this: its Kueue
+    Workload's last look, in the watch (its DELETED event too carries it)."""
+    ours = finished(meta("job-train-50-8f2c1", **{"kueue.x-k8s.io/job-uid": "uid-50"}))
+    theirs = finished(meta("job-x-1-abc", namespace="team-b", **{"kueue.x-k8s.io/job-uid": "x"}))
+    running = meta("job-eval-9-abc", namespace="team-b", **{"kueue.x-k8s.io/job-uid": "uid-9"})
+    touched = touched_workloads(
+        {"KueueWorkload": [ev(ours), ev(ours, "DELETED"), ev(theirs), ev(running)]}, LIVE
+    )
+    assert dict(touched.ended) == {"team-a": [ours, ours]}
+    assert touched.ids == {50, 9}
+
+
 def test_a_change_in_a_queue_with_none_of_ours_in_it_only_marks_the_queue():
     touched = touched_workloads({"KueueWorkload": [ev(meta("job-x-1-abc"), "DELETED")]}, LIVE)
     assert (touched.ids, touched.queue_namespaces) == (set(), {"team-a"})
@@ -186,3 +206,26 @@ def test_a_sync_that_finds_another_one_running_skips(world):
         release.set()
         thread.join(10)
     assert Workload.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_job_gone_as_it_finished_ends_as_its_kueue_workload_said(world):
+    """Its object gone and nothing of it left to list, a Job whose Kueue Workload a watch saw
+    finish is recorded as that: succeeded (or failed), not failed as deleted; with no such look,
+    deleted as before."""
+    made = timezone.now() - timedelta(hours=1)
+    on_cluster = {"state": "running", "namespace": "ns-t", "cluster_created_at": made}
+    ttl, gone = (WorkloadFactory(k8s_uid=u, k8s_name=u, **on_cluster) for u in ("u-ttl", "u-gone"))
+    done_at = timezone.now()  # after the rows were made: within their lives
+    labels = {"kueue.x-k8s.io/job-uid": "u-ttl"}
+    last_look = finished(
+        {"metadata": {"name": "job-u-ttl-x", "namespace": "ns-t", "labels": labels}},
+        at=done_at.isoformat(),
+    )
+    reading = NamespaceReading(pods={}, events=[], queue_workloads=[], objects={"Job": {}})
+    for w in (ttl, gone):
+        sync.sync_workload(object(), w.pk, reading, ended=[last_look])
+        w.refresh_from_db()
+    assert (ttl.state, ttl.reason, ttl.message) == ("succeeded", "Completed", "Job done")
+    assert ttl.finished_at == done_at  # when Kueue said, not when the portal looked
+    assert (gone.state, gone.reason) == ("failed", "Deleted")

@@ -10,9 +10,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from django.utils.dateparse import parse_datetime
+
 from catalog import facts
 from scheduler.cluster.node_offers import class_units
-from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
+from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, Observation
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.kinds.serving import KUEUE_GATE
 
@@ -117,6 +119,28 @@ def is_finished(queue_workload: Mapping) -> bool:
         c.get("type") == "Finished" and c.get("status") == "True"
         for c in (queue_workload.get("status") or {}).get("conditions") or []
     )
+
+
+def ended_as(queue_workload: Mapping) -> Observation | None:
+    """How the work behind a Kueue Workload ended, where Kueue says it finished as a job does
+    (Succeeded or Failed; not OutOfSync or OwnerNotFound): what the portal records of a Job
+    that was deleted as it finished (a member's `ttlSecondsAfterFinished: 0`), seen only in a
+    watch's last look at its Workload."""
+    finished = next(
+        (
+            c
+            for c in (queue_workload.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Finished" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if finished is None or finished.get("reason") not in ("Succeeded", "Failed"):
+        return None
+    message, at = finished.get("message", ""), finished.get("lastTransitionTime")
+    ended = parse_datetime(at) if isinstance(at, str) else None
+    if finished["reason"] == "Succeeded":
+        return Observation("succeeded", "Completed", message, finished_at=ended)
+    return Observation("failed", "Failed", message, finished_at=ended)
 
 
 def owner_uid(queue_workload: Mapping) -> str:

@@ -7,7 +7,7 @@ the API server. The periodic, change-driven sync over the fleet is `watching.py`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from django.db import transaction
@@ -255,12 +255,14 @@ def sync_workload(
     reading: NamespaceReading | None = None,
     *,
     row: Workload | None = None,
+    ended: Iterable[dict] = (),
 ) -> Workload | None:
     """Read the workload's object, pods, events and Kueue's Workloads (from `reading` when the
     caller read its namespace already); record a change of state. Work that Kueue evicted is
     recorded as preempted and then queued again, with what Kueue said took its place. `row`:
     the workload as the caller read it with many others (a change is made under a lock of its
-    own row, read again)."""
+    own row, read again). `ended`: Kueue Workloads of the namespace a watch saw finished (a Job
+    deleted as it finished ended as its Workload says, not as deleted)."""
     workload = row or Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
@@ -311,6 +313,11 @@ def sync_workload(
         there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
         pods = pods if there is None else there
     obs = observe(workload.kind, obj, pods, events, mine)
+    if obj is None and ended and workload.kind == Workload.Kind.JOB:
+        last = owners.own_queue_workloads(
+            workload.owner_kind or "Job", workload.k8s_uid, [], list(ended)
+        )
+        obs = (owners.ended_as(last[0]) if last else None) or obs
     if workload.cluster and there is None and obs.state not in Workload.FINAL_STATES:
         obs = replace(obs, message=placed.unanswered(workload, obs.message))
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
@@ -369,6 +376,7 @@ def sync_each(
     kube: KubeGateway,
     workloads: Iterable[tuple[int, str]],
     readings: dict[str, NamespaceReading] | None = None,
+    ended: Mapping[str, list[dict]] | None = None,
 ) -> tuple[dict[str, NamespaceReading], list[int]]:
     """Sync (workload id, namespace) pairs, from `readings` where given (`reading.read_for`),
     else reading each namespace once; returns the readings and the ids whose sync failed on a
@@ -383,7 +391,9 @@ def sync_each(
         try:
             if namespace not in readings:
                 readings[namespace] = read_namespace(kube, namespace)
-            sync_workload(kube, pk, readings[namespace], row=rows[pk])
+            sync_workload(
+                kube, pk, readings[namespace], row=rows[pk], ended=(ended or {}).get(namespace, ())
+            )
         except ClusterError as exc:
             log.warning("sync of workload %s failed: %s", pk, exc)
             failed.append(pk)

@@ -86,6 +86,8 @@ class Touched:
     # Kueue's Workloads no live workload accounts for: work made outside the portal, perhaps
     # new (`following.follow_new` decides)
     unknown: list[dict] = field(default_factory=list)
+    # Kueue's Workloads seen finished, by namespace: how a Job deleted as it finished ended
+    ended: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
 
 
 def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]) -> Touched:
@@ -128,6 +130,8 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                 ids = {by_uid[uid]} if uid in by_uid else named(namespace, meta.get("name", ""))
                 if not ids and event.get("type") != "DELETED":
                     touched.unknown.append(obj)
+                if ids and owners.is_finished(obj):
+                    touched.ended[namespace].append(obj)
                 if namespace in by_namespace:
                     touched.queue_namespaces.add(namespace)
                     touched.ids |= ids
@@ -332,7 +336,7 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
                 log.warning("work made outside the portal not followed yet: %s", exc)
                 new = []
             todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
-        readings, failed = sync_each(kube, todo, readings)
+        readings, failed = sync_each(kube, todo, readings, ended=touched.ended)
         try:
             refresh_queue_positions(
                 kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}
