@@ -336,6 +336,8 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
         finally:
             for thread in reversed(threads):
                 thread.close()
+        lost = sum(getattr(t, "relists", 0) for t in threads)  # history compacted: relisted
+        print(f"harness watches relisted {lost} times (each may hide a transition)", flush=True)
         pages = _pages(team_list, admin)
     figures = lags(pods.at, rows.at)
     _report(jobs, alone, following, loops, followed, rss1 - rss0, cpu_all, figures, pages)

@@ -148,7 +148,7 @@ class Watch(threading.Thread):
         self.kube, self.kind, self.record, self.selector = kube, kind, record, label_selector
         _, self.rv = kube.list_versioned(kind, label_selector=label_selector, limit=1)
         self.stop = threading.Event()
-        self.errors, self.relist = 0, False
+        self.errors, self.relist, self.relists = 0, False, 0
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -162,7 +162,7 @@ class Watch(threading.Thread):
                         self.record({"type": "ADDED", "object": item}, now)
                 self._once()
             except ResourceVersionGone:
-                self.relist = True
+                self.relist, self.relists = True, self.relists + 1
             except ClusterError:
                 self.errors += 1
                 self.stop.wait(1)
