@@ -19,13 +19,13 @@ import cProfile
 import resource
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count
 from django.test import Client, override_settings
 
 from bench import scale_world
@@ -325,10 +325,15 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
             )
             rows.close(catch_up_s=60)
             followed = Workload.objects.count()
-            ends = (
-                Workload.objects.order_by().values_list("state", "reason").annotate(n=Count("pk"))
+            ends = Counter(  # which submissions: alone-, portal- or kubectl-<i>
+                (state, reason, name.split("-")[0])
+                for state, reason, name in Workload.objects.values_list(
+                    "state", "reason", "k8s_name"
+                )
             )
-            print("rows by state: " + ", ".join(f"{s} {r} {n}" for s, r, n in sorted(ends)))
+            print(
+                "rows by state: " + ", ".join(f"{' '.join(k)} {n}" for k, n in sorted(ends.items()))
+            )
             rss1 = _rss_mib()
             for loop in loops:
                 loop.close()

@@ -129,7 +129,7 @@ def test_the_places_of_many_namespaces_are_read_in_one_query_and_written_in_one(
 
 def test_a_reading_vouches_for_what_is_gone_only_for_work_made_before_it_began(db):
     """A cluster-wide reading lists Jobs once; a workload whose Job was made as the lists ran
-    is not in them, and is read on its own rather than failed as deleted."""
+    is not in them, and is GOT rather than failed as deleted."""
     now = timezone.now()
     old, new = (
         WorkloadFactory(
@@ -141,7 +141,10 @@ def test_a_reading_vouches_for_what_is_gone_only_for_work_made_before_it_began(d
     reading = sync.NamespaceReading(
         pods={}, events=[], queue_workloads=cluster.queue, objects={"Job": {}}, taken_at=now
     )
-    assert (reading.covers(old), reading.covers(new)) == (True, False)
+    assert (
+        reading.vouches_for(old.cluster_created_at),
+        reading.vouches_for(new.cluster_created_at),
+    ) == (True, False)
     sync.sync_workload(cluster, new.pk, reading)
     sync.sync_workload(cluster, old.pk, reading)
     new.refresh_from_db()

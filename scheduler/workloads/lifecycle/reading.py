@@ -72,18 +72,20 @@ class NamespaceReading:
     _by_job_uid: dict | None = field(default=None, repr=False, compare=False)
     _observed: list | None = field(default=None, repr=False, compare=False)
 
-    def covers(self, workload: Workload) -> bool:
-        """Whether the workload's object was on the cluster before this reading began, so that
-        what the reading lacks of it is gone, not yet to come."""
-        made = workload.cluster_created_at
-        return self.taken_at is None or (made is not None and made < self.taken_at - CLOCK_MARGIN)
-
-    def object(self, kube: KubeGateway, kind: str, name: str, namespace: str) -> dict | None:
+    def object(
+        self, kube: KubeGateway, kind: str, name: str, namespace: str, made: datetime | None = None
+    ) -> dict | None:
         """The object of that kind and name: from the reading where it listed the kind (None:
-        it does not exist), else one GET."""
-        if kind in self.objects:
+        it does not exist) and the object was made before the reading began (`made`: when, by
+        the workload's row; None: not known, the reading is believed); else one GET."""
+        if kind in self.objects and (made is None or self.vouches_for(made)):
             return self.objects[kind].get(name)
         return kube.get(kind, name, namespace)
+
+    def vouches_for(self, made: datetime) -> bool:
+        """Whether an object made then was on the cluster before this reading began, so that
+        what the reading lacks of it is gone, not yet to come."""
+        return self.taken_at is None or made < self.taken_at - CLOCK_MARGIN
 
     def queue_workloads_for(self, workload: Workload) -> list[dict]:
         """`queue_workloads_of` the reading's Kueue Workloads, from an index by job uid."""

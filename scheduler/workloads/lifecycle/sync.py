@@ -268,15 +268,19 @@ def sync_workload(
         return workload
     if workload.cluster_created_at is None:
         return create_in_cluster(kube, workload.pk)
-    if reading is not None and not reading.covers(workload):
-        reading = None  # made on the cluster as the reading began: read on its own
     if reading is None:
         obj = kube.get(_kube_kind(workload), workload.k8s_name, workload.namespace)
         pods = workload_pods(kube, workload)
         all_events = kube.list("Event", workload.namespace)
         queue_workloads = list_queue_workloads(kube, workload.namespace)
     else:
-        obj = reading.object(kube, _kube_kind(workload), workload.k8s_name, workload.namespace)
+        obj = reading.object(  # made as the reading began: GOT, the reading may lack it
+            kube,
+            _kube_kind(workload),
+            workload.k8s_name,
+            workload.namespace,
+            made=workload.cluster_created_at,
+        )
         all_events, queue_workloads = reading.observed_events(), reading.queue_workloads
         pods = (
             newest_first(
@@ -336,6 +340,19 @@ def sync_workload(
     seen = (workload.state, workload.reason, workload.message, workload.queue_position)
     if seen == (obs.state, obs.reason, obs.message, position):
         return workload  # as it was read: no row lock, no write (most syncs of a busy fleet)
+    if obs.state == workload.state:  # the same state said otherwise: no lock, no event
+        Workload.objects.filter(pk=workload.pk, state=obs.state).update(
+            reason=obs.reason,
+            message=obs.message,
+            queue_position=position,
+            updated_at=timezone.now(),
+        )
+        workload.reason, workload.message, workload.queue_position = (
+            obs.reason,
+            obs.message,
+            position,
+        )
+        return workload
     if row is not None:  # read with many others at the run's start: decide on the row as it is
         workload.refresh_from_db(fields=["state"])
     if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
@@ -346,8 +363,7 @@ def sync_workload(
         and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
     ):
         change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
-    change_state(workload.pk, obs, position=position)
-    return Workload.objects.get(pk=workload.pk)
+    return change_state(workload.pk, obs, position=position) or Workload.objects.get(pk=workload.pk)
 
 
 def _learn_the_model(workload: Workload, pods: list[dict], queue_workloads: list[dict]) -> None:
