@@ -173,6 +173,12 @@ def test_an_expired_cursor_falls_back_to_a_full_resync_which_repairs_what_was_mi
     assert calls[("get", "Job")] == 2
     state.refresh_from_db()
     assert "1" not in state.cursors.values()
+    # a full read cannot say how a gone Job ended: the next run's watch can (here: nothing
+    # finished, it was deleted)
+    assert state.retry_ids == [second.pk]
+    second.refresh_from_db()
+    assert second.state != "failed"
+    sync_calls(kube)
     second.refresh_from_db()
     assert (second.state, second.reason) == ("failed", "Deleted")
     settle(kube)  # and it goes on from the new cursors

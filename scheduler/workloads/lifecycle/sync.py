@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 WORKLOAD_FIELDS = ["state", "reason"]
 
 
+class GoneUnseen(ClusterError):
+    """A Job gone from the cluster that a full read cannot say the end of: the next run can
+    (its watch began before the read), so its sync is retried there."""
+
+
 def change_state(
     workload_id: int, obs: Observation, *, actor=None, position: int | None = None
 ) -> Workload | None:
@@ -256,13 +261,16 @@ def sync_workload(
     *,
     row: Workload | None = None,
     ended: Iterable[dict] = (),
+    defer_gone: bool = False,
 ) -> Workload | None:
     """Read the workload's object, pods, events and Kueue's Workloads (from `reading` when the
     caller read its namespace already); record a change of state. Work that Kueue evicted is
     recorded as preempted and then queued again, with what Kueue said took its place. `row`:
     the workload as the caller read it with many others (a change is made under a lock of its
     own row, read again). `ended`: Kueue Workloads of the namespace a watch saw finished (a Job
-    deleted as it finished ended as its Workload says, not as deleted)."""
+    deleted as it finished ended as its Workload says, not as deleted). `defer_gone`: a full
+    read, with no watch to say how a Job that went away ended, leaves that to the next run
+    (`GoneUnseen`, a cluster error: the caller retries it there)."""
     workload = row or Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
@@ -322,6 +330,9 @@ def sync_workload(
             workload.owner_kind or "Job", workload.k8s_uid, [], list(ended)
         )
         obs = (owners.ended_as(last[0]) if last else None) or obs
+    if obs.reason == "Deleted" and defer_gone:
+        raise GoneUnseen(f"the {_kube_kind(workload)} of workload {workload.pk} is gone; the next"
+                         " run's watch says how it ended")  # fmt: skip
     if workload.cluster and there is None and obs.state not in Workload.FINAL_STATES:
         obs = replace(obs, message=placed.unanswered(workload, obs.message))
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
@@ -393,6 +404,8 @@ def sync_each(
     workloads: Iterable[tuple[int, str]],
     readings: dict[str, NamespaceReading] | None = None,
     ended: Mapping[str, list[dict]] | None = None,
+    *,
+    defer_gone: bool = False,
 ) -> tuple[dict[str, NamespaceReading], list[int]]:
     """Sync (workload id, namespace) pairs, from `readings` where given (`reading.read_for`),
     else reading each namespace once; returns the readings and the ids whose sync failed on a
@@ -408,7 +421,12 @@ def sync_each(
             if namespace not in readings:
                 readings[namespace] = read_namespace(kube, namespace)
             sync_workload(
-                kube, pk, readings[namespace], row=rows[pk], ended=(ended or {}).get(namespace, ())
+                kube,
+                pk,
+                readings[namespace],
+                row=rows[pk],
+                ended=(ended or {}).get(namespace, ()),
+                defer_gone=defer_gone,
             )
         except ClusterError as exc:
             log.warning("sync of workload %s failed: %s", pk, exc)
@@ -426,15 +444,18 @@ def sync_all_live_workloads(kube: KubeGateway) -> int:
 
 
 def sync_all_live(
-    kube: KubeGateway, readings: dict[str, NamespaceReading] | None = None
+    kube: KubeGateway,
+    readings: dict[str, NamespaceReading] | None = None,
+    *,
+    defer_gone: bool = False,
 ) -> tuple[int, list[int]]:
-    """How many live workloads the full sync looked at, and the ids whose sync failed; from
-    `readings` where the caller read the cluster already."""
+    """How many live workloads the full sync looked at, and the ids whose sync failed (or was
+    deferred: `defer_gone`); from `readings` where the caller read the cluster already."""
     live = list(Workload.objects.live().values_list("pk", "namespace"))
     if readings is None:
         namespaces = {namespace for _, namespace in live}
         readings = read_for(kube, namespaces, len(namespaces))
-    _, failed = sync_each(kube, live, readings)
+    _, failed = sync_each(kube, live, readings, defer_gone=defer_gone)
     return len(live), failed
 
 

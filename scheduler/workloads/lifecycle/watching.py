@@ -130,7 +130,7 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                 ids = {by_uid[uid]} if uid in by_uid else named(namespace, meta.get("name", ""))
                 if not ids and event.get("type") != "DELETED":
                     touched.unknown.append(obj)
-                if ids and owners.is_finished(obj):
+                if owners.is_finished(obj):  # ours, or one followed in this very run
                     touched.ended[namespace].append(obj)
                 if namespace in by_namespace:
                     touched.queue_namespaces.add(namespace)
@@ -270,7 +270,8 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
             follow_new(kube, queued, readings)
         except ClusterError as exc:  # the next full resync follows it
             log.warning("work made outside the portal not followed yet: %s", exc)
-    looked_at, failed = sync_all_live(kube, readings)
+    # a Job gone as the cluster was read: its end is in the next run's watch (retried there)
+    looked_at, failed = sync_all_live(kube, readings, defer_gone=True)
     # those whose sync failed are retried by the next run, not the next full resync
     state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
     state.save()
