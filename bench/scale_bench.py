@@ -334,6 +334,9 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
             print(
                 "rows by state: " + ", ".join(f"{' '.join(k)} {n}" for k, n in sorted(ends.items()))
             )
+            for w in Workload.objects.filter(reason="Deleted")[:3]:  # what such a row went through
+                seen = w.events.order_by("created_at").values_list("created_at", "reason")
+                print(f"  {w.k8s_name}: " + ", ".join(f"{r} {at:%H:%M:%S}" for at, r in seen))
             rss1 = _rss_mib()
             for loop in loops:
                 loop.close()

@@ -122,6 +122,22 @@ def test_kueues_workloads_seen_finished_are_kept_by_namespace():
     assert touched.ids == {50, 9}
 
 
+def test_a_members_job_maps_by_its_uid_and_its_last_look_is_kept_once_it_ended():
+    """Jobs are watched whole: a followed member's Job (no label of ours) by its uid; deleted
+    once complete (ttlSecondsAfterFinished), its last look is how it ended."""
+    done = {"type": "Complete", "status": "True"}
+    job = {**meta("eval-9", namespace="team-b"), "kind": "Job", "status": {"conditions": [done]}}
+    job["metadata"]["uid"] = "uid-9"
+    other = {**meta("x", namespace="team-b"), "kind": "Job", "status": {"conditions": [done]}}
+    running = {**meta("r", namespace="team-b"), "kind": "Job"}
+    touched = touched_workloads(
+        {"Job": [ev(job), ev(job, "DELETED"), ev(other, "DELETED"), ev(running, "DELETED")]},
+        LIVE,
+    )
+    assert touched.ids == {9}
+    assert dict(touched.ended) == {"team-b": [job, other]}  # not one deleted while running
+
+
 def test_a_change_in_a_queue_with_none_of_ours_in_it_only_marks_the_queue():
     touched = touched_workloads({"KueueWorkload": [ev(meta("job-x-1-abc"), "DELETED")]}, LIVE)
     assert (touched.ids, touched.queue_namespaces) == (set(), {"team-a"})
@@ -224,9 +240,16 @@ def test_a_job_gone_as_it_finished_ends_as_its_kueue_workload_said(world):
         at=done_at.isoformat(),
     )
     reading = NamespaceReading(pods={}, events=[], queue_workloads=[], objects={"Job": {}})
-    for w in (ttl, gone):
-        sync.sync_workload(object(), w.pk, reading, ended=[last_look])
+    job_look = {
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "ns-t", "uid": "u-job"},
+        "status": {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]},
+    }
+    by_job = WorkloadFactory(k8s_uid="u-job", k8s_name="j", **on_cluster)
+    for w in (ttl, gone, by_job):
+        sync.sync_workload(object(), w.pk, reading, ended=[last_look, job_look])
         w.refresh_from_db()
+    assert (by_job.state, by_job.reason) == ("succeeded", "Completed")  # its Job's last look
     assert (ttl.state, ttl.reason, ttl.message) == ("succeeded", "Completed", "Job done")
     assert ttl.finished_at == done_at  # when Kueue said, not when the portal looked
     assert (gone.state, gone.reason) == ("failed", "Deleted")

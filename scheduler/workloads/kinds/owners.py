@@ -121,6 +121,14 @@ def is_finished(queue_workload: Mapping) -> bool:
     )
 
 
+def has_ended(job: Mapping) -> bool:
+    """A Job whose conditions say it completed or failed."""
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
 def ended_as(queue_workload: Mapping) -> Observation | None:
     """How the work behind a Kueue Workload ended, where Kueue says it finished as a job does
     (Succeeded or Failed; not OutOfSync or OwnerNotFound): what the portal records of a Job

@@ -267,8 +267,9 @@ def sync_workload(
     caller read its namespace already); record a change of state. Work that Kueue evicted is
     recorded as preempted and then queued again, with what Kueue said took its place. `row`:
     the workload as the caller read it with many others (a change is made under a lock of its
-    own row, read again). `ended`: Kueue Workloads of the namespace a watch saw finished (a Job
-    deleted as it finished ended as its Workload says, not as deleted). `defer_gone`: a full
+    own row, read again). `ended`: Jobs of the namespace a watch saw deleted once finished, and
+    Kueue Workloads it saw finish (a Job deleted as it finished ended as its last look or its
+    Workload says, not as deleted). `defer_gone`: a full
     read, with no watch to say how a Job that went away ended, leaves that to the next run
     (`GoneUnseen`, a cluster error: the caller retries it there)."""
     workload = row or Workload.objects.select_related("tenant").filter(pk=workload_id).first()
@@ -324,6 +325,16 @@ def sync_workload(
     if workload.cluster:  # dispatched by MultiKueue: its pods are on the worker
         there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
         pods = pods if there is None else there
+    if obj is None and ended and workload.kind == Workload.Kind.JOB:  # gone: its last look
+        obj = next(
+            (
+                o
+                for o in ended
+                if o.get("kind") == "Job"
+                and (o.get("metadata") or {}).get("uid") == workload.k8s_uid
+            ),
+            None,
+        )
     obs = observe(workload.kind, obj, pods, events, mine)
     if obj is None and ended and workload.kind == Workload.Kind.JOB:
         last = owners.own_queue_workloads(

@@ -53,12 +53,13 @@ class Watched:
 
 def watched_collections(instance: str) -> tuple[Watched, ...]:
     """Cluster-wide, so the cost is one watch per kind whatever the number of namespaces: the
-    portal's own objects and pods by label; Kueue's Workloads and the events carry no label of
-    ours (the events API selects fields by equality only, one reason at a time), so they are
-    read whole and filtered by `touched_workloads`."""
+    portal's own Deployments and pods by label; Jobs whole (a member's Job deleted as it
+    finished leaves only the watch's last look at it); Kueue's Workloads and the events carry
+    no label of ours (the events API selects fields by equality only, one reason at a time), so
+    they are read whole too and filtered by `touched_workloads`."""
     ours = f"{INSTANCE_LABEL}={instance},{WORKLOAD_LABEL}"
     return (
-        Watched("Job", ours),
+        Watched("Job"),
         Watched("Deployment", ours),
         Watched("Pod", ours),
         Watched("KueueWorkload"),
@@ -86,7 +87,8 @@ class Touched:
     # Kueue's Workloads no live workload accounts for: work made outside the portal, perhaps
     # new (`following.follow_new` decides)
     unknown: list[dict] = field(default_factory=list)
-    # Kueue's Workloads seen finished, by namespace: how a Job deleted as it finished ended
+    # Jobs seen deleted once finished and Kueue's Workloads seen finished, by namespace: how a
+    # Job deleted as it finished ended
     ended: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
 
 
@@ -125,6 +127,10 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                 wid = labels.get(WORKLOAD_LABEL, "")
                 if wid.isdigit() and int(wid) in by_id and by_id[int(wid)].namespace == namespace:
                     touched.ids.add(int(wid))
+                elif kind == "Job" and meta.get("uid") in by_uid:  # a followed member's Job
+                    touched.ids.add(by_uid[meta["uid"]])
+                if kind == "Job" and event.get("type") == "DELETED" and owners.has_ended(obj):
+                    touched.ended[namespace].append(obj)  # its last look: how it ended
             elif kind == "KueueWorkload":
                 uid = labels.get(KUEUE_JOB_UID_LABEL, "")
                 ids = {by_uid[uid]} if uid in by_uid else named(namespace, meta.get("name", ""))
