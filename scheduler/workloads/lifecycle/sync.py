@@ -269,9 +269,9 @@ def sync_workload(
     the workload as the caller read it with many others (a change is made under a lock of its
     own row, read again). `ended`: Jobs of the namespace a watch saw deleted once finished, and
     Kueue Workloads it saw finish (a Job deleted as it finished ended as its last look or its
-    Workload says, not as deleted). `defer_gone`: a full
-    read, with no watch to say how a Job that went away ended, leaves that to the next run
-    (`GoneUnseen`, a cluster error: the caller retries it there)."""
+    Workload says, not as deleted). `defer_gone`: a full read, with no watch to say how a Job
+    that went away ended, leaves that to the next run (`GoneUnseen`, a cluster error: the
+    caller retries it there)."""
     workload = row or Workload.objects.select_related("tenant").filter(pk=workload_id).first()
     if workload is None or workload.is_final:
         return workload
@@ -325,25 +325,13 @@ def sync_workload(
     if workload.cluster:  # dispatched by MultiKueue: its pods are on the worker
         there = placed.pods_there(workload, lambda door: workload_pods(door, workload))
         pods = pods if there is None else there
-    if obj is None and ended and workload.kind == Workload.Kind.JOB:  # gone: its last look
-        obj = next(
-            (
-                o
-                for o in ended
-                if o.get("kind") == "Job"
-                and (o.get("metadata") or {}).get("uid") == workload.k8s_uid
-            ),
-            None,
-        )
+    if obj is None and workload.kind == Workload.Kind.JOB:  # gone: the watch's last look
+        obj = next((o for o in ended if _is_its_job(o, workload)), None)
     obs = observe(workload.kind, obj, pods, events, mine)
-    if obj is None and ended and workload.kind == Workload.Kind.JOB:
-        last = owners.own_queue_workloads(
-            workload.owner_kind or "Job", workload.k8s_uid, [], list(ended)
-        )
-        obs = (owners.ended_as(last[0]) if last else None) or obs
-    if obs.reason == "Deleted" and defer_gone:
-        raise GoneUnseen(f"the {_kube_kind(workload)} of workload {workload.pk} is gone; the next"
-                         " run's watch says how it ended")  # fmt: skip
+    if obs.reason == "Deleted":
+        obs = _ended_in_kueue(workload, ended) or obs
+        if obs.reason == "Deleted" and defer_gone:
+            raise GoneUnseen(f"the {_kube_kind(workload)} of workload {workload.pk} is gone")
     if workload.cluster and there is None and obs.state not in Workload.FINAL_STATES:
         obs = replace(obs, message=placed.unanswered(workload, obs.message))
     if obs.reason == "Preempted" and workload.kind == Workload.Kind.JOB and workload.replicas > 1:
@@ -386,6 +374,23 @@ def sync_workload(
     ):
         change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
     return change_state(workload.pk, obs, position=position) or Workload.objects.get(pk=workload.pk)
+
+
+def _is_its_job(obj: dict, workload: Workload) -> bool:
+    return obj.get("kind") == "Job" and (obj.get("metadata") or {}).get("uid") == workload.k8s_uid
+
+
+def _ended_in_kueue(workload: Workload, ended: Iterable[dict]) -> Observation | None:
+    """How a gone Job ended by the last look at its Kueue Workload (`owners.ended_as`)."""
+    if workload.kind != Workload.Kind.JOB:
+        return None
+    mine = owners.own_queue_workloads(
+        workload.owner_kind or "Job",
+        workload.k8s_uid,
+        [],
+        [o for o in ended if o.get("kind") != "Job"],
+    )
+    return owners.ended_as(mine[0]) if mine else None
 
 
 def _learn_the_model(workload: Workload, pods: list[dict], queue_workloads: list[dict]) -> None:
