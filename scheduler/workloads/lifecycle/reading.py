@@ -34,7 +34,7 @@ EVENT_REASONS = frozenset({*PREEMPTION_REASONS, "FailedCreate"})
 WIDE_KINDS = ("Job", "Deployment")
 # A reading vouches for what is absent only for objects made this long before it began (the
 # time a row says its object was made is taken after the create returned, perhaps on another
-# machine's clock): younger workloads are read on their own.
+# machine's clock): a younger one's object is GOT.
 CLOCK_MARGIN = timedelta(seconds=2)
 # A run reads cluster-wide when it would read at least SYNC_WORKLOADS_WIDE_FROM namespaces and
 # this share of those with live work (fewer, and three lists each cost less than reading all).
