@@ -28,25 +28,24 @@ def checked(value: str) -> str:
     return str(where)
 
 
-def team_placement(tenant: Tenant) -> str:
-    """Where the team's grants that still hold run ("" when it holds none: the home cluster)."""
-    found = (
+def _held_placement(tenant: Tenant) -> str | None:
+    """Where the team's grants that still hold run; None when it holds none."""
+    return (
         QuotaGrant.objects.filter(tenant=tenant)
         .holding(timezone.now())
         .values_list("placement", flat=True)
         .first()
     )
-    return found or placement.HOME
+
+
+def team_placement(tenant: Tenant) -> str:
+    """Where the team's grants that still hold run ("" when it holds none: the home cluster)."""
+    return _held_placement(tenant) or placement.HOME
 
 
 def check_same_place(tenant: Tenant, value: str) -> None:
     """A new grant runs where the team's others do: one ClusterQueue, one dispatch."""
-    held = (
-        QuotaGrant.objects.filter(tenant=tenant)
-        .holding(timezone.now())
-        .values_list("placement", flat=True)
-        .first()
-    )
+    held = _held_placement(tenant)
     current = held or placement.HOME
     if held is not None and value != current:
         raise InvalidInput(
