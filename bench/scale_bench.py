@@ -176,6 +176,12 @@ def portal_loops(kube: KubeGateway, ingest_every_s: float, profile_dir: Path | N
     ]
 
 
+def _until(done: Callable[[], bool], wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def _drained(kube: KubeGateway, namespaces: set[str], wait_s: float) -> None:
     """Until no Job is left in these namespaces (they delete themselves once finished)."""
     t0 = time.monotonic()
@@ -338,6 +344,14 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
             phases.append(
                 ("portal following", spent(cpu_before, cpu_by_command()), time.monotonic() - t0)
             )
+            # admitted is not started: the last Jobs' pods start after, and their lag counts too
+            ours = set(
+                Workload.objects.filter(owner_kind="")
+                .exclude(state=Workload.State.FAILED)
+                .values_list("pk", flat=True)
+            )
+            _until(lambda: ours <= set(pods.at), max(60.0, 10 * run_s))
+            print(f"pods seen started: {len(ours & set(pods.at))} of {len(ours)}", flush=True)
             rows.close(catch_up_s=60)
             followed = Workload.objects.count()
             ends = Counter(  # which submissions: alone-, portal- or kubectl-<i>
