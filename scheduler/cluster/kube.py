@@ -105,15 +105,6 @@ class ResourceVersionGone(PermanentClusterError):
     version"): list again and watch from the list's resourceVersion."""
 
 
-@dataclass
-class Changes:
-    """What one watch read: ADDED / MODIFIED / DELETED events ({"type", "object"}) in order,
-    and the resourceVersion to watch from next (the last event's or bookmark's)."""
-
-    events: list[dict]
-    resource_version: str
-
-
 class KubeGateway:
     """A thin, counted REST client over one cluster."""
 
@@ -269,32 +260,6 @@ class KubeGateway:
             item.setdefault("kind", kind)
         return items, (data.get("metadata") or {}).get("resourceVersion", "")
 
-    def changes(
-        self,
-        kind: str,
-        resource_version: str,
-        namespace: str | None = None,
-        *,
-        label_selector: str = "",
-        field_selector: str = "",
-        timeout_s: int = 3,
-    ) -> Changes:
-        """What changed in a collection since `resource_version`: one watch with bookmarks,
-        read until the server closes it after `timeout_s`. Raises `ResourceVersionGone` when
-        the server no longer has that history (410): the caller lists again. The API server
-        sends its bookmark about 2 s before the watch's deadline, so below 3 s a quiet
-        collection's cursor does not move."""
-        events: list[dict] = []
-        latest = resource_version
-        for event in self.stream(
-            kind, resource_version, namespace, label_selector=label_selector,
-            field_selector=field_selector, timeout_s=timeout_s,
-        ):  # fmt: skip
-            latest = (event["object"].get("metadata") or {}).get("resourceVersion") or latest
-            if event.get("type") != "BOOKMARK":
-                events.append(event)
-        return Changes(events=events, resource_version=latest)
-
     def stream(
         self,
         kind: str,
@@ -305,7 +270,11 @@ class KubeGateway:
         field_selector: str = "",
         timeout_s: int = 3,
     ) -> Iterator[dict]:
-        """`changes` event by event as they arrive (bookmarks too): for when, not only what."""
+        """What changes in a collection from `resource_version` on, event by event as it
+        arrives (bookmarks too), until the server closes the watch after `timeout_s`. Raises
+        `ResourceVersionGone` when the server no longer has that history (410): the caller
+        lists again. The API server sends its bookmark about 2 s before the watch's deadline,
+        so below 3 s a quiet collection's cursor does not move."""
         self.stats.calls[("watch", kind)] += 1
         what = f"watch {kind} {_path(kind, namespace=namespace)}"
         query = [

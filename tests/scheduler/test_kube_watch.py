@@ -1,6 +1,5 @@
-"""How the one door reads a watch (pure, over a made-up response): `changes` gathers what
-`stream` hands out event by event, bookmarks move the cursor and are not changes, a 410 asks
-for a new list."""
+"""How the one door reads a watch (pure, over a made-up response): `stream` hands out each event
+as it is read, bookmarks included, each object with its kind; a 410 asks for a new list."""
 
 import json
 
@@ -32,21 +31,6 @@ def pod(name: str, rv: str) -> dict:
     return {"metadata": {"name": name, "resourceVersion": rv}}
 
 
-def test_changes_keeps_the_events_and_moves_the_cursor_to_the_last_bookmark():
-    response = Response(
-        {"type": "ADDED", "object": pod("a", "11")},
-        {"type": "DELETED", "object": pod("a", "12")},
-        {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "20"}}},
-    )
-    read = gateway(response).changes("Pod", "10")
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in read.events] == [
-        ("ADDED", "a"),
-        ("DELETED", "a"),
-    ]
-    assert all(e["object"]["kind"] == "Pod" for e in read.events)
-    assert read.resource_version == "20" and response.released
-
-
 def test_stream_hands_out_each_event_as_it_is_read_bookmarks_included():
     response = Response(
         {"type": "MODIFIED", "object": pod("b", "31")},
@@ -55,6 +39,7 @@ def test_stream_hands_out_each_event_as_it_is_read_bookmarks_included():
     events = gateway(response).stream("Pod", "30")
     first = next(events)
     assert first["type"] == "MODIFIED" and not response.released  # before the watch ends
+    assert first["object"]["kind"] == "Pod"
     assert [e["type"] for e in events] == ["BOOKMARK"]
     assert response.released
 
@@ -62,5 +47,5 @@ def test_stream_hands_out_each_event_as_it_is_read_bookmarks_included():
 def test_a_410_in_the_stream_asks_for_a_new_list():
     gone = Response({"type": "ERROR", "object": {"code": 410, "message": "too old"}})
     with pytest.raises(kube.ResourceVersionGone):
-        gateway(gone).changes("Pod", "1")
+        list(gateway(gone).stream("Pod", "1"))
     assert gone.released

@@ -1,11 +1,14 @@
 """The periodic workload sync on the real local cluster: it reads what changed since its last
 run (a watch per kind from cursors kept in PostgreSQL), so an unchanged fleet costs the same
-whatever its size; a change is picked up by the next run; an expired cursor and the periodic
-full resync read everything again."""
+whatever its size; a change is picked up by the next run, or by the run it happens in as it
+arrives; an expired cursor and the periodic full resync read everything again."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
@@ -98,7 +101,7 @@ def test_an_unchanged_fleet_costs_one_watch_per_kind_whatever_its_size(kube, tea
 
 
 def test_a_finished_job_is_picked_up_by_the_next_sync_and_the_queue_moves_up(
-    kube, kube_admin, team, world
+    kube, kube_admin, team, world, settings
 ):
     tenant, mig = team
     submit_jobs(kube, world, tenant, mig, [f"f{i}" for i in range(6)])
@@ -128,6 +131,10 @@ def test_a_finished_job_is_picked_up_by_the_next_sync_and_the_queue_moves_up(
         ),
     )
 
+    # the whole run as one batch (a batch reads each namespace it touches once; by default a
+    # run syncs what arrives as it arrives, so Kueue's admission in the freed place, the next
+    # pod's start, each come in a batch of their own)
+    settings.SYNC_WORKLOADS_BATCH_S = 10
     looked_at, calls = sync_calls(kube)  # the next run sees it
     done.refresh_from_db()
     assert (done.state, done.reason) == ("succeeded", "Completed")
@@ -258,3 +265,58 @@ def test_a_run_that_reads_many_namespaces_reads_the_cluster_whole_with_the_same_
     looked_at, calls = sync_calls(kube, full=True)
     assert looked_at == 4 and calls[("get", "Job")] == 4
     assert (states(tenant), queue_places(tenant)) == wide_result
+
+
+@pytest.mark.django_db(transaction=True)  # committed, so the page's reader sees each change
+def test_a_change_made_while_the_watches_are_open_is_synced_as_it_arrives(
+    kube, kube_admin, team, world, settings
+):
+    """The run syncs each batch of changes as it arrives: a pod that finishes a second into
+    an 8-second run shows on the page within a moment, not when the watches end (issue 55)."""
+    tenant, mig = team
+    (job,) = submit_jobs(kube, world, tenant, mig, ["s0"])
+    settle(kube)
+    settings.SYNC_WORKLOADS_WATCH_S = 8
+    job.refresh_from_db()
+    assert job.state == "running"
+    pod = kube.list("Pod", job.namespace, label_selector=f"gpu-portal.io/workload={job.pk}")[0]
+    finished_at: list[float] = []
+    shown_at: list[float] = []
+    run_over = threading.Event()
+
+    def finish_pod():  # what the kubelet would report, while the run's watches are open
+        time.sleep(1)
+        kube_admin.apply_status(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod["metadata"]["name"], "namespace": job.namespace},
+                "status": {"phase": "Succeeded"},
+            }
+        )
+        finished_at.append(time.monotonic())
+
+    def read_page():  # what a page would read, as often as a user could look
+        try:
+            while not run_over.is_set() and not shown_at:
+                if Workload.objects.get(pk=job.pk).state == "succeeded":
+                    shown_at.append(time.monotonic())
+                time.sleep(0.1)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finish_pod), threading.Thread(target=read_page)]
+    for thread in threads:
+        thread.start()
+    began = time.monotonic()
+    try:
+        sync_calls(kube)
+    finally:
+        ended = time.monotonic()
+        run_over.set()
+        for thread in threads:
+            thread.join(15)
+    assert ended - began >= 7  # the watches stayed open their 8 s
+    assert finished_at and shown_at, "the finished pod was not synced in the run it happened in"
+    assert shown_at[0] - finished_at[0] < 3
+    assert shown_at[0] < ended - 3  # well before the watches ended

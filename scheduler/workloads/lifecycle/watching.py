@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -16,11 +15,12 @@ from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
-from scheduler.cluster.kube import Changes, KubeGateway, ResourceVersionGone
+from scheduler.cluster.kube import KubeGateway, ResourceVersionGone
 from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
+from scheduler.workloads.lifecycle.batches import Watched, change_batches
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
 from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
@@ -40,15 +40,6 @@ log = logging.getLogger(__name__)
 
 SYNC_LOCK = (0x6777, 1)  # advisory-lock key: one periodic sync at a time, across workers
 STATE_KEY = "workloads"
-
-
-@dataclass(frozen=True)
-class Watched:
-    """A collection the periodic sync follows with a watch cursor."""
-
-    kind: str
-    label_selector: str = ""
-    field_selector: str = ""
 
 
 def watched_collections(instance: str) -> tuple[Watched, ...]:
@@ -181,27 +172,6 @@ def _take_cursors(kube: KubeGateway, watched: Iterable[Watched]) -> dict[str, st
     return cursors
 
 
-def _read_changes(
-    kube: KubeGateway, cursors: Mapping[str, str | None], watched: Iterable[Watched]
-) -> dict[str, Changes]:
-    """Watch every collection from its cursor at once (each watch lasts the watch time, so one
-    after the other would take that many times as long)."""
-    todo = [w for w in watched if cursors.get(w.kind)]
-    timeout = settings.SYNC_WORKLOADS_WATCH_S
-
-    def one(w: Watched) -> Changes:
-        return kube.changes(
-            w.kind,
-            str(cursors[w.kind]),
-            label_selector=w.label_selector,
-            field_selector=w.field_selector,
-            timeout_s=timeout,
-        )
-
-    with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
-        return dict(zip((w.kind for w in todo), pool.map(one, todo), strict=True))
-
-
 def refresh_queue_positions(
     kube: KubeGateway,
     namespaces: Iterable[str],
@@ -286,9 +256,10 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
 
 def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
     """The periodic sync (beat, every SYNC_WORKLOADS_EVERY_S): read what changed on the cluster
-    since the last run (one watch per kind, from the cursors kept in PostgreSQL), map it to
-    the workloads it concerns and sync only those, plus those whose last sync failed and those
-    not on the cluster yet (a lost create message). An unchanged fleet costs a watch per kind,
+    since the last run (one watch per kind, from the cursors kept in PostgreSQL, for
+    SYNC_WORKLOADS_WATCH_S), batch by batch as it arrives; map each batch to the workloads it
+    concerns and sync only those, plus, first, those whose last sync failed and those not on
+    the cluster yet (a lost create message). An unchanged fleet costs a watch per kind,
     however many workloads it holds. A full resync (`sync_all_live_workloads`) runs on the
     first run, when a cursor has expired (410) and every SYNC_WORKLOADS_FULL_EVERY_S. One run
     at a time: a run that finds another one running skips. Returns how many workloads were
@@ -305,56 +276,80 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
         )
         if full or due or any(w.kind not in state.cursors for w in watched):
             return _full_resync(kube, state, watched)
+        retry = set(state.retry_ids)
+        cursors, looked_at = dict(state.cursors), 0
+        # those whose last sync failed and those not on the cluster yet (a lost create
+        # message) first; then each batch of changes as it arrives
+        looked, failed = _sync_changed(kube, {}, retry, uncreated=True)
+        retry, looked_at = (retry - looked) | failed, len(looked)
         try:
-            changes = _read_changes(kube, state.cursors, watched)
+            for batch in change_batches(
+                kube,
+                state.cursors,
+                watched,
+                timeout_s=settings.SYNC_WORKLOADS_WATCH_S,
+                gather_s=settings.SYNC_WORKLOADS_BATCH_S,
+            ):
+                if batch.events:
+                    looked, failed = _sync_changed(kube, batch.events, set(), uncreated=False)
+                    retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
+                cursors.update(batch.cursors)  # synced up to here
         except ResourceVersionGone as exc:
             log.info("a watch cursor expired, resyncing all workloads: %s", exc)
-            return _full_resync(kube, state, watched)
-        except ClusterError as exc:  # cursors stay: the next run reads these changes again
+            return looked_at + _full_resync(kube, state, watched)
+        except ClusterError as exc:  # what was not synced yet is read again next run
             log.warning("workload sync cannot read the cluster's changes: %s", exc)
-            return 0
-        live = list(
-            Workload.objects.live().values_list(
-                "pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at"
-            )
-        )
-        touched = touched_workloads(
-            {kind: c.events for kind, c in changes.items()},
-            (LiveRef(pk, ns, name, uid) for pk, ns, name, uid, _ in live),
-        )
-        retry = set(state.retry_ids)
-        todo = [
-            (pk, ns)
-            for pk, ns, _, _, created in live
-            if pk in touched.ids or pk in retry or created is None
-        ]
-        # many namespaces to read: the cluster whole, in a few lists
-        readings = read_for(
-            kube,
-            {ns for _, ns in todo}
-            | touched.queue_namespaces
-            | {(w.get("metadata") or {}).get("namespace", "") for w in touched.unknown},
-            len({ns for _, ns, _, _, _ in live}),
-        )
-        if touched.unknown:
-            try:  # one that fails is followed by the next full resync, the rest go on now
-                new = follow_new(kube, touched.unknown, readings)
-            except ClusterError as exc:
-                log.warning("work made outside the portal not followed yet: %s", exc)
-                new = []
-            todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
-        readings, failed = sync_each(kube, todo, readings, ended=touched.ended)
-        try:
-            refresh_queue_positions(
-                kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}
-            )
-        except ClusterError as exc:
-            log.warning("queue places not refreshed: %s", exc)
-        state.cursors = {**state.cursors, **{k: c.resource_version for k, c in changes.items()}}
-        state.retry_ids = failed
+        state.cursors, state.retry_ids = cursors, sorted(retry)
         state.save(update_fields=["cursors", "retry_ids", "updated_at"])
         try:
             stop_past_their_run_time(kube)
         except ClusterError as exc:  # still running: the next run stops it
             log.warning("followed jobs past their run time not stopped: %s", exc)
-        return len(todo)
+        return looked_at
+
+
+def _sync_changed(
+    kube: KubeGateway, changes: Mapping[str, list[dict]], retry: set[int], *, uncreated: bool
+) -> tuple[set[int], set[int]]:
+    """Sync the live workloads a batch of changes concerns (and those in `retry`, and with
+    `uncreated` those not on the cluster yet), follow the work made outside the portal it shows
+    and refresh the places in the queues it moved. Returns the workloads it looked at and those
+    whose sync failed (retried by the next run)."""
+    live = list(
+        Workload.objects.live().values_list(
+            "pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at"
+        )
+    )
+    touched = touched_workloads(
+        changes, (LiveRef(pk, ns, name, uid) for pk, ns, name, uid, _ in live)
+    )
+    todo = [
+        (pk, ns)
+        for pk, ns, _, _, created in live
+        if pk in touched.ids or pk in retry or (uncreated and created is None)
+    ]
+    if not todo and not touched.unknown and not touched.queue_namespaces:
+        return set(), set()
+    # many namespaces to read: the cluster whole, in a few lists
+    readings = read_for(
+        kube,
+        {ns for _, ns in todo}
+        | touched.queue_namespaces
+        | {(w.get("metadata") or {}).get("namespace", "") for w in touched.unknown},
+        len({ns for _, ns, _, _, _ in live}),
+    )
+    if touched.unknown:
+        try:  # one that fails is followed by the next full resync, the rest go on now
+            new = follow_new(kube, touched.unknown, readings)
+        except ClusterError as exc:
+            log.warning("work made outside the portal not followed yet: %s", exc)
+            new = []
+        todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
+    readings, failed = sync_each(kube, todo, readings, ended=touched.ended)
+    try:
+        refresh_queue_positions(
+            kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}
+        )
+    except ClusterError as exc:
+        log.warning("queue places not refreshed: %s", exc)
+    return {pk for pk, _ in todo}, set(failed)
