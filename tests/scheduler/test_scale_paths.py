@@ -127,6 +127,21 @@ def test_the_places_of_many_namespaces_are_read_in_one_query_and_written_in_one(
     }
 
 
+def test_places_that_all_leave_the_queue_are_written_too(deep_queue):
+    """A statement whose every new place is NULL: PostgreSQL types a CASE of NULLs as text and
+    refused it (the scale bench's sync failed on it when a queue emptied)."""
+    watching.place({w.pk: None for w in deep_queue[:3]})
+    watching.place({deep_queue[3].pk: 7})
+    places = dict(Workload.objects.filter(namespace=NS).values_list("k8s_uid", "queue_position"))
+    assert places == {
+        "u0": None,
+        "u1": None,
+        "u2": None,
+        "u3": 7,
+        **{f"u{i}": None for i in range(4, 12)},
+    }
+
+
 def test_a_reading_vouches_for_what_is_gone_only_for_work_made_before_it_began(db):
     """A cluster-wide reading lists Jobs once; a workload whose Job was made as the lists ran
     is not in them, and is GOT rather than failed as deleted."""

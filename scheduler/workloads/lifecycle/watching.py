@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, F, IntegerField, Value, When
 from django.utils import timezone
 
 from core.errors import ClusterError, PermanentClusterError
@@ -215,8 +215,10 @@ def place(moved: Mapping[int, int | None], chunk: int = 500) -> None:
     for start in range(0, len(items), chunk):
         part = items[start : start + chunk]
         Workload.objects.filter(pk__in=[pk for pk, _ in part], state=Workload.State.QUEUED).update(
+            # the column as the default: a CASE of nothing but NULLs is text to PostgreSQL
             queue_position=Case(
                 *(When(pk=pk, then=Value(p, output_field=IntegerField())) for pk, p in part),
+                default=F("queue_position"),
                 output_field=IntegerField(),
             ),
             updated_at=now,
