@@ -264,7 +264,7 @@ def run(*, workloads: int) -> int:
     for label, (secs, calls, gets, looked_at) in results:
         print(f"{label:<36} {secs:>8.2f} {calls:>10} {gets:>6} {looked_at:>7}")
     print()
-    kinds = len(watching.watched_collections(INSTANCE))
+    kinds = len(watching.watched_collections())
     checks = [
         ("calls, nothing changed", quiet_calls, f"= {kinds}", quiet_calls == kinds),
         (

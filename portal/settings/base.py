@@ -434,8 +434,8 @@ SYNC_WORKLOADS_FULL_EVERY_S = env.float("SYNC_WORKLOADS_FULL_EVERY_S", default=3
 # its end, so below 3 s a quiet collection's cursor ages until it expires.
 SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
 # Within a run, changes are synced in batches as they arrive: after the first change, this long
-# for those that come with it (each batch reads the namespaces it touches once).
-SYNC_WORKLOADS_BATCH_S = env.float("SYNC_WORKLOADS_BATCH_S", default=0.5)
+# for those that come with it (a run reads a namespace once, then follows it from its watches).
+SYNC_WORKLOADS_BATCH_S = env.float("SYNC_WORKLOADS_BATCH_S", default=1.0)
 # A run that reads at least this many namespaces (and a quarter of those with live work) reads
 # the cluster whole: a few lists in all instead of three a namespace and a GET a workload.
 SYNC_WORKLOADS_WIDE_FROM = env.int("SYNC_WORKLOADS_WIDE_FROM", default=8)

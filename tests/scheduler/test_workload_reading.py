@@ -1,11 +1,13 @@
 """The sync's cluster-wide reading without the cluster (pure): when a run reads the cluster whole
 instead of namespace by namespace, and how the cluster-wide lists are spread into one reading
-per namespace, with the calls they cost whatever the number of namespaces."""
+per namespace, with the calls they cost whatever the number of namespaces; and how a reading is
+kept up to date by the watches' later events within a run."""
 
 from collections import Counter
 
 from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
+    apply_changes,
     read_wide,
     reads_wide,
 )
@@ -82,3 +84,59 @@ def test_each_namespace_gets_its_own_objects_and_nothing_of_the_others():
     assert a.object(cluster, "Pod", "outside", "a")["metadata"]["name"] == "outside"
     assert (quiet.pods, quiet.queue_workloads, quiet.events) == ({}, [], [])
     assert quiet.object(cluster, "Deployment", "coredns", "quiet") is None
+
+
+def at(item, rv, uid="u1", type_="MODIFIED", **extra):
+    item = {**item, **extra, "metadata": {**item["metadata"], "resourceVersion": rv, "uid": uid}}
+    return {"type": type_, "object": item}
+
+
+def test_a_reading_is_kept_up_to_date_by_later_events_and_not_taken_back_by_older_ones():
+    cluster = Cluster(["team-a", "team-b"])
+    readings = read_wide(cluster, ["team-a", "team-b"])
+    pod = obj("Pod", "p-team-a", "team-a", labels={"gpu-portal.io/workload": "0"})
+    new_pod = obj("Pod", "p2", "team-a", labels={"gpu-portal.io/workload": "7"})
+    queued = obj("KueueWorkload", "job-j-team-a", "team-a")
+    preempted = {**obj("Event", "e-new", "team-a"), "reason": sorted(EVENT_REASONS)[0]}
+    apply_changes(
+        readings,
+        {
+            "Pod": [
+                at(pod, "20", status={"phase": "Running"}),
+                at(pod, "15", status={"phase": "Pending"}),  # arrived as it was listed: older
+                at(new_pod, "21", type_="ADDED"),
+            ],
+            # the listed one's uid (these made-up lists carry none)
+            "KueueWorkload": [at(queued, "22", uid=None, type_="DELETED")],
+            "Event": [
+                at(preempted, "23", type_="ADDED"),
+                at({**obj("Event", "e-other", "team-a"), "reason": "Pulled"}, "24", type_="ADDED"),
+            ],
+            "Job": [at(obj("Job", "j", "team-b"), "25", status={"active": 1})],
+        },
+    )
+    a, b = readings["team-a"], readings["team-b"]
+    assert a.pods["0"][0]["status"] == {"phase": "Running"}
+    assert a.pods["7"][0]["metadata"]["name"] == "p2"
+    assert {p["metadata"]["name"] for p in a.all_pods} == {"p-team-a", "outside", "p2"}
+    assert a.queue_workloads == [] and a.place(queued) is None
+    assert "e-new" in {e["metadata"]["name"] for e in a.observed_events()}
+    assert "e-other" not in {e["metadata"]["name"] for e in a.events}
+    assert b.objects["Job"]["j"]["status"] == {"active": 1}
+    assert cluster.calls == Counter(
+        {("list", k): 1 for k in ("Pod", "KueueWorkload", "Job", "Deployment")}
+    ) + Counter({("list", "Event"): len(EVENT_REASONS)})
+
+
+def test_a_deletion_removes_only_the_object_it_names_and_other_namespaces_are_left_alone():
+    cluster = Cluster(["team-a"])
+    readings = read_wide(cluster, ["team-a"])
+    pod = obj("Pod", "p-team-a", "team-a", labels={"gpu-portal.io/workload": "0"})
+    apply_changes(readings, {"Pod": [at(pod, "30", uid="u-new", type_="ADDED")]})
+    # the older pod of the same name, deleted: not the one made again after it
+    apply_changes(readings, {"Pod": [at(pod, "31", uid="u-old", type_="DELETED")]})
+    assert readings["team-a"].objects["Pod"]["p-team-a"]["metadata"]["uid"] == "u-new"
+    apply_changes(readings, {"Pod": [at(pod, "32", uid="u-new", type_="DELETED")]})
+    assert "0" not in readings["team-a"].pods
+    apply_changes(readings, {"Pod": [at(obj("Pod", "z", "elsewhere"), "33", type_="ADDED")]})
+    assert set(readings) == {"team-a"}

@@ -138,6 +138,22 @@ def test_a_members_job_maps_by_its_uid_and_its_last_look_is_kept_once_it_ended()
     assert dict(touched.ended) == {"team-b": [job, other]}  # not one deleted while running
 
 
+def test_a_members_pod_maps_to_the_followed_work_it_belongs_to():
+    """Pods are watched whole: a followed member's Job's pod (no label of ours) by its owner,
+    so the row says it runs as soon as the portal's own would; others' pods touch nothing."""
+    pod = meta("eval-9-x7k2p", namespace="team-b")
+    pod["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "eval-9", "uid": "uid-9", "controller": True}
+    ]
+    stranger = meta("web-1", namespace="team-b")
+    stranger["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "web", "uid": "u-web", "controller": True}
+    ]
+    touched = touched_workloads({"Pod": [ev(pod), ev(stranger)]}, LIVE)
+    assert touched.ids == {9}
+    assert touched_workloads({"Pod": [ev(meta("eval-9", namespace="team-a"))]}, LIVE).ids == set()
+
+
 def test_a_change_in_a_queue_with_none_of_ours_in_it_only_marks_the_queue():
     touched = touched_workloads({"KueueWorkload": [ev(meta("job-x-1-abc"), "DELETED")]}, LIVE)
     assert (touched.ids, touched.queue_namespaces) == (set(), {"team-a"})

@@ -1,13 +1,14 @@
 """What the workload sync reads of the cluster once for many workloads: a namespace's pods, the
 events it looks at and Kueue's Workloads, per namespace (three lists) or, when a run reads many
 namespaces, cluster-wide (a few lists in all, whatever the number of namespaces, and no GET per
-workload for Jobs and Deployments). `sync.py` syncs each workload from a reading."""
+workload for Jobs and Deployments), brought up to date by the watches' later events within a
+run. `sync.py` syncs each workload from a reading."""
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -109,6 +110,68 @@ class NamespaceReading:
         if self._observed is None:
             self._observed = [e for e in self.events if e.get("reason") in EVENT_REASONS]
         return self._observed
+
+    def apply(self, kind: str, events: Iterable[dict]) -> None:
+        """Bring the reading up to date with a watch's later events of a kind it holds (the
+        sync's watches read each of them whole), so that a run reads a namespace once however
+        many of its batches touch it. An event older than the object the reading holds (one
+        that arrived while the namespace was being listed) is left out."""
+        if kind == "KueueWorkload" and self.queue_workloads is not None:
+            held = {w["metadata"]["name"]: w for w in self.queue_workloads}
+            if _merge(held, events):
+                self.queue_workloads, self._places, self._by_job_uid = (
+                    list(held.values()),
+                    None,
+                    None,
+                )
+        elif kind == "Event":
+            held = {e["metadata"]["name"]: e for e in self.events}
+            observed = [e for e in events if e["object"].get("reason") in EVENT_REASONS]
+            if _merge(held, observed):
+                self.events, self._observed = list(held.values()), None
+        elif kind in self.objects and _merge(self.objects[kind], events) and kind == "Pod":
+            self.all_pods = list(self.objects["Pod"].values())
+            self.pods = _by_workload(self.all_pods)
+
+
+def apply_changes(
+    readings: Mapping[str, NamespaceReading], changes: Mapping[str, list[dict]]
+) -> None:
+    """`NamespaceReading.apply` each kind's events to the readings of their namespaces."""
+    for kind, events in changes.items():
+        by_namespace: dict[str, list[dict]] = defaultdict(list)
+        for event in events:
+            namespace = (event["object"].get("metadata") or {}).get("namespace", "")
+            if namespace in readings:
+                by_namespace[namespace].append(event)
+        for namespace, mine in by_namespace.items():
+            readings[namespace].apply(kind, mine)
+
+
+def _merge(held: dict[str, dict], events: Iterable[dict]) -> bool:
+    """Apply watch events to objects by name; whether any changed."""
+    changed = False
+    for event in events:
+        obj = event["object"]
+        meta = obj.get("metadata") or {}
+        old = held.get(meta.get("name", ""))
+        if old is not None and not _newer(meta, old.get("metadata") or {}):
+            continue
+        if event.get("type") != "DELETED":
+            held[meta.get("name", "")] = obj
+        elif old is not None and (old.get("metadata") or {}).get("uid") == meta.get("uid"):
+            del held[meta["name"]]
+        else:
+            continue
+        changed = True
+    return changed
+
+
+def _newer(meta: Mapping, than: Mapping) -> bool:
+    """Whether an object's resourceVersion is later than another's: the API server's are etcd
+    revisions, integers that grow; one that is not (another server) is taken as newer."""
+    new, old = meta.get("resourceVersion", ""), than.get("resourceVersion", "")
+    return not (new.isdigit() and old.isdigit()) or int(new) > int(old)
 
 
 def _by_workload(pods: Iterable[dict]) -> dict[str, list[dict]]:

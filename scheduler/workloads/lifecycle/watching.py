@@ -1,6 +1,8 @@
 """The periodic workload sync: what changed on the cluster since the last run (one watch per
-kind, from cursors kept in PostgreSQL), mapped to the live workloads it concerns, each synced by
-`sync.py`; a full resync now and then repairs whatever a watch missed."""
+kind, from cursors kept in PostgreSQL), batch by batch as it arrives (`batches.py`), mapped to
+the live workloads it concerns, each synced by `sync.py` from readings of their namespaces that
+the run makes once and keeps up to date from the same watches; a full resync now and then
+repairs whatever a watch missed."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from django.utils import timezone
 from core.errors import ClusterError, PermanentClusterError
 from core.locks import advisory_lock
 from scheduler.cluster.kube import KubeGateway, ResourceVersionGone
-from scheduler.cluster.render.labels import INSTANCE_LABEL
 from scheduler.workloads.kinds import owners
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
@@ -25,6 +26,7 @@ from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_
 from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
     NamespaceReading,
+    apply_changes,
     list_queue_workloads,
     read_for,
 )
@@ -42,20 +44,15 @@ SYNC_LOCK = (0x6777, 1)  # advisory-lock key: one periodic sync at a time, acros
 STATE_KEY = "workloads"
 
 
-def watched_collections(instance: str) -> tuple[Watched, ...]:
-    """Cluster-wide, so the cost is one watch per kind whatever the number of namespaces: the
-    portal's own Deployments and pods by label; Jobs whole (a member's Job deleted as it
-    finished leaves only the watch's last look at it); Kueue's Workloads and the events carry
-    no label of ours (the events API selects fields by equality only, one reason at a time), so
-    they are read whole too and filtered by `touched_workloads`."""
-    ours = f"{INSTANCE_LABEL}={instance},{WORKLOAD_LABEL}"
-    return (
-        Watched("Job"),
-        Watched("Deployment", ours),
-        Watched("Pod", ours),
-        Watched("KueueWorkload"),
-        Watched("Event"),
-    )
+def watched_collections() -> tuple[Watched, ...]:
+    """Cluster-wide and whole, so the cost is one watch per kind whatever the number of
+    namespaces, and a run keeps the namespaces it read up to date from them (`reading.apply`)
+    rather than reading them again: Jobs (a member's Job deleted as it finished leaves only the
+    watch's last look at it), Deployments and pods (the members' too: a followed Job's pod
+    starting shows as soon as the portal's own), Kueue's Workloads and the events (the events
+    API selects fields by equality only, one reason at a time). `touched_workloads` picks out
+    what concerns live workloads."""
+    return tuple(Watched(kind) for kind in ("Job", "Deployment", "Pod", "KueueWorkload", "Event"))
 
 
 @dataclass(frozen=True)
@@ -118,8 +115,10 @@ def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]
                 wid = labels.get(WORKLOAD_LABEL, "")
                 if wid.isdigit() and int(wid) in by_id and by_id[int(wid)].namespace == namespace:
                     touched.ids.add(int(wid))
-                elif kind == "Job" and meta.get("uid") in by_uid:  # a followed member's Job
+                elif meta.get("uid") in by_uid:  # a followed member's object
                     touched.ids.add(by_uid[meta["uid"]])
+                elif kind == "Pod" and not wid:  # a followed member's pod, by its owner
+                    touched.ids |= by_name.get((namespace, owners.owner_of_pod(obj).name), set())
                 if kind == "Job" and event.get("type") == "DELETED" and owners.has_ended(obj):
                     touched.ended[namespace].append(obj)  # its last look: how it ended
             elif kind == "KueueWorkload":
@@ -271,7 +270,7 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             log.info("workload sync skipped: another run holds the lock")
             return 0
         state, _ = WorkloadSyncState.objects.get_or_create(key=STATE_KEY)
-        watched = watched_collections(settings.PORTAL_INSTANCE)
+        watched = watched_collections()
         due = state.full_sync_at is None or (
             (timezone.now() - state.full_sync_at).total_seconds()
             >= settings.SYNC_WORKLOADS_FULL_EVERY_S
@@ -280,9 +279,10 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             return _full_resync(kube, state, watched)
         retry = set(state.retry_ids)
         cursors, looked_at = dict(state.cursors), 0
+        readings: dict[str, NamespaceReading] = {}  # read once a run, kept up to date after
         # those whose last sync failed and those not on the cluster yet (a lost create
         # message) first; then each batch of changes as it arrives
-        looked, failed = _sync_changed(kube, {}, retry, uncreated=True)
+        looked, failed = _sync_changed(kube, {}, retry, readings, uncreated=True)
         retry, looked_at = (retry - looked) | failed, len(looked)
         try:
             for batch in change_batches(
@@ -293,7 +293,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
                 gather_s=settings.SYNC_WORKLOADS_BATCH_S,
             ):
                 if batch.events:
-                    looked, failed = _sync_changed(kube, batch.events, set(), uncreated=False)
+                    looked, failed = _sync_changed(
+                        kube, batch.events, set(), readings, uncreated=False
+                    )
                     retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
                 cursors.update(batch.cursors)  # synced up to here
         except ResourceVersionGone as exc:
@@ -311,12 +313,19 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
 
 
 def _sync_changed(
-    kube: KubeGateway, changes: Mapping[str, list[dict]], retry: set[int], *, uncreated: bool
+    kube: KubeGateway,
+    changes: Mapping[str, list[dict]],
+    retry: set[int],
+    readings: dict[str, NamespaceReading],
+    *,
+    uncreated: bool,
 ) -> tuple[set[int], set[int]]:
     """Sync the live workloads a batch of changes concerns (and those in `retry`, and with
     `uncreated` those not on the cluster yet), follow the work made outside the portal it shows
-    and refresh the places in the queues it moved. Returns the workloads it looked at and those
-    whose sync failed (retried by the next run)."""
+    and refresh the places in the queues it moved. `readings`: the namespaces the run read so
+    far, brought up to date with the batch and added to. Returns the workloads it looked at and
+    those whose sync failed (retried by the next run)."""
+    apply_changes(readings, changes)
     live = list(
         Workload.objects.live().values_list(
             "pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at"
@@ -332,14 +341,10 @@ def _sync_changed(
     ]
     if not todo and not touched.unknown and not touched.queue_namespaces:
         return set(), set()
-    # many namespaces to read: the cluster whole, in a few lists
-    readings = read_for(
-        kube,
-        {ns for _, ns in todo}
-        | touched.queue_namespaces
-        | {(w.get("metadata") or {}).get("namespace", "") for w in touched.unknown},
-        len({ns for _, ns, _, _, _ in live}),
-    )
+    # many namespaces not read yet in this run: the cluster whole, in a few lists
+    unread = {ns for _, ns in todo} | touched.queue_namespaces
+    unread |= {(w.get("metadata") or {}).get("namespace", "") for w in touched.unknown}
+    readings.update(read_for(kube, unread - set(readings), len({ns for _, ns, *_ in live})))
     if touched.unknown:
         try:  # one that fails is followed by the next full resync, the rest go on now
             new = follow_new(kube, touched.unknown, readings)
@@ -347,7 +352,8 @@ def _sync_changed(
             log.warning("work made outside the portal not followed yet: %s", exc)
             new = []
         todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
-    readings, failed = sync_each(kube, todo, readings, ended=touched.ended)
+    read, failed = sync_each(kube, todo, readings, ended=touched.ended)
+    readings.update(read)  # and those it read one by one
     try:
         refresh_queue_positions(
             kube, sorted(touched.queue_namespaces), readings, {pk for pk, _ in todo}
