@@ -82,9 +82,10 @@ class Touched:
 
 def touched_workloads(changes: Mapping[str, list[dict]], live: Iterable[LiveRef]) -> Touched:
     """Map watch events (kind -> [{"type", "object"}]) to the live workloads they concern
-    (pure): the portal's Jobs, Deployments and pods by the workload label; Kueue's Workloads by
-    the job-uid label, else by name (pod-<pod name>-<hash>); events by the object they involve
-    (`named_after`), and only those `observe` reads (EVENT_REASONS)."""
+    (pure): the portal's Jobs, Deployments and pods by the workload label, followed members'
+    objects by uid and their pods by owner; Kueue's Workloads by the job-uid label, else by name
+    (pod-<pod name>-<hash>); events by the object they involve (`named_after`), and only those
+    `observe` reads (EVENT_REASONS)."""
     refs = list(live)
     by_id = {r.pk: r for r in refs}
     by_uid = {r.k8s_uid: r.pk for r in refs if r.k8s_uid}
