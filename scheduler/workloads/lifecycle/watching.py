@@ -281,9 +281,10 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
         retry = set(state.retry_ids)
         cursors, looked_at = dict(state.cursors), 0
         readings: dict[str, NamespaceReading] = {}  # read once a run, kept up to date after
+        live: list[tuple] = []
         # those whose last sync failed and those not on the cluster yet (a lost create
         # message) first; then each batch of changes as it arrives
-        looked, failed = _sync_changed(kube, {}, retry, readings, uncreated=True)
+        looked, failed = _sync_changed(kube, {}, retry, readings, live, uncreated=True)
         retry, looked_at = (retry - looked) | failed, len(looked)
         try:
             for batch in change_batches(
@@ -295,7 +296,7 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             ):
                 if batch.events:
                     looked, failed = _sync_changed(
-                        kube, batch.events, set(), readings, uncreated=False
+                        kube, batch.events, set(), readings, live, uncreated=False
                     )
                     retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
                 cursors.update(batch.cursors)  # synced up to here
@@ -318,19 +319,24 @@ def _sync_changed(
     changes: Mapping[str, list[dict]],
     retry: set[int],
     readings: dict[str, NamespaceReading],
+    live: list[tuple],
     *,
     uncreated: bool,
 ) -> tuple[set[int], set[int]]:
     """Sync the live workloads a batch of changes concerns (and those in `retry`, and with
     `uncreated` those not on the cluster yet), follow the work made outside the portal it shows
     and refresh the places in the queues it moved. `readings`: the namespaces the run read so
-    far, brought up to date with the batch and added to. Returns the workloads it looked at and
-    those whose sync failed (retried by the next run)."""
+    far, brought up to date with the batch and added to; `live`: the run's live workloads
+    (pk, namespace, name, uid, made on the cluster), added to. Returns the workloads it looked
+    at and those whose sync failed (retried by the next run)."""
     apply_changes(readings, changes)
-    live = list(
-        Workload.objects.live().values_list(
-            "pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at"
-        )
+    # the live workloads once a run, then only those made since (a batch comes every second
+    # or so, and most touch none): one that ended meanwhile is skipped by `sync_each`
+    live.extend(
+        Workload.objects.live()
+        .filter(pk__gt=live[-1][0] if live else 0)
+        .order_by("pk")
+        .values_list("pk", "namespace", "k8s_name", "k8s_uid", "cluster_created_at")
     )
     touched = touched_workloads(
         changes, (LiveRef(pk, ns, name, uid) for pk, ns, name, uid, _ in live)
