@@ -24,6 +24,12 @@ def main() -> int:
         help="reconcile: tenants, or sizes comma-separated (1000,10000: the slope between them)",
     )
     parser.add_argument(
+        "--floor-up-to",
+        type=int,
+        metavar="N",
+        help="reconcile: run kubectl's floor only at sizes up to N (default: every size)",
+    )
+    parser.add_argument(
         "--only",
         choices=[
             "reconcile",
@@ -49,7 +55,8 @@ def main() -> int:
         type=Path,
         metavar="DIR",
         help="api: sample the server with py-spy during each run, stacks in DIR; stages and "
-        "scale: cProfile files in DIR (scale: the follower's thread)",
+        "scale: cProfile files in DIR (scale: the follower's thread); reconcile: py-spy on the "
+        "bench's own process during the cold and no-op runs, stacks in DIR",
     )
     parser.add_argument("--pods", type=int, default=10_000, help="metering: pods to ingest")
     parser.add_argument(
@@ -149,7 +156,9 @@ def main() -> int:
     if args.only == "fleet":  # starts a second local cluster: on its own
         rc |= fleet_bench.run(tenants=args.tenants[0], jobs=args.fleet_jobs)
     if args.only in (None, "reconcile"):
-        rc |= reconcile_bench.run(tenants=args.tenants)
+        rc |= reconcile_bench.run(
+            tenants=args.tenants, floor_up_to=args.floor_up_to, profile_dir=args.profile
+        )
     return rc
 
 

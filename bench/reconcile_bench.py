@@ -10,19 +10,25 @@ every namespace it made at the end.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
+from bench import profile
 from bench.isolation import cleaned_up_after, cluster_as_it_runs
+from bench.scale_cpu import cpu_by_command, spent
+from bench.scale_cpu import lines as cpu_lines
 from catalog.models import ResourceClass
 from catalog.services import ensure_resource_classes
 from localcluster import build, cluster
@@ -131,9 +137,35 @@ def _cleanup(kube: KubeGateway, *, wait: bool = False, stall_s: float = 300) -> 
         time.sleep(15)
 
 
-def _one(kube: KubeGateway, kube_path: str, kubectl: str, tenants: int) -> list[tuple]:
+@contextmanager
+def _measured(label: str, profile_dir: Path | None, tag: str):
+    """Print where the machine's CPU went during a run (the portal's process, the API server,
+    etcd, Kueue, the controller manager, ...): with 2 shared cores, this says which part
+    limits the run's wall time. With a folder, py-spy samples this process meanwhile."""
+    sampler = profile.start(os.getpid(), profile_dir, tag) if profile_dir else None
+    t0, before = time.perf_counter(), cpu_by_command()
+    try:
+        yield
+    finally:
+        used, wall_s = spent(before, cpu_by_command()), time.perf_counter() - t0
+        if sampler:
+            profile.stop(sampler)
+        print("\n".join("  " + line for line in cpu_lines(label, used, wall_s)), flush=True)
+        if profile_dir:
+            profile.report(profile_dir, tag)
+
+
+def _one(
+    kube: KubeGateway,
+    kube_path: str,
+    kubectl: str,
+    tenants: int,
+    *,
+    floor: bool = True,
+    profile_dir: Path | None = None,
+) -> list[tuple]:
     """One size in a database of its own: [(run, wall s, API calls, writes)] for the cold run,
-    the no-op run and kubectl's floor."""
+    the no-op run and (with floor) kubectl's floor."""
     old_name = connection.settings_dict["NAME"]
     connection.settings_dict["TEST"]["NAME"] = "gpu_portal_bench"  # not the test suite's
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
@@ -142,10 +174,11 @@ def _one(kube: KubeGateway, kube_path: str, kubectl: str, tenants: int) -> list[
         print(f"seeding {tenants} tenants with grants and members ...", flush=True)
         _seed(tenants)
         rows = []
-        for label in ("cold (from empty)", "no-op (nothing changed)"):
+        for label, tag in (("cold (from empty)", "cold"), ("no-op (nothing changed)", "noop")):
             calls, writes = kube.stats.total, kube.stats.writes
             t0 = time.perf_counter()
-            summary = reconcile_all(kube, trigger="benchmark")
+            with _measured(f"the {tag} run", profile_dir, f"reconcile-{tenants}-{tag}"):
+                summary = reconcile_all(kube, trigger="benchmark")
             elapsed = time.perf_counter() - t0
             rows.append((label, elapsed, kube.stats.total - calls, kube.stats.writes - writes))
             print(
@@ -153,15 +186,18 @@ def _one(kube: KubeGateway, kube_path: str, kubectl: str, tenants: int) -> list[
                 f" {summary.skipped_busy} busy, {len(summary.failed)} failed {summary.failed[:3]}",
                 flush=True,
             )
-        floor_s, objects = _floor(kube_path, kubectl)
-        rows.append(("kubectl apply --server-side", floor_s, objects, objects))
+        if floor:
+            with _measured("kubectl's floor", None, ""):
+                floor_s, objects = _floor(kube_path, kubectl)
+            rows.append(("kubectl apply --server-side", floor_s, objects, objects))
     finally:  # the namespaces go before the next size (from empty) or after the last
         connection.creation.destroy_test_db(old_name, verbosity=0)
     return rows
 
 
 def _report(tenants: int, rows: list[tuple]) -> None:
-    (_, cold, _, _), (_, noop, _, noop_writes), (_, floor_s, objects, _) = rows
+    (_, cold, _, _), (_, noop, _, noop_writes), *floor = rows
+    objects = floor[0][2] if floor else "floor not run"
     print()
     print(f"Reconcile {tenants} tenants ({objects} objects) on the local cluster")
     print(f"{'run':<30} {'wall s':>8} {'API calls':>10} {'writes':>8}")
@@ -169,10 +205,12 @@ def _report(tenants: int, rows: list[tuple]) -> None:
         print(f"{label:<30} {secs:>8.2f} {calls:>10} {writes:>8}")
     print()
     checks = [
-        ("cold / kubectl floor", cold / floor_s, "≤ 1.50", cold / floor_s <= 1.5),
         ("no-op / cold", noop / cold, "≤ 0.20", noop / cold <= 0.2),
         ("no-op writes", noop_writes, "= 0", noop_writes == 0),
     ]
+    if floor:
+        floor_s = floor[0][1]
+        checks.insert(0, ("cold / kubectl floor", cold / floor_s, "≤ 1.50", cold / floor_s <= 1.5))
     print(f"{'ratio':<30} {'value':>8} {'goal':>10} {'met':>8}")
     for name, value, goal, ok in checks:
         print(f"{name:<30} {value:>8.2f} {goal:>10} {'yes' if ok else 'NO':>8}")
@@ -181,21 +219,29 @@ def _report(tenants: int, rows: list[tuple]) -> None:
 def slope_checks(by_size: dict[int, list[tuple]]) -> list[tuple[str, float, str, bool]]:
     """Issue 55's goals between the smallest and the largest size (pure): the cold run grows
     no faster than the tenants (10,000 ≤ 10.5 × 1,000: 1.05 × the size ratio), the no-op run's
-    API calls do not grow with them, and it writes nothing at the largest."""
+    API calls do not grow with them, and it writes nothing at the largest. kubectl's own slope
+    where both sizes ran its floor."""
     lo, hi = min(by_size), max(by_size)
-    (_, cold_lo, _, _), (_, _, calls_lo, _), (_, floor_lo, _, _) = by_size[lo]
-    (_, cold_hi, _, _), (_, _, calls_hi, writes_hi), (_, floor_hi, _, _) = by_size[hi]
+    (_, cold_lo, _, _), (_, _, calls_lo, _), *floor_lo = by_size[lo]
+    (_, cold_hi, _, _), (_, _, calls_hi, writes_hi), *floor_hi = by_size[hi]
     limit = 1.05 * hi / lo
-    return [
+    checks = [
         (f"cold {hi} / cold {lo}", cold_hi / cold_lo, f"≤ {limit:.2f}", cold_hi / cold_lo <= limit),
-        (f"kubectl {hi} / kubectl {lo}", floor_hi / floor_lo, "(floor)", True),
         (f"no-op calls {hi} / {lo}", calls_hi / calls_lo, "= 1.00", calls_hi == calls_lo),
         (f"no-op writes at {hi}", writes_hi, "= 0", writes_hi == 0),
     ]
+    if floor_lo and floor_hi:
+        floor_slope = floor_hi[0][1] / floor_lo[0][1]
+        checks.insert(1, (f"kubectl {hi} / kubectl {lo}", floor_slope, "(floor)", True))
+    return checks
 
 
-def run(*, tenants: int | list[int]) -> int:
-    """One size, or several (`--tenants 1000,10000`): each from empty, then the slope."""
+def run(
+    *, tenants: int | list[int], floor_up_to: int | None = None, profile_dir: Path | None = None
+) -> int:
+    """One size, or several (`--tenants 1000,10000`): each from empty, then the slope.
+    kubectl's floor runs at the sizes up to `floor_up_to` (all by default): at 10,000 tenants
+    its 120,000 objects beside the portal's need more memory than this machine's 23 GiB."""
     sizes = [tenants] if isinstance(tenants, int) else sorted(tenants)
     cluster_as_it_runs()
     settings.PORTAL_INSTANCE = "bench"
@@ -208,7 +254,8 @@ def run(*, tenants: int | list[int]) -> int:
     with cleaned_up_after(lambda: _cleanup(kube, wait=True)):
         by_size = {}
         for n in sizes:
-            by_size[n] = _one(kube, kube_path, kubectl, n)
+            floor = floor_up_to is None or n <= floor_up_to
+            by_size[n] = _one(kube, kube_path, kubectl, n, floor=floor, profile_dir=profile_dir)
             _report(n, by_size[n])
         if len(by_size) > 1:
             print()

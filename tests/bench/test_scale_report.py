@@ -56,3 +56,14 @@ def test_the_reconcile_slope_checks_the_issues_goals():
     ]
     steep = slope_checks({1000: rows(100.0, 15, 0, 90.0), 10_000: rows(1100.0, 16, 2, 950.0)})
     assert [ok for *_, ok in steep] == [False, True, False, False]
+
+
+def test_the_reconcile_slope_leaves_out_kubectl_where_a_size_ran_no_floor():
+    lo = [("cold", 100.0, 0, 0), ("no-op", 1.0, 15, 0), ("kubectl", 90.0, 0, 0)]
+    hi = [("cold", 1300.0, 0, 0), ("no-op", 9.0, 15, 0)]  # floor not run at 10,000
+    checks = slope_checks({1000: lo, 10_000: hi})
+    assert [(name, ok) for name, _, _, ok in checks] == [
+        ("cold 10000 / cold 1000", False),
+        ("no-op calls 10000 / 1000", True),
+        ("no-op writes at 10000", True),
+    ]
