@@ -30,6 +30,12 @@ def main() -> int:
         help="reconcile: run kubectl's floor only at sizes up to N (default: every size)",
     )
     parser.add_argument(
+        "--apply-threads",
+        type=int,
+        metavar="N",
+        help="reconcile: tenants converged at once (default: RECONCILE_APPLY_THREADS)",
+    )
+    parser.add_argument(
         "--only",
         choices=[
             "reconcile",
@@ -157,7 +163,10 @@ def main() -> int:
         rc |= fleet_bench.run(tenants=args.tenants[0], jobs=args.fleet_jobs)
     if args.only in (None, "reconcile"):
         rc |= reconcile_bench.run(
-            tenants=args.tenants, floor_up_to=args.floor_up_to, profile_dir=args.profile
+            tenants=args.tenants,
+            floor_up_to=args.floor_up_to,
+            apply_threads=args.apply_threads,
+            profile_dir=args.profile,
         )
     return rc
 

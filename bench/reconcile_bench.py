@@ -237,7 +237,11 @@ def slope_checks(by_size: dict[int, list[tuple]]) -> list[tuple[str, float, str,
 
 
 def run(
-    *, tenants: int | list[int], floor_up_to: int | None = None, profile_dir: Path | None = None
+    *,
+    tenants: int | list[int],
+    floor_up_to: int | None = None,
+    apply_threads: int | None = None,
+    profile_dir: Path | None = None,
 ) -> int:
     """One size, or several (`--tenants 1000,10000`): each from empty, then the slope.
     kubectl's floor runs at the sizes up to `floor_up_to` (all by default): at 10,000 tenants
@@ -246,6 +250,9 @@ def run(
     cluster_as_it_runs()
     settings.PORTAL_INSTANCE = "bench"
     settings.TENANT_NAMESPACE_PREFIX = "bench-"
+    if apply_threads:
+        settings.RECONCILE_APPLY_THREADS = apply_threads
+    print(f"tenants converged at once: {settings.RECONCILE_APPLY_THREADS}", flush=True)
     kube_path = str(cluster.KUBECONFIG)
     kubectl = str(build.binaries()["kubectl"])
     kube = KubeGateway.from_kubeconfig(kube_path)

@@ -225,6 +225,8 @@ LOGGING = {
 }
 # Enqueue a reconcile of the tenant after each commit that changes its desired state.
 RECONCILE_ON_COMMIT = env.bool("RECONCILE_ON_COMMIT", default=True)
+# Tenants a full reconcile converges at once (each tenant's objects in order on one thread).
+RECONCILE_APPLY_THREADS = env.int("RECONCILE_APPLY_THREADS", default=4)
 # A submit that mounts a volume claim the team's namespace lacks is refused (one GET a claim).
 SUBMIT_CHECKS_CLAIMS = env.bool("SUBMIT_CHECKS_CLAIMS", default=True)
 # The mig-parted config (what the GPU operator's MIG manager reads) whose names nodes carry.

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,15 +42,39 @@ class ClusterForbidden(PermanentClusterError):
 
 @dataclass
 class CallStats:
+    """Every call the gateway made, by (verb, kind). Safe across threads: a reconcile applies
+    from several at once, and `tally` says what one thread's run cost meanwhile."""
+
     calls: Counter = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _open: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+
+    def count(self, verb: str, kind: str) -> None:
+        with self._lock:
+            self.calls[(verb, kind)] += 1
+        for tally in getattr(self._open, "tallies", ()):
+            tally.count(verb, kind)
+
+    @contextmanager
+    def tally(self) -> Iterator[CallStats]:
+        """The calls this thread makes inside the block, whatever other threads call."""
+        mine = CallStats()
+        opened = self._open.__dict__.setdefault("tallies", [])
+        opened.append(mine)
+        try:
+            yield mine
+        finally:
+            opened.remove(mine)
 
     @property
     def total(self) -> int:
-        return sum(self.calls.values())
+        with self._lock:
+            return sum(self.calls.values())
 
     @property
     def writes(self) -> int:
-        return sum(n for (verb, _), n in self.calls.items() if verb in ("apply", "delete", "patch"))
+        with self._lock:
+            return sum(n for (verb, _), n in self.calls.items() if verb in WRITE_VERBS)
 
 
 def _path(kind: str, name: str | None = None, namespace: str | None = None, sub: str = "") -> str:
@@ -199,7 +224,7 @@ class KubeGateway:
     ) -> Any:
         if verb in WRITE_VERBS:
             self.support.require()
-        self.stats.calls[(verb, kind)] += 1
+        self.stats.count(verb, kind)
         try:
             data = self.api.call_api(
                 path,
@@ -275,7 +300,7 @@ class KubeGateway:
         `ResourceVersionGone` when the server no longer has that history (410): the caller
         lists again. The API server sends its bookmark about 2 s before the watch's deadline,
         so below 3 s a quiet collection's cursor does not move."""
-        self.stats.calls[("watch", kind)] += 1
+        self.stats.count("watch", kind)
         what = f"watch {kind} {_path(kind, namespace=namespace)}"
         query = [
             ("watch", "true"),
@@ -321,7 +346,7 @@ class KubeGateway:
             raise self._error(exc, what) from exc
 
     def pod_log(self, name: str, namespace: str, *, tail_lines: int = 500) -> str:
-        self.stats.calls[("get", "PodLog")] += 1
+        self.stats.count("get", "PodLog")
         try:
             return client.CoreV1Api(self.api).read_namespaced_pod_log(
                 name, namespace, tail_lines=tail_lines, _request_timeout=(5, 30)
@@ -412,7 +437,7 @@ class KubeGateway:
         """Ask to evict a pod through the Eviction API, which honours PodDisruptionBudgets:
         "evicted", "blocked" (a budget allows no disruption now: 429) or "gone"."""
         self.support.require()
-        self.stats.calls[("create", "Eviction")] += 1
+        self.stats.count("create", "Eviction")
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",

@@ -1,10 +1,12 @@
 """The reconciler against the real local API server: quota admission, RBAC objects, drift,
 prune, archive, outages and call counts."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 import yaml
+from django.db import connection
 from django.utils import timezone
 
 from core.errors import PermanentClusterError, TransientClusterError
@@ -13,6 +15,7 @@ from scheduler.cluster.reconcile.runs import (
     reconcile_all,
     reconcile_cluster_objects,
     reconcile_tenant,
+    tenant_lock,
 )
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from tenants.models import CapacityRequest, Membership
@@ -178,6 +181,56 @@ def test_reconcile_all_repairs_drift_and_records_it(kube, setup, world):
     writes = kube.stats.writes
     reconcile_all(kube)
     assert kube.stats.writes == writes
+
+
+def test_a_full_run_converges_teams_side_by_side_each_run_with_its_own_cost(
+    kube, tenant_namespaces, world, settings
+):
+    """Several teams at once: each is converged whole, each run records its own team's calls
+    alone (not its neighbours' on other threads), and a team another worker holds is left."""
+    settings.RECONCILE_APPLY_THREADS = 3
+    teams = []
+    for _ in range(7):
+        slug = unique_slug()
+        team = create_tenant(actor=world.admin, slug=slug, name=f"Side by side {slug}")
+        owner = UserFactory(username=f"{slug}-owner")
+        MembershipFactory(tenant=team, user=owner, role=Membership.Role.OWNER)
+        tenant_namespaces.append(tenant_namespace(team))
+        teams.append(team)
+    *free, busy = teams
+    holding, release = threading.Event(), threading.Event()
+
+    def another_worker():  # its run of the last team, on a PostgreSQL session of its own
+        try:
+            with tenant_lock(busy.pk):
+                holding.set()
+                release.wait(120)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=another_worker)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        writes = kube.stats.writes
+        summary = reconcile_all(kube)
+    finally:
+        release.set()
+        holder.join()
+
+    assert summary.skipped_busy == 1 and not summary.failed
+    assert kube.get("Namespace", tenant_namespace(busy)) is None
+    runs = ReconcileRun.objects.filter(tenant__in=free)
+    assert sorted(run.tenant_id for run in runs) == sorted(team.pk for team in free)
+    for run in runs:
+        ns = tenant_namespace(run.tenant)
+        assert kube.get("ResourceQuota", "gpu-portal-quota", ns) is not None
+        assert kube.get("LocalQueue", "default", ns) is not None
+        assert run.status == "succeeded"
+        assert run.api_calls == run.writes == len(run.changes)  # created, each once
+    # the same objects for each team: a run that counted a neighbour's calls would differ
+    assert len({run.writes for run in runs}) == 1 and runs[0].writes >= 8
+    assert kube.stats.writes - writes >= sum(run.writes for run in runs)
 
 
 def test_membership_change_prunes_a_binding_nobody_is_in(kube, setup, world):
