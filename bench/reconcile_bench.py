@@ -197,9 +197,9 @@ def _one(
 
 def _report(tenants: int, rows: list[tuple]) -> None:
     (_, cold, _, _), (_, noop, _, noop_writes), *floor = rows
-    objects = floor[0][2] if floor else "floor not run"
+    what = f"{floor[0][2]} objects" if floor else "kubectl's floor not run at this size"
     print()
-    print(f"Reconcile {tenants} tenants ({objects} objects) on the local cluster")
+    print(f"Reconcile {tenants} tenants ({what}) on the local cluster")
     print(f"{'run':<30} {'wall s':>8} {'API calls':>10} {'writes':>8}")
     for label, secs, calls, writes in rows:
         print(f"{label:<30} {secs:>8.2f} {calls:>10} {writes:>8}")
