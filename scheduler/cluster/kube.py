@@ -63,8 +63,8 @@ class CallStats:
         opened.append(mine)
         try:
             yield mine
-        finally:
-            opened.remove(mine)
+        finally:  # by identity: two tallies with the same counts are equal
+            opened[:] = [other for other in opened if other is not mine]
 
     @property
     def total(self) -> int:

@@ -40,3 +40,12 @@ def test_tallies_nest_and_a_closed_one_counts_no_more():
     stats.count("get", "Namespace")
     assert (outer.total, outer.writes, inner.total, inner.writes) == (2, 1, 1, 1)
     assert stats.total == 3
+
+
+def test_closing_an_inner_tally_leaves_an_equal_outer_one_open():
+    stats = CallStats()
+    with stats.tally() as outer:
+        with stats.tally():
+            pass  # both empty, so equal as dataclasses
+        stats.count("apply", "Namespace")
+    assert outer.writes == 1
