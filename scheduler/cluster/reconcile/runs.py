@@ -306,14 +306,15 @@ class _Due:
     live: list[dict]
     state: TenantSyncState | None
 
-    def converge(self, kube: KubeGateway) -> tuple[Outcome | None, Exception | None, CallStats]:
+    def sync(self, kube: KubeGateway) -> tuple[Outcome | None, Exception | None, CallStats]:
         """On a pool thread: the API calls alone (PostgreSQL stays on the run's own thread,
-        whose connection holds the tenant's lock)."""
+        whose connection holds the tenant's lock). Any error is returned, not raised, so that
+        no thread of a batch is still applying once the batch's locks are let go."""
         with kube.stats.tally() as cost:
             previously = self.state.applied_hashes if self.state else {}
             try:
                 return _sync_one(kube, self.tenant, self.spec, self.live, previously), None, cost
-            except ClusterError as exc:
+            except Exception as exc:
                 return None, exc, cost
 
 
@@ -323,8 +324,8 @@ def _sync_batch(
     """Converge a batch of tenants at once, each tenant's objects in order on one thread (its
     namespace before what goes in it), then record each run: one apply waiting on another's
     round trip leaves the cores idle (1,000 tenants cold on the 2-core local cluster: 135 s
-    one at a time, 93-107 s four at a time). A transient error is raised once the batch is
-    recorded: the task retries the whole run."""
+    one at a time, 93-107 s four at a time). A permanent error is recorded and the run goes
+    on; any other is recorded and raised once the batch is: the task retries the whole run."""
     with ExitStack() as held:
         locked = []
         for due in batch:
@@ -334,8 +335,8 @@ def _sync_batch(
                 summary.skipped_busy += 1
                 continue
             locked.append((due, _Begun.now(trigger)))
-        transient = None
-        results = pool.map(lambda pair: pair[0].converge(kube), locked)
+        raised = None
+        results = pool.map(lambda pair: pair[0].sync(kube), locked)
         for (due, begun), (outcome, error, cost) in zip(locked, results, strict=True):
             tenant, state = due.tenant, due.state
             if error is not None:
@@ -343,7 +344,7 @@ def _sync_batch(
                 if isinstance(error, PermanentClusterError):
                     summary.failed.append(f"{tenant.slug}: {error}")
                 else:
-                    transient = transient or error
+                    raised = raised or error
                 continue
             assert outcome is not None
             needs_record = (
@@ -357,8 +358,8 @@ def _sync_batch(
             summary.drifted += bool(outcome.drift)
             if outcome.changes and tenant.status == Tenant.Status.ACTIVE:
                 _provision(tenant)
-    if transient is not None:
-        raise transient
+    if raised is not None:
+        raise raised
 
 
 def _unchanged(tenant: Tenant, spec, live: list[dict], state: TenantSyncState | None) -> bool:
@@ -410,8 +411,9 @@ def reconcile_all(kube: KubeGateway, *, trigger: str = "periodic") -> Summary:
         due.append(_Due(tenant, specs.get(tenant.pk), live, state))
     threads = max(1, settings.RECONCILE_APPLY_THREADS)
     with ThreadPoolExecutor(threads, thread_name_prefix="reconcile") as pool:
-        for start in range(0, len(due), 4 * threads):
-            _sync_batch(kube, pool, due[start : start + 4 * threads], trigger, summary)
+        size = 4 * threads  # locks held and runs recorded a batch at a time
+        for start in range(0, len(due), size):
+            _sync_batch(kube, pool, due[start : start + size], trigger, summary)
     # Objects labelled for tenants the database does not know at all: left over, remove them.
     for slug, objects in live_by_tenant.items():
         for obj in objects:
