@@ -1,7 +1,8 @@
 """Follow N live workloads of mixed origin on the local cluster: the full per-namespace sync
-(three lists a namespace and a GET a workload, the periodic sync before issue 14 and its full
-resync now) next to the change-driven periodic sync (a watch per kind from cursors in
-PostgreSQL), with nothing changed and with 1 % of the workloads changed, in the same run.
+(five lists a namespace; three and a GET a workload before issue 55; the periodic sync before
+issue 14 and its full resync now) next to the change-driven periodic sync (a watch per kind
+from cursors in PostgreSQL), with nothing changed and with 1 % of the workloads changed, in the
+same run.
 
 Goals (issues 14 and 48): with nothing changed, one call per watched kind whatever N; with 1 %
 changed, at most 5 % of the full sync's calls. A third of the workloads are the portal's own

@@ -439,7 +439,7 @@ SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
 # for those that come with it (a run reads a namespace once, then follows it from its watches).
 SYNC_WORKLOADS_BATCH_S = env.float("SYNC_WORKLOADS_BATCH_S", default=1.0)
 # A run that reads at least this many namespaces (and a quarter of those with live work) reads
-# the cluster whole: a few lists in all instead of three a namespace and a GET a workload.
+# the cluster whole: a few lists in all instead of five a namespace.
 SYNC_WORKLOADS_WIDE_FROM = env.int("SYNC_WORKLOADS_WIDE_FROM", default=8)
 
 # --- The portal's own Prometheus metrics (portal/metrics/, /metrics) --------------------------

@@ -53,7 +53,7 @@ class Cluster:
         ]
 
     def list(self, kind, namespace=None, **_):
-        return self.queue if kind == "KueueWorkload" else []
+        return {"KueueWorkload": self.queue, "Job": list(self.jobs.values())}.get(kind, [])
 
     def get(self, kind, name, namespace=None):
         return self.jobs.get(name)

@@ -1,13 +1,18 @@
 """The sync's cluster-wide reading without the cluster (pure): when a run reads the cluster whole
 instead of namespace by namespace, and how the cluster-wide lists are spread into one reading
-per namespace, with the calls they cost whatever the number of namespaces; and how a reading is
-kept up to date by the watches' later events within a run."""
+per namespace, with the calls they cost whatever the number of namespaces; how a reading is
+kept up to date by the watches' later events, and handed from one run of a worker to its next."""
 
 from collections import Counter
+from datetime import timedelta
+
+from django.utils import timezone
 
 from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
+    KeptReadings,
     apply_changes,
+    read_namespace,
     read_wide,
     reads_wide,
 )
@@ -140,3 +145,56 @@ def test_a_deletion_removes_only_the_object_it_names_and_other_namespaces_are_le
     assert "0" not in readings["team-a"].pods
     apply_changes(readings, {"Pod": [at(obj("Pod", "z", "elsewhere"), "33", type_="ADDED")]})
     assert set(readings) == {"team-a"}
+
+
+class Namespace(Cluster):
+    """One namespace's lists, counted; a GET answers what the cluster holds, counted too."""
+
+    def list(self, kind, namespace=None, *, label_selector="", field_selector=""):
+        assert namespace == "a" and not (label_selector or field_selector)
+        self.calls[("list", kind)] += 1
+        if kind == "Event":
+            return [*self.events, {**obj("Event", "pulled", "a"), "reason": "Pulled"}]
+        return [i for i in self.items[kind] if i["metadata"]["namespace"] == "a"]
+
+    def get(self, kind, name, namespace=None):
+        self.calls[("get", kind)] += 1
+        return obj(kind, name, namespace)
+
+
+def test_a_namespace_reading_holds_its_jobs_and_deployments_so_no_workload_needs_a_get():
+    cluster = Namespace(["a", "b"])
+    reading = read_namespace(cluster, "a")
+    assert cluster.calls == Counter(
+        {("list", k): 1 for k in ("Pod", "Event", "KueueWorkload", "Job", "Deployment")}
+    )
+    assert reading.object(cluster, "Job", "j", "a") == cluster.items["Job"][0]
+    long_ago = timezone.now() - timedelta(minutes=5)
+    assert reading.object(cluster, "Deployment", "gone", "a", made=long_ago) is None
+    assert not [call for call in cluster.calls if call[0] == "get"]
+    # only the events `observe` reads are kept (a busy namespace has thousands of others)
+    assert {e["reason"] for e in reading.events} == set(EVENT_REASONS)
+
+
+def test_an_object_made_after_the_reading_is_taken_from_it_once_its_watch_brought_it():
+    cluster = Namespace(["a"])
+    reading = read_namespace(cluster, "a")
+    just_now = timezone.now()
+    # not held yet, made as the reading began: its event may be on its way, so one GET
+    assert reading.object(cluster, "Job", "new", "a", made=just_now)["metadata"]["name"] == "new"
+    assert cluster.calls[("get", "Job")] == 1
+    apply_changes({"a": reading}, {"Job": [at(obj("Job", "new", "a"), "40", type_="ADDED")]})
+    held = reading.object(cluster, "Job", "new", "a", made=just_now)
+    assert held["metadata"]["resourceVersion"] == "40"
+    assert cluster.calls[("get", "Job")] == 1  # from the reading now
+
+
+def test_a_run_takes_the_last_runs_readings_only_from_the_cursors_they_are_up_to_date_with():
+    kept, readings = KeptReadings(), {"a": read_namespace(Namespace(["a"]), "a")}
+    kept.keep({"Pod": "10", "KueueWorkload": None}, readings)
+    assert kept.take({"Pod": "10", "KueueWorkload": None}) is readings
+    assert kept.take({"Pod": "10", "KueueWorkload": None}) == {}  # taken: one run holds them
+    kept.keep({"Pod": "10"}, readings)
+    # another worker ran in between (the cursors moved on without these readings): none
+    assert kept.take({"Pod": "12"}) == {}
+    assert kept.take({"Pod": "10"}) == {}  # and they are gone, not left for a later match

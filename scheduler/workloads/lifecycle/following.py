@@ -102,8 +102,10 @@ def follow_new(
         if owner is None or (namespace, owner.kind, owner.name) in live:
             continue
         live.add((namespace, owner.kind, owner.name))
+        # made before its Kueue Workload: a reading older than that vouches for its absence
+        before = parse_datetime(queue_workload["metadata"].get("creationTimestamp") or "")
         obj = (
-            readings[namespace].object(kube, owner.kind, owner.name, namespace)
+            readings[namespace].object(kube, owner.kind, owner.name, namespace, made=before)
             if namespace in readings
             else kube.get(owner.kind, owner.name, namespace)
         )

@@ -452,7 +452,7 @@ def sync_each(
 
 def sync_all_live_workloads(kube: KubeGateway) -> int:
     """The full, level-triggered sync: every workload that is not over yet, reading each
-    namespace once (3 lists a namespace and a GET a workload) or, with many namespaces, the
+    namespace once (5 lists a namespace, no GET) or, with many namespaces, the
     cluster whole (`reading.read_for`); returns how many were looked at. The periodic sync
     falls back to it (first run, expired cursors, and every SYNC_WORKLOADS_FULL_EVERY_S), so
     whatever a watch missed is repaired."""
@@ -464,15 +464,16 @@ def sync_all_live(
     readings: dict[str, NamespaceReading] | None = None,
     *,
     defer_gone: bool = False,
-) -> tuple[int, list[int]]:
-    """How many live workloads the full sync looked at, and the ids whose sync failed (or was
-    deferred: `defer_gone`); from `readings` where the caller read the cluster already."""
+) -> tuple[int, list[int], dict[str, NamespaceReading]]:
+    """How many live workloads the full sync looked at, the ids whose sync failed (or was
+    deferred: `defer_gone`) and the readings it synced them from; from `readings` where the
+    caller read the cluster already."""
     live = list(Workload.objects.live().values_list("pk", "namespace"))
     if readings is None:
         namespaces = {namespace for _, namespace in live}
         readings = read_for(kube, namespaces, len(namespaces))
-    _, failed = sync_each(kube, live, readings, defer_gone=defer_gone)
-    return len(live), failed
+    read, failed = sync_each(kube, live, readings, defer_gone=defer_gone)
+    return len(live), failed, read
 
 
 def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:

@@ -25,6 +25,7 @@ from scheduler.workloads.lifecycle.batches import Watched, change_batches
 from scheduler.workloads.lifecycle.following import follow_new, stop_past_their_run_time
 from scheduler.workloads.lifecycle.reading import (
     EVENT_REASONS,
+    KEPT,
     NamespaceReading,
     apply_changes,
     list_queue_workloads,
@@ -249,10 +250,12 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
         except ClusterError as exc:  # the next full resync follows it
             log.warning("work made outside the portal not followed yet: %s", exc)
     # a Job gone as the cluster was read: its end is in the next run's watch (retried there)
-    looked_at, failed = sync_all_live(kube, readings, defer_gone=True)
+    looked_at, failed, readings = sync_all_live(kube, readings, defer_gone=True)
     # those whose sync failed are retried by the next run, not the next full resync
     state.cursors, state.retry_ids, state.full_sync_at = cursors, failed, timezone.now()
     state.save()
+    # read after the cursors were taken: the next run's watches bring them up to date
+    KEPT.keep(cursors, readings)
     return looked_at
 
 
@@ -280,7 +283,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             return _full_resync(kube, state, watched)
         retry = set(state.retry_ids)
         cursors, looked_at = dict(state.cursors), 0
-        readings: dict[str, NamespaceReading] = {}  # read once a run, kept up to date after
+        # this worker's last run's, if it ended where this one starts; each namespace is read
+        # once, then kept up to date from the watches, within the run and for the next one
+        readings = KEPT.take(cursors)
         live: list[tuple] = []
         # those whose last sync failed and those not on the cluster yet (a lost create
         # message) first; then each batch of changes as it arrives
@@ -307,6 +312,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             log.warning("workload sync cannot read the cluster's changes: %s", exc)
         state.cursors, state.retry_ids = cursors, sorted(retry)
         state.save(update_fields=["cursors", "retry_ids", "updated_at"])
+        # up to date with the cursors saved; those of namespaces with no live work left go
+        working = {ns for _, ns, *_ in live}
+        KEPT.keep(cursors, {ns: r for ns, r in readings.items() if ns in working})
         try:
             stop_past_their_run_time(kube)
         except ClusterError as exc:  # still running: the next run stops it
