@@ -198,7 +198,7 @@ class Redis:
     def queued(self) -> int:
         """Messages waiting in the portal's queues (kombu keeps a list per queue)."""
         total = 0
-        for queue in ("default", "reconcile", "metering", "notify"):
+        for queue in ("default", "reconcile", "metering", "notify", "follow"):
             out = self._cli("-n", "0", "llen", queue).stdout.strip()
             total += int(out) if out.isdigit() else 0
         return total
@@ -296,7 +296,7 @@ class Portal:
             "portal",
             "worker",
             "-Q",
-            "default,reconcile,metering,notify",
+            "default,reconcile,metering,notify,follow",
             "-P",
             "threads",
             "-c",

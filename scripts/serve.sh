@@ -28,6 +28,10 @@ PROMETHEUS_MULTIPROC_DIR="$worker_metrics" \
   .venv/bin/celery -A portal worker -Q default,reconcile,metering,notify --concurrency 2 \
   --loglevel INFO >>.local/worker.log 2>&1 &
 pids+=($!)
+# The workload sync in a process of its own: each run takes on what the last one read.
+.venv/bin/celery -A portal worker -Q follow --concurrency 1 -n follow@%h --without-mingle \
+  --loglevel INFO >>.local/worker.log 2>&1 &
+pids+=($!)
 .venv/bin/celery -A portal beat --loglevel INFO \
   --schedule .local/celerybeat-schedule >>.local/beat.log 2>&1 &
 pids+=($!)

@@ -14,7 +14,10 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
 # Longer than the hard limit, so a slow task is not redelivered while it still runs.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2 + 60}
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {
+CELERY_TASK_ROUTES = {  # the first that matches
+    # one process follows the workloads, so each run takes on what its last one read of the
+    # cluster and kept (lifecycle/reading.py KEPT): a queue of its own for a worker of one
+    "scheduler.tasks.sync_workloads": {"queue": "follow"},
     "scheduler.tasks.*": {"queue": "reconcile"},
     "metering.tasks.*": {"queue": "metering"},
     "tenants.tasks.warn_expiring_grants": {"queue": "notify"},

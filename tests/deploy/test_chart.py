@@ -43,7 +43,7 @@ SECRET_ENV = {
     "POSTGRES_PASSWORD",
     "REDIS_PASSWORD",
 }
-QUEUES = {"default", "reconcile", "metering", "notify"}
+QUEUES = {"default", "reconcile", "metering", "notify", "follow"}
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_only_pods_that_talk_to_the_cluster_get_a_token(required):
     account = required[("ServiceAccount", FULLNAME)]
     assert account["automountServiceAccountToken"] is False  # pods opt in
     specs = pod_specs(required)
-    for component in ("web", "beat", "worker-all"):
+    for component in ("web", "beat", "worker-all", "worker-follow"):
         spec = specs[f"Deployment/{FULLNAME}-{component}"]
         assert spec["automountServiceAccountToken"] is True, component
         assert spec["serviceAccountName"] == FULLNAME, component
@@ -396,11 +396,12 @@ def test_one_worker_deployment_per_entry_consuming_its_queues(full):
         if kind == "Deployment"
         and obj["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
     }
-    assert set(workers) == {"cluster", "background"}
+    assert set(workers) == {"cluster", "background", "follow"}
     consumed = set()
     for name, expected_replicas, expected_concurrency in (
         ("cluster", 2, "2"),
         ("background", 1, "4"),
+        ("follow", 1, "1"),
     ):
         deployment = workers[name]
         assert deployment["spec"]["replicas"] == expected_replicas
@@ -414,10 +415,19 @@ def test_one_worker_deployment_per_entry_consuming_its_queues(full):
     assert consumed == QUEUES
 
 
-def test_the_default_worker_consumes_every_queue(required):
-    worker = required[("Deployment", f"{FULLNAME}-worker-all")]
-    command = worker["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert set(command[command.index("-Q") + 1].split(",")) == QUEUES
+def test_the_default_workers_consume_every_queue_the_sync_in_one_process_of_its_own(required):
+    def queues_and_concurrency(name):
+        worker = required[("Deployment", f"{FULLNAME}-worker-{name}")]
+        command = worker["spec"]["template"]["spec"]["containers"][0]["command"]
+        return set(command[command.index("-Q") + 1].split(",")), (
+            worker["spec"]["replicas"],
+            command[command.index("--concurrency") + 1],
+        )
+
+    (everything, _), (follow, processes) = map(queues_and_concurrency, ("all", "follow"))
+    assert everything | follow == QUEUES
+    # each sync run takes on what the last one read of the cluster only in the same process
+    assert (follow, processes) == ({"follow"}, (1, "1"))
 
 
 # --- settings ------------------------------------------------------------------------------------
