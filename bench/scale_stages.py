@@ -30,7 +30,7 @@ from scheduler.cluster.reconcile.runs import _unchanged
 from scheduler.cluster.reconcile.specs import build_specs
 from scheduler.cluster.render.labels import HASH_ANNOTATION, TENANT_LABEL
 from scheduler.cluster.render.tenant import render_tenant
-from scheduler.workloads.lifecycle import sync, watching
+from scheduler.workloads.lifecycle import side_by_side, watching
 from scheduler.workloads.models import Workload
 from tenants.models import Tenant
 
@@ -119,10 +119,10 @@ def sync_stages(st: Stages, workloads: int) -> None:
         ("spread namespaces", Workload.objects.exclude(namespace=big)),
     ):
         sample = list(rows.order_by("pk").values_list("pk", "namespace")[:SYNC_SAMPLE])
-        sync.sync_each(kube, sample)  # first pass records the places in the queues
+        side_by_side.sync_each(kube, sample)  # first pass records the places in the queues
 
         def again(sample=sample) -> str:
-            _, failed = sync.sync_each(kube, sample)
+            _, failed = side_by_side.sync_each(kube, sample)
             return f"{len(sample)} synced, {len(failed)} failed"
 
         st.time(f"workload sync, {SYNC_SAMPLE} of the {label}", workloads, again)

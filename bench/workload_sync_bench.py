@@ -31,7 +31,7 @@ from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.render.labels import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from scheduler.workloads.kinds.manifests import KUEUE_JOB_UID_LABEL, queue_wait
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
-from scheduler.workloads.lifecycle import sync, watching
+from scheduler.workloads.lifecycle import side_by_side, watching
 from scheduler.workloads.models import Workload
 from tenants.models import Tenant
 
@@ -226,13 +226,16 @@ def run(*, workloads: int) -> int:
                 "first run: cursors + full sync",
                 _measure(kube, lambda: watching.sync_live_workloads(kube, full=True)),
             ),
-            ("full per-namespace sync", _measure(kube, lambda: sync.sync_all_live_workloads(kube))),
+            (
+                "full per-namespace sync",
+                _measure(kube, lambda: side_by_side.sync_all_live_workloads(kube)),
+            ),
         ]
         with override_settings(SYNC_WORKLOADS_WIDE_FROM=1):  # what a fleet of many namespaces gets
             results.append(
                 (
                     "full cluster-wide sync",
-                    _measure(kube, lambda: sync.sync_all_live_workloads(kube)),
+                    _measure(kube, lambda: side_by_side.sync_all_live_workloads(kube)),
                 )
             )
         _quiet(kube)

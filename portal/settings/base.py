@@ -441,6 +441,9 @@ SYNC_WORKLOADS_BATCH_S = env.float("SYNC_WORKLOADS_BATCH_S", default=1.0)
 # A run that reads at least this many namespaces (and a quarter of those with live work) reads
 # the cluster whole: a few lists in all instead of five a namespace.
 SYNC_WORKLOADS_WIDE_FROM = env.int("SYNC_WORKLOADS_WIDE_FROM", default=8)
+# Workloads a sync run syncs at once, each thread on its own database connection (a sync mostly
+# waits on PostgreSQL); 1: one after another.
+SYNC_WORKLOADS_THREADS = env.int("SYNC_WORKLOADS_THREADS", default=4)
 
 # --- The portal's own Prometheus metrics (portal/metrics/, /metrics) --------------------------
 # /metrics answers a request bearing this token (Authorization: Bearer ...), or one from these

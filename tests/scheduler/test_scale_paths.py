@@ -17,7 +17,7 @@ from portal import queue_board
 from portal.borrowing import cohort_lines, with_lent_to
 from scheduler.cluster.models import TenantSyncState
 from scheduler.workloads.kinds import manifests
-from scheduler.workloads.lifecycle import reading, sync, watching
+from scheduler.workloads.lifecycle import reading, side_by_side, sync, watching
 from scheduler.workloads.models import Workload
 from scheduler.workloads.selectors import held_by_class, usage_by_tenant
 from tenants.models import Tenant
@@ -81,7 +81,7 @@ def sorts(monkeypatch):
 
 
 def test_a_namespace_of_n_queued_workloads_is_sorted_once_not_n_times(deep_queue, sorts):
-    readings, failed = sync.sync_each(Cluster(deep_queue), [(w.pk, NS) for w in deep_queue])
+    readings, failed = side_by_side.sync_each(Cluster(deep_queue), [(w.pk, NS) for w in deep_queue])
     assert (failed, sorts) == ([], [12])
     places = dict(Workload.objects.filter(namespace=NS).values_list("k8s_uid", "queue_position"))
     assert places == {f"u{i}": i + 1 for i in range(12)}  # the same places as one by one

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
+from scheduler.workloads.lifecycle import side_by_side, watching
 from scheduler.workloads.lifecycle import sync as workload_sync
-from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload, WorkloadSyncState
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.services.grants import grant_quota
@@ -96,7 +96,7 @@ def test_an_unchanged_fleet_costs_one_watch_per_kind_whatever_its_size(kube, tea
 
     # the full path the periodic one replaces: a namespace's reading, five lists, no GET
     before = dict(kube.stats.calls)
-    assert workload_sync.sync_all_live_workloads(kube) == 12
+    assert side_by_side.sync_all_live_workloads(kube) == 12
     spent = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
     assert spent == {("list", kind): 1 for kind in KINDS}
 

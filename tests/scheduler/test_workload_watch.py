@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.locks import advisory_lock
-from scheduler.workloads.lifecycle import sync, watching
+from scheduler.workloads.lifecycle import side_by_side, sync, watching
 from scheduler.workloads.lifecycle.reading import NamespaceReading
 from scheduler.workloads.lifecycle.watching import LiveRef, touched_workloads
 from scheduler.workloads.models import Workload, WorkloadSyncState
@@ -280,6 +280,8 @@ def test_a_full_read_leaves_a_job_gone_without_a_word_to_the_next_run(world):
         state="running", namespace="ns-t", k8s_name="g", k8s_uid="g", cluster_created_at=made
     )
     reading = NamespaceReading(pods={}, events=[], queue_workloads=[], objects={"Job": {}})
-    _, failed = sync.sync_each(object(), [(gone.pk, "ns-t")], {"ns-t": reading}, defer_gone=True)
+    _, failed = side_by_side.sync_each(
+        object(), [(gone.pk, "ns-t")], {"ns-t": reading}, defer_gone=True
+    )
     gone.refresh_from_db()
     assert (failed, gone.state) == ([gone.pk], "running")

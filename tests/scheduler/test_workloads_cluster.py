@@ -9,8 +9,8 @@ from scheduler.cluster.reconcile.runs import reconcile_tenant
 from scheduler.workloads import services as workloads
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 from scheduler.workloads.lifecycle import logs as pod_logs
+from scheduler.workloads.lifecycle import side_by_side, watching
 from scheduler.workloads.lifecycle import sync as workload_sync
-from scheduler.workloads.lifecycle import watching
 from scheduler.workloads.models import Workload
 from scheduler.workloads.submit.spec import workload_spec
 from tenants.models import AuditEvent
@@ -248,7 +248,7 @@ def test_the_full_sync_reads_each_namespace_once(kube, team, world):
     for w in jobs:
         workload_sync.create_in_cluster(kube, w.pk)
     before = dict(kube.stats.calls)
-    assert workload_sync.sync_all_live_workloads(kube) == 3
+    assert side_by_side.sync_all_live_workloads(kube) == 3
     calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
     assert calls == {
         ("list", "Pod"): 1,

@@ -7,7 +7,7 @@ the API server. The periodic, change-driven sync over the fleet is `watching.py`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from django.db import transaction
@@ -38,8 +38,6 @@ from scheduler.workloads.lifecycle.reading import (
     NamespaceReading,
     list_queue_workloads,
     newest_first,
-    read_for,
-    read_namespace,
 )
 from scheduler.workloads.models import Workload, WorkloadEvent
 from tenants.notifications import notify
@@ -413,67 +411,6 @@ def _learn_the_model(workload: Workload, pods: list[dict], queue_workloads: list
         asked.resources,
         limit,
     )
-
-
-def sync_each(
-    kube: KubeGateway,
-    workloads: Iterable[tuple[int, str]],
-    readings: dict[str, NamespaceReading] | None = None,
-    ended: Mapping[str, list[dict]] | None = None,
-    *,
-    defer_gone: bool = False,
-) -> tuple[dict[str, NamespaceReading], list[int]]:
-    """Sync (workload id, namespace) pairs, from `readings` where given (`reading.read_for`),
-    else reading each namespace once; returns the readings and the ids whose sync failed on a
-    cluster error (logged)."""
-    readings = dict(readings or {})
-    failed: list[int] = []
-    pairs = list(workloads)
-    rows = Workload.objects.select_related("tenant").in_bulk([pk for pk, _ in pairs])
-    for pk, namespace in pairs:
-        if pk not in rows:
-            continue  # deleted since it was listed
-        try:
-            if namespace not in readings:
-                readings[namespace] = read_namespace(kube, namespace)
-            sync_workload(
-                kube,
-                pk,
-                readings[namespace],
-                row=rows[pk],
-                ended=(ended or {}).get(namespace, ()),
-                defer_gone=defer_gone,
-            )
-        except ClusterError as exc:
-            log.warning("sync of workload %s failed: %s", pk, exc)
-            failed.append(pk)
-    return readings, failed
-
-
-def sync_all_live_workloads(kube: KubeGateway) -> int:
-    """The full, level-triggered sync: every workload that is not over yet, reading each
-    namespace once (5 lists a namespace, no GET) or, with many namespaces, the
-    cluster whole (`reading.read_for`); returns how many were looked at. The periodic sync
-    falls back to it (first run, expired cursors, and every SYNC_WORKLOADS_FULL_EVERY_S), so
-    whatever a watch missed is repaired."""
-    return sync_all_live(kube)[0]
-
-
-def sync_all_live(
-    kube: KubeGateway,
-    readings: dict[str, NamespaceReading] | None = None,
-    *,
-    defer_gone: bool = False,
-) -> tuple[int, list[int], dict[str, NamespaceReading]]:
-    """How many live workloads the full sync looked at, the ids whose sync failed (or was
-    deferred: `defer_gone`) and the readings it synced them from; from `readings` where the
-    caller read the cluster already."""
-    live = list(Workload.objects.live().values_list("pk", "namespace"))
-    if readings is None:
-        namespaces = {namespace for _, namespace in live}
-        readings = read_for(kube, namespaces, len(namespaces))
-    read, failed = sync_each(kube, live, readings, defer_gone=defer_gone)
-    return len(live), failed, read
 
 
 def delete_from_cluster(kube: KubeGateway, workload_id: int) -> bool:

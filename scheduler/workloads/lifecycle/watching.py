@@ -31,12 +31,12 @@ from scheduler.workloads.lifecycle.reading import (
     list_queue_workloads,
     read_for,
 )
-from scheduler.workloads.lifecycle.sync import (
-    named_after,
+from scheduler.workloads.lifecycle.side_by_side import (
     sync_all_live,
     sync_all_live_workloads,
     sync_each,
 )
+from scheduler.workloads.lifecycle.sync import named_after
 from scheduler.workloads.models import Workload, WorkloadSyncState
 
 log = logging.getLogger(__name__)
