@@ -5,7 +5,11 @@ shared cores this says which part limits a figure, and whether other work was ru
 from __future__ import annotations
 
 import os
+import resource
+import threading
+import time
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 SELF = "this bench"
@@ -34,6 +38,22 @@ def cpu_by_command(proc: Path = Path("/proc")) -> dict[str, float]:
             command = "kworker"
         out[SELF if entry.name == me else command] += ticks / tick
     return dict(out)
+
+
+def process_cpu_s() -> float:
+    """This process's CPU seconds, user + system, every thread's (those ended too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def threads_cpu_s(threads: Iterable[threading.Thread]) -> float:
+    """CPU seconds, user + system, of these running threads of this process so far (with the
+    caller's own, where it is one of them)."""
+    return sum(
+        time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+        for t in threads
+        if t.ident is not None and t.is_alive()
+    )
 
 
 def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
