@@ -208,7 +208,10 @@ class KubeGateway:
     @classmethod
     def _with(cls, cfg: client.Configuration) -> KubeGateway:
         cfg.retries = False  # retries are the task layer's job, with backoff and jitter
-        cfg.connection_pool_maxsize = 16
+        # connections kept for reuse: the workload sync alone holds its 5 watches open while its
+        # wide reading makes 9 lists at once and its threads sync (SYNC_WORKLOADS_THREADS); past
+        # the pool, a call opens a new TLS connection and drops it after
+        cfg.connection_pool_maxsize = 32
         return cls(client.ApiClient(cfg))
 
     def _call(
