@@ -50,12 +50,12 @@ def places():
 @pytest.mark.django_db(transaction=True)  # committed: the threads' connections see the rows
 def test_a_batch_is_synced_on_several_threads_each_closing_its_connection(settings, threads_used):
     settings.SYNC_WORKLOADS_THREADS = 4
-    queue = queue_of(12)
+    queue = queue_of(24)  # 8 a thread: 3 threads
     before = connections_open()
     _, failed = side_by_side.sync_each(Cluster(queue), [(w.pk, NS) for w in queue])
     assert failed == []
-    assert len(set(threads_used)) == 4 and threading.get_ident() not in threads_used
-    assert places() == {f"u{i}": i + 1 for i in range(12)}  # as one after another records them
+    assert len(set(threads_used)) == 3 and threading.get_ident() not in threads_used
+    assert places() == {f"u{i}": i + 1 for i in range(24)}  # as one after another records them
     deadline = time.monotonic() + 10  # a backend leaves pg_stat_activity as it exits
     while connections_open() > before and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -64,15 +64,15 @@ def test_a_batch_is_synced_on_several_threads_each_closing_its_connection(settin
 
 def test_inside_a_transaction_a_batch_is_synced_on_the_callers_thread(db, settings, threads_used):
     settings.SYNC_WORKLOADS_THREADS = 4
-    queue = queue_of(12)  # not committed: another connection would not see them
+    queue = queue_of(24)  # not committed: another connection would not see them
     _, failed = side_by_side.sync_each(Cluster(queue), [(w.pk, NS) for w in queue])
     assert failed == []
     assert set(threads_used) == {threading.get_ident()}
-    assert places() == {f"u{i}": i + 1 for i in range(12)}
+    assert places() == {f"u{i}": i + 1 for i in range(24)}
 
 
 def test_a_small_batch_is_synced_on_the_callers_thread(settings, threads_used, db):
     settings.SYNC_WORKLOADS_THREADS = 4
-    queue = queue_of(7)  # under twice the threads: their connections would cost more
+    queue = queue_of(15)  # under 8 a thread for two: their connections would cost more
     side_by_side.sync_each(Cluster(queue), [(w.pk, NS) for w in queue])
     assert set(threads_used) == {threading.get_ident()}
