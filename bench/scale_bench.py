@@ -39,7 +39,7 @@ from bench.isolation import (
 from bench.scale_cpu import cpu_by_command, process_cpu_s, spent, threads_cpu_s
 from bench.scale_cpu import lines as cpu_lines
 from bench.scale_report import per_thousand, percentile, rate
-from bench.scale_watch import Admissions, PodStarts, RowStarts, Watch, lags
+from bench.scale_watch import Admissions, PodStarts, RowStarts, Watch, lags, slowest
 from catalog import facts
 from core.errors import ClusterError
 from localcluster import cluster
@@ -133,6 +133,7 @@ class Loop(threading.Thread):
         self.work, self.every_s, self.profile_dir = work, every_s, profile_dir
         self.stop, self.cpu_s, self.errors = threading.Event(), 0.0, 0
         self.run_s: list[float] = []
+        self.spans: list[tuple[float, float]] = []  # each run's start and end, monotonic
 
     def run(self) -> None:
         if self.profile_dir is None:
@@ -147,10 +148,11 @@ class Loop(threading.Thread):
     def _run(self) -> None:
         try:
             while not self.stop.is_set():
-                c0, t0 = time.thread_time(), time.perf_counter()
+                c0, t0, began = time.thread_time(), time.perf_counter(), time.monotonic()
                 try:
                     self.work()
                     self.run_s.append(time.perf_counter() - t0)
+                    self.spans.append((began, time.monotonic()))
                 except Exception as exc:  # counted and shown: one bad run must not end it
                     self.errors += 1
                     print(f"  {self.name} run failed: {exc!r}", flush=True)
@@ -388,6 +390,8 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
         print(f"harness watches relisted {lost} times (each may hide a transition)", flush=True)
         pages = _pages(team_list, admin)
     figures = lags(pods.at, rows.at)
+    print("the slowest pods (seconds into the portal's phase):", flush=True)
+    print("\n".join(slowest(pods.at, rows.at, loops[0].spans, since=t0)), flush=True)
     _report(
         jobs, alone, following, loops, followed, rss1 - rss0, (cpu_all, portal_cpu), figures, pages
     )

@@ -132,6 +132,27 @@ def lags(pod_at: dict[int, float], row_at: dict[int, float]) -> list[float]:
     return [row_at[w] - pod_at[w] for w in row_at if w in pod_at]
 
 
+def slowest(
+    pod_at: dict[int, float],
+    row_at: dict[int, float],
+    runs: list[tuple[float, float]],
+    since: float,
+    n: int = 5,
+) -> list[str]:
+    """The `n` longest lags, each with when its pod started and the sync runs (start-end) from
+    then to its row, in seconds from `since` (pure): where in the runs the tail lies."""
+    worst = sorted((w for w in row_at if w in pod_at), key=lambda w: pod_at[w] - row_at[w])[:n]
+    out = []
+    for w in worst:
+        seen, shown = pod_at[w], row_at[w]
+        spans = [f"{a - since:.1f}-{b - since:.1f}" for a, b in runs if b >= seen and a <= shown]
+        out.append(
+            f"  {shown - seen:.2f} s: pod started at {seen - since:.1f} s,"
+            f" row at {shown - since:.1f} s; sync runs {', '.join(spans) or 'none'}"
+        )
+    return out
+
+
 class Watch(threading.Thread):
     """One collection watched from now on, each event handed to `record` with when it came.
     The cursor is taken here, in the caller's thread, so nothing submitted after the

@@ -1,7 +1,7 @@
 """The scale bench's recorders on made-up watch events (pure: no database, no cluster)."""
 
 from bench.scale_cpu import parse_stat, spent
-from bench.scale_watch import Admissions, PodStarts, lags
+from bench.scale_watch import Admissions, PodStarts, lags, slowest
 from scheduler.workloads.kinds.pod_template import WORKLOAD_LABEL
 
 
@@ -78,3 +78,14 @@ def test_cpu_spent_is_per_command_and_leaves_out_the_idle():
     before = {"etcd": 10.0, "postgres": 5.0}
     after = {"etcd": 14.5, "postgres": 5.0, "kwok": 2.0}
     assert spent(before, after) == {"etcd": 4.5, "kwok": 2.0}
+
+
+def test_the_slowest_lags_say_when_their_pods_started_and_which_sync_runs_they_waited_through():
+    pod_at = {1: 100.0, 2: 101.0, 3: 102.0}
+    row_at = {1: 100.5, 2: 109.0, 3: 103.0}
+    runs = [(99.0, 102.5), (102.6, 106.0), (106.1, 109.5), (110.0, 113.0)]
+    lines = slowest(pod_at, row_at, runs, since=100.0, n=2)
+    assert lines == [
+        "  8.00 s: pod started at 1.0 s, row at 9.0 s; sync runs -1.0-2.5, 2.6-6.0, 6.1-9.5",
+        "  1.00 s: pod started at 2.0 s, row at 3.0 s; sync runs -1.0-2.5, 2.6-6.0",
+    ]
