@@ -74,7 +74,7 @@ def seed_tenants(rc: ResourceClass):
 
 def purge_broker() -> None:
     with app.connection_for_write(BROKER) as conn:
-        for queue in ("reconcile", "default", "metering", "notify"):
+        for queue in ("reconcile", "default", "metering", "notify", "follow"):
             conn.default_channel.queue_purge(queue)
 
 

@@ -206,7 +206,7 @@ def test_queue_depths_count_every_priority_list_of_each_queue(settings):
         for (name, labels), value in got.items()
         if name == "gpu_portal_celery_queue_depth"
     }
-    assert depth == {"default": 0, "metering": 0, "notify": 1, "reconcile": 4}
+    assert depth == {"default": 0, "follow": 0, "metering": 0, "notify": 1, "reconcile": 4}
     assert got[("gpu_portal_metrics_source_up", (("source", "broker"),))] == 1
 
 
