@@ -71,7 +71,8 @@ def test_inside_a_transaction_a_batch_is_synced_on_the_callers_thread(db, settin
     assert places() == {f"u{i}": i + 1 for i in range(24)}
 
 
-def test_a_small_batch_is_synced_on_the_callers_thread(settings, threads_used, db):
+@pytest.mark.django_db(transaction=True)  # committed: only its size keeps it on one thread
+def test_a_small_batch_is_synced_on_the_callers_thread(settings, threads_used):
     settings.SYNC_WORKLOADS_THREADS = 4
     queue = queue_of(15)  # under 8 a thread for two: their connections would cost more
     side_by_side.sync_each(Cluster(queue), [(w.pk, NS) for w in queue])
