@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from catalog.models import Pool, ResourceClass
 from portal.celery import app
+from portal.metrics.collector import celery_queues
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.specs import tenant_namespace
 from scheduler.cluster.render.labels import INSTANCE_LABEL
@@ -74,7 +75,7 @@ def seed_tenants(rc: ResourceClass):
 
 def purge_broker() -> None:
     with app.connection_for_write(BROKER) as conn:
-        for queue in ("reconcile", "default", "metering", "notify", "follow"):
+        for queue in celery_queues():
             conn.default_channel.queue_purge(queue)
 
 

@@ -321,7 +321,7 @@ def _measure(  # noqa: PLR0913 (the run's sizes)
             rss0, cpu0 = _rss_mib(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
             # the portal's CPU, its threads' own (watches, pools) too: the process's, less the
             # harness's (its watches, the submissions, this thread)
-            theirs = [threads[0], threads[1], rows, threading.current_thread()]
+            theirs = [t for t in threads if t not in loops] + [threading.current_thread()]
             whole0, harness0 = process_cpu_s(), threads_cpu_s(theirs)
 
             def submit(i: int) -> None:
