@@ -48,7 +48,11 @@ def record(workload_id: int, step: Step, now: datetime) -> None:
     """TRACK and CLEAR: the idle clock on the workload's row (no event: nothing happened yet;
     a warning withdrawn because the GPUs are used again is audited)."""
     with transaction.atomic():
-        w = Workload.objects.select_for_update().select_related("tenant").get(pk=workload_id)
+        w = (
+            Workload.objects.select_for_update(of=("self",))
+            .select_related("tenant")
+            .get(pk=workload_id)
+        )
         if step.action == Action.TRACK:
             w.idle_since, w.idle_seen_at = step.idle_since, now
         elif step.action == Action.CLEAR:
@@ -141,7 +145,11 @@ def resume_workload(
     require_role(actor, workload.tenant, WRITE_ROLES, "resume workloads")
     refuse_a_workspace_run(workload, "restart", for_workspace=for_workspace)
     with transaction.atomic():
-        w = Workload.objects.select_for_update().select_related("tenant").get(pk=workload.pk)
+        w = (
+            Workload.objects.select_for_update(of=("self",))
+            .select_related("tenant")
+            .get(pk=workload.pk)
+        )
         if w.state != Workload.State.SUSPENDED:
             raise InvalidTransition(
                 f"workload {w.name} is {w.state}: only a suspended workload can be resumed"

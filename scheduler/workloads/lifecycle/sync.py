@@ -45,6 +45,16 @@ from tenants.notifications import notify
 log = logging.getLogger(__name__)
 
 WORKLOAD_FIELDS = ["state", "reason"]
+# What a change of state writes (`Workload.move_to`, the queue's place), not the whole row.
+MOVED_FIELDS = [
+    "state",
+    "reason",
+    "message",
+    "started_at",
+    "finished_at",
+    "queue_position",
+    "updated_at",
+]
 
 
 class GoneUnseen(ClusterError):
@@ -59,63 +69,101 @@ def change_state(
     lock; nothing when the state is the same or the move is not allowed (already final). A
     queued workload's place in its queue is kept up to date without an event."""
     with transaction.atomic():
-        workload = Workload.objects.select_for_update().select_related("tenant").get(pk=workload_id)
-        if obs.state != Workload.State.QUEUED:
-            position = None
-        if workload.state == obs.state:
-            now = (obs.reason, obs.message, position)
-            if (workload.reason, workload.message, workload.queue_position) != now:
-                workload.reason, workload.message, workload.queue_position = now
-                workload.save(update_fields=["reason", "message", "queue_position", "updated_at"])
-            return None
-        if not workload.can_move_to(obs.state):
-            return None
-        before = audit.snapshot(workload, WORKLOAD_FIELDS)
-        first_start = workload.started_at is None
-        workload.move_to(
-            obs.state,
-            reason=obs.reason,
-            message=obs.message,
-            started_at=obs.started_at,
-            finished_at=obs.finished_at,
-        )
-        workload.queue_position = position
-        workload.save()
-        # The history says when a change happened on the cluster, where known, in the order the
-        # portal saw the changes (the cluster's times are whole seconds: never before the last).
+        return _move(_locked(workload_id), obs, actor=actor, position=position)
+
+
+def record_observed(workload_id: int, obs: Observation, *, position: int | None) -> Workload:
+    """What a sync saw, recorded under one row lock in one transaction: nothing for a workload
+    given back for idleness (it stays so until resumed, suspending.py, or it ends); work Kueue
+    evicted and queued again is recorded as preempted first. The row as it now is."""
+    with transaction.atomic():
+        workload = _locked(workload_id)
+        if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
+            return workload
+        if (
+            obs.state == Workload.State.QUEUED
+            and obs.reason == "Preempted"
+            and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
+        ):
+            preempted = Observation(Workload.State.PREEMPTED, "Preempted", obs.message)
+            _move(workload, preempted, actor=None, position=None)
+        _move(workload, obs, actor=None, position=position)
+        return workload
+
+
+def _locked(workload_id: int) -> Workload:
+    return (
+        Workload.objects.select_for_update(of=("self",))
+        .select_related("tenant")
+        .get(pk=workload_id)
+    )
+
+
+def _move(workload: Workload, obs: Observation, *, actor, position: int | None) -> Workload | None:
+    """`change_state` on a row locked by the caller's transaction (changed in place)."""
+    if obs.state != Workload.State.QUEUED:
+        position = None
+    if workload.state == obs.state:
+        now = (obs.reason, obs.message, position)
+        if (workload.reason, workload.message, workload.queue_position) != now:
+            workload.reason, workload.message, workload.queue_position = now
+            workload.save(update_fields=["reason", "message", "queue_position", "updated_at"])
+        return None
+    if not workload.can_move_to(obs.state):
+        return None
+    before = audit.snapshot(workload, WORKLOAD_FIELDS)
+    first_start = workload.started_at is None
+    workload.move_to(
+        obs.state,
+        reason=obs.reason,
+        message=obs.message,
+        started_at=obs.started_at,
+        finished_at=obs.finished_at,
+    )
+    workload.queue_position = position
+    workload.save(update_fields=MOVED_FIELDS)
+    # The history says when a change happened on the cluster, where known, in the order the
+    # portal saw the changes (the cluster's times are whole seconds: never before the last).
+    when, from_cluster = timezone.now(), False
+    if workload.is_final and workload.finished_at:
+        when, from_cluster = workload.finished_at, obs.finished_at is not None
+    elif obs.state == Workload.State.RUNNING and first_start and workload.started_at:
+        when, from_cluster = workload.started_at, obs.started_at is not None
+    ran_unseen = None
+    if first_start and obs.state != Workload.State.RUNNING:
+        ran_unseen = workload.started_at
+    # Every event's time is at most when it was written (`move_to` keeps the cluster's times
+    # within the portal's), so only a time taken from the cluster may fall before the last.
+    last = when
+    if from_cluster or ran_unseen:
         last = workload.events.aggregate(at=Max("created_at"))["at"] or workload.created_at
-        if first_start and workload.started_at and obs.state != Workload.State.RUNNING:
-            # it ran and ended between two looks: its history says when it started all the same
-            last = max(last, workload.started_at)
-            WorkloadEvent.objects.create(
-                workload=workload,
-                created_at=last,
-                state=Workload.State.RUNNING,
-                reason="Running",
-                message="started and ended between two looks at the cluster",
-            )
-        when = timezone.now()
-        if workload.is_final and workload.finished_at:
-            when = workload.finished_at
-        elif obs.state == Workload.State.RUNNING and first_start and workload.started_at:
-            when = workload.started_at
+    if ran_unseen:
+        # it ran and ended between two looks: its history says when it started all the same
+        last = max(last, ran_unseen)
         WorkloadEvent.objects.create(
             workload=workload,
-            created_at=max(when, last),
-            state=obs.state,
-            reason=obs.reason,
-            message=obs.message,
+            created_at=last,
+            state=Workload.State.RUNNING,
+            reason="Running",
+            message="started and ended between two looks at the cluster",
         )
-        audit.record(
-            actor=actor,
-            verb=f"workload.{obs.state}",
-            obj=workload,
-            tenant=workload.tenant,
-            before=before,
-            after=audit.snapshot(workload, WORKLOAD_FIELDS),
-        )
-        if obs.state in (Workload.State.FAILED, Workload.State.PREEMPTED):
-            _notify_ended_badly(workload, obs)
+    WorkloadEvent.objects.create(
+        workload=workload,
+        created_at=max(when, last),
+        state=obs.state,
+        reason=obs.reason,
+        message=obs.message,
+    )
+    audit.record(
+        actor=actor,
+        verb=f"workload.{obs.state}",
+        obj=workload,
+        tenant=workload.tenant,
+        before=before,
+        after=audit.snapshot(workload, WORKLOAD_FIELDS),
+    )
+    if obs.state in (Workload.State.FAILED, Workload.State.PREEMPTED):
+        _notify_ended_badly(workload, obs)
     return workload
 
 
@@ -361,17 +409,8 @@ def sync_workload(
             position,
         )
         return workload
-    if row is not None:  # read with many others at the run's start: decide on the row as it is
-        workload.refresh_from_db(fields=["state"])
-    if workload.state == Workload.State.SUSPENDED and obs.state not in Workload.FINAL_STATES:
-        return workload  # given back for idleness: it stays so until resumed (suspending.py)
-    if (
-        obs.state == Workload.State.QUEUED
-        and obs.reason == "Preempted"
-        and workload.state not in (Workload.State.QUEUED, Workload.State.PREEMPTED)
-    ):
-        change_state(workload.pk, Observation(Workload.State.PREEMPTED, "Preempted", obs.message))
-    return change_state(workload.pk, obs, position=position) or Workload.objects.get(pk=workload.pk)
+    # decided on the row as it is (`row` was read with many others at the run's start)
+    return record_observed(workload.pk, obs, position=position)
 
 
 def _is_its_job(obj: dict, workload: Workload) -> bool:
