@@ -45,6 +45,7 @@ from core.errors import ClusterError
 from localcluster import cluster
 from localcluster.fleet import gpu_tolerations
 from metering import ingest
+from portal.settings import base as deployed
 from scheduler.cluster.kube import KubeGateway
 from scheduler.cluster.reconcile.runs import reconcile_all
 from scheduler.cluster.render.labels import INSTANCE_LABEL
@@ -170,10 +171,16 @@ class Loop(threading.Thread):
 
 
 def portal_loops(kube: KubeGateway, ingest_every_s: float, profile_dir: Path | None) -> list[Loop]:
-    """The portal's following as it runs: the workload sync back to back (beat's period at or
-    under a run's length) and the metering ingest on its own worker, every `ingest_every_s`."""
+    """The portal's following as it runs: the workload sync every beat period, with its
+    watches open as long as its deployed settings keep them (the suite's settings shorten
+    them), and the metering ingest on its own worker, every `ingest_every_s`."""
+
+    def sync_run() -> int:
+        with override_settings(SYNC_WORKLOADS_WATCH_S=deployed.SYNC_WORKLOADS_WATCH_S):
+            return watching.sync_live_workloads(kube)
+
     return [
-        Loop("sync", lambda: watching.sync_live_workloads(kube), 0.0, profile_dir),
+        Loop("sync", sync_run, deployed.SYNC_WORKLOADS_EVERY_S, profile_dir),
         Loop(
             "ingest",
             lambda: ingest.ingest_allocations(kube, prometheus_url=""),

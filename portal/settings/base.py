@@ -424,17 +424,22 @@ CELERY_BEAT_SCHEDULE["resume-stuck-rollouts"] = {
     "schedule": MIG_ROLLOUT_RESUME_EVERY_S,
     "options": {"expires": max(1.0, MIG_ROLLOUT_RESUME_EVERY_S - 1)},
 }
+SYNC_WORKLOADS_EVERY_S = env.float("SYNC_WORKLOADS_EVERY_S", default=10.0)
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",
-    "schedule": env.float("SYNC_WORKLOADS_EVERY_S", default=10.0),
+    "schedule": SYNC_WORKLOADS_EVERY_S,
     "options": {"expires": 9},
 }
 # The sync reads what changed since its last run (watches); every so often it reads every live
 # workload again (level-triggered), which repairs whatever a watch missed.
 SYNC_WORKLOADS_FULL_EVERY_S = env.float("SYNC_WORKLOADS_FULL_EVERY_S", default=300.0)
-# How long each watch stays open (in parallel); the API server bookmarks a quiet watch 2 s before
-# its end, so below 3 s a quiet collection's cursor ages until it expires.
-SYNC_WORKLOADS_WATCH_S = env.int("SYNC_WORKLOADS_WATCH_S", default=3)
+# How long each watch stays open (in parallel). By default as long as the period: on the sync's
+# own worker (the `follow` queue) one run's watches open as the last one's close, so a change
+# waits for no run to begin. The API server bookmarks a quiet watch 2 s before its end, so below
+# 3 s a quiet collection's cursor ages until it expires.
+SYNC_WORKLOADS_WATCH_S = env.int(
+    "SYNC_WORKLOADS_WATCH_S", default=max(3, int(SYNC_WORKLOADS_EVERY_S))
+)
 # Within a run, changes are synced in batches as they arrive: after the first change, this long
 # for those that come with it (a run reads a namespace once, then follows it from its watches).
 SYNC_WORKLOADS_BATCH_S = env.float("SYNC_WORKLOADS_BATCH_S", default=1.0)

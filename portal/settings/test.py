@@ -23,6 +23,9 @@ LOG_LEVEL = "WARNING"
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
 RECONCILE_ON_COMMIT = False  # tests that need it turn it on
 SUBMIT_CHECKS_CLAIMS = False  # reads the cluster: the cluster tests that need it turn it on
+# A sync run lasts its watches' window: the deployed default (the beat's period) would hold each
+# test that runs one for 10 s. The scale bench runs the deployed timing (bench/scale_bench.py).
+SYNC_WORKLOADS_WATCH_S = 3
 # The suite shares the local cluster with a developer's portal: its own label and names.
 # (Overridable so that two suites can run side by side against one cluster.)
 PORTAL_INSTANCE = env("TEST_PORTAL_INSTANCE", default="test")
