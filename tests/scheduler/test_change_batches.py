@@ -8,6 +8,7 @@ import pytest
 
 from core.errors import TransientClusterError
 from scheduler.cluster.kube import ResourceVersionGone
+from scheduler.workloads.lifecycle import batches
 from scheduler.workloads.lifecycle.batches import Watched as W
 from scheduler.workloads.lifecycle.batches import change_batches
 
@@ -103,3 +104,51 @@ def test_another_failure_comes_after_what_the_other_watches_read():
         ):
             seen.append(batch.cursors)
     assert seen == [{"Pod": "1", "Job": "9"}]
+
+
+class Openings:
+    """Each opening of a kind's watch hands out the next script (events, pauses in seconds);
+    after the last, one that ends at once, or with `endless` a change and a 1 s window."""
+
+    def __init__(self, *scripts: list, endless: bool = False) -> None:
+        self.scripts, self.endless = list(scripts), endless
+        self.opened: list[str] = []
+
+    def stream(self, kind, resource_version, namespace=None, *, timeout_s=3, **_):
+        self.opened.append(resource_version)
+        after = [ev(kind, str(100 + len(self.opened))), 1.0] if self.endless else []
+        for step in self.scripts.pop(0) if self.scripts else after:
+            if isinstance(step, float):
+                time.sleep(step)
+            else:
+                yield step
+
+
+def rvs(batch) -> list[str]:
+    return [e["object"]["metadata"]["resourceVersion"] for e in batch.events.get("Pod", [])]
+
+
+def test_a_watch_that_ends_while_the_caller_is_behind_is_opened_again_from_its_last_cursor():
+    streams = Openings([ev("Pod", "11"), 1.0], [ev("Pod", "12"), 1.0])
+    seen = []
+    for batch in change_batches(streams, {"Pod": "10"}, [W("Pod")], timeout_s=3, gather_s=0.05):
+        seen.append(rvs(batch))
+        time.sleep(2.0)  # syncing the batch as the watch ends
+    assert seen == [["11"], ["12"]]  # the second in this run, not after it
+    # the third opening ended at once: the server went away, the next run opens it
+    assert streams.opened == ["10", "11", "12"]
+
+
+def test_a_watch_that_ends_while_the_caller_keeps_up_ends_the_run():
+    streams = Openings([ev("Pod", "11"), 1.0], [ev("Pod", "12")])
+    seen = [rvs(b) for b in change_batches(
+        streams, {"Pod": "10"}, [W("Pod")], timeout_s=3, gather_s=0.05)]  # fmt: skip
+    assert seen == [["11"]] and streams.opened == ["10"]  # 12 is the next run's
+
+
+def test_a_caller_always_behind_still_ends_its_run(monkeypatch):
+    monkeypatch.setattr(batches, "LONGEST_WINDOWS", 2.5)  # of a 1 s window: 2.5 s
+    streams = Openings(endless=True)  # every opening brings a change, then lasts 1 s
+    for _ in change_batches(streams, {"Pod": "10"}, [W("Pod")], timeout_s=1, gather_s=0.01):
+        time.sleep(1.5)
+    assert len(streams.opened) == 3  # at 0, 1 and 2 s; not at 3 s, past the 2.5

@@ -18,6 +18,9 @@ from typing import cast
 from scheduler.cluster.kube import KubeGateway, ResourceVersionGone
 
 _END = object()  # a watch ended as the server closed it
+# A run's watches are opened again while it is behind, up to this many windows in all: a run
+# of a busy fleet still ends, saves its cursors and stops what outran its run time.
+LONGEST_WINDOWS = 3
 
 
 @dataclass(frozen=True)
@@ -48,20 +51,39 @@ def change_batches(
 ) -> Iterator[Batch]:
     """Watch every collection that has a cursor from it, each in a thread for `timeout_s`;
     yield a batch as soon as something arrives (waiting `gather_s` more for what comes with
-    it), and one whenever only cursors moved, until every watch has ended. A 410 is raised at
+    it), and one whenever only cursors moved, until every watch has ended (a watch that ends
+    while the caller is behind is opened again from its last cursor, `behind`). A 410 is raised at
     once (the caller lists again; the other watches end by themselves); any other error of a
     watch is raised after the others end, so the batches before it count and the cursors of the
     other collections move on."""
     todo = [w for w in watched if cursors.get(w.kind)]
     inbox: queue.Queue[tuple[str, object]] = queue.Queue()
+    busy = threading.Event()  # the caller holds a batch
+    until = time.monotonic() + LONGEST_WINDOWS * timeout_s
+
+    def behind() -> bool:
+        """The caller is still syncing what came: a watch that ends now is opened again, so
+        what comes next is in this run's next batch, not after the rest of it and the next
+        run's start (a burst: issue 55). Up to LONGEST_WINDOWS windows in all."""
+        return (busy.is_set() or not inbox.empty()) and time.monotonic() < until
 
     def pump(w: Watched) -> None:
+        since, window = str(cursors[w.kind]), timeout_s
         try:
-            for event in kube.stream(
-                w.kind, str(cursors[w.kind]), label_selector=w.label_selector,
-                field_selector=w.field_selector, timeout_s=timeout_s,
-            ):  # fmt: skip
-                inbox.put((w.kind, event))
+            while True:
+                opened = time.monotonic()
+                for event in kube.stream(
+                    w.kind, since, label_selector=w.label_selector,
+                    field_selector=w.field_selector, timeout_s=window,
+                ):  # fmt: skip
+                    since = (event["object"].get("metadata") or {}).get("resourceVersion") or since
+                    inbox.put((w.kind, event))
+                # one closed within a second did not last its window (the server went away):
+                # the next run opens it again, not this one at once
+                if not behind() or time.monotonic() - opened < 1:
+                    break
+                # at least 3 s: the API server bookmarks a quiet watch 2 s before its end
+                window = max(3, min(timeout_s, int(until - time.monotonic())))
         except Exception as exc:  # noqa: BLE001 (handed to the reader, raised there)
             inbox.put((w.kind, exc))
         else:
@@ -89,7 +111,11 @@ def change_batches(
             if event.get("type") != "BOOKMARK":
                 events[kind].append(event)
         if events or moved:
-            yield Batch(events=dict(events), cursors=dict(latest))
+            busy.set()
+            try:
+                yield Batch(events=dict(events), cursors=dict(latest))
+            finally:
+                busy.clear()
     if failure is not None:
         raise failure
 

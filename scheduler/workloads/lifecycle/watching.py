@@ -266,9 +266,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
     concerns and sync only those, plus, first, those whose last sync failed and those not on
     the cluster yet (a lost create message). An unchanged fleet costs a watch per kind,
     however many workloads it holds. A full resync (`sync_all_live_workloads`) runs on the
-    first run, when a cursor has expired (410) and every SYNC_WORKLOADS_FULL_EVERY_S. One run
-    at a time: a run that finds another one running skips. Returns how many workloads were
-    looked at."""
+    first run, when a cursor has expired (410) and every SYNC_WORKLOADS_FULL_EVERY_S, and the
+    run goes on watching from there (`full`: the resync alone). One run at a time: a run that
+    finds another one running skips. Returns how many workloads were looked at."""
     with advisory_lock(*SYNC_LOCK) as acquired:
         if not acquired:
             log.info("workload sync skipped: another run holds the lock")
@@ -279,10 +279,15 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             (timezone.now() - state.full_sync_at).total_seconds()
             >= settings.SYNC_WORKLOADS_FULL_EVERY_S
         )
+        looked_at = 0
         if full or due or any(w.kind not in state.cursors for w in watched):
-            return _full_resync(kube, state, watched)
+            looked_at = _full_resync(kube, state, watched)
+            # then the run watches from the cursors it took, as any run does: a run that ended
+            # here left what changed after the read to the next beat, up to a period later
+            if full or any(w.kind not in state.cursors for w in watched):
+                return looked_at
         retry = set(state.retry_ids)
-        cursors, looked_at = dict(state.cursors), 0
+        cursors = dict(state.cursors)
         # this worker's last run's, if it ended where this one starts; each namespace is read
         # once, then kept up to date from the watches, within the run and for the next one
         readings = KEPT.take(cursors)
@@ -290,7 +295,7 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
         # those whose last sync failed and those not on the cluster yet (a lost create
         # message) first; then each batch of changes as it arrives
         looked, failed = _sync_changed(kube, {}, retry, readings, live, uncreated=True)
-        retry, looked_at = (retry - looked) | failed, len(looked)
+        retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
         try:
             for batch in change_batches(
                 kube,
