@@ -84,7 +84,7 @@ def states(tenant):
 def test_an_unchanged_fleet_costs_one_watch_per_kind_whatever_its_size(kube, team, world):
     tenant, mig = team
     submit_jobs(kube, world, tenant, mig, [f"a{i}" for i in range(3)])
-    looked_at, calls = sync_calls(kube)  # the first run: a full resync, cursors taken
+    looked_at, calls = sync_calls(kube, full=True)  # a full resync alone, cursors taken
     assert looked_at == 3
     assert {k for k, n in calls.items() if n} >= {("list", kind) for kind in KINDS}
     settle(kube)  # 3 live workloads, nothing changed: 5 watches
@@ -197,9 +197,12 @@ def test_a_full_resync_runs_every_sync_workloads_full_every_s(kube, team, world,
     settle(kube)
     WorkloadSyncState.objects.update(full_sync_at=timezone.now() - timedelta(seconds=301))
     looked_at, calls = sync_calls(kube)
-    assert looked_at == 1 and ("watch", "Job") not in calls
+    assert looked_at == 1
     # a cursor and the namespace read again (a full resync trusts no kept reading), no GET
     assert calls[("list", "Job")] == 2 and ("get", "Job") not in calls
+    # and the run watches from the cursors it took, as every run: what changes after the read
+    # waits for no next run
+    assert all(calls[("watch", kind)] >= 1 for kind in KINDS)
     settle(kube)
     assert sync_calls(kube, full=True)[0] == 1  # and on demand
 

@@ -257,11 +257,11 @@ def test_the_full_sync_reads_each_namespace_once(kube, team, world):
         ("list", "Job"): 1,
         ("list", "Deployment"): 1,
     }
-    # the periodic sync's first run is that full read, after taking a watch cursor per kind
-    # (a one-item list each) and listing Kueue's Workloads once cluster-wide (work made
-    # outside the portal and not followed yet: lifecycle/following.py)
+    # the periodic sync's first run begins with that full read (and watches from there), after
+    # taking a watch cursor per kind (a one-item list each) and listing Kueue's Workloads once
+    # cluster-wide (work made outside the portal and not followed yet: lifecycle/following.py)
     before = dict(kube.stats.calls)
-    assert watching.sync_live_workloads(kube) == 3
+    assert watching.sync_live_workloads(kube, full=True) == 3  # the read alone
     calls = {k: n - before.get(k, 0) for k, n in kube.stats.calls.items() if n != before.get(k)}
     assert calls == {
         ("list", "Job"): 2,
