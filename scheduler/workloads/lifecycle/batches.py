@@ -58,14 +58,17 @@ def change_batches(
     other collections move on."""
     todo = [w for w in watched if cursors.get(w.kind)]
     inbox: queue.Queue[tuple[str, object]] = queue.Queue()
-    busy = threading.Event()  # the caller holds a batch
+    held: list[float | None] = [None]  # since when the caller holds a batch, while it does
     until = time.monotonic() + LONGEST_WINDOWS * timeout_s
 
     def behind() -> bool:
-        """The caller is still syncing what came: a watch that ends now is opened again, so
-        what comes next is in this run's next batch, not after the rest of it and the next
-        run's start (a burst: issue 55). Up to LONGEST_WINDOWS windows in all."""
-        return (busy.is_set() or not inbox.empty()) and time.monotonic() < until
+        """The caller has been syncing one batch for longer than a batch gathers: a watch that
+        ends now is opened again, so what comes next is in this run's next batch, not after
+        the rest of it and the next run's start (a burst: issue 55). Not for a batch that
+        touches nothing of the portal's, synced in a moment (another tenant's changes on a
+        shared cluster); up to LONGEST_WINDOWS windows in all."""
+        now, since = time.monotonic(), held[0]  # one read: the reader's thread resets it
+        return since is not None and now - since >= gather_s and now < until
 
     def pump(w: Watched) -> None:
         since, window = str(cursors[w.kind]), timeout_s
@@ -111,11 +114,11 @@ def change_batches(
             if event.get("type") != "BOOKMARK":
                 events[kind].append(event)
         if events or moved:
-            busy.set()
+            held[0] = time.monotonic()
             try:
                 yield Batch(events=dict(events), cursors=dict(latest))
             finally:
-                busy.clear()
+                held[0] = None
     if failure is not None:
         raise failure
 
