@@ -428,7 +428,9 @@ SYNC_WORKLOADS_EVERY_S = env.float("SYNC_WORKLOADS_EVERY_S", default=10.0)
 CELERY_BEAT_SCHEDULE["sync-workloads"] = {
     "task": "scheduler.tasks.sync_workloads",
     "schedule": SYNC_WORKLOADS_EVERY_S,
-    "options": {"expires": 9},
+    # a run lasts its period (SYNC_WORKLOADS_WATCH_S): the message sent as it watched is the
+    # next run's, so it lives until the next one is sent, whatever the period
+    "options": {"expires": max(1.0, SYNC_WORKLOADS_EVERY_S - 1)},
 }
 # The sync reads what changed since its last run (watches); every so often it reads every live
 # workload again (level-triggered), which repairs whatever a watch missed.

@@ -133,7 +133,7 @@ def test_a_watch_that_ends_while_the_caller_is_behind_is_opened_again_from_its_l
     seen = []
     for batch in change_batches(streams, {"Pod": "10"}, [W("Pod")], timeout_s=3, gather_s=0.05):
         seen.append(rvs(batch))
-        time.sleep(2.0)  # syncing the batch as the watch ends
+        time.sleep(3.0)  # syncing the batch as both first openings end (at 1 and 2 s)
     assert seen == [["11"], ["12"]]  # the second in this run, not after it
     # the third opening ended at once: the server went away, the next run opens it
     assert streams.opened == ["10", "11", "12"]
