@@ -305,3 +305,11 @@ def pool_summary(now: datetime | None = None) -> list[PoolLine]:
             )
         )
     return lines
+
+
+def active_namespaces() -> set[str]:
+    """The namespaces of the teams that are active: where work may come, by any door."""
+    return {
+        tenant.namespace
+        for tenant in Tenant.objects.filter(status=Tenant.Status.ACTIVE).only("slug")
+    }

@@ -81,6 +81,31 @@ def states(tenant):
     return sorted(Workload.objects.filter(tenant=tenant).values_list("state", flat=True))
 
 
+def finish(kube_admin, kube, workload):
+    """Its pod succeeds, as the kubelet would report, and the Job completes."""
+    pod = kube.list(
+        "Pod", workload.namespace, label_selector=f"gpu-portal.io/workload={workload.pk}"
+    )[0]
+    kube_admin.apply_status(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod["metadata"]["name"], "namespace": workload.namespace},
+            "status": {"phase": "Succeeded"},
+        }
+    )
+    wait_for(
+        "the Job complete",
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (
+                kube.get("Job", workload.k8s_name, workload.namespace).get("status") or {}
+            ).get("conditions")
+            or []
+        ),
+    )
+
+
 def test_an_unchanged_fleet_costs_one_watch_per_kind_whatever_its_size(kube, team, world):
     tenant, mig = team
     submit_jobs(kube, world, tenant, mig, [f"a{i}" for i in range(3)])
@@ -112,25 +137,7 @@ def test_a_finished_job_is_picked_up_by_the_next_sync_and_the_queue_moves_up(
     queued = Workload.objects.filter(tenant=tenant, state="queued").order_by("queue_position")
     assert [w.queue_position for w in queued] == [1, 2, 3, 4]
     done = running[0]
-    pod = kube.list("Pod", done.namespace, label_selector=f"gpu-portal.io/workload={done.pk}")[0]
-    kube_admin.apply_status(  # what the kubelet would report
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod["metadata"]["name"], "namespace": done.namespace},
-            "status": {"phase": "Succeeded"},
-        }
-    )
-    wait_for(
-        "the Job complete",
-        lambda: any(
-            c["type"] == "Complete" and c["status"] == "True"
-            for c in (kube.get("Job", done.k8s_name, done.namespace).get("status") or {}).get(
-                "conditions"
-            )
-            or []
-        ),
-    )
+    finish(kube_admin, kube, done)
 
     looked_at, calls = sync_calls(kube)  # the next run sees it
     done.refresh_from_db()
@@ -188,6 +195,30 @@ def test_an_expired_cursor_falls_back_to_a_full_resync_which_repairs_what_was_mi
     second.refresh_from_db()
     assert (second.state, second.reason) == ("failed", "Deleted")
     settle(kube)  # and it goes on from the new cursors
+
+
+def test_a_retried_job_deleted_as_it_finished_ends_as_the_watch_saw_it_not_as_deleted(
+    kube, kube_admin, team, world
+):
+    """A workload to retry (its last sync failed, or a full read found its Job gone) whose Job
+    finished and was deleted since the cursors: the run's first reading lacks the Job, and only
+    the watch knows how it ended. It waits for the watch, rather than ending "failed,
+    Deleted" before the watch opens."""
+    tenant, mig = team
+    (job,) = submit_jobs(kube, world, tenant, mig, ["d0"])
+    settle(kube)
+    job.refresh_from_db()
+    assert job.state == "running"
+    finish(kube_admin, kube, job)  # after the cursors the last run saved
+    kube.delete("Job", job.k8s_name, job.namespace, propagation="Foreground")
+    wait_for("job gone", lambda: kube.get("Job", job.k8s_name, job.namespace) is None)
+    WorkloadSyncState.objects.update(retry_ids=[job.pk])
+    watching.KEPT.take({})  # another worker's run: no reading kept, the namespace read anew
+
+    sync_calls(kube)
+    job.refresh_from_db()
+    assert (job.state, job.reason) == ("succeeded", "Completed")
+    assert WorkloadSyncState.objects.get().retry_ids == []
 
 
 def test_a_full_resync_runs_every_sync_workloads_full_every_s(kube, team, world, settings):
@@ -265,6 +296,11 @@ def test_a_run_that_reads_many_namespaces_reads_the_cluster_whole_with_the_same_
     assert calls == {k: wide.get(k, 0) + cursors.get(k, 0) for k in {*wide, *cursors}}
     wide_result = (states(tenant), queue_places(tenant))
     assert wide_result == (["queued", "queued", "running", "running"], [1, 2])
+    # every active team's namespace is read and kept, with work or not: a team's first Job
+    # needs no reading of its own (in a burst, most teams' first: issue 55)
+    kept = watching.KEPT.take(WorkloadSyncState.objects.get().cursors)
+    assert {tenant.namespace, world.tenant.namespace, world.other_tenant.namespace} <= set(kept)
+    assert kept[world.other_tenant.namespace].all_pods == []
 
     settings.SYNC_WORKLOADS_WIDE_FROM = 1000  # namespace by namespace: the same result
     looked_at, calls = sync_calls(kube, full=True)

@@ -38,6 +38,7 @@ from scheduler.workloads.lifecycle.side_by_side import (
 )
 from scheduler.workloads.lifecycle.sync import named_after
 from scheduler.workloads.models import Workload, WorkloadSyncState
+from tenants import selectors
 
 log = logging.getLogger(__name__)
 
@@ -237,12 +238,18 @@ def _full_resync(kube: KubeGateway, state: WorkloadSyncState, watched: tuple[Wat
     except ClusterError as exc:
         log.warning("workload sync cannot read Kueue's Workloads: %s", exc)
         queued = None
-    # the namespaces of live work and of work to follow: the cluster whole, if it pays
-    namespaces = set(Workload.objects.live().values_list("namespace", flat=True)) | {
-        w["metadata"].get("namespace", "")
-        for w in queued or []
-        if w.get("metadata") and not owners.is_finished(w)
-    }
+    # the namespaces of live work, of work to follow and of every active team (read now, kept
+    # and followed from the watches, not read one by one as a burst's first Jobs come: issue
+    # 55): the cluster whole, if it pays
+    namespaces = (
+        set(Workload.objects.live().values_list("namespace", flat=True))
+        | {
+            w["metadata"].get("namespace", "")
+            for w in queued or []
+            if w.get("metadata") and not owners.is_finished(w)
+        }
+        | selectors.active_namespaces()
+    )
     readings = read_for(kube, namespaces, len(namespaces), queued)
     if queued is not None:
         try:
@@ -292,10 +299,15 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
         # once, then kept up to date from the watches, within the run and for the next one
         readings = KEPT.take(cursors)
         live: list[tuple] = []
+        ended: dict[str, list[dict]] = defaultdict(list)  # the run's, for all its syncs
         # those whose last sync failed and those not on the cluster yet (a lost create
-        # message) first; then each batch of changes as it arrives
-        looked, failed = _sync_changed(kube, {}, retry, readings, live, uncreated=True)
-        retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
+        # message) first; a Job gone since the cursors waits for the watch to say how it
+        # ended (its last look comes in a batch, which syncs it again); then each batch of
+        # changes as it arrives
+        looked, pending = _sync_changed(
+            kube, {}, retry, readings, live, ended, uncreated=True, defer_gone=True
+        )
+        retry, looked_at = (retry - looked) | pending, looked_at + len(looked)
         try:
             for batch in change_batches(
                 kube,
@@ -306,10 +318,15 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             ):
                 if batch.events:
                     looked, failed = _sync_changed(
-                        kube, batch.events, set(), readings, live, uncreated=False
+                        kube, batch.events, set(), readings, live, ended, uncreated=False
                     )
                     retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
+                    pending -= looked
                 cursors.update(batch.cursors)  # synced up to here
+            # the watches saw everything since the cursors: one still gone without a word of
+            # how it ended was deleted
+            looked, failed = _sync_changed(kube, {}, pending, readings, live, ended)
+            retry = (retry - looked) | failed
         except ResourceVersionGone as exc:
             log.info("a watch cursor expired, resyncing all workloads: %s", exc)
             return looked_at + _full_resync(kube, state, watched)
@@ -317,9 +334,9 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
             log.warning("workload sync cannot read the cluster's changes: %s", exc)
         state.cursors, state.retry_ids = cursors, sorted(retry)
         state.save(update_fields=["cursors", "retry_ids", "updated_at"])
-        # up to date with the cursors saved; those of namespaces with no live work left go
-        working = {ns for _, ns, *_ in live}
-        KEPT.keep(cursors, {ns: r for ns, r in readings.items() if ns in working})
+        # up to date with the cursors saved: every namespace read, with live work or not (an
+        # idle team's next Job would read it again), as an informer keeps what it watches
+        KEPT.keep(cursors, readings)
         try:
             stop_past_their_run_time(kube)
         except ClusterError as exc:  # still running: the next run stops it
@@ -333,15 +350,18 @@ def _sync_changed(
     retry: set[int],
     readings: dict[str, NamespaceReading],
     live: list[tuple],
+    ended: dict[str, list[dict]],
     *,
-    uncreated: bool,
+    uncreated: bool = False,
+    defer_gone: bool = False,
 ) -> tuple[set[int], set[int]]:
     """Sync the live workloads a batch of changes concerns (and those in `retry`, and with
     `uncreated` those not on the cluster yet), follow the work made outside the portal it shows
     and refresh the places in the queues it moved. `readings`: the namespaces the run read so
     far, brought up to date with the batch and added to; `live`: the run's live workloads
-    (pk, namespace, name, uid, made on the cluster), added to. Returns the workloads it looked
-    at and those whose sync failed (retried by the next run)."""
+    (pk, namespace, name, uid, made on the cluster), added to; `ended`: the run's last looks at
+    what ended (`Touched.ended`), added to. Returns the workloads it looked at and those whose
+    sync failed, or was deferred (`defer_gone`), to be tried again."""
     apply_changes(readings, changes)
     # the live workloads once a run, then only those made since (a batch comes every second
     # or so, and most touch none): one that ended meanwhile is skipped by `sync_each`
@@ -354,6 +374,8 @@ def _sync_changed(
     touched = touched_workloads(
         changes, (LiveRef(pk, ns, name, uid) for pk, ns, name, uid, _ in live)
     )
+    for namespace, objs in touched.ended.items():
+        ended[namespace].extend(objs)
     todo = [
         (pk, ns)
         for pk, ns, _, _, created in live
@@ -372,7 +394,7 @@ def _sync_changed(
             log.warning("work made outside the portal not followed yet: %s", exc)
             new = []
         todo += list(Workload.objects.filter(pk__in=new).values_list("pk", "namespace"))
-    read, failed = sync_each(kube, todo, readings, ended=touched.ended)
+    read, failed = sync_each(kube, todo, readings, ended=ended, defer_gone=defer_gone)
     readings.update(read)  # and those it read one by one
     try:
         refresh_queue_positions(
