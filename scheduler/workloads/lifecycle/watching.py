@@ -323,10 +323,10 @@ def sync_live_workloads(kube: KubeGateway, *, full: bool = False) -> int:
                     retry, looked_at = (retry - looked) | failed, looked_at + len(looked)
                     pending -= looked
                 cursors.update(batch.cursors)  # synced up to here
-            # the watches saw everything since the cursors: one still gone without a word of
-            # how it ended was deleted
-            looked, failed = _sync_changed(kube, {}, pending, readings, live, ended)
-            retry = (retry - looked) | failed
+            if pending:  # the watches saw everything since the cursors: one still gone
+                # without a word of how it ended was deleted
+                looked, failed = _sync_changed(kube, {}, pending, readings, live, ended)
+                retry = (retry - looked) | failed
         except ResourceVersionGone as exc:
             log.info("a watch cursor expired, resyncing all workloads: %s", exc)
             return looked_at + _full_resync(kube, state, watched)
